@@ -1,0 +1,84 @@
+// `wassal lab`: parses its arguments and calls the lab; nothing else.
+
+import { Command, Option } from "commander";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { findScenario, runScenario, SCENARIOS, type LabRunResult } from "../lab/run-lab.js";
+import type { Scenario } from "../lab/scenario.js";
+import { EXIT } from "./exit-codes.js";
+
+interface LabOptions {
+  list?: boolean;
+  json?: boolean;
+  reports?: string;
+  db?: string;
+  keepDb?: boolean;
+}
+
+function scenarioList(): string {
+  return SCENARIOS.map((s) => `  ${s.name.padEnd(40)} ${s.phase}: ${s.summary}`).join("\n") + `\n  ${"all".padEnd(40)} every scenario above, in order`;
+}
+
+function pick(name: string | undefined): Scenario[] {
+  if (name === undefined) {
+    throw new InvalidArgumentError(`name a scenario to run. Valid names:\n${scenarioList()}`);
+  }
+  if (name === "all") return [...SCENARIOS];
+  const scenario = findScenario(name);
+  if (scenario === undefined) {
+    throw new InvalidArgumentError(`unknown scenario ${JSON.stringify(name)}. Valid names:\n${scenarioList()}`);
+  }
+  return [scenario];
+}
+
+function asJson(result: LabRunResult) {
+  return {
+    scenario: result.scenario,
+    passed: result.passed,
+    reportPath: result.reportPath,
+    reportError: result.reportError,
+    databasePath: result.databasePath,
+    checks: result.checks,
+    metrics: result.metrics,
+  };
+}
+
+export function labCommand(): Command {
+  return new Command("lab")
+    .description("run the Wassal payments lab: scenarios that show the problem and the fix, check every figure, and save a report")
+    .argument("[scenario]", `a scenario name, or "all" (see --list)`)
+    .option("--list", "list the scenarios and exit")
+    .option("--json", "print one JSON object (scenario, passed, reportPath, databasePath, checks, metrics) instead of the text report; with \"all\", an object holding every scenario's")
+    .option("--reports <dir>", "save reports under <dir>/Reports/Session-15/", ".")
+    .option("--db <path>", "run on this SQLite file (created if missing, must hold no Wassal tables, kept afterwards) instead of a temporary one")
+    .addOption(new Option("--keep-db", "keep the temporary database instead of deleting it").conflicts("db"))
+    .addHelpText("after", `\nScenarios:\n${scenarioList()}\n\nExit codes: 0 every check passed, 1 a check failed, 2 bad input.`)
+    .action(async (name: string | undefined, options: LabOptions) => {
+      if (options.list) {
+        process.stdout.write(`${scenarioList()}\n`);
+        return;
+      }
+      const scenarios = pick(name);
+      const results: LabRunResult[] = [];
+      for (const scenario of scenarios) {
+        const result = await runScenario(scenario, {
+          reportsDir: options.reports ?? ".",
+          keepDb: options.keepDb ?? false,
+          ...(options.db === undefined ? {} : { db: options.db }),
+        });
+        results.push(result);
+        if (!options.json) {
+          process.stdout.write(result.text);
+          process.stdout.write(result.reportPath ? `report        saved to ${result.reportPath}\n\n` : `report        NOT SAVED: ${result.reportError}\n\n`);
+        }
+        if (result.reportError) process.stderr.write(`wassal: ${result.reportError}\n`);
+      }
+      const passed = results.every((r) => r.passed);
+      if (options.json) {
+        const payload = results.length === 1 && name !== "all" ? asJson(results[0] as LabRunResult) : { passed, scenarios: results.map(asJson) };
+        process.stdout.write(`${JSON.stringify(payload, null, 2)}\n`);
+      } else if (results.length > 1) {
+        process.stdout.write(results.map((r) => `${r.passed ? "PASSED" : "FAILED"}  ${r.scenario}`).join("\n") + "\n");
+      }
+      process.exitCode = passed ? EXIT.ok : EXIT.failed;
+    });
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// The `wassal` command: parses arguments and hands off to the library. Errors become one clear
+// line and an exit code (see exit-codes.ts); WASSAL_DEBUG=1 adds the stack.
+
+import { Command, CommanderError } from "commander";
+import { createRequire } from "node:module";
+import { WassalError } from "../outbox/errors.js";
+import { EXIT } from "./exit-codes.js";
+import { labCommand } from "./lab-command.js";
+
+const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
+
+const USAGE_CODES = new Set(["INVALID_ARGUMENT", "DATABASE_OPEN", "NOT_IN_TRANSACTION"]);
+
+function program(): Command {
+  return new Command("wassal")
+    .description("Wassal: a leased transactional outbox for Node.js, and the payments lab that proves it")
+    .version(version)
+    .showHelpAfterError("(run with --help for usage)")
+    .exitOverride()
+    .addCommand(labCommand().exitOverride());
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  try {
+    await program().parseAsync([...argv], { from: "node" });
+    return typeof process.exitCode === "number" ? process.exitCode : EXIT.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Commander has already printed its message (or the help, or the version).
+      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    if (error instanceof WassalError) {
+      process.stderr.write(`wassal: ${error.message}\n`);
+      if (process.env.WASSAL_DEBUG) process.stderr.write(`${error.stack}\n`);
+      return USAGE_CODES.has(error.code) ? EXIT.usage : EXIT.failed;
+    }
+    process.stderr.write(`wassal: unexpected error: ${error instanceof Error ? error.message : String(error)}\n`);
+    if (process.env.WASSAL_DEBUG) process.stderr.write(`${error instanceof Error ? error.stack : ""}\n`);
+    else process.stderr.write("(set WASSAL_DEBUG=1 to see the stack)\n");
+    return EXIT.failed;
+  }
+}
+
+process.exitCode = await main(process.argv);

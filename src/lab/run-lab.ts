@@ -1,0 +1,102 @@
+// Runs lab scenarios: sets up the backend, runs, renders the report with its header, saves it
+// under Reports/Session-15/, and removes the temporary database.
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { LabBackend } from "./backend.js";
+import type { LabMetrics } from "./metrics.js";
+import type { Check } from "./report.js";
+import type { Scenario } from "./scenario.js";
+import { competingWorkersNoClaim } from "./scenarios/competing-workers-no-claim.js";
+import { outboxLeasing } from "./scenarios/outbox-leasing.js";
+import { SqliteLabBackend } from "./sqlite-backend.js";
+
+/** Every scenario, BEFORE first. */
+export const SCENARIOS: readonly Scenario[] = [competingWorkersNoClaim, outboxLeasing];
+
+export function findScenario(name: string): Scenario | undefined {
+  return SCENARIOS.find((s) => s.name === name);
+}
+
+export interface LabRunOptions {
+  /** Reports go to <reportsDir>/Reports/Session-15/ (default: the working directory). */
+  readonly reportsDir?: string;
+  /** A SQLite file to run on instead of a temporary one (kept afterwards). */
+  readonly db?: string;
+  /** Keep the temporary database. */
+  readonly keepDb?: boolean;
+}
+
+export interface LabRunResult {
+  readonly scenario: string;
+  readonly passed: boolean;
+  /** Where the report was saved, or null if saving failed (see reportError). */
+  readonly reportPath: string | null;
+  readonly reportError: string | null;
+  readonly databasePath: string;
+  readonly databaseFate: string;
+  readonly checks: readonly Check[];
+  readonly metrics: LabMetrics;
+  readonly text: string;
+}
+
+function stamp(at: Date): string {
+  const iso = at.toISOString(); // 2026-11-29T12:10:00.123Z
+  return `${iso.slice(0, 10).replaceAll("-", "")}-${iso.slice(11, 19).replaceAll(":", "")}-${iso.slice(20, 23)}`;
+}
+
+export function reportPathFor(scenario: Scenario, reportsDir: string, at: Date): string {
+  return join(resolve(reportsDir), "Reports", "Session-15", `${scenario.reportStem}-RunReport-${stamp(at)}.txt`);
+}
+
+export function createBackend(scenario: Scenario, options: LabRunOptions): LabBackend<unknown> {
+  return new SqliteLabBackend({ label: scenario.name, keep: options.keepDb ?? false, ...(options.db === undefined ? {} : { path: options.db }) }) as LabBackend<unknown>;
+}
+
+export async function runScenario(scenario: Scenario, options: LabRunOptions = {}): Promise<LabRunResult> {
+  const startedAt = new Date();
+  const backend = createBackend(scenario, options);
+  let outcome: Awaited<ReturnType<Scenario["run"]>>;
+  let databaseFate: string;
+  try {
+    outcome = await scenario.run(backend);
+  } finally {
+    databaseFate = await backend.dispose();
+  }
+  const header = [
+    `Wassal payments lab: ${scenario.name} (${scenario.phase}: ${scenario.title})`,
+    `  ${scenario.summary}`,
+    "",
+    `run started   ${startedAt.toISOString()}`,
+    `store         ${backend.description}`,
+    `database      ${backend.location}`,
+  ].join("\n");
+  const footer = [
+    "",
+    `database      ${databaseFate}`,
+    `result        ${outcome.passed ? "PASSED" : "FAILED"}: ${outcome.checks.filter((c) => c.passed).length} of ${outcome.checks.length} checks passed`,
+  ].join("\n");
+  const text = `${header}\n${outcome.body}${footer}\n`;
+
+  const path = reportPathFor(scenario, options.reportsDir ?? process.cwd(), startedAt);
+  let reportPath: string | null = path;
+  let reportError: string | null = null;
+  try {
+    mkdirSync(join(path, ".."), { recursive: true });
+    writeFileSync(path, text);
+  } catch (error) {
+    reportPath = null;
+    reportError = `could not save the report to ${path}: ${(error as Error).message}`;
+  }
+  return {
+    scenario: scenario.name,
+    passed: outcome.passed,
+    reportPath,
+    reportError,
+    databasePath: backend.location,
+    databaseFate,
+    checks: outcome.checks,
+    metrics: outcome.metrics,
+    text,
+  };
+}

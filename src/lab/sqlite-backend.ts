@@ -1,0 +1,67 @@
+// The lab on a SQLite file: a fresh temporary file by default (deleted at the end unless kept),
+// or a file the user names, which must not already hold Wassal data.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Clock } from "../outbox/clock.js";
+import { DatabaseOpenError } from "../outbox/errors.js";
+import { listTables, openSqliteDatabase, sqliteVersion } from "../stores/sqlite/open-database.js";
+import { SqlitePaymentsRepository } from "../stores/sqlite/payments-repository.js";
+import { SqliteOutboxStore, type SqliteTx } from "../stores/sqlite/sqlite-outbox-store.js";
+import type { LabBackend, LabConnection } from "./backend.js";
+
+export interface SqliteBackendOptions {
+  /** A file to use instead of a temporary one; it is kept. */
+  readonly path?: string;
+  /** Keep the temporary file at the end. */
+  readonly keep?: boolean;
+  /** Scenario name, used in the temporary folder's name. */
+  readonly label: string;
+}
+
+export class SqliteLabBackend implements LabBackend<SqliteTx> {
+  readonly location: string;
+  readonly description: string;
+  readonly #tempDir: string | null;
+  readonly #keep: boolean;
+  readonly #connections: SqliteOutboxStore[] = [];
+
+  constructor(options: SqliteBackendOptions) {
+    if (options.path !== undefined) {
+      const probe = openSqliteDatabase(options.path);
+      try {
+        if (listTables(probe).some((name) => name === "outbox_messages" || name === "payments")) {
+          throw new DatabaseOpenError(`${options.path} already holds Wassal tables; the lab needs an empty database (give a new file path, or leave out --db for a temporary one)`);
+        }
+      } finally {
+        probe.close();
+      }
+      this.location = options.path;
+      this.#tempDir = null;
+      this.#keep = true;
+    } else {
+      this.#tempDir = mkdtempSync(join(tmpdir(), `wassal-${options.label}-`));
+      this.location = join(this.#tempDir, "wassal-outbox.db");
+      this.#keep = options.keep ?? false;
+    }
+    this.description = `SQLite ${sqliteVersion()} (better-sqlite3), WAL, synchronous=FULL, one connection per worker`;
+  }
+
+  async connect(clock: Clock): Promise<LabConnection<SqliteTx>> {
+    const store = new SqliteOutboxStore({ path: this.location, clock });
+    this.#connections.push(store);
+    await store.migrate();
+    const repository = new SqlitePaymentsRepository(store);
+    await repository.migrate();
+    return { store, repository };
+  }
+
+  async dispose(): Promise<string> {
+    for (const store of this.#connections) await store.close();
+    if (this.#tempDir === null) return `database kept at ${this.location} (you named it with --db)`;
+    if (this.#keep) return `database kept at ${this.location} (--keep-db)`;
+    rmSync(this.#tempDir, { recursive: true, force: true });
+    return `temporary database ${this.location} deleted`;
+  }
+}

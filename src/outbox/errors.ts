@@ -1,0 +1,80 @@
+// Every error Wassal throws on purpose. Each message says what went wrong and what to do.
+
+/** The base class: `err instanceof WassalError` catches every deliberate Wassal error. */
+export class WassalError extends Error {
+  override name = "WassalError";
+  /** A stable, machine-readable code. */
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** An argument or option had a value outside its valid range. */
+export class InvalidArgumentError extends WassalError {
+  override name = "InvalidArgumentError";
+  constructor(message: string) {
+    super("INVALID_ARGUMENT", message);
+  }
+}
+
+/** The database could not be opened, or is not a database this store can use. */
+export class DatabaseOpenError extends WassalError {
+  override name = "DatabaseOpenError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("DATABASE_OPEN", message, options);
+  }
+}
+
+/** A write could not get the database's write lock in time; the operation wrote nothing and can be retried. */
+export class StoreBusyError extends WassalError {
+  override name = "StoreBusyError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("STORE_BUSY", message, options);
+  }
+}
+
+/** `enqueue` was given a connection that is not inside a transaction. */
+export class NotInTransactionError extends WassalError {
+  override name = "NotInTransactionError";
+  constructor(message: string) {
+    super("NOT_IN_TRANSACTION", message);
+  }
+}
+
+/**
+ * The caller no longer holds the lease it presented: the message was reclaimed (its lease token
+ * moved on), completed, failed or released. Nothing was written. Lease operations return a
+ * `lease-lost` result rather than throw; use `assertHeld` to turn that result into this error.
+ */
+export class LeaseLostError extends WassalError {
+  override name = "LeaseLostError";
+  readonly messageId: string;
+  readonly token: number;
+
+  constructor(messageId: string, token: number, detail: string) {
+    super("LEASE_LOST", `lease on message ${messageId} (token ${token}) is no longer held: ${detail}. Nothing was written; drop the work, another owner has it or it is already finished`);
+    this.messageId = messageId;
+    this.token = token;
+  }
+}
+
+/** A message id or dedupe key was not found. */
+export class MessageNotFoundError extends WassalError {
+  override name = "MessageNotFoundError";
+  constructor(message: string) {
+    super("MESSAGE_NOT_FOUND", message);
+  }
+}
+
+/** A message with the same dedupe key already exists. */
+export class DuplicateMessageError extends WassalError {
+  override name = "DuplicateMessageError";
+  readonly dedupeKey: string;
+  constructor(dedupeKey: string) {
+    super("DUPLICATE_MESSAGE", `an outbox message with dedupe key ${JSON.stringify(dedupeKey)} already exists; each dedupe key is enqueued once (look the existing one up instead)`);
+    this.dedupeKey = dedupeKey;
+  }
+}

@@ -1,0 +1,44 @@
+// Runs one claimed message through a handler and completes it under its lease. The handler does
+// its slow work (e.g. a provider call) outside any transaction and returns the business write;
+// that write commits with the token-guarded completion or not at all. Both the lab and the
+// worker use this, so processing is reported the same way everywhere.
+
+import type { Clock } from "./clock.js";
+import type { OutboxStore } from "./store.js";
+import type { Completed, Finalize, Lease, LeaseLost, OutboxMessage } from "./types.js";
+
+/** What a handler returns: the business write to commit with the completion, and a summary for reports. */
+export interface HandlerResult<Tx> {
+  readonly finalize?: Finalize<Tx>;
+  readonly summary?: string;
+}
+
+export type Handler<Tx> = (message: OutboxMessage, context: { readonly lease: Lease; readonly signal: AbortSignal }) => Promise<HandlerResult<Tx>>;
+
+export async function processLease<Tx>(
+  store: OutboxStore<Tx>,
+  lease: Lease,
+  handler: Handler<Tx>,
+  clock: Clock,
+  signal: AbortSignal = new AbortController().signal,
+): Promise<{ readonly result: Completed | LeaseLost; readonly summary: string }> {
+  const base = { owner: lease.owner, messageId: lease.messageId, token: lease.token };
+  store.events.emit({ type: "processing-started", at: clock.now(), ...base, attempt: lease.message.attempts });
+  let handled: HandlerResult<Tx>;
+  try {
+    handled = await handler(lease.message, { lease, signal });
+  } catch (error) {
+    store.events.emit({ type: "processing-finished", at: clock.now(), ...base, result: "failed", detail: error instanceof Error ? error.message : String(error) });
+    throw error;
+  }
+  const summary = handled.summary ?? "";
+  const result = await store.complete(lease, handled.finalize);
+  store.events.emit({
+    type: "processing-finished",
+    at: clock.now(),
+    ...base,
+    result: result.outcome === "completed" ? "completed" : "lease-lost",
+    detail: result.outcome === "completed" ? summary : `result discarded: lease lost (${summary})`,
+  });
+  return { result, summary };
+}

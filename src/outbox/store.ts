@@ -1,0 +1,92 @@
+// The contract every store fulfils, SQLite and PostgreSQL alike. It covers the message's whole
+// life under leases; it leaves out scheduling, retry policy and handler dispatch, which belong to
+// whoever drives the store (the worker, the lab). One conformance suite (test/conformance) holds
+// every store to it.
+
+import type { EventHub } from "./events.js";
+import type {
+  ClaimOneResult,
+  ClaimOptions,
+  Completed,
+  DeadLettered,
+  Finalize,
+  JsonValue,
+  Lease,
+  LeaseLost,
+  MessageStatus,
+  NewMessage,
+  OutboxMessage,
+  Released,
+  Renewed,
+  RetryDecision,
+  RetryScheduled,
+  StatusCounts,
+} from "./types.js";
+
+export interface OutboxStore<Tx> {
+  /** "sqlite" or "postgres". */
+  readonly kind: string;
+  /** Every lease and processing event this store sees. */
+  readonly events: EventHub;
+
+  /** Creates or upgrades the schema. Safe to call on every start. */
+  migrate(): Promise<void>;
+
+  /**
+   * Runs `work` in one write transaction and commits it, or rolls all of it back if `work`
+   * throws. This is the caller's business transaction: enqueue inside it.
+   */
+  transaction<T>(work: (tx: Tx) => T | Promise<T>): Promise<T>;
+
+  /** Adds a message inside the caller's transaction: it exists if and only if that commits. */
+  enqueue<P extends JsonValue>(tx: Tx, message: NewMessage<P>): Promise<OutboxMessage<P>>;
+
+  /**
+   * Atomically claims up to `limit` claimable messages (pending and due, or processing under an
+   * expired lease), oldest first. Each claimed message gets this owner, a new expiry, a new lease
+   * token and one more attempt. Returns an empty array when nothing is claimable.
+   */
+  claim(owner: string, options: ClaimOptions): Promise<Lease[]>;
+
+  /** Claims one named message if it is claimable now, or says who blocks it. */
+  claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimOneResult>;
+
+  /** Extends a held lease to now + leaseMs. */
+  renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost>;
+
+  /**
+   * Marks the message processed and runs `finalize` (the business writes) in one transaction,
+   * the token-guarded update first. If the lease is lost, `finalize` never runs and nothing is
+   * written; if `finalize` throws, both roll back and the error is rethrown.
+   */
+  complete(lease: Lease, finalize?: Finalize<Tx>): Promise<Completed | LeaseLost>;
+
+  /** Gives the message back as pending after a delay, or marks it dead, recording the error. */
+  fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost>;
+
+  /** Gives an unstarted message back at once (pending, due now) and returns its attempt. */
+  release(lease: Lease): Promise<Released | LeaseLost>;
+
+  getMessage(messageId: string): Promise<OutboxMessage | undefined>;
+  listMessages(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<OutboxMessage[]>;
+  countByStatus(): Promise<StatusCounts>;
+  /** The schema as the database reports it (DDL text), for reports and support. */
+  describeSchema(): Promise<string>;
+
+  /**
+   * Access that ignores leases. It exists only so the lab can show the race that leases
+   * prevent; production code has no use for it.
+   */
+  readonly unleased: UnleasedAccess<Tx>;
+
+  /** Closes the store's connections. */
+  close(): Promise<void>;
+}
+
+/** The naive outbox loop of the BEFORE scenario: read every pending row, write without a guard. */
+export interface UnleasedAccess<Tx> {
+  /** Every pending message, oldest first, without claiming any. */
+  loadPending(): Promise<OutboxMessage[]>;
+  /** Runs `finalize` and marks the message processed, whoever else may be working on it. */
+  markProcessed(messageId: string, finalize?: Finalize<Tx>): Promise<void>;
+}

@@ -1,0 +1,123 @@
+// The shapes every store shares: messages, leases, and the results of lease operations.
+
+/** A value that survives JSON.stringify / JSON.parse unchanged: what a payload may hold. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+/** Where a message is in its life. See docs/architecture.md for the state diagram. */
+export type MessageStatus = "pending" | "processing" | "processed" | "dead";
+
+export const MESSAGE_STATUSES: readonly MessageStatus[] = ["pending", "processing", "processed", "dead"];
+
+/** One row of the outbox, as a store reads it back. */
+export interface OutboxMessage<P extends JsonValue = JsonValue> {
+  readonly id: string;
+  readonly type: string;
+  /** Unique across the outbox when set: one message per business key. */
+  readonly dedupeKey: string | null;
+  readonly payload: P;
+  readonly status: MessageStatus;
+  readonly createdAt: Date;
+  /** The earliest time a pending message may be claimed. */
+  readonly availableAt: Date;
+  /** Who holds (or last held) the lease; kept on a processed row as a record of who did the work. */
+  readonly lockedBy: string | null;
+  /** When the current lease ends; null unless the message is processing. */
+  readonly lockedUntil: Date | null;
+  /** Counts the claims of this message; the current lease is the one carrying this token. */
+  readonly leaseToken: number;
+  /** Claims of this message so far (counted at claim, so a crash still counts). */
+  readonly attempts: number;
+  readonly lastError: string | null;
+  readonly processedAt: Date | null;
+}
+
+/** What a caller hands to `enqueue`. */
+export interface NewMessage<P extends JsonValue = JsonValue> {
+  readonly type: string;
+  readonly payload: P;
+  /** Optional unique key: a second message with the same key is refused. */
+  readonly dedupeKey?: string;
+  /** Delay the first claim until this time (default: now). */
+  readonly availableAt?: Date;
+}
+
+/**
+ * Temporary ownership of one message. Every operation on it presents the token: a lease whose
+ * token is no longer the message's current one is lost, whoever holds it.
+ */
+export interface Lease<P extends JsonValue = JsonValue> {
+  readonly messageId: string;
+  readonly owner: string;
+  readonly token: number;
+  readonly lockedUntil: Date;
+  /** The message as it was claimed (status processing, owner and token set). */
+  readonly message: OutboxMessage<P>;
+  /** The owner whose expired lease this claim took over, or null for a fresh claim. */
+  readonly reclaimedFrom: string | null;
+}
+
+/** Who holds a message now, read back when an operation finds its lease gone. */
+export interface MessageHolder {
+  readonly status: MessageStatus;
+  readonly lockedBy: string | null;
+  readonly lockedUntil: Date | null;
+  readonly leaseToken: number;
+}
+
+/** The lease presented was not the current one: nothing was written. */
+export interface LeaseLost {
+  readonly outcome: "lease-lost";
+  readonly messageId: string;
+  readonly token: number;
+  /** The message's state when the operation looked; null when the message no longer exists. */
+  readonly current: MessageHolder | null;
+}
+
+export interface Renewed {
+  readonly outcome: "renewed";
+  readonly lease: Lease;
+}
+
+export interface Completed {
+  readonly outcome: "completed";
+  readonly messageId: string;
+  readonly processedAt: Date;
+}
+
+export interface RetryScheduled {
+  readonly outcome: "retry-scheduled";
+  readonly messageId: string;
+  readonly availableAt: Date;
+}
+
+export interface DeadLettered {
+  readonly outcome: "dead";
+  readonly messageId: string;
+}
+
+export interface Released {
+  readonly outcome: "released";
+  readonly messageId: string;
+}
+
+/** What `fail` should do: try again after a delay, or give up and mark the message dead. */
+export type RetryDecision = { readonly retryInMs: number } | "dead";
+
+/** The result of trying to claim one named message. */
+export type ClaimOneResult =
+  | { readonly outcome: "claimed"; readonly lease: Lease }
+  | { readonly outcome: "blocked"; readonly messageId: string; readonly heldBy: string | null; readonly lockedUntil: Date | null; readonly token: number }
+  | { readonly outcome: "not-claimable"; readonly messageId: string; readonly status: MessageStatus | "missing" };
+
+export interface ClaimOptions {
+  /** How many messages to claim at most (1 to 1000). */
+  readonly limit: number;
+  /** How long the lease lasts, in milliseconds (positive integer). */
+  readonly leaseMs: number;
+}
+
+/** Counts of messages per status. */
+export type StatusCounts = Record<MessageStatus, number>;
+
+/** Business writes that must commit with a message's completion, in the same transaction. */
+export type Finalize<Tx> = (tx: Tx) => void | Promise<void>;

@@ -1,0 +1,62 @@
+// Argument checks shared by every store, so each one rejects bad input with the same words.
+
+import { InvalidArgumentError, LeaseLostError } from "./errors.js";
+import type { ClaimOptions, LeaseLost } from "./types.js";
+
+export const MAX_CLAIM_LIMIT = 1000;
+
+export function checkOwner(owner: unknown): string {
+  if (typeof owner !== "string" || owner.trim() === "" || owner.length > 200) {
+    throw new InvalidArgumentError(`owner must be a non-empty string of at most 200 characters (got ${JSON.stringify(owner)})`);
+  }
+  return owner;
+}
+
+export function checkLeaseMs(leaseMs: unknown): number {
+  if (typeof leaseMs !== "number" || !Number.isInteger(leaseMs) || leaseMs <= 0 || leaseMs > 2_147_483_647) {
+    throw new InvalidArgumentError(`leaseMs must be a positive whole number of milliseconds (got ${String(leaseMs)})`);
+  }
+  return leaseMs;
+}
+
+export function checkClaimOptions(options: ClaimOptions): ClaimOptions {
+  const { limit } = options;
+  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_CLAIM_LIMIT) {
+    throw new InvalidArgumentError(`limit must be a whole number from 1 to ${MAX_CLAIM_LIMIT} (got ${String(limit)})`);
+  }
+  return { limit, leaseMs: checkLeaseMs(options.leaseMs) };
+}
+
+export function checkDelayMs(delayMs: unknown): number {
+  if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0) {
+    throw new InvalidArgumentError(`retryInMs must be a number of milliseconds >= 0 (got ${String(delayMs)})`);
+  }
+  return Math.round(delayMs);
+}
+
+export function checkMessageType(type: unknown): string {
+  if (typeof type !== "string" || type.trim() === "" || type.length > 200) {
+    throw new InvalidArgumentError(`message type must be a non-empty string of at most 200 characters (got ${JSON.stringify(type)})`);
+  }
+  return type;
+}
+
+/** The text recorded as a message's last error. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error) {
+    return `${error.name}: ${error.message}`.slice(0, 4000);
+  }
+  return String(error).slice(0, 4000);
+}
+
+/** Turns a lease-lost result into a thrown LeaseLostError; passes any other result through. */
+export function assertHeld<R extends { readonly outcome: string }>(result: R | LeaseLost): R {
+  if (result.outcome === "lease-lost") {
+    const lost = result as LeaseLost;
+    const detail = lost.current === null
+      ? "the message no longer exists"
+      : `the message is ${lost.current.status}, held by ${lost.current.lockedBy ?? "nobody"} under token ${lost.current.leaseToken}`;
+    throw new LeaseLostError(lost.messageId, lost.token, detail);
+  }
+  return result as R;
+}

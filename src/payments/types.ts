@@ -1,0 +1,49 @@
+// The Wassal payments domain: what a payment is, and what the domain needs from a database.
+
+export type PaymentStatus = "Pending" | "Paid" | "Failed";
+
+export interface Payment {
+  readonly id: string;
+  readonly idempotencyKey: string;
+  /** In minor units (cents): 12500 is 125.00. */
+  readonly amount: number;
+  /** ISO 4217 code, e.g. "EUR". */
+  readonly currency: string;
+  readonly status: PaymentStatus;
+  /** Set only from the provider, and only when Paid. */
+  readonly transactionId: string | null;
+  /** The provider's reference for the created payment. */
+  readonly providerReference: string;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+export interface CreatePaymentRequest {
+  readonly idempotencyKey: string;
+  readonly amount: number;
+  readonly currency: string;
+}
+
+/** The final word from the provider: Paid with its transaction id, or Failed with none. */
+export type PaymentOutcome = { readonly status: "Paid"; readonly transactionId: string } | { readonly status: "Failed" };
+
+/** The reconciliation message's payload, frozen at enqueue time. */
+export interface ReconcilePayload {
+  readonly paymentId: string;
+  readonly idempotencyKey: string;
+  [key: string]: string;
+}
+
+/** The message type that asks a worker to reconcile one payment with the provider. */
+export const RECONCILE_MESSAGE_TYPE = "payment.reconcile";
+
+/** Payment rows, per store. Writes take the caller's transaction. */
+export interface PaymentsRepository<Tx> {
+  migrate(): Promise<void>;
+  findByKey(idempotencyKey: string): Promise<Payment | undefined>;
+  /** Inserts a Pending payment; returns undefined (and writes nothing) when the key already exists. */
+  insert(tx: Tx, request: CreatePaymentRequest & { readonly providerReference: string; readonly now: Date }): Promise<Payment | undefined>;
+  /** Moves a Pending payment to its outcome; returns false when it was not Pending. */
+  recordOutcome(tx: Tx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean>;
+  list(): Promise<Payment[]>;
+}

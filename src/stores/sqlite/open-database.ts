@@ -1,0 +1,103 @@
+// Opens a SQLite file for Wassal: checks that it is a SQLite database we can write, then sets
+// WAL, the durability level and a short busy timeout (long waits are retried asynchronously).
+
+import { closeSync, openSync, readSync, statSync } from "node:fs";
+import Database from "better-sqlite3";
+import { DatabaseOpenError, InvalidArgumentError } from "../../outbox/errors.js";
+
+export type Synchronous = "FULL" | "NORMAL";
+
+export interface SqliteOpenOptions {
+  /** `FULL` (default) flushes every commit to disk; `NORMAL` is faster and may lose the last commits on power loss (never corrupts). */
+  readonly synchronous?: Synchronous;
+  /** How long one attempt may block the event loop waiting for the write lock (default 10 ms). */
+  readonly busyTimeoutMs?: number;
+}
+
+const SQLITE_HEADER = "SQLite format 3\u0000";
+
+/** Reads the first bytes of an existing, non-empty file and refuses anything that is not SQLite. */
+function checkHeader(path: string): void {
+  let size: number;
+  try {
+    const stat = statSync(path);
+    if (stat.isDirectory()) {
+      throw new DatabaseOpenError(`database path ${path} is a directory; give the path of a SQLite file (it is created if missing)`);
+    }
+    size = stat.size;
+  } catch (error) {
+    if (error instanceof DatabaseOpenError) throw error;
+    return; // missing: SQLite creates it (and reports if it cannot)
+  }
+  if (size === 0) return;
+  const buffer = Buffer.alloc(16);
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    readSync(fd, buffer, 0, 16, 0);
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot read database file ${path}: ${(error as Error).message}`, { cause: error });
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  if (buffer.toString("latin1") !== SQLITE_HEADER) {
+    throw new DatabaseOpenError(`${path} is not a SQLite database (its header is wrong); give a new path or an existing SQLite file`);
+  }
+}
+
+export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}): Database.Database {
+  if (typeof path !== "string" || path.trim() === "") {
+    throw new InvalidArgumentError(`SQLite path must be a non-empty file path (got ${JSON.stringify(path)})`);
+  }
+  const synchronous = options.synchronous ?? "FULL";
+  if (synchronous !== "FULL" && synchronous !== "NORMAL") {
+    throw new InvalidArgumentError(`synchronous must be "FULL" or "NORMAL" (got ${JSON.stringify(synchronous)})`);
+  }
+  const busyTimeoutMs = options.busyTimeoutMs ?? 10;
+  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new InvalidArgumentError(`busyTimeoutMs must be a whole number of milliseconds >= 0 (got ${String(busyTimeoutMs)})`);
+  }
+  if (path !== ":memory:") checkHeader(path);
+
+  let db: Database.Database;
+  try {
+    db = new Database(path, { timeout: busyTimeoutMs });
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot open SQLite database ${path}: ${(error as Error).message}; check that the directory exists and is writable`, { cause: error });
+  }
+  try {
+    db.pragma("journal_mode = WAL");
+    db.pragma(`synchronous = ${synchronous}`);
+    db.pragma("foreign_keys = ON");
+    // Keep the WAL file bounded: truncate it back to 64 MiB after each checkpoint.
+    db.pragma("journal_size_limit = 67108864");
+    // Prove we can write now, rather than at the first enqueue.
+    db.exec("BEGIN IMMEDIATE; COMMIT;");
+  } catch (error) {
+    db.close();
+    const code = (error as { code?: string }).code ?? "";
+    if (code === "SQLITE_NOTADB") {
+      throw new DatabaseOpenError(`${path} is not a SQLite database; give a new path or an existing SQLite file`, { cause: error });
+    }
+    if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR")) {
+      throw new DatabaseOpenError(`cannot write SQLite database ${path} (${code}); check the file's and its directory's permissions`, { cause: error });
+    }
+    throw new DatabaseOpenError(`cannot prepare SQLite database ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  return db;
+}
+
+/** Names of the tables in a database. */
+export function listTables(db: Database.Database): string[] {
+  return db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").pluck().all() as string[];
+}
+
+/** The SQLite library's version, e.g. "3.51.2". */
+export function sqliteVersion(): string {
+  const db = new Database(":memory:");
+  try {
+    return db.prepare("SELECT sqlite_version()").pluck().get() as string;
+  } finally {
+    db.close();
+  }
+}

@@ -1,0 +1,102 @@
+// Every SQL statement of the SQLite outbox, named as in the PostgreSQL store. Times are epoch
+// milliseconds (UTC). Invariant kept by every statement here: a processing message's
+// available_at equals its locked_until, so "claimable" is one indexed range:
+// status IN ('pending','processing') AND available_at <= now.
+
+import type { Migration } from "./migrate.js";
+
+export const OUTBOX_MIGRATIONS: readonly Migration[] = [
+  {
+    name: "outbox-001-create",
+    sql: `
+CREATE TABLE outbox_messages (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  type          TEXT    NOT NULL,
+  dedupe_key    TEXT    UNIQUE,
+  payload       TEXT    NOT NULL CHECK (json_valid(payload)),
+  status        TEXT    NOT NULL DEFAULT 'pending'
+                        CHECK (status IN ('pending', 'processing', 'processed', 'dead')),
+  created_at    INTEGER NOT NULL,
+  available_at  INTEGER NOT NULL,
+  locked_by     TEXT,
+  locked_until  INTEGER,
+  lease_token   INTEGER NOT NULL DEFAULT 0,
+  attempts      INTEGER NOT NULL DEFAULT 0,
+  last_error    TEXT,
+  processed_at  INTEGER,
+  CHECK (status <> 'processing' OR (locked_by IS NOT NULL AND locked_until = available_at))
+) STRICT;
+-- Only claimable rows are indexed, so claiming does not slow down as processed history grows.
+CREATE INDEX outbox_messages_claimable ON outbox_messages (available_at, id)
+  WHERE status IN ('pending', 'processing');
+`,
+  },
+];
+
+const COLUMNS = "id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+
+export const SQL = {
+  enqueue: `INSERT INTO outbox_messages (type, dedupe_key, payload, created_at, available_at)
+            VALUES (@type, @dedupeKey, @payload, @now, @availableAt) RETURNING ${COLUMNS}`,
+
+  /** Candidates, oldest due first; read inside the claim's BEGIN IMMEDIATE, so nobody else can take them. */
+  claimCandidates: `SELECT id, status, locked_by FROM outbox_messages
+                    WHERE status IN ('pending', 'processing') AND available_at <= @now
+                    ORDER BY available_at, id LIMIT @limit`,
+
+  /** The conditional claim: re-checks claimability, so it can never take a held message. */
+  claimOne: `UPDATE outbox_messages
+             SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
+                 lease_token = lease_token + 1, attempts = attempts + 1
+             WHERE id = @id AND status IN ('pending', 'processing') AND available_at <= @now
+             RETURNING ${COLUMNS}`,
+
+  holder: `SELECT status, locked_by, locked_until, lease_token FROM outbox_messages WHERE id = @id`,
+
+  renew: `UPDATE outbox_messages SET locked_until = @until, available_at = @until
+          WHERE id = @id AND lease_token = @token AND status = 'processing'
+          RETURNING ${COLUMNS}`,
+
+  complete: `UPDATE outbox_messages
+             SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
+             WHERE id = @id AND lease_token = @token AND status = 'processing'`,
+
+  failRetry: `UPDATE outbox_messages
+              SET status = 'pending', available_at = @availableAt, locked_by = NULL, locked_until = NULL, last_error = @error
+              WHERE id = @id AND lease_token = @token AND status = 'processing'`,
+
+  failDead: `UPDATE outbox_messages
+             SET status = 'dead', locked_until = NULL, last_error = @error, available_at = @now
+             WHERE id = @id AND lease_token = @token AND status = 'processing'`,
+
+  release: `UPDATE outbox_messages
+            SET status = 'pending', available_at = @now, locked_by = NULL, locked_until = NULL,
+                attempts = max(attempts - 1, 0)
+            WHERE id = @id AND lease_token = @token AND status = 'processing'`,
+
+  getMessage: `SELECT ${COLUMNS} FROM outbox_messages WHERE id = @id`,
+  listAll: `SELECT ${COLUMNS} FROM outbox_messages ORDER BY id LIMIT @limit`,
+  listByStatus: `SELECT ${COLUMNS} FROM outbox_messages WHERE status IN (SELECT value FROM json_each(@statuses)) ORDER BY id LIMIT @limit`,
+  countByStatus: `SELECT status, count(*) AS n FROM outbox_messages GROUP BY status`,
+  schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
+
+  unleasedLoadPending: `SELECT ${COLUMNS} FROM outbox_messages WHERE status = 'pending' ORDER BY id`,
+  unleasedMarkProcessed: `UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL WHERE id = @id`,
+} as const;
+
+/** A row as better-sqlite3 returns it. */
+export interface MessageRow {
+  id: number;
+  type: string;
+  dedupe_key: string | null;
+  payload: string;
+  status: string;
+  created_at: number;
+  available_at: number;
+  locked_by: string | null;
+  locked_until: number | null;
+  lease_token: number;
+  attempts: number;
+  last_error: string | null;
+  processed_at: number | null;
+}

@@ -1,0 +1,110 @@
+// The payments table on SQLite. Its CHECK makes a transaction id present exactly when Paid,
+// so no code path can store a fake success.
+
+import type Database from "better-sqlite3";
+import type { CreatePaymentRequest, Payment, PaymentOutcome, PaymentStatus, PaymentsRepository } from "../../payments/types.js";
+import type { Migration } from "./migrate.js";
+import type { SqliteOutboxStore, SqliteTx } from "./sqlite-outbox-store.js";
+
+export const PAYMENTS_MIGRATIONS: readonly Migration[] = [
+  {
+    name: "payments-001-create",
+    sql: `
+CREATE TABLE payments (
+  id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+  idempotency_key    TEXT    NOT NULL UNIQUE,
+  amount             INTEGER NOT NULL CHECK (amount > 0),
+  currency           TEXT    NOT NULL CHECK (length(currency) = 3),
+  payment_status     TEXT    NOT NULL DEFAULT 'Pending' CHECK (payment_status IN ('Pending', 'Paid', 'Failed')),
+  transaction_id     TEXT,
+  provider_reference TEXT    NOT NULL,
+  created_at         INTEGER NOT NULL,
+  updated_at         INTEGER NOT NULL,
+  CHECK ((payment_status = 'Paid') = (transaction_id IS NOT NULL))
+) STRICT;
+`,
+  },
+];
+
+interface PaymentRow {
+  id: number;
+  idempotency_key: string;
+  amount: number;
+  currency: string;
+  payment_status: string;
+  transaction_id: string | null;
+  provider_reference: string;
+  created_at: number;
+  updated_at: number;
+}
+
+const COLUMNS = "id, idempotency_key, amount, currency, payment_status, transaction_id, provider_reference, created_at, updated_at";
+
+const SQL = {
+  findByKey: `SELECT ${COLUMNS} FROM payments WHERE idempotency_key = ?`,
+  insert: `INSERT INTO payments (idempotency_key, amount, currency, provider_reference, created_at, updated_at)
+           VALUES (@idempotencyKey, @amount, @currency, @providerReference, @now, @now)
+           ON CONFLICT (idempotency_key) DO NOTHING
+           RETURNING ${COLUMNS}`,
+  recordOutcome: `UPDATE payments SET payment_status = @status, transaction_id = @transactionId, updated_at = @now
+                  WHERE idempotency_key = @idempotencyKey AND payment_status = 'Pending'`,
+  list: `SELECT ${COLUMNS} FROM payments ORDER BY id`,
+} as const;
+
+function toPayment(row: PaymentRow): Payment {
+  return {
+    id: String(row.id),
+    idempotencyKey: row.idempotency_key,
+    amount: row.amount,
+    currency: row.currency,
+    status: row.payment_status as PaymentStatus,
+    transactionId: row.transaction_id,
+    providerReference: row.provider_reference,
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  };
+}
+
+export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
+  readonly #store: SqliteOutboxStore;
+  readonly #db: Database.Database;
+
+  constructor(store: SqliteOutboxStore) {
+    this.#store = store;
+    this.#db = store.db;
+  }
+
+  async migrate(): Promise<void> {
+    await this.#store.applyMigrations(PAYMENTS_MIGRATIONS);
+  }
+
+  async findByKey(idempotencyKey: string): Promise<Payment | undefined> {
+    const row = this.#db.prepare(SQL.findByKey).get(idempotencyKey) as PaymentRow | undefined;
+    return row === undefined ? undefined : toPayment(row);
+  }
+
+  async insert(tx: SqliteTx, request: CreatePaymentRequest & { providerReference: string; now: Date }): Promise<Payment | undefined> {
+    const row = tx.prepare(SQL.insert).get({
+      idempotencyKey: request.idempotencyKey,
+      amount: request.amount,
+      currency: request.currency,
+      providerReference: request.providerReference,
+      now: request.now.getTime(),
+    }) as PaymentRow | undefined;
+    return row === undefined ? undefined : toPayment(row);
+  }
+
+  async recordOutcome(tx: SqliteTx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean> {
+    const result = tx.prepare(SQL.recordOutcome).run({
+      idempotencyKey,
+      status: outcome.status,
+      transactionId: outcome.status === "Paid" ? outcome.transactionId : null,
+      now: now.getTime(),
+    });
+    return result.changes === 1;
+  }
+
+  async list(): Promise<Payment[]> {
+    return (this.#db.prepare(SQL.list).all() as PaymentRow[]).map(toPayment);
+  }
+}

@@ -1,0 +1,327 @@
+// The outbox on one SQLite file (better-sqlite3, WAL). Every write is a BEGIN IMMEDIATE
+// transaction taken through WriteLock, so claimers on separate connections and processes are
+// serialised by SQLite's write lock. Times come from the injected clock.
+
+import type Database from "better-sqlite3";
+import { systemClock, type Clock } from "../../outbox/clock.js";
+import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
+import { EventHub } from "../../outbox/events.js";
+import type { OutboxStore, UnleasedAccess } from "../../outbox/store.js";
+import {
+  MESSAGE_STATUSES,
+  type ClaimOneResult,
+  type ClaimOptions,
+  type Completed,
+  type DeadLettered,
+  type Finalize,
+  type JsonValue,
+  type Lease,
+  type LeaseLost,
+  type MessageHolder,
+  type MessageStatus,
+  type NewMessage,
+  type OutboxMessage,
+  type Released,
+  type Renewed,
+  type RetryDecision,
+  type RetryScheduled,
+  type StatusCounts,
+} from "../../outbox/types.js";
+import { checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
+import { applyMigrations, type Migration } from "./migrate.js";
+import { openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
+import { OUTBOX_MIGRATIONS, SQL, type MessageRow } from "./outbox-sql.js";
+import { WriteLock } from "./write-lock.js";
+
+/** The transaction handle on SQLite: the better-sqlite3 connection, inside BEGIN IMMEDIATE. */
+export type SqliteTx = Database.Database;
+
+export interface SqliteStoreOptions extends SqliteOpenOptions {
+  /** Path of the SQLite file (created if missing). */
+  readonly path: string;
+  /** The time source for every lease decision (default: the system clock). */
+  readonly clock?: Clock;
+  /** How long a write may wait for the write lock, retrying asynchronously, before StoreBusyError (default 30 000 ms). */
+  readonly lockWaitMs?: number;
+}
+
+function toMessage(row: MessageRow): OutboxMessage {
+  return {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    payload: JSON.parse(row.payload) as JsonValue,
+    status: row.status as MessageStatus,
+    createdAt: new Date(row.created_at),
+    availableAt: new Date(row.available_at),
+    lockedBy: row.locked_by,
+    lockedUntil: row.locked_until === null ? null : new Date(row.locked_until),
+    leaseToken: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    processedAt: row.processed_at === null ? null : new Date(row.processed_at),
+  };
+}
+
+interface HolderRow {
+  status: string;
+  locked_by: string | null;
+  locked_until: number | null;
+  lease_token: number;
+}
+
+function toHolder(row: HolderRow | undefined): MessageHolder | null {
+  if (row === undefined) return null;
+  return {
+    status: row.status as MessageStatus,
+    lockedBy: row.locked_by,
+    lockedUntil: row.locked_until === null ? null : new Date(row.locked_until),
+    leaseToken: row.lease_token,
+  };
+}
+
+/** SQLite ids are integers; anything else cannot name a message. */
+function rowId(messageId: string): number | undefined {
+  return /^[1-9][0-9]{0,15}$/.test(messageId) ? Number(messageId) : undefined;
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: unknown }).code === "SQLITE_CONSTRAINT_UNIQUE";
+}
+
+export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
+  readonly kind = "sqlite";
+  readonly events = new EventHub();
+  readonly path: string;
+  /** The store's own connection. Business code may use it inside `transaction`. */
+  readonly db: Database.Database;
+  readonly writeLock: WriteLock;
+  readonly #clock: Clock;
+  readonly unleased: UnleasedAccess<SqliteTx>;
+
+  constructor(options: SqliteStoreOptions) {
+    this.path = options.path;
+    this.#clock = options.clock ?? systemClock;
+    const lockWaitMs = options.lockWaitMs ?? 30_000;
+    if (!Number.isInteger(lockWaitMs) || lockWaitMs < 0) {
+      throw new InvalidArgumentError(`lockWaitMs must be a whole number of milliseconds >= 0 (got ${String(lockWaitMs)})`);
+    }
+    this.db = openSqliteDatabase(options.path, options);
+    this.writeLock = new WriteLock(this.db, lockWaitMs);
+    this.unleased = {
+      loadPending: async () => (this.#stmt("unleasedLoadPending").all() as MessageRow[]).map(toMessage),
+      markProcessed: (messageId, finalize) =>
+        this.writeLock.run(async () => {
+          if (finalize) await finalize(this.db);
+          this.#stmt("unleasedMarkProcessed").run({ id: rowId(messageId) ?? -1, now: this.#now() });
+        }),
+    };
+  }
+
+  #prepared: Partial<Record<keyof typeof SQL, Database.Statement>> = {};
+
+  #stmt(name: keyof typeof SQL): Database.Statement {
+    let statement = this.#prepared[name];
+    if (statement === undefined) {
+      statement = this.db.prepare(SQL[name]);
+      this.#prepared[name] = statement;
+    }
+    return statement;
+  }
+
+  #now(): number {
+    return this.#clock.now().getTime();
+  }
+
+  /** Runs extra migrations (e.g. a domain's tables) with the same bookkeeping as the outbox's. */
+  async applyMigrations(migrations: readonly Migration[]): Promise<string[]> {
+    return applyMigrations(this.db, this.writeLock, migrations, () => this.#now());
+  }
+
+  async migrate(): Promise<void> {
+    await this.applyMigrations(OUTBOX_MIGRATIONS);
+  }
+
+  transaction<T>(work: (tx: SqliteTx) => T | Promise<T>): Promise<T> {
+    return this.writeLock.run(() => work(this.db));
+  }
+
+  async enqueue<P extends JsonValue>(tx: SqliteTx, message: NewMessage<P>): Promise<OutboxMessage<P>> {
+    if (!tx.inTransaction) {
+      throw new NotInTransactionError("enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or your own BEGIN … COMMIT");
+    }
+    const type = checkMessageType(message.type);
+    const payload = JSON.stringify(message.payload);
+    if (payload === undefined) {
+      throw new InvalidArgumentError(`payload of a ${type} message must be JSON-serialisable (got ${typeof message.payload})`);
+    }
+    const now = this.#now();
+    const availableAt = message.availableAt === undefined ? now : message.availableAt.getTime();
+    if (Number.isNaN(availableAt)) {
+      throw new InvalidArgumentError(`availableAt of a ${type} message is not a valid date`);
+    }
+    try {
+      const row = tx.prepare(SQL.enqueue).get({ type, dedupeKey: message.dedupeKey ?? null, payload, now, availableAt }) as MessageRow;
+      return toMessage(row) as OutboxMessage<P>;
+    } catch (error) {
+      if (isUniqueViolation(error) && message.dedupeKey !== undefined) throw new DuplicateMessageError(message.dedupeKey);
+      throw error;
+    }
+  }
+
+  async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
+    checkOwner(owner);
+    const { limit, leaseMs } = checkClaimOptions(options);
+    const leases = await this.writeLock.run(() => {
+      const now = this.#now();
+      const until = now + leaseMs;
+      const candidates = this.#stmt("claimCandidates").all({ now, limit }) as { id: number; status: string; locked_by: string | null }[];
+      const won: Lease[] = [];
+      for (const candidate of candidates) {
+        const row = this.#stmt("claimOne").get({ id: candidate.id, owner, until, now }) as MessageRow | undefined;
+        if (row === undefined) continue;
+        won.push(this.#lease(row, candidate.status === "processing" ? candidate.locked_by : null));
+      }
+      return { won, now };
+    });
+    const at = new Date(leases.now);
+    if (leases.won.length === 0) {
+      this.events.emit({ type: "claim-empty", at, owner, limit });
+    }
+    for (const lease of leases.won) {
+      this.events.emit({ type: "claim-won", at, owner, messageId: lease.messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
+    }
+    return leases.won;
+  }
+
+  #lease(row: MessageRow, reclaimedFrom: string | null): Lease {
+    const message = toMessage(row);
+    return { messageId: message.id, owner: row.locked_by ?? "", token: row.lease_token, lockedUntil: new Date(row.locked_until ?? 0), message, reclaimedFrom };
+  }
+
+  async claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimOneResult> {
+    checkOwner(owner);
+    const leaseMs = checkLeaseMs(options.leaseMs);
+    const id = rowId(messageId);
+    const { result, now } = await this.writeLock.run((): { result: ClaimOneResult; now: number } => {
+      const now = this.#now();
+      const before = this.#stmt("holder").get({ id: id ?? -1 }) as HolderRow | undefined;
+      if (before === undefined) return { result: { outcome: "not-claimable", messageId, status: "missing" }, now };
+      const row = this.#stmt("claimOne").get({ id, owner, until: now + leaseMs, now }) as MessageRow | undefined;
+      if (row !== undefined) {
+        return { result: { outcome: "claimed", lease: this.#lease(row, before.status === "processing" ? before.locked_by : null) }, now };
+      }
+      if (before.status === "processing") {
+        return {
+          result: { outcome: "blocked", messageId, heldBy: before.locked_by, lockedUntil: before.locked_until === null ? null : new Date(before.locked_until), token: before.lease_token },
+          now,
+        };
+      }
+      return { result: { outcome: "not-claimable", messageId, status: before.status as MessageStatus }, now };
+    });
+    const at = new Date(now);
+    if (result.outcome === "claimed") {
+      const { lease } = result;
+      this.events.emit({ type: "claim-won", at, owner, messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
+    } else if (result.outcome === "blocked") {
+      this.events.emit({ type: "claim-blocked", at, owner, messageId, heldBy: result.heldBy, lockedUntil: result.lockedUntil });
+    } else {
+      this.events.emit({ type: "claim-empty", at, owner, limit: 1 });
+    }
+    return result;
+  }
+
+  #lost(lease: Lease, operation: "renew" | "complete" | "fail" | "release", at: number): LeaseLost {
+    const current = toHolder(this.#stmt("holder").get({ id: rowId(lease.messageId) ?? -1 }) as HolderRow | undefined);
+    this.events.emit({ type: "lease-lost", at: new Date(at), owner: lease.owner, messageId: lease.messageId, token: lease.token, operation, heldBy: current?.lockedBy ?? null, currentToken: current?.leaseToken ?? null });
+    return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current };
+  }
+
+  async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
+    checkLeaseMs(leaseMs);
+    return this.writeLock.run((): Renewed | LeaseLost => {
+      const now = this.#now();
+      const row = this.#stmt("renew").get({ id: rowId(lease.messageId) ?? -1, token: lease.token, until: now + leaseMs }) as MessageRow | undefined;
+      if (row === undefined) return this.#lost(lease, "renew", now);
+      const renewed = this.#lease(row, lease.reclaimedFrom);
+      this.events.emit({ type: "renewed", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil: renewed.lockedUntil });
+      return { outcome: "renewed", lease: renewed };
+    });
+  }
+
+  async complete(lease: Lease, finalize?: Finalize<SqliteTx>): Promise<Completed | LeaseLost> {
+    const outcome = await this.writeLock.run(async (): Promise<Completed | { lost: true; now: number }> => {
+      const now = this.#now();
+      const changed = this.#stmt("complete").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes;
+      if (changed !== 1) return { lost: true, now };
+      if (finalize) await finalize(this.db);
+      return { outcome: "completed", messageId: lease.messageId, processedAt: new Date(now) };
+    });
+    if ("lost" in outcome) {
+      // Read who holds it outside the rolled-back transaction (nothing was written).
+      return this.#lost(lease, "complete", outcome.now);
+    }
+    this.events.emit({ type: "completed", at: outcome.processedAt, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+    return outcome;
+  }
+
+  async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {
+    const delay = decision === "dead" ? 0 : checkDelayMs(decision.retryInMs);
+    const text = describeError(error);
+    return this.writeLock.run((): RetryScheduled | DeadLettered | LeaseLost => {
+      const now = this.#now();
+      const id = rowId(lease.messageId) ?? -1;
+      const at = new Date(now);
+      if (decision === "dead") {
+        if (this.#stmt("failDead").run({ id, token: lease.token, error: text, now }).changes !== 1) return this.#lost(lease, "fail", now);
+        this.events.emit({ type: "dead-lettered", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
+        return { outcome: "dead", messageId: lease.messageId };
+      }
+      const availableAt = now + delay;
+      if (this.#stmt("failRetry").run({ id, token: lease.token, error: text, availableAt }).changes !== 1) return this.#lost(lease, "fail", now);
+      this.events.emit({ type: "retry-scheduled", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt: new Date(availableAt), error: text });
+      return { outcome: "retry-scheduled", messageId: lease.messageId, availableAt: new Date(availableAt) };
+    });
+  }
+
+  async release(lease: Lease): Promise<Released | LeaseLost> {
+    return this.writeLock.run((): Released | LeaseLost => {
+      const now = this.#now();
+      if (this.#stmt("release").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes !== 1) return this.#lost(lease, "release", now);
+      this.events.emit({ type: "released", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token });
+      return { outcome: "released", messageId: lease.messageId };
+    });
+  }
+
+  async getMessage(messageId: string): Promise<OutboxMessage | undefined> {
+    const id = rowId(messageId);
+    if (id === undefined) return undefined;
+    const row = this.#stmt("getMessage").get({ id }) as MessageRow | undefined;
+    return row === undefined ? undefined : toMessage(row);
+  }
+
+  async listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {
+    const limit = filter.limit ?? -1;
+    const rows = filter.status === undefined
+      ? this.#stmt("listAll").all({ limit })
+      : this.#stmt("listByStatus").all({ limit, statuses: JSON.stringify(filter.status) });
+    return (rows as MessageRow[]).map(toMessage);
+  }
+
+  async countByStatus(): Promise<StatusCounts> {
+    const counts = Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, 0])) as StatusCounts;
+    for (const row of this.#stmt("countByStatus").all() as { status: MessageStatus; n: number }[]) {
+      counts[row.status] = row.n;
+    }
+    return counts;
+  }
+
+  async describeSchema(): Promise<string> {
+    return (this.#stmt("schema").pluck().all() as string[]).map((sql) => `${sql.trim()};`).join("\n\n");
+  }
+
+  async close(): Promise<void> {
+    await this.writeLock.idle();
+    if (this.db.open) this.db.close();
+  }
+}

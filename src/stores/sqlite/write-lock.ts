@@ -1,0 +1,90 @@
+// Write transactions on one better-sqlite3 connection. better-sqlite3 is synchronous and its
+// busy handler blocks the event loop, so the connection waits only briefly (busy_timeout) and
+// then retries BEGIN IMMEDIATE asynchronously with backoff and jitter. A mutex keeps the
+// connection's async transactions from interleaving.
+
+import type Database from "better-sqlite3";
+import { StoreBusyError } from "../../outbox/errors.js";
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && (code === "SQLITE_BUSY" || code.startsWith("SQLITE_BUSY_") || code === "SQLITE_LOCKED");
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export interface WriteLockStats {
+  /** Transactions that had to wait for another connection's write lock. */
+  contended: number;
+  /** Total time spent waiting, in milliseconds. */
+  waitedMs: number;
+  /** The longest single wait, in milliseconds. */
+  longestWaitMs: number;
+}
+
+export class WriteLock {
+  readonly #db: Database.Database;
+  readonly #maxWaitMs: number;
+  #tail: Promise<unknown> = Promise.resolve();
+  readonly stats: WriteLockStats = { contended: 0, waitedMs: 0, longestWaitMs: 0 };
+
+  constructor(db: Database.Database, maxWaitMs: number) {
+    this.#db = db;
+    this.#maxWaitMs = maxWaitMs;
+  }
+
+  /** Runs `work` inside BEGIN IMMEDIATE … COMMIT, or rolls back and rethrows. */
+  run<T>(work: () => T | Promise<T>): Promise<T> {
+    const result = this.#tail.then(() => this.#runNow(work));
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Resolves once every transaction queued so far has finished. */
+  idle(): Promise<void> {
+    return this.#tail.then(() => undefined);
+  }
+
+  async #begin(): Promise<void> {
+    const started = performance.now();
+    let delay = 1;
+    for (;;) {
+      try {
+        this.#db.exec("BEGIN IMMEDIATE");
+        const waited = performance.now() - started;
+        if (waited > 0 && delay > 1) {
+          this.stats.contended += 1;
+          this.stats.waitedMs += waited;
+          this.stats.longestWaitMs = Math.max(this.stats.longestWaitMs, waited);
+        }
+        return;
+      } catch (error) {
+        if (!isBusy(error)) throw error;
+        const waited = performance.now() - started;
+        if (waited >= this.#maxWaitMs) {
+          throw new StoreBusyError(`could not get the SQLite write lock within ${Math.round(waited)} ms (another process holds it); nothing was written, try again`, { cause: error });
+        }
+        await sleep(delay * (0.5 + Math.random()));
+        delay = Math.min(delay * 2, 50);
+      }
+    }
+  }
+
+  async #runNow<T>(work: () => T | Promise<T>): Promise<T> {
+    await this.#begin();
+    let value: T;
+    try {
+      value = await work();
+    } catch (error) {
+      if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+      throw error;
+    }
+    try {
+      this.#db.exec("COMMIT");
+    } catch (error) {
+      if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+      throw error;
+    }
+    return value;
+  }
+}
