@@ -58,6 +58,9 @@ export function labCommand(): Command {
         return;
       }
       const scenarios = pick(name);
+      if (scenarios.length > 1 && options.db !== undefined) {
+        throw new InvalidArgumentError("--db names one database file, and each scenario needs an empty one: run one scenario at a time with --db, or leave --db out for temporary files");
+      }
       const results: LabRunResult[] = [];
       for (const scenario of scenarios) {
         const result = await runScenario(scenario, {

@@ -4,6 +4,7 @@
 import type Database from "better-sqlite3";
 import type { CreatePaymentRequest, Payment, PaymentOutcome, PaymentStatus, PaymentsRepository } from "../../payments/types.js";
 import type { Migration } from "./migrate.js";
+import { statement } from "./statement-cache.js";
 import type { SqliteOutboxStore, SqliteTx } from "./sqlite-outbox-store.js";
 
 export const PAYMENTS_MIGRATIONS: readonly Migration[] = [
@@ -79,12 +80,12 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
   }
 
   async findByKey(idempotencyKey: string): Promise<Payment | undefined> {
-    const row = this.#db.prepare(SQL.findByKey).get(idempotencyKey) as PaymentRow | undefined;
+    const row = statement(this.#db, SQL.findByKey).get(idempotencyKey) as PaymentRow | undefined;
     return row === undefined ? undefined : toPayment(row);
   }
 
   async insert(tx: SqliteTx, request: CreatePaymentRequest & { providerReference: string; now: Date }): Promise<Payment | undefined> {
-    const row = tx.prepare(SQL.insert).get({
+    const row = statement(tx, SQL.insert).get({
       idempotencyKey: request.idempotencyKey,
       amount: request.amount,
       currency: request.currency,
@@ -95,7 +96,7 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
   }
 
   async recordOutcome(tx: SqliteTx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean> {
-    const result = tx.prepare(SQL.recordOutcome).run({
+    const result = statement(tx, SQL.recordOutcome).run({
       idempotencyKey,
       status: outcome.status,
       transactionId: outcome.status === "Paid" ? outcome.transactionId : null,
@@ -105,6 +106,6 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
   }
 
   async list(): Promise<Payment[]> {
-    return (this.#db.prepare(SQL.list).all() as PaymentRow[]).map(toPayment);
+    return (statement(this.#db, SQL.list).all() as PaymentRow[]).map(toPayment);
   }
 }

@@ -31,6 +31,7 @@ import { checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkO
 import { applyMigrations, type Migration } from "./migrate.js";
 import { openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type MessageRow } from "./outbox-sql.js";
+import { statement } from "./statement-cache.js";
 import { WriteLock } from "./write-lock.js";
 
 /** The transaction handle on SQLite: the better-sqlite3 connection, inside BEGIN IMMEDIATE. */
@@ -118,15 +119,8 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     };
   }
 
-  #prepared: Partial<Record<keyof typeof SQL, Database.Statement>> = {};
-
   #stmt(name: keyof typeof SQL): Database.Statement {
-    let statement = this.#prepared[name];
-    if (statement === undefined) {
-      statement = this.db.prepare(SQL[name]);
-      this.#prepared[name] = statement;
-    }
-    return statement;
+    return statement(this.db, SQL[name]);
   }
 
   #now(): number {
@@ -161,7 +155,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       throw new InvalidArgumentError(`availableAt of a ${type} message is not a valid date`);
     }
     try {
-      const row = tx.prepare(SQL.enqueue).get({ type, dedupeKey: message.dedupeKey ?? null, payload, now, availableAt }) as MessageRow;
+      const row = statement(tx, SQL.enqueue).get({ type, dedupeKey: message.dedupeKey ?? null, payload, now, availableAt }) as MessageRow;
       return toMessage(row) as OutboxMessage<P>;
     } catch (error) {
       if (isUniqueViolation(error) && message.dedupeKey !== undefined) throw new DuplicateMessageError(message.dedupeKey);
@@ -317,7 +311,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   }
 
   async describeSchema(): Promise<string> {
-    return (this.#stmt("schema").pluck().all() as string[]).map((sql) => `${sql.trim()};`).join("\n\n");
+    return (this.#stmt("schema").all() as { sql: string }[]).map((row) => row.sql).map((sql) => `${sql.trim()};`).join("\n\n");
   }
 
   async close(): Promise<void> {
