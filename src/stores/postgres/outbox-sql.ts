@@ -1,0 +1,167 @@
+// Every SQL statement of the PostgreSQL outbox, named as in the SQLite store. `$now` is the
+// clock: the injected clock's time when one is given (tests, the lab), else the database's
+// clock_timestamp(), so skew between worker machines cannot break a lease. As on SQLite, a
+// processing row's available_at equals its locked_until, so "claimable" is one indexed range.
+
+export interface PgMigration {
+  readonly name: string;
+  readonly sql: string;
+}
+
+/** A schema name we can put in SQL unquoted: lower-case letters, digits and underscores. */
+export const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export function outboxMigrations(schema: string): readonly PgMigration[] {
+  return [
+    {
+      name: "outbox-001-create",
+      sql: `
+CREATE TABLE ${schema}.outbox_messages (
+  id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  type          text        NOT NULL,
+  dedupe_key    text        UNIQUE,
+  payload       jsonb       NOT NULL,
+  status        text        NOT NULL DEFAULT 'pending'
+                            CHECK (status IN ('pending', 'processing', 'processed', 'dead')),
+  created_at    timestamptz NOT NULL,
+  available_at  timestamptz NOT NULL,
+  locked_by     text,
+  locked_until  timestamptz,
+  lease_token   integer     NOT NULL DEFAULT 0,
+  attempts      integer     NOT NULL DEFAULT 0,
+  last_error    text,
+  processed_at  timestamptz,
+  CONSTRAINT outbox_messages_processing_lease
+    CHECK (status <> 'processing' OR (locked_by IS NOT NULL AND locked_until = available_at))
+) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
+-- Only claimable rows are indexed, so claiming does not slow down as processed history grows.
+CREATE INDEX outbox_messages_claimable ON ${schema}.outbox_messages (available_at, id)
+  WHERE status IN ('pending', 'processing');
+`,
+    },
+  ];
+}
+
+const COLUMNS = "id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+const M_COLUMNS = COLUMNS.split(", ").map((c) => `m.${c}`).join(", ");
+/** The clock, evaluated once per statement. $1 is always the injected time or null. */
+const CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t)";
+const LEASE = "clock.t + $LEASE * interval '1 millisecond'";
+
+export function outboxSql(schema: string) {
+  const table = `${schema}.outbox_messages`;
+  return {
+    /** $1 now, $2 type, $3 dedupe key, $4 payload, $5 available at (null: now). */
+    enqueue: `WITH ${CLOCK}
+      INSERT INTO ${table} (type, dedupe_key, payload, created_at, available_at)
+      SELECT $2, $3, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t) FROM clock
+      RETURNING ${COLUMNS}`,
+
+    /**
+     * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most
+     * $2 rows (SKIP LOCKED passes over rows another claimer or completer holds) and the UPDATE
+     * joins exactly those. The `WHERE id IN (subquery)` form can be re-planned to run the
+     * subquery per row and claim more than asked, so it is not used.
+     */
+    claim: `WITH ${CLOCK},
+      candidates AS MATERIALIZED (
+        SELECT m.id, m.status AS old_status, m.locked_by AS old_owner
+        FROM ${table} m, clock
+        WHERE m.status IN ('pending', 'processing') AND m.available_at <= clock.t
+        ORDER BY m.available_at, m.id
+        LIMIT $2
+        FOR UPDATE OF m SKIP LOCKED
+      )
+      UPDATE ${table} m
+      SET status = 'processing', locked_by = $3,
+          locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
+          lease_token = m.lease_token + 1, attempts = m.attempts + 1
+      FROM candidates c, clock
+      WHERE m.id = c.id
+      RETURNING ${M_COLUMNS}, CASE WHEN c.old_status = 'processing' THEN c.old_owner END AS reclaimed_from, clock.t AS now`,
+
+    /** $1 now, $2 id: the message's holder, row-locked for the rest of the transaction. */
+    lockHolder: `WITH ${CLOCK}
+      SELECT m.status, m.locked_by, m.locked_until, m.lease_token, m.available_at <= clock.t AS due, clock.t AS now
+      FROM ${table} m, clock WHERE m.id = $2 FOR UPDATE OF m`,
+
+    /** $1 now, $2 id, $3 owner, $4 lease ms: the conditional claim of one message. */
+    claimOne: `WITH ${CLOCK}
+      UPDATE ${table} m
+      SET status = 'processing', locked_by = $3,
+          locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
+          lease_token = m.lease_token + 1, attempts = m.attempts + 1
+      FROM clock
+      WHERE m.id = $2 AND m.status IN ('pending', 'processing') AND m.available_at <= clock.t
+      RETURNING ${M_COLUMNS}`,
+
+    holder: `SELECT status, locked_by, locked_until, lease_token FROM ${table} WHERE id = $1`,
+
+    /** $1 now, $2 id, $3 token, $4 lease ms. */
+    renew: `WITH ${CLOCK}
+      UPDATE ${table} m SET locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")}
+      FROM clock
+      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+      RETURNING ${M_COLUMNS}, clock.t AS now`,
+
+    /** $1 now, $2 id, $3 token. Row-locks the message until the transaction ends. */
+    complete: `WITH ${CLOCK}
+      UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
+      FROM clock
+      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+      RETURNING clock.t AS now`,
+
+    /** $1 now, $2 id, $3 token, $4 error, $5 delay ms. */
+    failRetry: `WITH ${CLOCK}
+      UPDATE ${table} m
+      SET status = 'pending', available_at = clock.t + $5 * interval '1 millisecond', locked_by = NULL, locked_until = NULL, last_error = $4
+      FROM clock
+      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+      RETURNING m.available_at, clock.t AS now`,
+
+    /** $1 now, $2 id, $3 token, $4 error. */
+    failDead: `WITH ${CLOCK}
+      UPDATE ${table} m SET status = 'dead', locked_until = NULL, last_error = $4, available_at = clock.t
+      FROM clock
+      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+      RETURNING clock.t AS now`,
+
+    /** $1 now, $2 id, $3 token. */
+    release: `WITH ${CLOCK}
+      UPDATE ${table} m
+      SET status = 'pending', available_at = clock.t, locked_by = NULL, locked_until = NULL, attempts = greatest(m.attempts - 1, 0)
+      FROM clock
+      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+      RETURNING clock.t AS now`,
+
+    clockNow: "SELECT coalesce($1::timestamptz, clock_timestamp()) AS now",
+    getMessage: `SELECT ${COLUMNS} FROM ${table} WHERE id = $1`,
+    listAll: `SELECT ${COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
+    listByStatus: `SELECT ${COLUMNS} FROM ${table} WHERE status = ANY($2::text[]) ORDER BY id LIMIT $1`,
+    countByStatus: `SELECT status, count(*)::int AS n FROM ${table} GROUP BY status`,
+
+    unleasedLoadPending: `SELECT ${COLUMNS} FROM ${table} WHERE status = 'pending' ORDER BY id`,
+    /** $1 now, $2 id. */
+    unleasedMarkProcessed: `WITH ${CLOCK}
+      UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL FROM clock WHERE m.id = $2`,
+  } as const;
+}
+
+export type OutboxSql = ReturnType<typeof outboxSql>;
+
+/** A row as pg returns it (bigint as string, timestamptz as Date, jsonb parsed). */
+export interface PgMessageRow {
+  id: string;
+  type: string;
+  dedupe_key: string | null;
+  payload: unknown;
+  status: string;
+  created_at: Date;
+  available_at: Date;
+  locked_by: string | null;
+  locked_until: Date | null;
+  lease_token: number;
+  attempts: number;
+  last_error: string | null;
+  processed_at: Date | null;
+}

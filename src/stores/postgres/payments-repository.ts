@@ -1,0 +1,103 @@
+// The payments table on PostgreSQL, in the outbox's schema. As on SQLite, a CHECK makes a
+// transaction id present exactly when Paid.
+
+import type { CreatePaymentRequest, Payment, PaymentOutcome, PaymentStatus, PaymentsRepository } from "../../payments/types.js";
+import type { PgMigration } from "./outbox-sql.js";
+import type { PostgresOutboxStore, PostgresTx } from "./postgres-outbox-store.js";
+
+export function paymentsMigrations(schema: string): readonly PgMigration[] {
+  return [
+    {
+      name: "payments-001-create",
+      sql: `
+CREATE TABLE ${schema}.payments (
+  id                 bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  idempotency_key    text        NOT NULL UNIQUE,
+  amount             bigint      NOT NULL CHECK (amount > 0),
+  currency           text        NOT NULL CHECK (length(currency) = 3),
+  payment_status     text        NOT NULL DEFAULT 'Pending' CHECK (payment_status IN ('Pending', 'Paid', 'Failed')),
+  transaction_id     text,
+  provider_reference text        NOT NULL,
+  created_at         timestamptz NOT NULL,
+  updated_at         timestamptz NOT NULL,
+  CONSTRAINT payments_transaction_id_only_when_paid CHECK ((payment_status = 'Paid') = (transaction_id IS NOT NULL))
+);
+`,
+    },
+  ];
+}
+
+interface PaymentRow {
+  id: string;
+  idempotency_key: string;
+  amount: string;
+  currency: string;
+  payment_status: string;
+  transaction_id: string | null;
+  provider_reference: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = "id, idempotency_key, amount, currency, payment_status, transaction_id, provider_reference, created_at, updated_at";
+
+function paymentsSql(schema: string) {
+  const table = `${schema}.payments`;
+  return {
+    findByKey: `SELECT ${COLUMNS} FROM ${table} WHERE idempotency_key = $1`,
+    insert: `INSERT INTO ${table} (idempotency_key, amount, currency, provider_reference, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $5)
+             ON CONFLICT (idempotency_key) DO NOTHING
+             RETURNING ${COLUMNS}`,
+    recordOutcome: `UPDATE ${table} SET payment_status = $2, transaction_id = $3, updated_at = $4
+                    WHERE idempotency_key = $1 AND payment_status = 'Pending'`,
+    list: `SELECT ${COLUMNS} FROM ${table} ORDER BY id`,
+  } as const;
+}
+
+function toPayment(row: PaymentRow): Payment {
+  return {
+    id: String(row.id),
+    idempotencyKey: row.idempotency_key,
+    amount: Number(row.amount),
+    currency: row.currency,
+    status: row.payment_status as PaymentStatus,
+    transactionId: row.transaction_id,
+    providerReference: row.provider_reference,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export class PostgresPaymentsRepository implements PaymentsRepository<PostgresTx> {
+  readonly #store: PostgresOutboxStore;
+  readonly #sql: ReturnType<typeof paymentsSql>;
+
+  constructor(store: PostgresOutboxStore) {
+    this.#store = store;
+    this.#sql = paymentsSql(store.schema);
+  }
+
+  async migrate(): Promise<void> {
+    await this.#store.applyMigrations(paymentsMigrations(this.#store.schema));
+  }
+
+  async findByKey(idempotencyKey: string): Promise<Payment | undefined> {
+    const row = (await this.#store.pool.query<PaymentRow>(this.#sql.findByKey, [idempotencyKey])).rows[0];
+    return row === undefined ? undefined : toPayment(row);
+  }
+
+  async insert(tx: PostgresTx, request: CreatePaymentRequest & { providerReference: string; now: Date }): Promise<Payment | undefined> {
+    const row = (await tx.query<PaymentRow>(this.#sql.insert, [request.idempotencyKey, request.amount, request.currency, request.providerReference, request.now])).rows[0];
+    return row === undefined ? undefined : toPayment(row);
+  }
+
+  async recordOutcome(tx: PostgresTx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean> {
+    const result = await tx.query(this.#sql.recordOutcome, [idempotencyKey, outcome.status, outcome.status === "Paid" ? outcome.transactionId : null, now]);
+    return result.rowCount === 1;
+  }
+
+  async list(): Promise<Payment[]> {
+    return (await this.#store.pool.query<PaymentRow>(this.#sql.list)).rows.map(toPayment);
+  }
+}

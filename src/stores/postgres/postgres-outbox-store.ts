@@ -1,0 +1,337 @@
+// The outbox on PostgreSQL, for workers on many machines sharing one database. Claims are one
+// statement (MATERIALIZED CTE with FOR UPDATE SKIP LOCKED feeding UPDATE … RETURNING); lease
+// times come from the database's clock unless a clock is injected. READ COMMITTED is enough: a
+// conditional UPDATE re-checks its condition after waiting for a row lock. No transaction is
+// ever held open across a handler.
+
+import pg from "pg";
+import type { Clock } from "../../outbox/clock.js";
+import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
+import { EventHub } from "../../outbox/events.js";
+import type { OutboxStore, UnleasedAccess } from "../../outbox/store.js";
+import {
+  MESSAGE_STATUSES,
+  type ClaimOneResult,
+  type ClaimOptions,
+  type Completed,
+  type DeadLettered,
+  type Finalize,
+  type JsonValue,
+  type Lease,
+  type LeaseLost,
+  type MessageHolder,
+  type MessageStatus,
+  type NewMessage,
+  type OutboxMessage,
+  type Released,
+  type Renewed,
+  type RetryDecision,
+  type RetryScheduled,
+  type StatusCounts,
+} from "../../outbox/types.js";
+import { checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
+import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
+import { applyPgMigrations } from "./migrate.js";
+import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgMessageRow, type PgMigration } from "./outbox-sql.js";
+
+/** The transaction handle on PostgreSQL: a pg client between BEGIN and COMMIT. */
+export type PostgresTx = pg.ClientBase;
+
+export interface PostgresStoreOptions extends PostgresConnectOptions {
+  /** postgres://user[:password]@host[:port]/database */
+  readonly url: string;
+  /** The schema holding Wassal's tables (default "wassal"). */
+  readonly schema?: string;
+  /**
+   * Take lease times from this clock instead of the database's clock_timestamp(). For tests and
+   * the lab, which drive expiry with a ManualClock; production leaves it out.
+   */
+  readonly clock?: Clock;
+}
+
+function toMessage(row: PgMessageRow): OutboxMessage {
+  return {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    payload: row.payload as JsonValue,
+    status: row.status as MessageStatus,
+    createdAt: row.created_at,
+    availableAt: row.available_at,
+    lockedBy: row.locked_by,
+    lockedUntil: row.locked_until,
+    leaseToken: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    processedAt: row.processed_at,
+  };
+}
+
+interface HolderRow {
+  status: string;
+  locked_by: string | null;
+  locked_until: Date | null;
+  lease_token: number;
+}
+
+function toHolder(row: HolderRow | undefined): MessageHolder | null {
+  if (row === undefined) return null;
+  return { status: row.status as MessageStatus, lockedBy: row.locked_by, lockedUntil: row.locked_until, leaseToken: row.lease_token };
+}
+
+/** PostgreSQL ids are bigints; anything else cannot name a message. */
+function rowId(messageId: string): string | null {
+  return /^[1-9][0-9]{0,18}$/.test(messageId) ? messageId : null;
+}
+
+export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
+  readonly kind = "postgres";
+  readonly events = new EventHub();
+  readonly schema: string;
+  readonly pool: pg.Pool;
+  readonly #clock: Clock | undefined;
+  readonly #sql: OutboxSql;
+  readonly unleased: UnleasedAccess<PostgresTx>;
+
+  /** Use `PostgresOutboxStore.connect`: it checks the URL and the connection first. */
+  private constructor(pool: pg.Pool, schema: string, clock: Clock | undefined) {
+    this.pool = pool;
+    this.schema = schema;
+    this.#clock = clock;
+    this.#sql = outboxSql(schema);
+    this.unleased = {
+      loadPending: async () => (await this.pool.query<PgMessageRow>(this.#sql.unleasedLoadPending)).rows.map(toMessage),
+      markProcessed: async (messageId, finalize) => {
+        await this.transaction(async (tx) => {
+          if (finalize) await finalize(tx);
+          await tx.query(this.#sql.unleasedMarkProcessed, [this.#now(), rowId(messageId)]);
+        });
+      },
+    };
+  }
+
+  static async connect(options: PostgresStoreOptions): Promise<PostgresOutboxStore> {
+    const schema = checkSchema(options.schema ?? "wassal");
+    const pool = await openPostgresPool(options.url, options);
+    return new PostgresOutboxStore(pool, schema, options.clock);
+  }
+
+  /** The injected clock's time, or null: the SQL then uses the database's clock. */
+  #now(): Date | null {
+    return this.#clock ? this.#clock.now() : null;
+  }
+
+  async applyMigrations(migrations: readonly PgMigration[]): Promise<string[]> {
+    return applyPgMigrations(this.pool, this.schema, migrations);
+  }
+
+  async migrate(): Promise<void> {
+    await this.applyMigrations(outboxMigrations(this.schema));
+  }
+
+  async transaction<T>(work: (tx: PostgresTx) => T | Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query("BEGIN");
+      const value = await work(client);
+      await client.query("COMMIT");
+      return value;
+    } catch (error) {
+      try {
+        await client.query("ROLLBACK");
+      } catch {
+        broken = true; // the connection itself failed: do not hand it out again
+      }
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async enqueue<P extends JsonValue>(tx: PostgresTx, message: NewMessage<P>): Promise<OutboxMessage<P>> {
+    // 'T': inside a transaction block. A pool, or a client outside BEGIN, would commit alone.
+    const status = typeof (tx as Partial<PostgresTx>).getTransactionStatus === "function" ? tx.getTransactionStatus() : null;
+    if (status !== "T") {
+      throw new NotInTransactionError("enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or on a pg client after BEGIN");
+    }
+    const type = checkMessageType(message.type);
+    const payload = JSON.stringify(message.payload);
+    if (payload === undefined) {
+      throw new InvalidArgumentError(`payload of a ${type} message must be JSON-serialisable (got ${typeof message.payload})`);
+    }
+    if (message.availableAt !== undefined && Number.isNaN(message.availableAt.getTime())) {
+      throw new InvalidArgumentError(`availableAt of a ${type} message is not a valid date`);
+    }
+    let rows: PgMessageRow[];
+    try {
+      ({ rows } = await tx.query<PgMessageRow>(this.#sql.enqueue, [this.#now(), type, message.dedupeKey ?? null, payload, message.availableAt ?? null]));
+    } catch (error) {
+      if ((error as { code?: string }).code === "23505" && message.dedupeKey !== undefined) throw new DuplicateMessageError(message.dedupeKey);
+      throw error;
+    }
+    return toMessage(rows[0] as PgMessageRow) as OutboxMessage<P>;
+  }
+
+  async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
+    checkOwner(owner);
+    const { limit, leaseMs } = checkClaimOptions(options);
+    const { rows } = await this.pool.query<PgMessageRow & { reclaimed_from: string | null; now: Date }>(this.#sql.claim, [this.#now(), limit, owner, leaseMs]);
+    rows.sort((a, b) => a.available_at.getTime() - b.available_at.getTime() || Number(BigInt(a.id) - BigInt(b.id)));
+    const at = rows[0]?.now ?? this.#clock?.now() ?? new Date();
+    const leases = rows.map((row) => this.#lease(row, row.reclaimed_from));
+    if (leases.length === 0) this.events.emit({ type: "claim-empty", at, owner, limit });
+    for (const lease of leases) {
+      this.events.emit({ type: "claim-won", at, owner, messageId: lease.messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
+    }
+    return leases;
+  }
+
+  #lease(row: PgMessageRow, reclaimedFrom: string | null): Lease {
+    const message = toMessage(row);
+    return { messageId: message.id, owner: row.locked_by ?? "", token: row.lease_token, lockedUntil: row.locked_until ?? new Date(0), message, reclaimedFrom };
+  }
+
+  async claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimOneResult> {
+    checkOwner(owner);
+    const leaseMs = checkLeaseMs(options.leaseMs);
+    const id = rowId(messageId);
+    const { result, at } = await this.transaction(async (tx): Promise<{ result: ClaimOneResult; at: Date }> => {
+      const before = (await tx.query<HolderRow & { due: boolean; now: Date }>(this.#sql.lockHolder, [this.#now(), id])).rows[0];
+      if (before === undefined) {
+        const at = (await tx.query<{ now: Date }>(this.#sql.clockNow, [this.#now()])).rows[0]?.now ?? new Date();
+        return { result: { outcome: "not-claimable", messageId, status: "missing" }, at };
+      }
+      const row = (await tx.query<PgMessageRow>(this.#sql.claimOne, [this.#now(), id, owner, leaseMs])).rows[0];
+      if (row !== undefined) {
+        return { result: { outcome: "claimed", lease: this.#lease(row, before.status === "processing" ? before.locked_by : null) }, at: before.now };
+      }
+      if (before.status === "processing") {
+        return { result: { outcome: "blocked", messageId, heldBy: before.locked_by, lockedUntil: before.locked_until, token: before.lease_token }, at: before.now };
+      }
+      return { result: { outcome: "not-claimable", messageId, status: before.status as MessageStatus }, at: before.now };
+    });
+    if (result.outcome === "claimed") {
+      const { lease } = result;
+      this.events.emit({ type: "claim-won", at, owner, messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
+    } else if (result.outcome === "blocked") {
+      this.events.emit({ type: "claim-blocked", at, owner, messageId, heldBy: result.heldBy, lockedUntil: result.lockedUntil });
+    } else {
+      this.events.emit({ type: "claim-empty", at, owner, limit: 1 });
+    }
+    return result;
+  }
+
+  async #lost(lease: Lease, operation: "renew" | "complete" | "fail" | "release"): Promise<LeaseLost> {
+    const current = toHolder((await this.pool.query<HolderRow>(this.#sql.holder, [rowId(lease.messageId)])).rows[0]);
+    const at = this.#clock?.now() ?? new Date();
+    this.events.emit({ type: "lease-lost", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, operation, heldBy: current?.lockedBy ?? null, currentToken: current?.leaseToken ?? null });
+    return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current };
+  }
+
+  async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
+    checkLeaseMs(leaseMs);
+    const row = (await this.pool.query<PgMessageRow & { now: Date }>(this.#sql.renew, [this.#now(), rowId(lease.messageId), lease.token, leaseMs])).rows[0];
+    if (row === undefined) return this.#lost(lease, "renew");
+    const renewed = this.#lease(row, lease.reclaimedFrom);
+    this.events.emit({ type: "renewed", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil: renewed.lockedUntil });
+    return { outcome: "renewed", lease: renewed };
+  }
+
+  async complete(lease: Lease, finalize?: Finalize<PostgresTx>): Promise<Completed | LeaseLost> {
+    const outcome = await this.transaction(async (tx): Promise<Completed | undefined> => {
+      // The guarded update comes first: it also row-locks the message against a concurrent reclaim.
+      const row = (await tx.query<{ now: Date }>(this.#sql.complete, [this.#now(), rowId(lease.messageId), lease.token])).rows[0];
+      if (row === undefined) return undefined;
+      if (finalize) await finalize(tx);
+      return { outcome: "completed", messageId: lease.messageId, processedAt: row.now };
+    });
+    if (outcome === undefined) return this.#lost(lease, "complete");
+    this.events.emit({ type: "completed", at: outcome.processedAt, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+    return outcome;
+  }
+
+  async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {
+    const delay = decision === "dead" ? 0 : checkDelayMs(decision.retryInMs);
+    const text = describeError(error);
+    const id = rowId(lease.messageId);
+    if (decision === "dead") {
+      const row = (await this.pool.query<{ now: Date }>(this.#sql.failDead, [this.#now(), id, lease.token, text])).rows[0];
+      if (row === undefined) return this.#lost(lease, "fail");
+      this.events.emit({ type: "dead-lettered", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
+      return { outcome: "dead", messageId: lease.messageId };
+    }
+    const row = (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failRetry, [this.#now(), id, lease.token, text, delay])).rows[0];
+    if (row === undefined) return this.#lost(lease, "fail");
+    this.events.emit({ type: "retry-scheduled", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt: row.available_at, error: text });
+    return { outcome: "retry-scheduled", messageId: lease.messageId, availableAt: row.available_at };
+  }
+
+  async release(lease: Lease): Promise<Released | LeaseLost> {
+    const row = (await this.pool.query<{ now: Date }>(this.#sql.release, [this.#now(), rowId(lease.messageId), lease.token])).rows[0];
+    if (row === undefined) return this.#lost(lease, "release");
+    this.events.emit({ type: "released", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+    return { outcome: "released", messageId: lease.messageId };
+  }
+
+  async getMessage(messageId: string): Promise<OutboxMessage | undefined> {
+    const id = rowId(messageId);
+    if (id === null) return undefined;
+    const row = (await this.pool.query<PgMessageRow>(this.#sql.getMessage, [id])).rows[0];
+    return row === undefined ? undefined : toMessage(row);
+  }
+
+  async listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {
+    const limit = filter.limit ?? null;
+    const { rows } = filter.status === undefined
+      ? await this.pool.query<PgMessageRow>(this.#sql.listAll, [limit])
+      : await this.pool.query<PgMessageRow>(this.#sql.listByStatus, [limit, [...filter.status]]);
+    return rows.map(toMessage);
+  }
+
+  async countByStatus(): Promise<StatusCounts> {
+    const counts = Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, 0])) as StatusCounts;
+    for (const row of (await this.pool.query<{ status: MessageStatus; n: number }>(this.#sql.countByStatus)).rows) counts[row.status] = row.n;
+    return counts;
+  }
+
+  async describeSchema(): Promise<string> {
+    const tables = (await this.pool.query<{ table_name: string }>(
+      "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", [this.schema])).rows;
+    const parts: string[] = [];
+    for (const { table_name: table } of tables) {
+      const columns = (await this.pool.query<{ column_name: string; type: string; not_null: boolean; default: string | null }>(
+        `SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
+                pg_get_expr(d.adbin, d.adrelid) AS default
+         FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+         WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+        [`${this.schema}.${table}`])).rows;
+      const constraints = (await this.pool.query<{ def: string }>(
+        "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = $1::regclass ORDER BY contype, conname", [`${this.schema}.${table}`])).rows;
+      const lines = [
+        ...columns.map((c) => `  ${c.column_name} ${c.type}${c.not_null ? " NOT NULL" : ""}${c.default ? ` DEFAULT ${c.default}` : ""}`),
+        ...constraints.map((c) => `  ${c.def}`),
+      ];
+      parts.push(`CREATE TABLE ${this.schema}.${table} (\n${lines.join(",\n")}\n);`);
+    }
+    const indexes = (await this.pool.query<{ indexdef: string }>(
+      "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key' ORDER BY indexname", [this.schema])).rows;
+    parts.push(...indexes.map((i) => `${i.indexdef};`));
+    return parts.join("\n\n");
+  }
+
+  #closed = false;
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.pool.end();
+  }
+}
+
+export function checkSchema(schema: string): string {
+  if (typeof schema !== "string" || !SCHEMA_PATTERN.test(schema)) {
+    throw new InvalidArgumentError(`schema name must be 1 to 63 lower-case letters, digits or underscores, starting with a letter or underscore (got ${JSON.stringify(schema)})`);
+  }
+  return schema;
+}
