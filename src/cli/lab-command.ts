@@ -4,6 +4,7 @@ import { Command, Option } from "commander";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { findScenario, runScenario, SCENARIOS, type LabRunResult } from "../lab/run-lab.js";
 import type { Scenario } from "../lab/scenario.js";
+import { isPostgresUrl } from "../stores/postgres/connect.js";
 import { EXIT } from "./exit-codes.js";
 
 interface LabOptions {
@@ -49,8 +50,8 @@ export function labCommand(): Command {
     .option("--list", "list the scenarios and exit")
     .option("--json", "print one JSON object (scenario, passed, reportPath, databasePath, checks, metrics) instead of the text report; with \"all\", an object holding every scenario's")
     .option("--reports <dir>", "save reports under <dir>/Reports/Session-15/", ".")
-    .option("--db <path>", "run on this SQLite file (created if missing, must hold no Wassal tables, kept afterwards) instead of a temporary one")
-    .addOption(new Option("--keep-db", "keep the temporary database instead of deleting it").conflicts("db"))
+    .addOption(new Option("--db <url-or-path>", "a postgres:// URL (each run gets a temporary schema there), or a SQLite file to run on (created if missing, must hold no Wassal tables, kept afterwards); default: a temporary SQLite file").env("WASSAL_DATABASE_URL"))
+    .option("--keep-db", "keep the temporary database (SQLite file or PostgreSQL schema) instead of deleting it")
     .addHelpText("after", `\nScenarios:\n${scenarioList()}\n\nExit codes: 0 every check passed, 1 a check failed, 2 bad input.`)
     .action(async (name: string | undefined, options: LabOptions) => {
       if (options.list) {
@@ -58,7 +59,7 @@ export function labCommand(): Command {
         return;
       }
       const scenarios = pick(name);
-      if (scenarios.length > 1 && options.db !== undefined) {
+      if (scenarios.length > 1 && options.db !== undefined && !isPostgresUrl(options.db)) {
         throw new InvalidArgumentError("--db names one database file, and each scenario needs an empty one: run one scenario at a time with --db, or leave --db out for temporary files");
       }
       const results: LabRunResult[] = [];

@@ -10,6 +10,8 @@ import type { Scenario } from "./scenario.js";
 import { competingWorkersNoClaim } from "./scenarios/competing-workers-no-claim.js";
 import { outboxLeasing } from "./scenarios/outbox-leasing.js";
 import { SqliteLabBackend } from "./sqlite-backend.js";
+import { PostgresLabBackend } from "./postgres-backend.js";
+import { isPostgresUrl } from "../stores/postgres/connect.js";
 
 /** Every scenario, BEFORE first. */
 export const SCENARIOS: readonly Scenario[] = [competingWorkersNoClaim, outboxLeasing];
@@ -21,9 +23,12 @@ export function findScenario(name: string): Scenario | undefined {
 export interface LabRunOptions {
   /** Reports go to <reportsDir>/Reports/Session-15/ (default: the working directory). */
   readonly reportsDir?: string;
-  /** A SQLite file to run on instead of a temporary one (kept afterwards). */
+  /**
+   * A PostgreSQL URL (the run gets a temporary schema there), or a SQLite file to run on
+   * instead of a temporary one (kept afterwards). Default: a temporary SQLite file.
+   */
   readonly db?: string;
-  /** Keep the temporary database. */
+  /** Keep the temporary database (SQLite file or PostgreSQL schema). */
   readonly keepDb?: boolean;
 }
 
@@ -49,13 +54,16 @@ export function reportPathFor(scenario: Scenario, reportsDir: string, at: Date):
   return join(resolve(reportsDir), "Reports", "Session-15", `${scenario.reportStem}-RunReport-${stamp(at)}.txt`);
 }
 
-export function createBackend(scenario: Scenario, options: LabRunOptions): LabBackend<unknown> {
+export async function createBackend(scenario: Scenario, options: LabRunOptions): Promise<LabBackend<unknown>> {
+  if (options.db !== undefined && isPostgresUrl(options.db)) {
+    return (await PostgresLabBackend.open(options.db, options.keepDb ?? false)) as LabBackend<unknown>;
+  }
   return new SqliteLabBackend({ label: scenario.name, keep: options.keepDb ?? false, ...(options.db === undefined ? {} : { path: options.db }) }) as LabBackend<unknown>;
 }
 
 export async function runScenario(scenario: Scenario, options: LabRunOptions = {}): Promise<LabRunResult> {
   const startedAt = new Date();
-  const backend = createBackend(scenario, options);
+  const backend = await createBackend(scenario, options);
   let outcome: Awaited<ReturnType<Scenario["run"]>>;
   let databaseFate: string;
   try {
