@@ -18,7 +18,7 @@ function program(): Command {
     .version(version)
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride()
-    .addCommand(labCommand().exitOverride());
+    .addCommand(labCommand().exitOverride().showHelpAfterError("(run with --help for usage)"));
 }
 
 async function main(argv: readonly string[]): Promise<number> {
@@ -41,5 +41,11 @@ async function main(argv: readonly string[]): Promise<number> {
     return EXIT.failed;
   }
 }
+
+// A reader that stops early (`wassal lab … | head`) is not an error.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(process.exitCode ?? EXIT.ok);
+  throw error;
+});
 
 process.exitCode = await main(process.argv);

@@ -80,7 +80,7 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
   }
 
   async findByKey(idempotencyKey: string): Promise<Payment | undefined> {
-    const row = statement(this.#db, SQL.findByKey).get(idempotencyKey) as PaymentRow | undefined;
+    const row = await this.#store.writeLock.serial(() => statement(this.#db, SQL.findByKey).get(idempotencyKey) as PaymentRow | undefined);
     return row === undefined ? undefined : toPayment(row);
   }
 
@@ -106,6 +106,6 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
   }
 
   async list(): Promise<Payment[]> {
-    return (statement(this.#db, SQL.list).all() as PaymentRow[]).map(toPayment);
+    return (await this.#store.writeLock.serial(() => statement(this.#db, SQL.list).all() as PaymentRow[])).map(toPayment);
   }
 }

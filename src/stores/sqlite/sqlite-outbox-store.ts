@@ -110,7 +110,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     this.db = openSqliteDatabase(options.path, options);
     this.writeLock = new WriteLock(this.db, lockWaitMs);
     this.unleased = {
-      loadPending: async () => (this.#stmt("unleasedLoadPending").all() as MessageRow[]).map(toMessage),
+      loadPending: () => this.writeLock.serial(() => (this.#stmt("unleasedLoadPending").all() as MessageRow[]).map(toMessage)),
       markProcessed: (messageId, finalize) =>
         this.writeLock.run(async () => {
           if (finalize) await finalize(this.db);
@@ -141,7 +141,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   }
 
   async enqueue<P extends JsonValue>(tx: SqliteTx, message: NewMessage<P>): Promise<OutboxMessage<P>> {
-    if (!tx.inTransaction) {
+    if (!tx.inTransaction || (tx === this.db && !this.writeLock.insideTransaction())) {
       throw new NotInTransactionError("enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or your own BEGIN … COMMIT");
     }
     const type = checkMessageType(message.type);
@@ -290,28 +290,30 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   async getMessage(messageId: string): Promise<OutboxMessage | undefined> {
     const id = rowId(messageId);
     if (id === undefined) return undefined;
-    const row = this.#stmt("getMessage").get({ id }) as MessageRow | undefined;
+    const row = await this.writeLock.serial(() => this.#stmt("getMessage").get({ id }) as MessageRow | undefined);
     return row === undefined ? undefined : toMessage(row);
   }
 
   async listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {
     const limit = filter.limit ?? -1;
-    const rows = filter.status === undefined
-      ? this.#stmt("listAll").all({ limit })
-      : this.#stmt("listByStatus").all({ limit, statuses: JSON.stringify(filter.status) });
+    const rows = await this.writeLock.serial(() =>
+      filter.status === undefined
+        ? this.#stmt("listAll").all({ limit })
+        : this.#stmt("listByStatus").all({ limit, statuses: JSON.stringify(filter.status) }),
+    );
     return (rows as MessageRow[]).map(toMessage);
   }
 
   async countByStatus(): Promise<StatusCounts> {
     const counts = Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, 0])) as StatusCounts;
-    for (const row of this.#stmt("countByStatus").all() as { status: MessageStatus; n: number }[]) {
+    for (const row of await this.writeLock.serial(() => this.#stmt("countByStatus").all() as { status: MessageStatus; n: number }[])) {
       counts[row.status] = row.n;
     }
     return counts;
   }
 
   async describeSchema(): Promise<string> {
-    return (this.#stmt("schema").all() as { sql: string }[]).map((row) => row.sql).map((sql) => `${sql.trim()};`).join("\n\n");
+    return (await this.writeLock.serial(() => this.#stmt("schema").all() as { sql: string }[])).map((row) => row.sql).map((sql) => `${sql.trim()};`).join("\n\n");
   }
 
   async close(): Promise<void> {

@@ -3,8 +3,9 @@
 // then retries BEGIN IMMEDIATE asynchronously with backoff and jitter. A mutex keeps the
 // connection's async transactions from interleaving.
 
+import { AsyncLocalStorage } from "node:async_hooks";
 import type Database from "better-sqlite3";
-import { StoreBusyError } from "../../outbox/errors.js";
+import { StoreBusyError, WassalError } from "../../outbox/errors.js";
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
@@ -26,6 +27,8 @@ export class WriteLock {
   readonly #db: Database.Database;
   readonly #maxWaitMs: number;
   #tail: Promise<unknown> = Promise.resolve();
+  /** Set inside the work of a transaction this lock is running. */
+  readonly #inside = new AsyncLocalStorage<true>();
   readonly stats: WriteLockStats = { contended: 0, waitedMs: 0, longestWaitMs: 0 };
 
   constructor(db: Database.Database, maxWaitMs: number) {
@@ -35,7 +38,26 @@ export class WriteLock {
 
   /** Runs `work` inside BEGIN IMMEDIATE … COMMIT, or rolls back and rethrows. */
   run<T>(work: () => T | Promise<T>): Promise<T> {
+    if (this.insideTransaction()) {
+      throw new WassalError("NESTED_TRANSACTION", "a transaction was started inside another on the same SQLite connection; do the work inside the transaction you already have");
+    }
     const result = this.#tail.then(() => this.#runNow(work));
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+
+  /** True when called (synchronously or asynchronously) from inside `run`'s work. */
+  insideTransaction(): boolean {
+    return this.#inside.getStore() === true;
+  }
+
+  /**
+   * Runs `read` when no transaction of this connection is open, so it never sees another
+   * caller's uncommitted writes. No transaction is started.
+   */
+  serial<T>(read: () => T): Promise<T> {
+    if (this.insideTransaction()) return Promise.resolve().then(read);
+    const result = this.#tail.then(read);
     this.#tail = result.catch(() => undefined);
     return result;
   }
@@ -74,7 +96,7 @@ export class WriteLock {
     await this.#begin();
     let value: T;
     try {
-      value = await work();
+      value = await this.#inside.run(true, work);
     } catch (error) {
       if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
       throw error;

@@ -1,0 +1,334 @@
+// `wassal lab` given bad input, through real processes: unknown names and options, unusable
+// database paths, and a reports folder that cannot be written. Each must end with a clear message
+// (one line where the input is a path), the documented exit code, no stack trace, and no damage.
+//
+// Needs `npm run build` first (`npm test` does it).
+
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { beforeAll, describe, expect, it } from "vitest";
+import { tempDir } from "../support/temp.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const CLI = join(ROOT, "dist", "cli", "main.js");
+
+// One folder for the whole file, removed when it finishes (tempDir must be called while the file
+// is collected, not inside a test: a hook registered by a running test never runs).
+const FILE_TMP = tempDir("wassal-cli-input-");
+
+const BEFORE = "session-15-competing-workers-no-claim";
+const AFTER = "session-15-outbox-leasing";
+
+interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function sandbox(): { cwd: string; tmp: string } {
+  const root = mkdtempSync(join(FILE_TMP, "run-"));
+  const cwd = join(root, "cwd");
+  const tmp = join(root, "tmp");
+  mkdirSync(cwd);
+  mkdirSync(tmp);
+  return { cwd, tmp };
+}
+
+function runCli(args: readonly string[], where: { cwd: string; tmp: string }, timeoutMs = 45_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: where.tmp };
+    // Run on temporary SQLite files only: a database URL in the environment would redirect --db.
+    delete env.WASSAL_DEBUG;
+    delete env.WASSAL_DATABASE_URL;
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: where.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`wassal ${args.join(" ")} did not finish within ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** No "    at foo (file:line)" lines: errors are messages, not stack traces. */
+function expectNoStack(text: string): void {
+  expect(text).not.toMatch(/^\s+at .+/m);
+  expect(text).not.toMatch(/node:internal|file:\/\//);
+}
+
+/** stderr is exactly one non-empty line. */
+function oneLine(stderr: string): string {
+  const lines = stderr.split("\n").filter((line) => line.trim() !== "");
+  expect(lines, `stderr: ${JSON.stringify(stderr)}`).toHaveLength(1);
+  return lines[0]!;
+}
+
+/** Nothing was run: no report saved, no temporary database left. */
+function expectNothingRan(box: { cwd: string; tmp: string }): void {
+  expect(existsSync(join(box.cwd, "Reports"))).toBe(false);
+  expect(readdirSync(box.tmp)).toEqual([]);
+}
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before these tests (npm test does)`);
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("names, options and help", () => {
+  it("an unknown scenario exits 2 and lists the valid names, without a stack trace", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", "session-15-no-such-thing"], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toContain(`unknown scenario "session-15-no-such-thing"`);
+    expect(run.stderr).toContain(BEFORE);
+    expect(run.stderr).toContain(AFTER);
+    expectNoStack(run.stderr);
+    expectNothingRan(box);
+  });
+
+  it("an unknown scenario exits 2 in --json mode too, printing no JSON", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", "nope", "--json"], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toContain(AFTER);
+    expectNoStack(run.stderr);
+  });
+
+  it("`lab` without a scenario exits 2 and lists the valid names", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab"], box);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(BEFORE);
+    expect(run.stderr).toContain(AFTER);
+    expectNoStack(run.stderr);
+    expectNothingRan(box);
+  });
+
+  it("`lab --list` exits 0 and lists both scenarios (and all), running nothing", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", "--list"], box);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe("");
+    const names = run.stdout.split("\n").filter((l) => l.trim() !== "").map((l) => l.trim().split(/\s+/)[0]);
+    expect(names).toEqual([BEFORE, AFTER, "all"]);
+    expectNothingRan(box);
+  });
+
+  it("--help and lab --help exit 0 and describe the usage", async () => {
+    const box = sandbox();
+    const top = await runCli(["--help"], box);
+    expect(top.code).toBe(0);
+    expect(top.stdout).toMatch(/^Usage: wassal /m);
+    expect(top.stdout).toContain("lab");
+    const lab = await runCli(["lab", "--help"], box);
+    expect(lab.code).toBe(0);
+    expect(lab.stdout).toMatch(/^Usage: wassal lab /m);
+    for (const option of ["--json", "--reports", "--db", "--keep-db", "--list"]) expect(lab.stdout).toContain(option);
+    expect(lab.stdout).toContain(BEFORE);
+    expect(lab.stdout).toContain(AFTER);
+    expectNothingRan(box);
+  });
+
+  it("an unknown option exits 2 and names the option", async () => {
+    const box = sandbox();
+    for (const args of [["lab", AFTER, "--no-such-option"], ["--no-such-option"]]) {
+      const run = await runCli(args, box);
+      expect(run.code, args.join(" ")).toBe(2);
+      expect(run.stderr).toContain("--no-such-option");
+      expectNoStack(run.stderr);
+    }
+    expectNothingRan(box);
+  });
+});
+
+describe("--db that cannot be used", () => {
+  it("a file that is not SQLite: exit 2, one line saying so, the file untouched", async () => {
+    const box = sandbox();
+    const path = join(box.cwd, "notes.txt");
+    const content = "these are my notes, not a database\n".repeat(20);
+    writeFileSync(path, content);
+    const before = statSync(path);
+    const run = await runCli(["lab", AFTER, "--db", path], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    const line = oneLine(run.stderr);
+    expect(line).toContain("not a SQLite database");
+    expect(line).toContain(path);
+    expect(readFileSync(path, "utf8")).toBe(content);
+    expect(statSync(path).mtimeMs).toBe(before.mtimeMs);
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    expect(existsSync(`${path}-shm`)).toBe(false);
+    expectNothingRan(box);
+  });
+
+  it("a file with a SQLite header but a corrupt body: exit 2, one line, the file untouched", async () => {
+    const box = sandbox();
+    const path = join(box.cwd, "corrupt.db");
+    const content = Buffer.concat([Buffer.from("SQLite format 3\0", "latin1"), Buffer.from("garbage, not pages ".repeat(10))]);
+    writeFileSync(path, content);
+    const run = await runCli(["lab", AFTER, "--db", path, "--json"], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(oneLine(run.stderr)).toContain("not a SQLite database");
+    expect(readFileSync(path).equals(content)).toBe(true);
+    expectNothingRan(box);
+  });
+
+  it("a path in a directory that does not exist: exit 2, one clear line, nothing created", async () => {
+    const box = sandbox();
+    const missingDir = join(box.cwd, "no", "such", "dir");
+    const path = join(missingDir, "lab.db");
+    const run = await runCli(["lab", AFTER, "--db", path], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    const line = oneLine(run.stderr);
+    expect(line).toContain(path);
+    expect(line).toMatch(/director/);
+    expect(existsSync(join(box.cwd, "no"))).toBe(false);
+    expectNoStack(run.stderr);
+    expectNothingRan(box);
+  });
+
+  it("a path whose parent is a regular file: exit 2, one clear line, the file untouched", async () => {
+    const box = sandbox();
+    const parent = join(box.cwd, "plain-file");
+    writeFileSync(parent, "just a file\n");
+    const path = join(parent, "lab.db");
+    const run = await runCli(["lab", AFTER, "--db", path], box);
+    expect(run.code).toBe(2);
+    const line = oneLine(run.stderr);
+    expect(line).toContain(path);
+    expect(line).toMatch(/cannot|unable/i);
+    expect(readFileSync(parent, "utf8")).toBe("just a file\n");
+    expectNoStack(run.stderr);
+    expectNothingRan(box);
+  });
+
+  it("a directory: exit 2, one line", async () => {
+    const box = sandbox();
+    const dir = join(box.cwd, "a-directory");
+    mkdirSync(dir);
+    const run = await runCli(["lab", AFTER, "--db", dir], box);
+    expect(run.code).toBe(2);
+    expect(oneLine(run.stderr)).toContain("is a directory");
+    expect(readdirSync(dir)).toEqual([]);
+    expectNothingRan(box);
+  });
+
+  it("a file that already holds Wassal tables: exit 2, one line, its data untouched", async () => {
+    const box = sandbox();
+    const path = join(box.cwd, "used.db");
+    // A first run on a new path works and keeps the file...
+    const first = await runCli(["lab", AFTER, "--db", path, "--json"], box);
+    expect(first.code).toBe(0);
+    expect((JSON.parse(first.stdout) as { passed: boolean }).passed).toBe(true);
+    const counts = () => {
+      const db = new Database(path, { readonly: true });
+      try {
+        return {
+          outbox: db.prepare("SELECT id, status, locked_by, lease_token, attempts FROM outbox_messages ORDER BY id").all(),
+          payments: db.prepare("SELECT idempotency_key, payment_status, transaction_id FROM payments ORDER BY id").all(),
+        };
+      } finally {
+        db.close();
+      }
+    };
+    const before = counts();
+    expect(before.outbox).toHaveLength(6);
+    const reportsBefore = readdirSync(join(box.cwd, "Reports", "Session-15"));
+
+    // ...a second run on it is refused before doing anything.
+    for (const scenario of [AFTER, BEFORE]) {
+      const second = await runCli(["lab", scenario, "--db", path], box);
+      expect(second.code, scenario).toBe(2);
+      expect(second.stdout).toBe("");
+      const line = oneLine(second.stderr);
+      expect(line).toContain("already holds Wassal tables");
+      expect(line).toContain(path);
+    }
+    expect(counts()).toEqual(before);
+    expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toEqual(reportsBefore);
+  });
+
+  it("`lab all --db` is refused before anything runs (each scenario needs an empty database)", async () => {
+    const box = sandbox();
+    const path = join(box.cwd, "all.db");
+    const run = await runCli(["lab", "all", "--db", path, "--json"], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toContain("--db");
+    expectNoStack(run.stderr);
+    expect(existsSync(path)).toBe(false);
+    expectNothingRan(box);
+  });
+});
+
+describe("--reports that cannot be written", () => {
+  it("JSON: the run completes, exit 0 as every check passed, stderr says where saving failed", async () => {
+    const box = sandbox();
+    const blocker = join(box.cwd, "not-a-dir");
+    writeFileSync(blocker, "a regular file where the reports folder should be\n");
+    const reports = join(blocker, "sub");
+    const run = await runCli(["lab", AFTER, "--json", "--reports", reports], box);
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as { passed: boolean; reportPath: string | null; reportError: string | null; databasePath: string; checks: { passed: boolean }[] };
+    expect(result.passed).toBe(true);
+    expect(result.checks.every((c) => c.passed)).toBe(true);
+    expect(result.reportPath).toBeNull();
+    expect(result.reportError).toContain(join(reports, "Reports", "Session-15"));
+    const line = oneLine(run.stderr);
+    expect(line).toContain("could not save the report");
+    expect(line).toContain(join(reports, "Reports", "Session-15"));
+    expectNoStack(run.stderr);
+    expect(readFileSync(blocker, "utf8")).toBe("a regular file where the reports folder should be\n");
+    // The temporary database is still cleaned up.
+    expect(existsSync(result.databasePath)).toBe(false);
+    expect(readdirSync(box.tmp)).toEqual([]);
+  });
+
+  it("text: the report is printed, marked NOT SAVED, and stderr says where saving failed", async () => {
+    const box = sandbox();
+    const blocker = join(box.cwd, "not-a-dir");
+    writeFileSync(blocker, "x");
+    const run = await runCli(["lab", BEFORE, "--reports", join(blocker, "deeper")], box);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain("== Verdict");
+    expect(run.stdout).toMatch(/^report {8}NOT SAVED: could not save the report to /m);
+    expect(oneLine(run.stderr)).toContain(join(blocker, "deeper", "Reports", "Session-15"));
+    expect(existsSync(join(box.cwd, "Reports"))).toBe(false);
+  });
+
+  it("all: both runs complete and each failed save is reported", async () => {
+    const box = sandbox();
+    const blocker = join(box.cwd, "not-a-dir");
+    writeFileSync(blocker, "x");
+    const run = await runCli(["lab", "all", "--json", "--reports", blocker], box);
+    expect(run.code).toBe(0);
+    const payload = JSON.parse(run.stdout) as { passed: boolean; scenarios: { scenario: string; reportPath: string | null }[] };
+    expect(payload.passed).toBe(true);
+    expect(payload.scenarios.map((s) => [s.scenario, s.reportPath])).toEqual([
+      [BEFORE, null],
+      [AFTER, null],
+    ]);
+    const lines = run.stderr.split("\n").filter((l) => l !== "");
+    expect(lines).toHaveLength(2);
+    expect(lines.every((l) => l.includes("could not save the report"))).toBe(true);
+  });
+});

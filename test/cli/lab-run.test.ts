@@ -1,0 +1,341 @@
+// `wassal lab` through real processes (node dist/cli/main.js): the Session 15 figures in JSON,
+// the saved reports, the text report, and what happens to the temporary database.
+//
+// Needs `npm run build` first (`npm test` does it). Every run gets its own working directory and
+// TMPDIR, so no Reports/ folder or temporary database lands in the repository or /tmp.
+
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { beforeAll, describe, expect, it } from "vitest";
+import { tempDir } from "../support/temp.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const CLI = join(ROOT, "dist", "cli", "main.js");
+
+// One folder for the whole file, removed when it finishes (tempDir must be called while the file
+// is collected, not inside a test: a hook registered by a running test never runs).
+const FILE_TMP = tempDir("wassal-cli-");
+
+interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A fresh working directory and TMPDIR for one CLI run. */
+function sandbox(): { cwd: string; tmp: string } {
+  const root = mkdtempSync(join(FILE_TMP, "run-"));
+  const cwd = join(root, "cwd");
+  const tmp = join(root, "tmp");
+  mkdirSync(cwd);
+  mkdirSync(tmp);
+  return { cwd, tmp };
+}
+
+function runCli(args: readonly string[], where: { cwd: string; tmp: string }, timeoutMs = 45_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: where.tmp };
+    // Run on temporary SQLite files only: a database URL in the environment would redirect --db.
+    delete env.WASSAL_DEBUG;
+    delete env.WASSAL_DATABASE_URL;
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: where.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`wassal ${args.join(" ")} did not finish within ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The JSON a run prints, and the figures the lesson fixes.
+
+interface Check {
+  name: string;
+  passed: boolean;
+  observed: string;
+}
+
+interface ScenarioJson {
+  scenario: string;
+  passed: boolean;
+  reportPath: string | null;
+  reportError: string | null;
+  databasePath: string;
+  checks: Check[];
+  metrics: Record<string, unknown> & { processedByWorker: Record<string, number>; claimsBlocked: number };
+}
+
+const BEFORE = "session-15-competing-workers-no-claim";
+const AFTER = "session-15-outbox-leasing";
+
+const BEFORE_FIGURES = {
+  paymentsSeeded: 6,
+  pendingMessagesSeeded: 6,
+  rowsLoadedByWorker: { "Worker-A": 6, "Worker-B": 6 },
+  processingAttempts: 12,
+  uniqueMessagesProcessed: 6,
+  messagesProcessedMoreThanOnce: 6,
+  providerStatusChecks: 12,
+  ownershipViolations: null,
+  paid: 4,
+  failed: 2,
+  stillPending: 0,
+  outboxProcessed: 6,
+  outboxPending: 0,
+  outboxProcessing: 0,
+  duplicatePaymentRows: 0,
+  duplicateOutboxRows: 0,
+  paymentCreationsInWorkers: 0,
+  fakeSuccesses: 0,
+  processedByWorker: { "Worker-A": 6, "Worker-B": 6 },
+  claimsWon: 0,
+};
+
+const AFTER_FIGURES = {
+  paymentsSeeded: 6,
+  pendingMessagesSeeded: 6,
+  rowsLoadedByWorker: null,
+  processingAttempts: 6,
+  uniqueMessagesProcessed: 6,
+  messagesProcessedMoreThanOnce: 0,
+  providerStatusChecks: 6,
+  ownershipViolations: 0,
+  paid: 4,
+  failed: 2,
+  stillPending: 0,
+  outboxProcessed: 6,
+  outboxPending: 0,
+  outboxProcessing: 0,
+  duplicatePaymentRows: 0,
+  duplicateOutboxRows: 0,
+  paymentCreationsInWorkers: 0,
+  fakeSuccesses: 0,
+};
+
+const REPORT_NAME = {
+  [BEFORE]: /^Session-15-Competing-Workers-No-Claim-RunReport-.*\.txt$/,
+  [AFTER]: /^Session-15-Outbox-Leasing-RunReport-.*\.txt$/,
+} as const;
+
+function expectBeforeFigures(result: ScenarioJson): void {
+  expect(result.scenario).toBe(BEFORE);
+  expect(result.passed).toBe(true);
+  expect(result.metrics).toMatchObject(BEFORE_FIGURES);
+  // Exactly these workers, nobody else.
+  expect(result.metrics.processedByWorker).toEqual({ "Worker-A": 6, "Worker-B": 6 });
+}
+
+function expectAfterFigures(result: ScenarioJson): void {
+  expect(result.scenario).toBe(AFTER);
+  expect(result.passed).toBe(true);
+  expect(result.metrics).toMatchObject(AFTER_FIGURES);
+  expect(result.metrics.claimsBlocked).toBeGreaterThanOrEqual(1);
+  // 6 first claims plus the one reclaim of PAY-001 after its owner crashed.
+  expect(result.metrics.claimsWon).toBe(7);
+  const processed = Object.values(result.metrics.processedByWorker);
+  expect(processed.reduce((a, b) => a + b, 0)).toBe(6);
+  expect(Object.keys(result.metrics.processedByWorker).every((w) => w === "Worker-A" || w === "Worker-B")).toBe(true);
+}
+
+/** Every check passed, the report was saved where it belongs, and it holds the run's text report. */
+function expectSavedReport(result: ScenarioJson, reportsRoot: string): string {
+  expect(result.checks.length).toBeGreaterThan(5);
+  for (const c of result.checks) expect(c, c.name).toMatchObject({ passed: true });
+  expect(result.reportError).toBeNull();
+  expect(result.reportPath).not.toBeNull();
+  const path = result.reportPath!;
+  expect(dirname(path)).toBe(join(reportsRoot, "Reports", "Session-15"));
+  expect(basename(path)).toMatch(REPORT_NAME[result.scenario as keyof typeof REPORT_NAME]);
+  expect(existsSync(path)).toBe(true);
+  const text = readFileSync(path, "utf8");
+  expect(text).toContain(`Wassal payments lab: ${result.scenario}`);
+  expect(text).toContain("CREATE TABLE outbox_messages");
+  expect(text).toContain("== Checks");
+  expect(text).toContain("== Verdict");
+  for (const c of result.checks) expect(text).toContain(c.name);
+  expect(text).not.toMatch(/^FAIL\b/m);
+  expect(text).toContain(`result        PASSED: ${result.checks.length} of ${result.checks.length} checks passed`);
+  expect(text).toContain(`temporary database ${result.databasePath} deleted`);
+  return text;
+}
+
+/** The temporary database (and its folder) is gone, and nothing else was left in TMPDIR. */
+function expectTempDbDeleted(result: ScenarioJson, tmp: string): void {
+  expect(result.databasePath.startsWith(tmp + "/")).toBe(true);
+  expect(existsSync(result.databasePath)).toBe(false);
+  expect(existsSync(dirname(result.databasePath))).toBe(false);
+  expect(readdirSync(tmp).filter((name) => name.startsWith("wassal-"))).toEqual([]);
+}
+
+beforeAll(() => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before these tests (npm test does)`);
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("wassal lab --json", () => {
+  it(`${BEFORE}: every message processed twice, yet the rows look perfect`, async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", BEFORE, "--json"], box);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as ScenarioJson;
+    expectBeforeFigures(result);
+    // Reports go under the working directory by default.
+    expectSavedReport(result, box.cwd);
+    expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toHaveLength(1);
+    expectTempDbDeleted(result, box.tmp);
+  });
+
+  it(`${AFTER}: each message processed once, the crashed owner's message reclaimed`, async () => {
+    const box = sandbox();
+    const reports = join(dirname(box.cwd), "elsewhere");
+    const run = await runCli(["lab", AFTER, "--json", "--reports", reports], box);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as ScenarioJson;
+    expectAfterFigures(result);
+    const text = expectSavedReport(result, reports);
+    expect(text).toContain("Lease-expiry demonstration");
+    // --reports moves the reports: nothing under the working directory.
+    expect(existsSync(join(box.cwd, "Reports"))).toBe(false);
+    expectTempDbDeleted(result, box.tmp);
+  });
+
+  it("all: both scenarios in order, both reports saved, both temporary databases deleted", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", "all", "--json", "--reports", box.cwd], box);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const payload = JSON.parse(run.stdout) as { passed: boolean; scenarios: ScenarioJson[] };
+    expect(payload.passed).toBe(true);
+    expect(payload.scenarios.map((s) => s.scenario)).toEqual([BEFORE, AFTER]);
+    expectBeforeFigures(payload.scenarios[0]!);
+    expectAfterFigures(payload.scenarios[1]!);
+    for (const scenario of payload.scenarios) {
+      expectSavedReport(scenario, box.cwd);
+      expectTempDbDeleted(scenario, box.tmp);
+    }
+    const files = readdirSync(join(box.cwd, "Reports", "Session-15")).sort();
+    expect(files).toHaveLength(2);
+    expect(files.some((f) => REPORT_NAME[BEFORE].test(f))).toBe(true);
+    expect(files.some((f) => REPORT_NAME[AFTER].test(f))).toBe(true);
+  });
+
+  it("--keep-db keeps the temporary database, holding the run's final rows", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", AFTER, "--json", "--keep-db"], box);
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as ScenarioJson;
+    expect(result.passed).toBe(true);
+    expect(result.databasePath.startsWith(box.tmp + "/")).toBe(true);
+    expect(existsSync(result.databasePath)).toBe(true);
+    const report = readFileSync(result.reportPath!, "utf8");
+    expect(report).toContain(`database kept at ${result.databasePath} (--keep-db)`);
+    const db = new Database(result.databasePath, { readonly: true });
+    try {
+      expect(db.prepare("SELECT status, count(*) AS n FROM outbox_messages GROUP BY status").all()).toEqual([{ status: "processed", n: 6 }]);
+      expect(db.prepare("SELECT payment_status AS status, count(*) AS n FROM payments GROUP BY payment_status ORDER BY payment_status").all()).toEqual([
+        { status: "Failed", n: 2 },
+        { status: "Paid", n: 4 },
+      ]);
+    } finally {
+      db.close();
+    }
+    rmSync(dirname(result.databasePath), { recursive: true, force: true });
+    expect(existsSync(result.databasePath)).toBe(false);
+  });
+
+  it("--db runs on the named file and keeps it", async () => {
+    const box = sandbox();
+    const path = join(box.cwd, "named.db");
+    const run = await runCli(["lab", BEFORE, "--json", "--db", path], box);
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as ScenarioJson;
+    expectBeforeFigures(result);
+    expect(result.databasePath).toBe(path);
+    expect(existsSync(path)).toBe(true);
+    expect(readFileSync(result.reportPath!, "utf8")).toContain(`database kept at ${path} (you named it with --db)`);
+    expect(readdirSync(box.tmp)).toEqual([]);
+  });
+});
+
+describe("wassal lab (text)", () => {
+  const SECTIONS_AFTER = [
+    "== Schema, as the database reports it",
+    "CREATE TABLE outbox_messages",
+    "== Seeded payments",
+    "== Seeded outbox messages",
+    "== Lease-expiry demonstration",
+    "== Timeline",
+    "== Per-message ownership",
+    "== Claim ledger",
+    "== Processing ledger",
+    "== Final payments",
+    "== Metrics",
+    "== Checks",
+    "== Verdict",
+    "VERDICT: ",
+  ];
+
+  function expectInOrder(text: string, parts: readonly string[]): void {
+    let at = -1;
+    for (const part of parts) {
+      const next = text.indexOf(part, at + 1);
+      expect(next, `"${part}" after position ${at}`).toBeGreaterThan(at);
+      at = next;
+    }
+  }
+
+  it(`${AFTER}: prints every section, in order, and exactly the saved report`, async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", AFTER], box);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expectInOrder(run.stdout, SECTIONS_AFTER);
+    expect(run.stdout).toMatch(/RECLAIMED from Worker-A/);
+    expect(run.stdout).toMatch(/REFUSED: lease lost/);
+    expect(run.stdout).not.toMatch(/^FAIL\b/m);
+    const saved = /^report {8}saved to (.+)$/m.exec(run.stdout);
+    expect(saved).not.toBeNull();
+    const path = saved![1]!;
+    expect(dirname(path)).toBe(join(box.cwd, "Reports", "Session-15"));
+    expect(basename(path)).toMatch(REPORT_NAME[AFTER]);
+    // What was printed is what was saved.
+    expect(run.stdout.startsWith(readFileSync(path, "utf8"))).toBe(true);
+    expect(readdirSync(box.tmp).filter((name) => name.startsWith("wassal-"))).toEqual([]);
+  });
+
+  it(`${BEFORE}: prints its sections and the verdict that shows the duplication`, async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", BEFORE], box);
+    expect(run.code).toBe(0);
+    expectInOrder(run.stdout, ["CREATE TABLE outbox_messages", "== Timeline", "== Per-message ownership", "== Claim ledger", "== Processing ledger", "== Checks", "== Verdict", "VERDICT: DURABLE, BUT NOT OWNED"]);
+    expect(run.stdout).toContain("WITHOUT any ownership check");
+    expect(run.stdout).not.toMatch(/^FAIL\b/m);
+  });
+
+  it("all: both reports, then one PASSED line per scenario", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", "all"], box);
+    expect(run.code).toBe(0);
+    expect(run.stdout.trimEnd().split("\n").slice(-2)).toEqual([`PASSED  ${BEFORE}`, `PASSED  ${AFTER}`]);
+    expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toHaveLength(2);
+  });
+});

@@ -1,0 +1,413 @@
+// Real parallelism: several OS processes, each with its own SQLite connection and the system
+// clock, work one outbox file through the built library (dist/). Then a worker process is
+// SIGKILLed mid-batch and another one recovers its messages after the leases expire.
+//
+// Needs `npm run build` first (`npm test` does it).
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { beforeAll, describe, expect, it } from "vitest";
+import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { tempDir } from "../support/temp.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const WORKER_SCRIPT = join(ROOT, "test", "fixtures", "drain-worker.mjs");
+const DIST_STORE = join(ROOT, "dist", "stores", "sqlite", "sqlite-outbox-store.js");
+
+// One folder for the whole file, removed when it finishes (tempDir must be called while the file
+// is collected, not inside a test: a hook registered by a running test never runs).
+const FILE_TMP = tempDir("wassal-mp-");
+const testDir = (name: string) => mkdtempSync(join(FILE_TMP, `${name}-`));
+
+// ---------------------------------------------------------------------------------------------
+// What a worker process reports (see test/fixtures/drain-worker.mjs).
+
+interface ClaimRecord {
+  messageId: string;
+  token: number;
+  owner: string;
+  claimedAt: number;
+  lockedUntil: number;
+  reclaimedFrom: string | null;
+}
+
+interface WorkerRecord {
+  worker: string;
+  pid: number;
+  startedAt: number;
+  finishedAt: number;
+  claims: ClaimRecord[];
+  claimCalls: { count: number; startedAt: number; endedAt: number }[];
+  completions: { messageId: string; token: number; outcome: string; at: number }[];
+  leaseLost: unknown[];
+  errors: { name: string | null; code: string | null; message: string }[];
+  writeLock: { contended: number; waitedMs: number; longestWaitMs: number };
+}
+
+interface WorkerConfig {
+  db: string;
+  worker: string;
+  mode: "drain" | "claim-and-hang";
+  leaseMs: number;
+  limit: number;
+  out?: string;
+  waitForGo?: boolean;
+  emptyRoundsToStop?: number;
+  deadlineMs?: number;
+  completeFirst?: number;
+}
+
+type WorkerEvent = { event: string; [key: string]: unknown };
+
+interface WorkerProcess {
+  readonly name: string;
+  readonly proc: ChildProcess;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stderr(): string;
+  /** Resolves with the first stdout event of this kind; rejects if the process exits first or time runs out. */
+  waitFor(event: string, timeoutMs?: number): Promise<WorkerEvent>;
+}
+
+function startWorker(config: WorkerConfig): WorkerProcess {
+  const proc = spawn(process.execPath, [WORKER_SCRIPT, JSON.stringify(config)], { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  const seen: WorkerEvent[] = [];
+  const waiters = new Set<() => void>();
+  createInterface({ input: proc.stdout! }).on("line", (line) => {
+    try {
+      seen.push(JSON.parse(line) as WorkerEvent);
+    } catch {
+      seen.push({ event: "unparsed", line });
+    }
+    for (const wake of waiters) wake();
+  });
+  let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    proc.on("exit", (code, signal) => {
+      exitInfo = { code, signal };
+      for (const wake of waiters) wake();
+      resolve(exitInfo);
+    });
+  });
+  return {
+    name: config.worker,
+    proc,
+    exited,
+    stderr: () => stderr,
+    waitFor(event, timeoutMs = 20_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`${config.worker}: no "${event}" within ${timeoutMs} ms; stderr: ${stderr}`));
+        }, timeoutMs);
+        const check = () => {
+          const found = seen.find((e) => e.event === event);
+          if (found !== undefined || exitInfo !== undefined) {
+            clearTimeout(timer);
+            waiters.delete(check);
+            if (found !== undefined) resolve(found);
+            else reject(new Error(`${config.worker} exited (${JSON.stringify(exitInfo)}) before "${event}"; stderr: ${stderr}`));
+          }
+        };
+        waiters.add(check);
+        check();
+      });
+    },
+  };
+}
+
+/** Creates an outbox with `count` messages (in transactions of `perTransaction`) and the effects table. */
+async function seedOutbox(path: string, count: number, perTransaction: number): Promise<string[]> {
+  const store = new SqliteOutboxStore({ path });
+  try {
+    await store.migrate();
+    // The business table: deliberately WITHOUT a unique constraint, so a duplicate effect would show.
+    await store.transaction((tx) => {
+      tx.exec("CREATE TABLE effects (message_id INTEGER, worker TEXT, token INTEGER)");
+    });
+    const ids: string[] = [];
+    for (let start = 0; start < count; start += perTransaction) {
+      await store.transaction(async (tx) => {
+        for (let n = start; n < Math.min(count, start + perTransaction); n += 1) {
+          const message = await store.enqueue(tx, { type: "test.effect", payload: { n } });
+          ids.push(message.id);
+        }
+      });
+    }
+    return ids;
+  } finally {
+    await store.close();
+  }
+}
+
+interface Row {
+  id: number;
+  status: string;
+  locked_by: string | null;
+  locked_until: number | null;
+  lease_token: number;
+  attempts: number;
+  processed_at: number | null;
+  last_error: string | null;
+}
+
+function readState(path: string): { rows: Row[]; effects: { message_id: number; worker: string; token: number }[] } {
+  const db = new Database(path, { readonly: true });
+  try {
+    return {
+      rows: db.prepare("SELECT id, status, locked_by, locked_until, lease_token, attempts, processed_at, last_error FROM outbox_messages ORDER BY id").all() as Row[],
+      effects: db.prepare("SELECT message_id, worker, token FROM effects ORDER BY message_id, token").all() as { message_id: number; worker: string; token: number }[],
+    };
+  } finally {
+    db.close();
+  }
+}
+
+/** Claims of one message by different tokens must never overlap in [claimedAt, lockedUntil). */
+function overlappingClaims(claims: readonly ClaimRecord[]): string[] {
+  const byMessage = new Map<string, ClaimRecord[]>();
+  for (const claim of claims) byMessage.set(claim.messageId, [...(byMessage.get(claim.messageId) ?? []), claim]);
+  const problems: string[] = [];
+  for (const [messageId, list] of byMessage) {
+    for (let i = 0; i < list.length; i += 1) {
+      for (let j = i + 1; j < list.length; j += 1) {
+        const a = list[i]!;
+        const b = list[j]!;
+        if (a.token === b.token) {
+          problems.push(`message ${messageId}: token ${a.token} issued twice (${a.owner}, ${b.owner})`);
+        } else if (a.claimedAt < b.lockedUntil && b.claimedAt < a.lockedUntil) {
+          problems.push(`message ${messageId}: ${a.owner}#${a.token} [${a.claimedAt}, ${a.lockedUntil}) overlaps ${b.owner}#${b.token} [${b.claimedAt}, ${b.lockedUntil})`);
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+/** Polls `probe` until it returns true, or fails after `timeoutMs`. */
+async function until(what: string, probe: () => boolean, timeoutMs = 10_000, everyMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+beforeAll(() => {
+  if (!existsSync(DIST_STORE)) throw new Error(`${DIST_STORE} is missing: run \`npm run build\` before these tests (npm test does)`);
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe("several worker processes drain one SQLite outbox in parallel", () => {
+  const MESSAGES = 4000;
+  const WORKERS = 4;
+  const LIMIT = 8;
+  const LEASE_MS = 30_000;
+
+  it(`${WORKERS} processes process each of ${MESSAGES} messages exactly once, under exclusive leases`, async () => {
+    const dir = testDir("drain");
+    const dbPath = join(dir, "outbox.db");
+    const ids = await seedOutbox(dbPath, MESSAGES, 1000);
+    expect(ids).toHaveLength(MESSAGES);
+
+    const workers = Array.from({ length: WORKERS }, (_, i) => {
+      const name = `worker-${i + 1}`;
+      const out = join(dir, `${name}.json`);
+      return { out, process: startWorker({ db: dbPath, worker: name, mode: "drain", leaseMs: LEASE_MS, limit: LIMIT, out, waitForGo: true, emptyRoundsToStop: 5, deadlineMs: 45_000 }) };
+    });
+    // A start line: every process has opened its connection before any of them claims.
+    await Promise.all(workers.map((w) => w.process.waitFor("ready")));
+    for (const w of workers) w.process.proc.stdin!.end("go\n");
+    const exits = await Promise.all(workers.map((w) => w.process.exited));
+
+    exits.forEach((exit, i) => {
+      const w = workers[i]!;
+      expect({ worker: w.process.name, ...exit, stderr: w.process.stderr() }).toEqual({ worker: w.process.name, code: 0, signal: null, stderr: "" });
+    });
+    const records = workers.map((w) => JSON.parse(readFileSync(w.out, "utf8")) as WorkerRecord);
+
+    // No worker failed: no StoreBusyError or anything else, and no lease was ever lost.
+    for (const record of records) {
+      expect(record.errors, `${record.worker} errors`).toEqual([]);
+      expect(record.leaseLost, `${record.worker} lease-lost events`).toEqual([]);
+      expect(record.completions.every((c) => c.outcome === "completed"), `${record.worker} completions`).toBe(true);
+    }
+
+    // Claims: never more than the limit per call (and batching really happened), exactly one
+    // claim per message over all processes, token 1, owned by the claimer, lease = leaseMs.
+    const allCalls = records.flatMap((r) => r.claimCalls);
+    expect(Math.max(...allCalls.map((c) => c.count))).toBe(LIMIT);
+    expect(allCalls.every((c) => c.count >= 0 && c.count <= LIMIT)).toBe(true);
+    const claims = records.flatMap((r) => r.claims);
+    expect(claims).toHaveLength(MESSAGES);
+    expect(new Set(claims.map((c) => c.messageId)).size).toBe(MESSAGES);
+    expect(new Set(claims.map((c) => c.messageId))).toEqual(new Set(ids));
+    for (const record of records) {
+      for (const claim of record.claims) {
+        expect(claim).toMatchObject({ owner: record.worker, token: 1, reclaimedFrom: null });
+        expect(claim.lockedUntil - claim.claimedAt).toBe(LEASE_MS);
+      }
+    }
+    expect(overlappingClaims(claims)).toEqual([]);
+    // Each process completed exactly what it claimed.
+    for (const record of records) {
+      expect(record.completions.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(record.claims.map((c) => `${c.messageId}#${c.token}`).sort());
+    }
+
+    // Parallelism: every process did some of the work, and they were all working at once (each
+    // one's first claim came before every other one's last claim).
+    for (const record of records) expect(record.claims.length, `${record.worker} claims`).toBeGreaterThan(0);
+    const firstClaims = records.map((r) => Math.min(...r.claims.map((c) => c.claimedAt)));
+    const lastClaims = records.map((r) => Math.max(...r.claims.map((c) => c.claimedAt)));
+    expect(Math.max(...firstClaims)).toBeLessThan(Math.min(...lastClaims));
+
+    // The database: every message processed, once, by the process whose lease completed it.
+    const { rows, effects } = readState(dbPath);
+    expect(rows).toHaveLength(MESSAGES);
+    const claimedBy = new Map(claims.map((c) => [c.messageId, c.owner]));
+    for (const row of rows) {
+      expect(row).toMatchObject({ status: "processed", attempts: 1, lease_token: 1, locked_until: null, last_error: null, locked_by: claimedBy.get(String(row.id)) });
+      expect(row.processed_at).not.toBeNull();
+    }
+    expect(effects).toHaveLength(MESSAGES);
+    const effectsPerMessage = new Map<number, number>();
+    for (const e of effects) effectsPerMessage.set(e.message_id, (effectsPerMessage.get(e.message_id) ?? 0) + 1);
+    expect([...effectsPerMessage.values()].every((n) => n === 1)).toBe(true);
+    expect(effectsPerMessage.size).toBe(MESSAGES);
+    for (const e of effects) expect({ worker: e.worker, token: e.token }).toEqual({ worker: claimedBy.get(String(e.message_id)), token: 1 });
+
+    const split = records.map((r) => `${r.worker} ${r.claims.length} (lock waits ${r.writeLock.contended}, longest ${Math.round(r.writeLock.longestWaitMs)} ms)`).join("; ");
+    console.info(`parallel drain of ${MESSAGES} messages: ${split}`);
+  });
+});
+
+describe("a worker process killed mid-batch loses its messages only to lease expiry", () => {
+  it("SIGKILL with leases held: after expiry another process reclaims them (token 2) and nothing is lost", async () => {
+    const dir = testDir("kill");
+    const dbPath = join(dir, "outbox.db");
+    const TOTAL = 60;
+    const BATCH = 10;
+    const DONE_BEFORE_KILL = 3;
+    const SHORT_LEASE_MS = 300;
+    const ids = await seedOutbox(dbPath, TOTAL, 30);
+
+    const victim = startWorker({ db: dbPath, worker: "worker-A", mode: "claim-and-hang", leaseMs: SHORT_LEASE_MS, limit: BATCH, completeFirst: DONE_BEFORE_KILL });
+    const holding = (await victim.waitFor("holding")) as unknown as { claims: ClaimRecord[]; completed: { messageId: string; outcome: string }[] };
+    expect(victim.proc.kill("SIGKILL")).toBe(true);
+    expect(await victim.exited).toEqual({ code: null, signal: "SIGKILL" });
+
+    expect(holding.claims).toHaveLength(BATCH);
+    expect(holding.completed).toHaveLength(DONE_BEFORE_KILL);
+    expect(holding.completed.every((c) => c.outcome === "completed")).toBe(true);
+    const completedByVictim = new Set(holding.completed.map((c) => c.messageId));
+    const heldByVictim = holding.claims.filter((c) => !completedByVictim.has(c.messageId));
+    expect(heldByVictim).toHaveLength(BATCH - DONE_BEFORE_KILL);
+    const victimLease = new Map(holding.claims.map((c) => [c.messageId, c]));
+
+    // Right after the kill: the batch is still on the rows, nothing was lost or released.
+    const afterKill = readState(dbPath);
+    expect(afterKill.rows.filter((r) => r.status === "processed").map((r) => String(r.id)).sort()).toEqual([...completedByVictim].sort());
+    const processing = afterKill.rows.filter((r) => r.status === "processing");
+    expect(processing.map((r) => String(r.id)).sort()).toEqual(heldByVictim.map((c) => c.messageId).sort());
+    for (const row of processing) expect(row).toMatchObject({ locked_by: "worker-A", lease_token: 1, attempts: 1, locked_until: victimLease.get(String(row.id))!.lockedUntil });
+    expect(afterKill.rows.filter((r) => r.status === "pending")).toHaveLength(TOTAL - BATCH);
+    expect(afterKill.effects).toHaveLength(DONE_BEFORE_KILL);
+
+    // Wait (polling the database, with a deadline) until every lease the dead process held has expired.
+    await until("the killed worker's leases to expire", () => {
+      const db = new Database(dbPath, { readonly: true });
+      try {
+        const live = db.prepare("SELECT count(*) FROM outbox_messages WHERE status = 'processing' AND locked_until > ?").pluck().get(Date.now()) as number;
+        return live === 0;
+      } finally {
+        db.close();
+      }
+    });
+    expect(Date.now()).toBeGreaterThanOrEqual(Math.max(...heldByVictim.map((c) => c.lockedUntil)));
+
+    const out = join(dir, "worker-B.json");
+    const rescuer = startWorker({ db: dbPath, worker: "worker-B", mode: "drain", leaseMs: 30_000, limit: 8, out, emptyRoundsToStop: 3 });
+    const exit = await rescuer.exited;
+    expect({ ...exit, stderr: rescuer.stderr() }).toEqual({ code: 0, signal: null, stderr: "" });
+    const record = JSON.parse(readFileSync(out, "utf8")) as WorkerRecord;
+    expect(record.errors).toEqual([]);
+    expect(record.leaseLost).toEqual([]);
+
+    // The rescuer took over exactly the dead worker's unfinished messages, with token 2, after expiry.
+    const reclaims = record.claims.filter((c) => c.reclaimedFrom !== null);
+    expect(reclaims.map((c) => c.messageId).sort()).toEqual(heldByVictim.map((c) => c.messageId).sort());
+    for (const claim of reclaims) {
+      expect(claim).toMatchObject({ owner: "worker-B", token: 2, reclaimedFrom: "worker-A" });
+      expect(claim.claimedAt).toBeGreaterThanOrEqual(victimLease.get(claim.messageId)!.lockedUntil);
+    }
+    expect(record.claims).toHaveLength(TOTAL - DONE_BEFORE_KILL);
+    expect(overlappingClaims([...holding.claims, ...record.claims])).toEqual([]);
+
+    // Nothing lost, nothing done twice.
+    const { rows, effects } = readState(dbPath);
+    expect(rows.map((r) => String(r.id))).toEqual(ids);
+    const held = new Set(heldByVictim.map((c) => c.messageId));
+    for (const row of rows) {
+      const id = String(row.id);
+      const expected = completedByVictim.has(id)
+        ? { locked_by: "worker-A", lease_token: 1, attempts: 1 }
+        : held.has(id)
+          ? { locked_by: "worker-B", lease_token: 2, attempts: 2 }
+          : { locked_by: "worker-B", lease_token: 1, attempts: 1 };
+      expect({ id, status: row.status, locked_by: row.locked_by, lease_token: row.lease_token, attempts: row.attempts }).toEqual({ id, status: "processed", ...expected });
+    }
+    expect(effects).toHaveLength(TOTAL);
+    expect(new Set(effects.map((e) => e.message_id)).size).toBe(TOTAL);
+    for (const e of effects) {
+      const id = String(e.message_id);
+      expect({ id, worker: e.worker, token: e.token }).toEqual({ id, worker: completedByVictim.has(id) ? "worker-A" : "worker-B", token: held.has(id) ? 2 : 1 });
+    }
+  });
+
+  it("a process started while the dead owner's leases are live does not take them before they expire", async () => {
+    const dir = testDir("live");
+    const dbPath = join(dir, "outbox.db");
+    const TOTAL = 30;
+    const BATCH = 6;
+    const LEASE_MS = 3000;
+    await seedOutbox(dbPath, TOTAL, TOTAL);
+
+    const victim = startWorker({ db: dbPath, worker: "worker-A", mode: "claim-and-hang", leaseMs: LEASE_MS, limit: BATCH });
+    const holding = (await victim.waitFor("holding")) as unknown as { claims: ClaimRecord[] };
+    victim.proc.kill("SIGKILL");
+    expect((await victim.exited).signal).toBe("SIGKILL");
+    expect(holding.claims).toHaveLength(BATCH);
+    const expiry = new Map(holding.claims.map((c) => [c.messageId, c.lockedUntil]));
+    const firstExpiry = Math.min(...expiry.values());
+
+    // Started at once: it drains the pending messages and keeps polling while the leases are live.
+    const out = join(dir, "worker-B.json");
+    const rescuer = startWorker({ db: dbPath, worker: "worker-B", mode: "drain", leaseMs: 30_000, limit: 4, out, emptyRoundsToStop: 3 });
+    const exit = await rescuer.exited;
+    expect({ ...exit, stderr: rescuer.stderr() }).toEqual({ code: 0, signal: null, stderr: "" });
+    const record = JSON.parse(readFileSync(out, "utf8")) as WorkerRecord;
+    expect(record.errors).toEqual([]);
+
+    // It was really claiming while the dead owner's leases were still live...
+    expect(Math.min(...record.claimCalls.map((c) => c.startedAt))).toBeLessThan(firstExpiry);
+    // ...yet it took none of those messages before its lease ran out.
+    const reclaims = record.claims.filter((c) => expiry.has(c.messageId));
+    expect(reclaims).toHaveLength(BATCH);
+    for (const claim of reclaims) {
+      expect(claim).toMatchObject({ token: 2, reclaimedFrom: "worker-A" });
+      expect(claim.claimedAt).toBeGreaterThanOrEqual(expiry.get(claim.messageId)!);
+    }
+    expect(overlappingClaims([...holding.claims, ...record.claims])).toEqual([]);
+
+    const { rows, effects } = readState(dbPath);
+    expect(rows.every((r) => r.status === "processed" && r.locked_by === "worker-B")).toBe(true);
+    expect(effects).toHaveLength(TOTAL);
+    expect(new Set(effects.map((e) => e.message_id)).size).toBe(TOTAL);
+  });
+});
