@@ -32,7 +32,14 @@ export async function processLease<Tx>(
     throw error;
   }
   const summary = handled.summary ?? "";
-  const result = await store.complete(lease, handled.finalize);
+  let result: Completed | LeaseLost;
+  try {
+    result = await store.complete(lease, handled.finalize);
+  } catch (error) {
+    // The business write failed: nothing was committed, the message is still ours to fail or retry.
+    store.events.emit({ type: "processing-finished", at: clock.now(), ...base, result: "failed", detail: `business write failed: ${error instanceof Error ? error.message : String(error)}` });
+    throw error;
+  }
   store.events.emit({
     type: "processing-finished",
     at: clock.now(),

@@ -64,7 +64,7 @@ export interface OutboxStore<Tx> {
   /** Gives the message back as pending after a delay, or marks it dead, recording the error. */
   fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost>;
 
-  /** Gives an unstarted message back at once (pending, due now) and returns its attempt. */
+  /** Gives an unstarted message back at once (pending, due now), taking back the attempt its claim counted. */
   release(lease: Lease): Promise<Released | LeaseLost>;
 
   getMessage(messageId: string): Promise<OutboxMessage | undefined>;

@@ -16,6 +16,24 @@ export class InvalidPayloadError extends WassalError {
   }
 }
 
+/** An idempotency key was replayed with a different amount or currency: the request is not a replay. */
+export class IdempotencyConflictError extends WassalError {
+  override name = "IdempotencyConflictError";
+  readonly idempotencyKey: string;
+  constructor(key: string, existing: Payment, request: CreatePaymentRequest) {
+    super("IDEMPOTENCY_CONFLICT", `idempotency key ${key} already belongs to a payment of ${existing.amount} ${existing.currency}; this request asks for ${request.amount} ${request.currency}. Use a new key for a new payment`);
+    this.idempotencyKey = key;
+  }
+}
+
+/** The same key, for a different payment? Then it is not a replay. */
+function sameRequest(payment: Payment, request: CreatePaymentRequest): Payment {
+  if (payment.amount !== request.amount || payment.currency !== request.currency) {
+    throw new IdempotencyConflictError(request.idempotencyKey, payment, request);
+  }
+  return payment;
+}
+
 /** The provider calls the domain makes. The simulator provides them; so would a real client. */
 export type PaymentProvider = Pick<ProviderSimulator, "createPayment" | "checkStatus">;
 
@@ -77,13 +95,14 @@ export class PaymentsService<Tx> {
 
   /**
    * Creates a payment once per idempotency key. A known key returns the existing payment and
-   * writes nothing, without calling the provider. A new key is created at the provider (which is
+   * writes nothing, without calling the provider (a known key with a different amount or
+   * currency throws IdempotencyConflictError). A new key is created at the provider (which is
    * idempotent by key), then the payment row and its reconciliation message commit together.
    */
   async create(request: CreatePaymentRequest): Promise<CreatePaymentResult> {
     const checked = checkCreateRequest(request);
     const existing = await this.#repository.findByKey(checked.idempotencyKey);
-    if (existing !== undefined) return { payment: existing, created: false, message: null };
+    if (existing !== undefined) return { payment: sameRequest(existing, checked), created: false, message: null };
 
     const { providerReference } = await this.#provider.createPayment(checked);
     const outcome = await this.#store.transaction(async (tx) => {
@@ -99,7 +118,7 @@ export class PaymentsService<Tx> {
     if (outcome === undefined) {
       const winner = await this.#repository.findByKey(checked.idempotencyKey);
       if (winner === undefined) throw new WassalError("PAYMENT_VANISHED", `payment ${checked.idempotencyKey} was created concurrently but cannot be read back; retry the request`);
-      return { payment: winner, created: false, message: null };
+      return { payment: sameRequest(winner, checked), created: false, message: null };
     }
     return { payment: outcome.payment, created: true, message: outcome.message };
   }

@@ -20,7 +20,7 @@ CREATE TABLE ${schema}.payments (
   provider_reference text        NOT NULL,
   created_at         timestamptz NOT NULL,
   updated_at         timestamptz NOT NULL,
-  CONSTRAINT payments_transaction_id_only_when_paid CHECK ((payment_status = 'Paid') = (transaction_id IS NOT NULL))
+  CONSTRAINT payments_transaction_id_only_when_paid CHECK ((payment_status = 'Paid') = (transaction_id IS NOT NULL) AND coalesce(length(transaction_id), 1) > 0)
 );
 `,
     },

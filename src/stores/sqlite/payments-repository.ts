@@ -21,7 +21,7 @@ CREATE TABLE payments (
   provider_reference TEXT    NOT NULL,
   created_at         INTEGER NOT NULL,
   updated_at         INTEGER NOT NULL,
-  CHECK ((payment_status = 'Paid') = (transaction_id IS NOT NULL))
+  CHECK ((payment_status = 'Paid') = (transaction_id IS NOT NULL) AND coalesce(length(transaction_id), 1) > 0)
 ) STRICT;
 `,
   },

@@ -136,7 +136,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     await this.applyMigrations(OUTBOX_MIGRATIONS);
   }
 
-  transaction<T>(work: (tx: SqliteTx) => T | Promise<T>): Promise<T> {
+  async transaction<T>(work: (tx: SqliteTx) => T | Promise<T>): Promise<T> {
     return this.writeLock.run(() => work(this.db));
   }
 
@@ -225,6 +225,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     return result;
   }
 
+  /** Reads who holds the message now and reports the lease as lost. Called after the transaction. */
   #lost(lease: Lease, operation: "renew" | "complete" | "fail" | "release", at: number): LeaseLost {
     const current = toHolder(this.#stmt("holder").get({ id: rowId(lease.messageId) ?? -1 }) as HolderRow | undefined);
     this.events.emit({ type: "lease-lost", at: new Date(at), owner: lease.owner, messageId: lease.messageId, token: lease.token, operation, heldBy: current?.lockedBy ?? null, currentToken: current?.leaseToken ?? null });
@@ -233,14 +234,15 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
 
   async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
     checkLeaseMs(leaseMs);
-    return this.writeLock.run((): Renewed | LeaseLost => {
+    const { row, now } = await this.writeLock.run(() => {
       const now = this.#now();
       const row = this.#stmt("renew").get({ id: rowId(lease.messageId) ?? -1, token: lease.token, until: now + leaseMs }) as MessageRow | undefined;
-      if (row === undefined) return this.#lost(lease, "renew", now);
-      const renewed = this.#lease(row, lease.reclaimedFrom);
-      this.events.emit({ type: "renewed", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil: renewed.lockedUntil });
-      return { outcome: "renewed", lease: renewed };
+      return { row, now };
     });
+    if (row === undefined) return this.#lost(lease, "renew", now);
+    const renewed = this.#lease(row, lease.reclaimedFrom);
+    this.events.emit({ type: "renewed", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil: renewed.lockedUntil });
+    return { outcome: "renewed", lease: renewed };
   }
 
   async complete(lease: Lease, finalize?: Finalize<SqliteTx>): Promise<Completed | LeaseLost> {
@@ -251,10 +253,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       if (finalize) await finalize(this.db);
       return { outcome: "completed", messageId: lease.messageId, processedAt: new Date(now) };
     });
-    if ("lost" in outcome) {
-      // Read who holds it outside the rolled-back transaction (nothing was written).
-      return this.#lost(lease, "complete", outcome.now);
-    }
+    if ("lost" in outcome) return this.#lost(lease, "complete", outcome.now);
     this.events.emit({ type: "completed", at: outcome.processedAt, owner: lease.owner, messageId: lease.messageId, token: lease.token });
     return outcome;
   }
@@ -262,29 +261,33 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {
     const delay = decision === "dead" ? 0 : checkDelayMs(decision.retryInMs);
     const text = describeError(error);
-    return this.writeLock.run((): RetryScheduled | DeadLettered | LeaseLost => {
+    const id = rowId(lease.messageId) ?? -1;
+    const { changed, now } = await this.writeLock.run(() => {
       const now = this.#now();
-      const id = rowId(lease.messageId) ?? -1;
-      const at = new Date(now);
-      if (decision === "dead") {
-        if (this.#stmt("failDead").run({ id, token: lease.token, error: text, now }).changes !== 1) return this.#lost(lease, "fail", now);
-        this.events.emit({ type: "dead-lettered", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
-        return { outcome: "dead", messageId: lease.messageId };
-      }
-      const availableAt = now + delay;
-      if (this.#stmt("failRetry").run({ id, token: lease.token, error: text, availableAt }).changes !== 1) return this.#lost(lease, "fail", now);
-      this.events.emit({ type: "retry-scheduled", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt: new Date(availableAt), error: text });
-      return { outcome: "retry-scheduled", messageId: lease.messageId, availableAt: new Date(availableAt) };
+      const changed = decision === "dead"
+        ? this.#stmt("failDead").run({ id, token: lease.token, error: text, now }).changes
+        : this.#stmt("failRetry").run({ id, token: lease.token, error: text, availableAt: now + delay }).changes;
+      return { changed, now };
     });
+    if (changed !== 1) return this.#lost(lease, "fail", now);
+    const at = new Date(now);
+    if (decision === "dead") {
+      this.events.emit({ type: "dead-lettered", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
+      return { outcome: "dead", messageId: lease.messageId };
+    }
+    const availableAt = new Date(now + delay);
+    this.events.emit({ type: "retry-scheduled", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt, error: text });
+    return { outcome: "retry-scheduled", messageId: lease.messageId, availableAt };
   }
 
   async release(lease: Lease): Promise<Released | LeaseLost> {
-    return this.writeLock.run((): Released | LeaseLost => {
+    const { changed, now } = await this.writeLock.run(() => {
       const now = this.#now();
-      if (this.#stmt("release").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes !== 1) return this.#lost(lease, "release", now);
-      this.events.emit({ type: "released", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token });
-      return { outcome: "released", messageId: lease.messageId };
+      return { changed: this.#stmt("release").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes, now };
     });
+    if (changed !== 1) return this.#lost(lease, "release", now);
+    this.events.emit({ type: "released", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token });
+    return { outcome: "released", messageId: lease.messageId };
   }
 
   async getMessage(messageId: string): Promise<OutboxMessage | undefined> {

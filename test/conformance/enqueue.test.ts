@@ -1,0 +1,185 @@
+// Invariant 2, atomic: a message exists if and only if its business transaction committed.
+
+import { expect, it } from "vitest";
+import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../src/outbox/errors.js";
+import type { JsonValue, NewMessage } from "../../src/outbox/types.js";
+import { at, claimOne, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+
+const EMPTY_COUNTS = { pending: 0, processing: 0, processed: 0, dead: 0 };
+
+describeEachStore("atomic enqueue", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("commits the message together with the business write when the transaction succeeds", async () => {
+    const { store, harness, clock } = ctx();
+    const message = await store.transaction(async (tx) => {
+      await harness.businessWrite(tx, "order-1");
+      return store.enqueue(tx, { type: "order.placed", payload: { orderId: "order-1" }, dedupeKey: "order-1" });
+    });
+
+    expect(message).toMatchObject({
+      type: "order.placed",
+      dedupeKey: "order-1",
+      payload: { orderId: "order-1" },
+      status: "pending",
+      lockedBy: null,
+      lockedUntil: null,
+      leaseToken: 0,
+      attempts: 0,
+      lastError: null,
+      processedAt: null,
+    });
+    expect(message.createdAt).toEqual(clock.now());
+    expect(message.availableAt).toEqual(clock.now());
+    expect(await store.getMessage(message.id)).toEqual(message);
+    expect(await harness.countBusinessRows("order-1")).toBe(1);
+  });
+
+  it("writes neither the message nor the business row when the transaction throws", async () => {
+    const { store, harness } = ctx();
+    const failure = new Error("business rule broken after the enqueue");
+    await expect(
+      store.transaction(async (tx) => {
+        await harness.businessWrite(tx, "order-2");
+        await store.enqueue(tx, { type: "order.placed", payload: { orderId: "order-2" }, dedupeKey: "order-2" });
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+
+    expect(await store.listMessages()).toEqual([]);
+    expect(await store.countByStatus()).toEqual(EMPTY_COUNTS);
+    expect(await harness.countBusinessRows("order-2")).toBe(0);
+    expect(await store.claim("worker-a", { limit: 10, leaseMs: 30_000 })).toEqual([]);
+  });
+
+  it("lets the same dedupe key be enqueued again after the transaction that first used it rolled back", async () => {
+    const { store } = ctx();
+    await expect(
+      store.transaction(async (tx) => {
+        await store.enqueue(tx, { type: "order.placed", payload: 1, dedupeKey: "order-3" });
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow("rolled back");
+
+    const message = await enqueueMessage(store, { dedupeKey: "order-3" });
+    expect((await store.listMessages()).map((m) => m.id)).toEqual([message.id]);
+  });
+
+  it("returns the value of the work function once the transaction commits", async () => {
+    const { store } = ctx();
+    await expect(store.transaction(async () => "the result")).resolves.toBe("the result");
+  });
+
+  it("refuses to enqueue on a connection that is not inside a transaction, and writes nothing", async () => {
+    const { store, harness } = ctx();
+    const outside = await harness.outsideTransaction();
+    await expect(store.enqueue(outside, { type: "order.placed", payload: 1 })).rejects.toBeInstanceOf(NotInTransactionError);
+    expect(await store.listMessages()).toEqual([]);
+  });
+
+  it("refuses to enqueue outside a transaction even while another caller's transaction is open", async () => {
+    const { store, harness } = ctx();
+    await enqueueMessage(store, { dedupeKey: "held" });
+    const lease = await claimOne(store, "worker-a", 30_000);
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    // worker-a's completion holds its transaction open until the gate opens, then rolls back.
+    const completing = store.complete(lease, async () => {
+      await gate;
+      throw new Error("finalize failed");
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+
+    const outside = await harness.outsideTransaction();
+    const enqueued = store.enqueue(outside, { type: "test.message", payload: 1, dedupeKey: "outside" });
+    const settled = enqueued.then(() => "enqueued", (error: unknown) => error);
+    openGate();
+    await expect(completing).rejects.toThrow("finalize failed");
+
+    expect(await settled).toBeInstanceOf(NotInTransactionError);
+    expect((await store.listMessages()).map((m) => m.dedupeKey)).toEqual(["held"]);
+  });
+
+  it("refuses a second message with the same dedupe key, rolling back that transaction's business write", async () => {
+    const { store, harness } = ctx();
+    const first = await enqueueMessage(store, { dedupeKey: "payment-7" });
+
+    const attempt = store.transaction(async (tx) => {
+      await harness.businessWrite(tx, "second-try");
+      await store.enqueue(tx, { type: "test.message", payload: 2, dedupeKey: "payment-7" });
+    });
+    await expect(attempt).rejects.toBeInstanceOf(DuplicateMessageError);
+    await expect(attempt).rejects.toMatchObject({ code: "DUPLICATE_MESSAGE", dedupeKey: "payment-7" });
+
+    expect((await store.listMessages()).map((m) => m.id)).toEqual([first.id]);
+    expect(await harness.countBusinessRows("second-try")).toBe(0);
+  });
+
+  it("refuses a duplicate dedupe key within one transaction", async () => {
+    const { store } = ctx();
+    await expect(
+      store.transaction(async (tx) => {
+        await store.enqueue(tx, { type: "test.message", payload: 1, dedupeKey: "same" });
+        await store.enqueue(tx, { type: "test.message", payload: 2, dedupeKey: "same" });
+      }),
+    ).rejects.toBeInstanceOf(DuplicateMessageError);
+    expect(await store.listMessages()).toEqual([]);
+  });
+
+  it("accepts any number of messages without a dedupe key", async () => {
+    const { store } = ctx();
+    await enqueueMessage(store, { payload: 1 });
+    await enqueueMessage(store, { payload: 1 });
+    const messages = await store.listMessages();
+    expect(messages).toHaveLength(2);
+    expect(messages.map((m) => m.dedupeKey)).toEqual([null, null]);
+  });
+
+  it("does not let a delayed message be claimed before its availableAt", async () => {
+    const { store, clock } = ctx();
+    const message = await enqueueMessage(store, { availableAt: at(60_000) });
+    expect(message.availableAt).toEqual(at(60_000));
+
+    expect(await store.claim("worker-a", { limit: 10, leaseMs: 30_000 })).toEqual([]);
+    expect(await store.claimMessage("worker-a", message.id, { leaseMs: 30_000 })).toEqual({ outcome: "not-claimable", messageId: message.id, status: "pending" });
+    clock.set(at(59_999));
+    expect(await store.claim("worker-a", { limit: 10, leaseMs: 30_000 })).toEqual([]);
+
+    clock.set(at(60_000));
+    const lease = await claimOne(store, "worker-a", 30_000);
+    expect(lease.messageId).toBe(message.id);
+  });
+
+  it("lets a message whose availableAt is already past be claimed at once", async () => {
+    const { store, clock } = ctx();
+    clock.advance(10_000);
+    const message = await enqueueMessage(store, { availableAt: at(5_000) });
+    const lease = await claimOne(store, "worker-a", 30_000);
+    expect(lease.messageId).toBe(message.id);
+  });
+
+  it("returns the payload unchanged, as JSON", async () => {
+    const { store } = ctx();
+    const payload = { text: "مرحبا وصال ✓", nested: { list: [1, "two", null, true, { deep: 1.5 }] }, empty: {}, none: [] };
+    const message = await enqueueMessage(store, { payload });
+    expect(message.payload).toEqual(payload);
+    expect((await mustGet(store, message.id)).payload).toEqual(payload);
+    expect((await claimOne(store, "worker-a", 30_000)).message.payload).toEqual(payload);
+  });
+
+  it("rejects an invalid message type, payload or availableAt with InvalidArgumentError and writes nothing", async () => {
+    const { store } = ctx();
+    const bad: NewMessage[] = [
+      { type: "", payload: 1 },
+      { type: "   ", payload: 1 },
+      { type: "t".repeat(201), payload: 1 },
+      { type: 42 as unknown as string, payload: 1 },
+      { type: "test.message", payload: undefined as unknown as JsonValue },
+      { type: "test.message", payload: 1, availableAt: new Date(Number.NaN) },
+    ];
+    for (const message of bad) {
+      await expect(store.transaction((tx) => store.enqueue(tx, message)), JSON.stringify(message)).rejects.toBeInstanceOf(InvalidArgumentError);
+    }
+    expect(await store.listMessages()).toEqual([]);
+  });
+});

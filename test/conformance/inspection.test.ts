@@ -1,0 +1,85 @@
+// Reading the outbox: counts per status, filtered lists, single messages and the schema.
+
+import { expect, it } from "vitest";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { OutboxMessage } from "../../src/outbox/types.js";
+import { claimOne, enqueueMessage, describeEachStore, useStoreHarness } from "./stores.js";
+
+const LEASE_MS = 30_000;
+
+/** One message in each status; returned in enqueue order. */
+async function oneOfEach(store: OutboxStore<unknown>): Promise<Record<"pending" | "processing" | "processed" | "dead", OutboxMessage>> {
+  const processed = await enqueueMessage(store, { dedupeKey: "processed" });
+  const dead = await enqueueMessage(store, { dedupeKey: "dead" });
+  const processing = await enqueueMessage(store, { dedupeKey: "processing" });
+  const pending = await enqueueMessage(store, { dedupeKey: "pending" });
+  await store.complete(await claimOne(store, "worker-a", LEASE_MS));
+  await store.fail(await claimOne(store, "worker-a", LEASE_MS), new Error("poison"), "dead");
+  await claimOne(store, "worker-a", LEASE_MS);
+  return { processed, dead, processing, pending };
+}
+
+describeEachStore("inspection", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("counts zero for every status in an empty outbox", async () => {
+    const { store } = ctx();
+    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 0, dead: 0 });
+  });
+
+  it("counts messages per status", async () => {
+    const { store } = ctx();
+    await oneOfEach(store);
+    await enqueueMessage(store);
+    expect(await store.countByStatus()).toEqual({ pending: 2, processing: 1, processed: 1, dead: 1 });
+  });
+
+  it("lists every message in enqueue order when no filter is given", async () => {
+    const { store } = ctx();
+    const all = await oneOfEach(store);
+    const listed = await store.listMessages();
+    expect(listed.map((m) => m.dedupeKey)).toEqual(["processed", "dead", "processing", "pending"]);
+    expect(listed.map((m) => m.status)).toEqual(["processed", "dead", "processing", "pending"]);
+    expect(listed[3]).toEqual(all.pending);
+  });
+
+  it("lists only the statuses asked for", async () => {
+    const { store } = ctx();
+    await oneOfEach(store);
+    expect((await store.listMessages({ status: ["pending", "dead"] })).map((m) => m.dedupeKey)).toEqual(["dead", "pending"]);
+    expect((await store.listMessages({ status: ["processing"] })).map((m) => m.dedupeKey)).toEqual(["processing"]);
+    expect(await store.listMessages({ status: [] })).toEqual([]);
+  });
+
+  it("lists no more messages than the limit", async () => {
+    const { store } = ctx();
+    await oneOfEach(store);
+    expect((await store.listMessages({ limit: 2 })).map((m) => m.dedupeKey)).toEqual(["processed", "dead"]);
+    expect((await store.listMessages({ status: ["processing", "pending", "dead"], limit: 1 })).map((m) => m.dedupeKey)).toEqual(["dead"]);
+  });
+
+  it("finds a message by id, and returns undefined for an id that does not exist", async () => {
+    const { store } = ctx();
+    const message = await enqueueMessage(store);
+    expect(await store.getMessage(message.id)).toEqual(message);
+    expect(await store.getMessage("999999")).toBeUndefined();
+    expect(await store.getMessage("not-an-id")).toBeUndefined();
+  });
+
+  it("describes its schema with DDL that creates outbox_messages and its lease columns", async () => {
+    const { store } = ctx();
+    const schema = await store.describeSchema();
+    expect(schema).toMatch(/CREATE TABLE[^;]*outbox_messages/i);
+    for (const column of ["dedupe_key", "available_at", "locked_by", "locked_until", "lease_token", "attempts", "last_error", "processed_at"]) {
+      expect(schema).toContain(column);
+    }
+  });
+
+  it("can migrate again on every start without touching existing messages", async () => {
+    const { store } = ctx();
+    const message = await enqueueMessage(store);
+    await store.migrate();
+    await store.migrate();
+    expect(await store.listMessages()).toEqual([message]);
+  });
+});

@@ -1,0 +1,216 @@
+// The stores the conformance suite runs against. Every *.test.ts file in this folder loops over
+// `storeFactories`, so each behaviour is checked once per store, with the store's name in the
+// describe title. To add a store, add one factory to ALL_STORES below.
+//
+// WASSAL_TEST_STORES=sqlite,postgres picks which stores run (comma-separated names; default: all).
+//
+// A factory builds a fresh, empty, migrated database per test and hands back a StoreHarness:
+// the store under test, plus the few things a store-agnostic test cannot do by itself (a business
+// write inside the caller's transaction, counting committed business rows, restarting the store,
+// opening more connections). Business writes need store-specific SQL, which is fine here.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, beforeEach, describe, expect } from "vitest";
+import { ManualClock } from "../../src/outbox/clock.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { JsonValue, Lease, NewMessage, OutboxMessage } from "../../src/outbox/types.js";
+import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+
+/** One database under test, with helpers for what only the store's own SQL can do. */
+export interface StoreHarness<Tx = unknown> {
+  /** The store under test; after `reopen()` it names the reopened store. */
+  readonly store: OutboxStore<Tx>;
+  /** Closes the store and opens a new one on the same database (a restart of the process). */
+  reopen(): Promise<OutboxStore<Tx>>;
+  /** Opens another store on the same database (another application instance); `close()` closes it. */
+  connect(): Promise<OutboxStore<Tx>>;
+  /** A connection handle that is not inside a transaction: `enqueue` must refuse it. */
+  outsideTransaction(): Promise<Tx>;
+  /** A business write (one row in the store's business_effects table) inside the caller's transaction. */
+  businessWrite(tx: Tx, key: string): Promise<void>;
+  /** How many committed business rows have this key, read on a separate connection. */
+  countBusinessRows(key: string): Promise<number>;
+  /** Closes every connection and removes the database. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+export interface StoreFactory {
+  readonly name: string;
+  /**
+   * Whether this store can run here (e.g. a database server answers). A store that returns false
+   * is left out of the run; it should say so loudly itself, or throw when it must run (CI).
+   * Absent means always available.
+   */
+  available?(): Promise<boolean>;
+  /** A fresh, migrated, empty database whose store takes every time from `clock`. */
+  create(clock: ManualClock): Promise<StoreHarness>;
+}
+
+const sqliteFactory: StoreFactory = {
+  name: "sqlite",
+  async create(clock: ManualClock): Promise<StoreHarness<SqliteTx>> {
+    const dir = mkdtempSync(join(tmpdir(), "wassal-conformance-"));
+    const path = join(dir, "outbox.db");
+    const open = async (): Promise<SqliteOutboxStore> => {
+      const store = new SqliteOutboxStore({ path, clock });
+      await store.migrate();
+      return store;
+    };
+    let current = await open();
+    await current.transaction((tx) => {
+      tx.exec("CREATE TABLE business_effects (key TEXT NOT NULL) STRICT");
+    });
+    const others: SqliteOutboxStore[] = [];
+    let closed = false;
+    return {
+      get store() {
+        return current;
+      },
+      async reopen() {
+        await current.close();
+        current = await open();
+        return current;
+      },
+      async connect() {
+        const other = await open();
+        others.push(other);
+        return other;
+      },
+      async outsideTransaction() {
+        return current.db;
+      },
+      async businessWrite(tx, key) {
+        tx.prepare("INSERT INTO business_effects (key) VALUES (?)").run(key);
+      },
+      async countBusinessRows(key) {
+        // A separate connection sees only what was committed.
+        const reader = new Database(path, { fileMustExist: true });
+        try {
+          return reader.prepare("SELECT count(*) FROM business_effects WHERE key = ?").pluck().get(key) as number;
+        } finally {
+          reader.close();
+        }
+      },
+      async close() {
+        if (closed) return;
+        closed = true;
+        for (const other of others) await other.close();
+        await current.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  },
+};
+
+/** Every store the suite knows. PostgreSQL joins here. */
+export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory];
+
+/** The stores named in WASSAL_TEST_STORES (comma-separated), or all of them when it is unset or empty. */
+export function selectStores(selection: string | undefined, all: readonly StoreFactory[] = ALL_STORES): StoreFactory[] {
+  const names = (selection ?? "")
+    .split(",")
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== "");
+  if (names.length === 0) return [...all];
+  const unknown = names.filter((name) => !all.some((factory) => factory.name === name));
+  if (unknown.length > 0) {
+    throw new Error(`WASSAL_TEST_STORES names unknown store(s) ${unknown.join(", ")}; known stores: ${all.map((f) => f.name).join(", ")}`);
+  }
+  return all.filter((factory) => names.includes(factory.name));
+}
+
+/** The selected stores that can run here. */
+export async function availableStores(selected: readonly StoreFactory[]): Promise<StoreFactory[]> {
+  const usable: StoreFactory[] = [];
+  for (const factory of selected) {
+    if (factory.available === undefined || (await factory.available())) usable.push(factory);
+  }
+  return usable;
+}
+
+export const storeFactories: StoreFactory[] = await availableStores(selectStores(process.env.WASSAL_TEST_STORES));
+
+/** Declares the same describe block once per selected store, titled "<store> store: <title>". */
+export function describeEachStore(title: string, body: (factory: StoreFactory) => void): void {
+  for (const factory of storeFactories) {
+    describe(`${factory.name} store: ${title}`, () => body(factory));
+  }
+}
+
+/** What each test gets: its own clock and its own fresh database. */
+export interface StoreContext {
+  readonly clock: ManualClock;
+  readonly harness: StoreHarness;
+  /** The harness's current store (follows `reopen`). */
+  readonly store: OutboxStore<unknown>;
+}
+
+/** The time every test starts at. */
+export const START = new Date("2026-01-01T09:00:00.000Z");
+
+/**
+ * Registers hooks that give every test in the enclosing describe a fresh ManualClock and a fresh
+ * database, closed (and deleted) after the test. Call it inside describe; call the returned
+ * function inside a test.
+ */
+export function useStoreHarness(factory: StoreFactory): () => StoreContext {
+  let context: StoreContext | undefined;
+  beforeEach(async () => {
+    const clock = new ManualClock(START);
+    const harness = await factory.create(clock);
+    context = {
+      clock,
+      harness,
+      get store() {
+        return harness.store;
+      },
+    };
+  });
+  afterEach(async () => {
+    const done = context;
+    context = undefined;
+    await done?.harness.close();
+  });
+  return () => {
+    if (context === undefined) throw new Error("useStoreHarness: the store context exists only inside a test");
+    return context;
+  };
+}
+
+/** Enqueues one message in its own committed transaction. */
+export async function enqueueMessage<P extends JsonValue = JsonValue>(store: OutboxStore<unknown>, message?: Partial<NewMessage<P>>): Promise<OutboxMessage<P>> {
+  const full = { type: "test.message", payload: { n: 1 } as JsonValue, ...message } as NewMessage<P>;
+  return store.transaction((tx) => store.enqueue(tx, full));
+}
+
+/** Enqueues `count` messages, one transaction each, advancing the clock `stepMs` between them. */
+export async function enqueueMessages(store: OutboxStore<unknown>, clock: ManualClock, count: number, stepMs = 1): Promise<OutboxMessage[]> {
+  const messages: OutboxMessage[] = [];
+  for (let n = 0; n < count; n += 1) {
+    if (n > 0) clock.advance(stepMs);
+    messages.push(await enqueueMessage(store, { payload: { n } }));
+  }
+  return messages;
+}
+
+/** Claims with limit 1 and expects exactly one lease. */
+export async function claimOne(store: OutboxStore<unknown>, owner: string, leaseMs: number): Promise<Lease> {
+  const leases = await store.claim(owner, { limit: 1, leaseMs });
+  expect(leases, `${owner} expected to claim exactly one message`).toHaveLength(1);
+  return leases[0]!;
+}
+
+/** Reads a message that must exist. */
+export async function mustGet(store: OutboxStore<unknown>, messageId: string): Promise<OutboxMessage> {
+  const message = await store.getMessage(messageId);
+  expect(message, `message ${messageId} expected to exist`).toBeDefined();
+  return message!;
+}
+
+/** A time `ms` after the start of every test. */
+export function at(ms: number): Date {
+  return new Date(START.getTime() + ms);
+}

@@ -1,0 +1,249 @@
+// The provider simulator: fixed outcomes per key, transaction ids only for Paid and always the
+// same one, every call counted, injectable faults and latency.
+
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { InvalidArgumentError } from "../../src/outbox/errors.js";
+import { ProviderError, ProviderSimulator } from "../../src/payments/provider-simulator.js";
+import type { CreatePaymentRequest } from "../../src/payments/types.js";
+
+const request = (idempotencyKey: string): CreatePaymentRequest => ({ idempotencyKey, amount: 1_000, currency: "EUR" });
+
+/** A simulator with one Paid and one Failed key, both already created. */
+async function withPayments(): Promise<ProviderSimulator> {
+  const provider = new ProviderSimulator({ outcomes: { "key-paid": "Paid", "key-failed": "Failed" } });
+  await provider.createPayment(request("key-paid"));
+  await provider.createPayment(request("key-failed"));
+  return provider;
+}
+
+describe("ProviderSimulator", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("gives each named key its fixed outcome, on every check", async () => {
+    const provider = await withPayments();
+    expect(provider.outcomeFor("key-paid")).toBe("Paid");
+    expect(provider.outcomeFor("key-failed")).toBe("Failed");
+    for (let n = 0; n < 3; n += 1) {
+      expect((await provider.checkStatus("key-paid")).status).toBe("Paid");
+      expect(await provider.checkStatus("key-failed")).toEqual({ status: "Failed" });
+    }
+  });
+
+  it("issues a transaction id only for Paid, and the same id on every later check", async () => {
+    const provider = await withPayments();
+    const first = await provider.checkStatus("key-paid");
+    const second = await provider.checkStatus("key-paid");
+    if (first.status !== "Paid" || second.status !== "Paid") throw new Error("expected Paid");
+
+    expect(first.transactionId).toMatch(/^TXN-[0-9A-F]{16}$/);
+    expect(second.transactionId).toBe(first.transactionId);
+    expect(provider.issuedTransactionId("key-paid")).toBe(first.transactionId);
+    const failed = await provider.checkStatus("key-failed");
+    expect(failed).not.toHaveProperty("transactionId");
+    expect(provider.issuedTransactionId("key-failed")).toBeUndefined();
+  });
+
+  it("issues no transaction id before the first status check", async () => {
+    const provider = await withPayments();
+    expect(provider.issuedTransactionId("key-paid")).toBeUndefined();
+  });
+
+  it("issues different transaction ids for different keys, and the same ids in another simulator", async () => {
+    const outcomes = { "key-a": "Paid", "key-b": "Paid" } as const;
+    const ids = async () => {
+      const provider = new ProviderSimulator({ outcomes });
+      await provider.createPayment(request("key-a"));
+      await provider.createPayment(request("key-b"));
+      return [await provider.checkStatus("key-a"), await provider.checkStatus("key-b")].map((o) => (o.status === "Paid" ? o.transactionId : null));
+    };
+    const [a, b] = await ids();
+    expect(a).not.toBe(b);
+    expect(await ids()).toEqual([a, b]);
+  });
+
+  it("derives the same outcome for a key it was not told about in every simulator, and uses both outcomes", () => {
+    const keys = Array.from({ length: 100 }, (_, n) => `order-${n}`);
+    const first = keys.map((key) => new ProviderSimulator().outcomeFor(key));
+    const second = keys.map((key) => new ProviderSimulator().outcomeFor(key));
+    expect(second).toEqual(first);
+    expect(new Set(first)).toEqual(new Set(["Paid", "Failed"]));
+  });
+
+  it("lets a named outcome override the derived one", () => {
+    const key = Array.from({ length: 100 }, (_, n) => `order-${n}`).find((k) => new ProviderSimulator().outcomeFor(k) === "Paid")!;
+    expect(new ProviderSimulator({ outcomes: { [key]: "Failed" } }).outcomeFor(key)).toBe("Failed");
+  });
+
+  it("creates a payment once per key: a repeat returns the same reference", async () => {
+    const provider = new ProviderSimulator();
+    const first = await provider.createPayment(request("key-1"));
+    const repeat = await provider.createPayment(request("key-1"));
+    const other = await provider.createPayment(request("key-2"));
+
+    expect(first.providerReference).toMatch(/^PRV-[0-9a-f]{12}$/);
+    expect(repeat.providerReference).toBe(first.providerReference);
+    expect(other.providerReference).not.toBe(first.providerReference);
+    expect(provider.creations()).toBe(2);
+  });
+
+  it("counts createPayment and checkStatus calls per key and in total", async () => {
+    const provider = await withPayments();
+    await provider.createPayment(request("key-paid"));
+    await provider.checkStatus("key-paid");
+    await provider.checkStatus("key-paid");
+    await provider.checkStatus("key-failed");
+
+    expect(provider.createCalls("key-paid")).toBe(2);
+    expect(provider.createCalls("key-failed")).toBe(1);
+    expect(provider.createCalls("never-seen")).toBe(0);
+    expect(provider.createCalls()).toBe(3);
+    expect(provider.statusChecks("key-paid")).toBe(2);
+    expect(provider.statusChecks("key-failed")).toBe(1);
+    expect(provider.statusChecks()).toBe(3);
+    expect(provider.createCallsByKey()).toEqual(new Map([["key-paid", 2], ["key-failed", 1]]));
+    expect(provider.statusChecksByKey()).toEqual(new Map([["key-paid", 2], ["key-failed", 1]]));
+  });
+
+  it("refuses a status check for a payment it never created, and still counts the call", async () => {
+    const provider = new ProviderSimulator();
+    await expect(provider.checkStatus("unknown")).rejects.toMatchObject({ name: "ProviderError", code: "PROVIDER_ERROR", operation: "checkStatus" });
+    expect(provider.statusChecks("unknown")).toBe(1);
+  });
+
+  it("fails the next createPayment before its effect when told to, then works again", async () => {
+    const provider = new ProviderSimulator();
+    provider.failNext("createPayment");
+
+    await expect(provider.createPayment(request("key-1"))).rejects.toMatchObject({ name: "ProviderError", operation: "createPayment" });
+    expect(provider.creations()).toBe(0);
+    await expect(provider.checkStatus("key-1")).rejects.toThrow(/no payment/);
+
+    const created = await provider.createPayment(request("key-1"));
+    expect(provider.creations()).toBe(1);
+    expect(provider.createCalls("key-1")).toBe(2);
+    expect(provider.log().filter((call) => call.operation === "createPayment").map((call) => call.result)).toEqual(["error (injected, before effect)", created.providerReference]);
+  });
+
+  it("fails createPayment after its effect when told to: the caller sees an error, the payment exists", async () => {
+    const provider = new ProviderSimulator();
+    provider.failNext("createPayment", { afterEffect: true });
+
+    await expect(provider.createPayment(request("key-1"))).rejects.toBeInstanceOf(ProviderError);
+    expect(provider.creations()).toBe(1);
+    await expect(provider.checkStatus("key-1")).resolves.toHaveProperty("status");
+    const retried = await provider.createPayment(request("key-1"));
+    expect(provider.creations()).toBe(1);
+    expect(retried.providerReference).toMatch(/^PRV-/);
+  });
+
+  it("fails checkStatus after its effect when told to: the transaction id is issued and kept", async () => {
+    const provider = await withPayments();
+    provider.failNext("checkStatus", { afterEffect: true });
+
+    await expect(provider.checkStatus("key-paid")).rejects.toBeInstanceOf(ProviderError);
+    const issued = provider.issuedTransactionId("key-paid");
+    expect(issued).toMatch(/^TXN-/);
+    expect(await provider.checkStatus("key-paid")).toEqual({ status: "Paid", transactionId: issued });
+  });
+
+  it("fails checkStatus before its effect when told to: no transaction id is issued", async () => {
+    const provider = await withPayments();
+    provider.failNext("checkStatus");
+    await expect(provider.checkStatus("key-paid")).rejects.toBeInstanceOf(ProviderError);
+    expect(provider.issuedTransactionId("key-paid")).toBeUndefined();
+    expect((await provider.checkStatus("key-paid")).status).toBe("Paid");
+  });
+
+  it("limits an injected fault to the named key and to the given number of calls", async () => {
+    const provider = await withPayments();
+    provider.failNext("checkStatus", { key: "key-paid", times: 2 });
+
+    await expect(provider.checkStatus("key-failed")).resolves.toEqual({ status: "Failed" });
+    await expect(provider.checkStatus("key-paid")).rejects.toBeInstanceOf(ProviderError);
+    await expect(provider.checkStatus("key-paid")).rejects.toBeInstanceOf(ProviderError);
+    await expect(provider.checkStatus("key-paid")).resolves.toMatchObject({ status: "Paid" });
+    // A checkStatus fault leaves createPayment alone.
+    await expect(provider.createPayment(request("key-new"))).resolves.toHaveProperty("providerReference");
+  });
+
+  it("rejects a fault count below one or not whole", () => {
+    const provider = new ProviderSimulator();
+    for (const times of [0, -1, 1.5]) {
+      expect(() => provider.failNext("createPayment", { times })).toThrow(InvalidArgumentError);
+    }
+  });
+
+  it("logs every call in order with what the caller got back", async () => {
+    const provider = await withPayments();
+    provider.failNext("checkStatus", { key: "key-failed" });
+    await provider.checkStatus("key-paid");
+    await provider.checkStatus("key-failed").catch(() => undefined);
+    const txn = provider.issuedTransactionId("key-paid");
+
+    expect(provider.log().map(({ seq, operation, idempotencyKey, result }) => [seq, operation, idempotencyKey, result.replace(/PRV-\w+/, "PRV-…")])).toEqual([
+      [1, "createPayment", "key-paid", "PRV-…"],
+      [2, "createPayment", "key-failed", "PRV-…"],
+      [3, "checkStatus", "key-paid", `Paid ${txn}`],
+      [4, "checkStatus", "key-failed", "error (injected, before effect)"],
+    ]);
+  });
+
+  it("adds the latency set with setLatency to every call", async () => {
+    vi.useFakeTimers();
+    const provider = new ProviderSimulator();
+    provider.setLatency(250);
+    let settled = false;
+    const call = provider.createPayment(request("key-1")).then(() => {
+      settled = true;
+    });
+
+    await vi.advanceTimersByTimeAsync(249);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(settled).toBe(true);
+    await call;
+  });
+
+  it("adds the latency given to the constructor to status checks too", async () => {
+    vi.useFakeTimers();
+    const provider = new ProviderSimulator({ latencyMs: 100 });
+    const created = provider.createPayment(request("key-1"));
+    await vi.advanceTimersByTimeAsync(100);
+    await created;
+
+    let settled = false;
+    const check = provider.checkStatus("key-1").then(() => {
+      settled = true;
+    });
+    await vi.advanceTimersByTimeAsync(99);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(settled).toBe(true);
+    await check;
+  });
+
+  it("answers without waiting when latency is set back to zero", async () => {
+    vi.useFakeTimers();
+    const provider = new ProviderSimulator({ latencyMs: 1_000 });
+    provider.setLatency(0);
+    let settled = false;
+    const call = provider.createPayment(request("key-1")).then(() => {
+      settled = true;
+    });
+    // Flushes pending promises without moving fake time: a call waiting on a timer stays unsettled.
+    await vi.advanceTimersByTimeAsync(0);
+    expect(settled).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+    await call;
+  });
+
+  it("rejects a negative or non-finite latency", () => {
+    const provider = new ProviderSimulator();
+    for (const ms of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => provider.setLatency(ms)).toThrow(InvalidArgumentError);
+    }
+    expect(() => new ProviderSimulator({ latencyMs: -5 })).toThrow(InvalidArgumentError);
+  });
+});
