@@ -18,6 +18,9 @@ import { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { JsonValue, Lease, NewMessage, OutboxMessage } from "../../src/outbox/types.js";
 import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
+import pg from "pg";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 
 /** One database under test, with helpers for what only the store's own SQL can do. */
 export interface StoreHarness<Tx = unknown> {
@@ -105,8 +108,69 @@ const sqliteFactory: StoreFactory = {
   },
 };
 
-/** Every store the suite knows. PostgreSQL joins here. */
-export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory];
+const postgresFactory: StoreFactory = {
+  name: "postgres",
+  available: postgresAvailable,
+  async create(clock: ManualClock): Promise<StoreHarness<PostgresTx>> {
+    // Each test gets a schema of its own, dropped when the test file ends.
+    const schema = freshSchema("wassal_conformance");
+    const open = async (): Promise<PostgresOutboxStore> => {
+      const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, clock, maxConnections: 4 });
+      await store.migrate();
+      return store;
+    };
+    let current = await open();
+    await current.transaction(async (tx) => {
+      await tx.query(`CREATE TABLE ${schema}.business_effects (key text NOT NULL)`);
+    });
+    const others: PostgresOutboxStore[] = [];
+    const loose: pg.PoolClient[] = [];
+    let closed = false;
+    return {
+      get store() {
+        return current;
+      },
+      async reopen() {
+        await current.close();
+        current = await open();
+        return current;
+      },
+      async connect() {
+        const other = await open();
+        others.push(other);
+        return other;
+      },
+      async outsideTransaction() {
+        const client = await current.pool.connect();
+        loose.push(client);
+        return client;
+      },
+      async businessWrite(tx, key) {
+        await tx.query(`INSERT INTO ${schema}.business_effects (key) VALUES ($1)`, [key]);
+      },
+      async countBusinessRows(key) {
+        // A separate connection sees only what was committed.
+        const reader = new pg.Client({ connectionString: TEST_DATABASE_URL });
+        await reader.connect();
+        try {
+          return (await reader.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.business_effects WHERE key = $1`, [key])).rows[0]?.n ?? 0;
+        } finally {
+          await reader.end();
+        }
+      },
+      async close() {
+        if (closed) return;
+        closed = true;
+        for (const client of loose) client.release();
+        for (const other of others) await other.close();
+        await current.close();
+      },
+    };
+  },
+};
+
+/** Every store the suite knows. */
+export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory];
 
 /** The stores named in WASSAL_TEST_STORES (comma-separated), or all of them when it is unset or empty. */
 export function selectStores(selection: string | undefined, all: readonly StoreFactory[] = ALL_STORES): StoreFactory[] {
