@@ -8,6 +8,7 @@ import pg from "pg";
 import type { Clock } from "../../outbox/clock.js";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { EventHub } from "../../outbox/events.js";
+import { leaseLost, reportClaimOne, reportClaims, type LeaseOperation } from "../../outbox/store-events.js";
 import type { OutboxStore, UnleasedAccess } from "../../outbox/store.js";
 import {
   MESSAGE_STATUSES,
@@ -180,10 +181,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
     rows.sort((a, b) => a.available_at.getTime() - b.available_at.getTime() || Number(BigInt(a.id) - BigInt(b.id)));
     const at = rows[0]?.now ?? this.#clock?.now() ?? new Date();
     const leases = rows.map((row) => this.#lease(row, row.reclaimed_from));
-    if (leases.length === 0) this.events.emit({ type: "claim-empty", at, owner, limit });
-    for (const lease of leases) {
-      this.events.emit({ type: "claim-won", at, owner, messageId: lease.messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
-    }
+    reportClaims(this.events, owner, limit, at, leases);
     return leases;
   }
 
@@ -211,22 +209,13 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
       }
       return { result: { outcome: "not-claimable", messageId, status: before.status as MessageStatus }, at: before.now };
     });
-    if (result.outcome === "claimed") {
-      const { lease } = result;
-      this.events.emit({ type: "claim-won", at, owner, messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
-    } else if (result.outcome === "blocked") {
-      this.events.emit({ type: "claim-blocked", at, owner, messageId, heldBy: result.heldBy, lockedUntil: result.lockedUntil });
-    } else {
-      this.events.emit({ type: "claim-empty", at, owner, limit: 1 });
-    }
+    reportClaimOne(this.events, owner, messageId, at, result);
     return result;
   }
 
-  async #lost(lease: Lease, operation: "renew" | "complete" | "fail" | "release"): Promise<LeaseLost> {
+  async #lost(lease: Lease, operation: LeaseOperation): Promise<LeaseLost> {
     const current = toHolder((await this.pool.query<HolderRow>(this.#sql.holder, [rowId(lease.messageId)])).rows[0]);
-    const at = this.#clock?.now() ?? new Date();
-    this.events.emit({ type: "lease-lost", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, operation, heldBy: current?.lockedBy ?? null, currentToken: current?.leaseToken ?? null });
-    return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current };
+    return leaseLost(this.events, lease, operation, this.#clock?.now() ?? new Date(), current);
   }
 
   async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {

@@ -6,6 +6,7 @@ import type Database from "better-sqlite3";
 import { systemClock, type Clock } from "../../outbox/clock.js";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { EventHub } from "../../outbox/events.js";
+import { leaseLost, reportClaimOne, reportClaims, type LeaseOperation } from "../../outbox/store-events.js";
 import type { OutboxStore, UnleasedAccess } from "../../outbox/store.js";
 import {
   MESSAGE_STATUSES,
@@ -178,13 +179,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       }
       return { won, now };
     });
-    const at = new Date(leases.now);
-    if (leases.won.length === 0) {
-      this.events.emit({ type: "claim-empty", at, owner, limit });
-    }
-    for (const lease of leases.won) {
-      this.events.emit({ type: "claim-won", at, owner, messageId: lease.messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
-    }
+    reportClaims(this.events, owner, limit, new Date(leases.now), leases.won);
     return leases.won;
   }
 
@@ -213,23 +208,14 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       }
       return { result: { outcome: "not-claimable", messageId, status: before.status as MessageStatus }, now };
     });
-    const at = new Date(now);
-    if (result.outcome === "claimed") {
-      const { lease } = result;
-      this.events.emit({ type: "claim-won", at, owner, messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
-    } else if (result.outcome === "blocked") {
-      this.events.emit({ type: "claim-blocked", at, owner, messageId, heldBy: result.heldBy, lockedUntil: result.lockedUntil });
-    } else {
-      this.events.emit({ type: "claim-empty", at, owner, limit: 1 });
-    }
+    reportClaimOne(this.events, owner, messageId, new Date(now), result);
     return result;
   }
 
   /** Reads who holds the message now and reports the lease as lost. Called after the transaction. */
-  #lost(lease: Lease, operation: "renew" | "complete" | "fail" | "release", at: number): LeaseLost {
+  #lost(lease: Lease, operation: LeaseOperation, at: number): LeaseLost {
     const current = toHolder(this.#stmt("holder").get({ id: rowId(lease.messageId) ?? -1 }) as HolderRow | undefined);
-    this.events.emit({ type: "lease-lost", at: new Date(at), owner: lease.owner, messageId: lease.messageId, token: lease.token, operation, heldBy: current?.lockedBy ?? null, currentToken: current?.leaseToken ?? null });
-    return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current };
+    return leaseLost(this.events, lease, operation, new Date(at), current);
   }
 
   async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
