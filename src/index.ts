@@ -40,6 +40,10 @@ export { SqliteOutboxStore, type SqliteStoreOptions, type SqliteTx } from "./sto
 export { SqlitePaymentsRepository } from "./stores/sqlite/payments-repository.js";
 export type { Synchronous } from "./stores/sqlite/open-database.js";
 
+export { PostgresOutboxStore, type PostgresStoreOptions, type PostgresTx } from "./stores/postgres/postgres-outbox-store.js";
+export { PostgresPaymentsRepository } from "./stores/postgres/payments-repository.js";
+export type { PostgresConnectOptions } from "./stores/postgres/connect.js";
+
 export { IdempotencyConflictError, InvalidPayloadError, PaymentsService, type CreatePaymentResult, type PaymentProvider, type PaymentsServiceOptions } from "./payments/payments-service.js";
 export { ProviderError, ProviderSimulator, type ProviderCall, type ProviderOperation, type ProviderSimulatorOptions } from "./payments/provider-simulator.js";
 export { RECONCILE_MESSAGE_TYPE, type CreatePaymentRequest, type Payment, type PaymentOutcome, type PaymentStatus, type PaymentsRepository } from "./payments/types.js";
