@@ -16,6 +16,8 @@ import type {
   MessageStatus,
   NewMessage,
   OutboxMessage,
+  OutboxStats,
+  PurgeOptions,
   Released,
   Renewed,
   RetryDecision,
@@ -66,6 +68,22 @@ export interface OutboxStore<Tx> {
 
   /** Gives an unstarted message back at once (pending, due now), taking back the attempt its claim counted. */
   release(lease: Lease): Promise<Released | LeaseLost>;
+
+  /**
+   * Calls `wake` soon after a transaction that enqueued messages commits: within this process on
+   * SQLite, from any process through LISTEN/NOTIFY on PostgreSQL. A wake-up is a hint (polling
+   * stays the fallback). Resolves to a function that stops listening.
+   */
+  onNewMessages(wake: () => void): Promise<() => Promise<void>>;
+
+  /** Counts by state, the oldest pending message, leases held and expired per owner. */
+  stats(): Promise<OutboxStats>;
+
+  /** Moves dead messages back to pending, due now, with their attempts reset. Returns how many moved. */
+  redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number>;
+
+  /** Deletes processed messages processed before `before`, in short batches. Returns how many. */
+  purgeProcessed(before: Date, options?: PurgeOptions): Promise<number>;
 
   getMessage(messageId: string): Promise<OutboxMessage | undefined>;
   listMessages(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<OutboxMessage[]>;

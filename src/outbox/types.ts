@@ -121,3 +121,31 @@ export type StatusCounts = Record<MessageStatus, number>;
 
 /** Business writes that must commit with a message's completion, in the same transaction. */
 export type Finalize<Tx> = (tx: Tx) => void | Promise<void>;
+
+/** Leases one owner holds right now. */
+export interface OwnerLeases {
+  readonly owner: string;
+  /** Leases still running. */
+  readonly held: number;
+  /** Leases past their expiry, claimable by anyone. */
+  readonly expired: number;
+}
+
+/** The operational view of an outbox. */
+export interface OutboxStats {
+  /** The store's clock when the stats were read. */
+  readonly now: Date;
+  readonly counts: StatusCounts;
+  /** When the oldest pending message was created (null when none is pending). */
+  readonly oldestPendingCreatedAt: Date | null;
+  readonly leasesByOwner: readonly OwnerLeases[];
+  /** Processing messages whose lease has run out (all owners). */
+  readonly expiredLeases: number;
+}
+
+export interface PurgeOptions {
+  /** Rows deleted per transaction (default 1000), so no lock is held for long. */
+  readonly batchSize?: number;
+  /** Called after each batch with the number deleted so far. */
+  readonly onProgress?: (deletedSoFar: number) => void;
+}

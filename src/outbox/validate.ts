@@ -60,3 +60,10 @@ export function assertHeld<R extends { readonly outcome: string }>(result: R | L
   }
   return result as R;
 }
+
+export function checkBatchSize(batchSize: unknown): number {
+  if (typeof batchSize !== "number" || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
+    throw new InvalidArgumentError(`batchSize must be a whole number from 1 to 100000 (got ${String(batchSize)})`);
+  }
+  return batchSize;
+}

@@ -3,6 +3,7 @@
 // stale completion refused), then two workers on separate connections claim the remaining
 // messages one at a time until nothing is left.
 
+import type { Clock } from "../../outbox/clock.js";
 import { processLease, type Handler } from "../../outbox/process-lease.js";
 import type { ClaimOneResult } from "../../outbox/types.js";
 import type { LabBackend } from "../backend.js";
@@ -27,7 +28,7 @@ function reconcileHandler<Tx>(worker: LabWorker<Tx>): Handler<Tx> {
 }
 
 /** Claims one message at a time and processes it, until a claim comes back empty. */
-async function leasingWorker<Tx>(worker: LabWorker<Tx>, clock: { now(): Date }): Promise<void> {
+async function leasingWorker<Tx>(worker: LabWorker<Tx>, clock: Clock): Promise<void> {
   const handler = reconcileHandler(worker);
   for (;;) {
     const [lease] = await worker.store.claim(worker.name, { limit: 1, leaseMs: LEASE_MS });

@@ -48,14 +48,27 @@ const M_COLUMNS = COLUMNS.split(", ").map((c) => `m.${c}`).join(", ");
 const CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t)";
 const LEASE = "clock.t + $LEASE * interval '1 millisecond'";
 
+/** The LISTEN/NOTIFY channel of a schema's outbox (at most 63 bytes, as PostgreSQL requires). */
+export function wakeChannel(schema: string): string {
+  return `wassal_${schema}`.slice(0, 63);
+}
+
 export function outboxSql(schema: string) {
   const table = `${schema}.outbox_messages`;
+  const channel = wakeChannel(schema);
   return {
-    /** $1 now, $2 type, $3 dedupe key, $4 payload, $5 available at (null: now). */
-    enqueue: `WITH ${CLOCK}
-      INSERT INTO ${table} (type, dedupe_key, payload, created_at, available_at)
-      SELECT $2, $3, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t) FROM clock
-      RETURNING ${COLUMNS}`,
+    /**
+     * $1 now, $2 type, $3 dedupe key, $4 payload, $5 available at (null: now). Also notifies the
+     * schema's channel: PostgreSQL delivers it only if the transaction commits, once per transaction.
+     */
+    enqueue: `WITH ${CLOCK},
+      inserted AS (
+        INSERT INTO ${table} (type, dedupe_key, payload, created_at, available_at)
+        SELECT $2, $3, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t) FROM clock
+        RETURNING ${COLUMNS})
+      SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
+
+    listen: `LISTEN ${channel}`,
 
     /**
      * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most
@@ -139,6 +152,25 @@ export function outboxSql(schema: string) {
     listAll: `SELECT ${COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
     listByStatus: `SELECT ${COLUMNS} FROM ${table} WHERE status = ANY($2::text[]) ORDER BY id LIMIT $1`,
     countByStatus: `SELECT status, count(*)::int AS n FROM ${table} GROUP BY status`,
+
+    oldestPending: `SELECT min(created_at) AS oldest FROM ${table} WHERE status = 'pending'`,
+    /** $1 now. */
+    leasesByOwner: `WITH ${CLOCK}
+      SELECT m.locked_by AS owner, count(*) FILTER (WHERE m.locked_until > clock.t)::int AS held,
+             count(*) FILTER (WHERE m.locked_until <= clock.t)::int AS expired
+      FROM ${table} m, clock WHERE m.status = 'processing' GROUP BY m.locked_by ORDER BY m.locked_by`,
+    /** $1 now. */
+    redriveAll: `WITH ${CLOCK}
+      UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
+      FROM clock WHERE m.status = 'dead'`,
+    /** $1 now, $2 ids. */
+    redriveSome: `WITH ${CLOCK}
+      UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
+      FROM clock WHERE m.status = 'dead' AND m.id = ANY($2::bigint[])`,
+    /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
+    purgeBatch: `WITH batch AS MATERIALIZED (
+        SELECT id FROM ${table} WHERE status = 'processed' AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
 
     unleasedLoadPending: `SELECT ${COLUMNS} FROM ${table} WHERE status = 'pending' ORDER BY id`,
     /** $1 now, $2 id. */

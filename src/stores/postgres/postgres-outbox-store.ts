@@ -24,13 +24,15 @@ import {
   type MessageStatus,
   type NewMessage,
   type OutboxMessage,
+  type OutboxStats,
+  type PurgeOptions,
   type Released,
   type Renewed,
   type RetryDecision,
   type RetryScheduled,
   type StatusCounts,
 } from "../../outbox/types.js";
-import { checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
+import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
 import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
 import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgMessageRow, type PgMigration } from "./outbox-sql.js";
@@ -94,9 +96,14 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   readonly #sql: OutboxSql;
   readonly unleased: UnleasedAccess<PostgresTx>;
 
+  readonly #url: string;
+  readonly #applicationName: string;
+
   /** Use `PostgresOutboxStore.connect`: it checks the URL and the connection first. */
-  private constructor(pool: pg.Pool, schema: string, clock: Clock | undefined) {
+  private constructor(pool: pg.Pool, url: string, schema: string, clock: Clock | undefined, applicationName: string) {
     this.pool = pool;
+    this.#url = url;
+    this.#applicationName = applicationName;
     this.schema = schema;
     this.#clock = clock;
     this.#sql = outboxSql(schema);
@@ -114,7 +121,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   static async connect(options: PostgresStoreOptions): Promise<PostgresOutboxStore> {
     const schema = checkSchema(options.schema ?? "wassal");
     const pool = await openPostgresPool(options.url, options);
-    return new PostgresOutboxStore(pool, schema, options.clock);
+    return new PostgresOutboxStore(pool, options.url, schema, options.clock, options.applicationName ?? "wassal");
   }
 
   /** The injected clock's time, or null: the SQL then uses the database's clock. */
@@ -261,6 +268,82 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
     if (row === undefined) return this.#lost(lease, "release");
     this.events.emit({ type: "released", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token });
     return { outcome: "released", messageId: lease.messageId };
+  }
+
+  async onNewMessages(wake: () => void): Promise<() => Promise<void>> {
+    const url = this.#url;
+    let stopped = false;
+    let client: pg.Client | undefined;
+    let retryDelay = 100;
+    const listen = async (): Promise<void> => {
+      while (!stopped) {
+        const next = new pg.Client({ connectionString: url, application_name: `${this.#applicationName}-listen` });
+        next.on("notification", () => wake());
+        next.on("error", () => undefined); // followed by "end"; reconnect there
+        next.on("end", () => {
+          if (!stopped && client === next) {
+            client = undefined;
+            wake(); // messages may have arrived while we were not listening
+            void listen();
+          }
+        });
+        try {
+          await next.connect();
+          await next.query(this.#sql.listen);
+          if (stopped) {
+            await next.end().catch(() => undefined);
+            return;
+          }
+          client = next;
+          retryDelay = 100;
+          return;
+        } catch {
+          await next.end().catch(() => undefined);
+          await new Promise((resolve) => setTimeout(resolve, retryDelay));
+          retryDelay = Math.min(retryDelay * 2, 5000);
+        }
+      }
+    };
+    await listen();
+    return async () => {
+      stopped = true;
+      const current = client;
+      client = undefined;
+      await current?.end().catch(() => undefined);
+    };
+  }
+
+  async stats(): Promise<OutboxStats> {
+    const counts = await this.countByStatus();
+    const oldest = (await this.pool.query<{ oldest: Date | null }>(this.#sql.oldestPending)).rows[0]?.oldest ?? null;
+    const now = (await this.pool.query<{ now: Date }>(this.#sql.clockNow, [this.#now()])).rows[0]?.now ?? new Date();
+    const owners = (await this.pool.query<{ owner: string; held: number; expired: number }>(this.#sql.leasesByOwner, [now])).rows;
+    return {
+      now,
+      counts,
+      oldestPendingCreatedAt: oldest,
+      leasesByOwner: owners.map((o) => ({ owner: o.owner, held: o.held, expired: o.expired })),
+      expiredLeases: owners.reduce((sum, o) => sum + o.expired, 0),
+    };
+  }
+
+  async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
+    if (target === "all") return (await this.pool.query(this.#sql.redriveAll, [this.#now()])).rowCount ?? 0;
+    const ids = target.messageIds.map(rowId).filter((id): id is string => id !== null);
+    if (ids.length === 0) return 0;
+    return (await this.pool.query(this.#sql.redriveSome, [this.#now(), ids])).rowCount ?? 0;
+  }
+
+  async purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {
+    const limit = checkBatchSize(options.batchSize ?? 1000);
+    if (Number.isNaN(before.getTime())) throw new InvalidArgumentError("purge cutoff is not a valid date");
+    let deleted = 0;
+    for (;;) {
+      const batch = (await this.pool.query(this.#sql.purgeBatch, [before, limit])).rowCount ?? 0;
+      deleted += batch;
+      options.onProgress?.(deleted);
+      if (batch < limit) return deleted;
+    }
   }
 
   async getMessage(messageId: string): Promise<OutboxMessage | undefined> {

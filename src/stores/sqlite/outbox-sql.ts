@@ -80,6 +80,17 @@ export const SQL = {
   countByStatus: `SELECT status, count(*) AS n FROM outbox_messages GROUP BY status`,
   schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
 
+  oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
+  leasesByOwner: `SELECT locked_by AS owner, sum(locked_until > @now) AS held, sum(locked_until <= @now) AS expired
+                  FROM outbox_messages WHERE status = 'processing' GROUP BY locked_by ORDER BY locked_by`,
+  redriveAll: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
+               WHERE status = 'dead'`,
+  redriveOne: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
+               WHERE id = @id AND status = 'dead'`,
+  /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */
+  purgeBatch: `DELETE FROM outbox_messages WHERE id IN (
+                 SELECT id FROM outbox_messages WHERE status = 'processed' AND processed_at < @before ORDER BY id LIMIT @limit)`,
+
   unleasedLoadPending: `SELECT ${COLUMNS} FROM outbox_messages WHERE status = 'pending' ORDER BY id`,
   unleasedMarkProcessed: `UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL WHERE id = @id`,
 } as const;

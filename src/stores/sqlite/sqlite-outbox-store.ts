@@ -2,6 +2,7 @@
 // transaction taken through WriteLock, so claimers on separate connections and processes are
 // serialised by SQLite's write lock. Times come from the injected clock.
 
+import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { systemClock, type Clock } from "../../outbox/clock.js";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
@@ -22,13 +23,15 @@ import {
   type MessageStatus,
   type NewMessage,
   type OutboxMessage,
+  type OutboxStats,
+  type PurgeOptions,
   type Released,
   type Renewed,
   type RetryDecision,
   type RetryScheduled,
   type StatusCounts,
 } from "../../outbox/types.js";
-import { checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
+import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type MessageRow } from "./outbox-sql.js";
@@ -91,6 +94,16 @@ function isUniqueViolation(error: unknown): boolean {
   return (error as { code?: unknown }).code === "SQLITE_CONSTRAINT_UNIQUE";
 }
 
+/**
+ * In-process wake-ups, per database file: every store on the same file in this process hears
+ * about messages that any of them committed.
+ */
+const wakeListeners = new Map<string, Set<() => void>>();
+
+function wakeKey(path: string): string {
+  return path === ":memory:" ? path : resolvePath(path);
+}
+
 export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   readonly kind = "sqlite";
   readonly events = new EventHub();
@@ -137,8 +150,77 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     await this.applyMigrations(OUTBOX_MIGRATIONS);
   }
 
+  /** Set by enqueue inside this store's transaction; read after its commit. */
+  #enqueuedInTransaction = false;
+
   async transaction<T>(work: (tx: SqliteTx) => T | Promise<T>): Promise<T> {
-    return this.writeLock.run(() => work(this.db));
+    const value = await this.writeLock.run(() => {
+      this.#enqueuedInTransaction = false;
+      return work(this.db);
+    });
+    if (this.#enqueuedInTransaction) {
+      this.#enqueuedInTransaction = false;
+      this.#wakeListeners();
+    }
+    return value;
+  }
+
+  #wakeListeners(): void {
+    for (const wake of wakeListeners.get(wakeKey(this.path)) ?? []) wake();
+  }
+
+  async onNewMessages(wake: () => void): Promise<() => Promise<void>> {
+    const key = wakeKey(this.path);
+    const listeners = wakeListeners.get(key) ?? new Set();
+    wakeListeners.set(key, listeners);
+    const listener = () => wake();
+    listeners.add(listener);
+    return async () => {
+      listeners.delete(listener);
+      if (listeners.size === 0) wakeListeners.delete(key);
+    };
+  }
+
+  async stats(): Promise<OutboxStats> {
+    const now = this.#now();
+    const counts = await this.countByStatus();
+    const { oldest, owners } = await this.writeLock.serial(() => ({
+      oldest: (this.#stmt("oldestPending").get() as { oldest: number | null }).oldest,
+      owners: this.#stmt("leasesByOwner").all({ now }) as { owner: string; held: number; expired: number }[],
+    }));
+    return {
+      now: new Date(now),
+      counts,
+      oldestPendingCreatedAt: oldest === null ? null : new Date(oldest),
+      leasesByOwner: owners.map((o) => ({ owner: o.owner, held: o.held, expired: o.expired })),
+      expiredLeases: owners.reduce((sum, o) => sum + o.expired, 0),
+    };
+  }
+
+  async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
+    return this.writeLock.run(() => {
+      const now = this.#now();
+      if (target === "all") return this.#stmt("redriveAll").run({ now }).changes;
+      let moved = 0;
+      for (const messageId of target.messageIds) {
+        const id = rowId(messageId);
+        if (id !== undefined) moved += this.#stmt("redriveOne").run({ id, now }).changes;
+      }
+      return moved;
+    });
+  }
+
+  async purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {
+    const limit = checkBatchSize(options.batchSize ?? 1000);
+    const cutoff = before.getTime();
+    if (Number.isNaN(cutoff)) throw new InvalidArgumentError("purge cutoff is not a valid date");
+    let deleted = 0;
+    for (;;) {
+      const batch = await this.writeLock.run(() => this.#stmt("purgeBatch").run({ before: cutoff, limit }).changes);
+      deleted += batch;
+      options.onProgress?.(deleted);
+      if (batch < limit) return deleted;
+    }
   }
 
   async enqueue<P extends JsonValue>(tx: SqliteTx, message: NewMessage<P>): Promise<OutboxMessage<P>> {
@@ -157,6 +239,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     }
     try {
       const row = statement(tx, SQL.enqueue).get({ type, dedupeKey: message.dedupeKey ?? null, payload, now, availableAt }) as MessageRow;
+      if (tx === this.db) this.#enqueuedInTransaction = true;
       return toMessage(row) as OutboxMessage<P>;
     } catch (error) {
       if (isUniqueViolation(error) && message.dedupeKey !== undefined) throw new DuplicateMessageError(message.dedupeKey);
