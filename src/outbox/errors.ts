@@ -78,3 +78,27 @@ export class DuplicateMessageError extends WassalError {
     this.dedupeKey = dedupeKey;
   }
 }
+
+/** No handler is registered for a message's type: the message is dead-lettered, the worker carries on. */
+export class UnknownMessageTypeError extends WassalError {
+  override name = "UnknownMessageTypeError";
+  constructor(type: string, known: readonly string[]) {
+    super("UNKNOWN_MESSAGE_TYPE", `no handler for message type ${JSON.stringify(type)} (this worker handles: ${known.length ? known.join(", ") : "nothing"}); register one, then redrive the message`);
+  }
+}
+
+/** A message was claimed more times than allowed without finishing (its workers crashed or lost the lease each time). */
+export class AttemptsExhaustedError extends WassalError {
+  override name = "AttemptsExhaustedError";
+  constructor(attempts: number, maxAttempts: number, lastError: string | null) {
+    super("ATTEMPTS_EXHAUSTED", `claimed ${attempts} times, more than the ${maxAttempts} allowed, without finishing (a worker died or lost its lease each time)${lastError ? `; last error: ${lastError}` : ""}`);
+  }
+}
+
+/** The worker is shutting down and gave the message back. */
+export class ShutdownError extends WassalError {
+  override name = "ShutdownError";
+  constructor() {
+    super("SHUTDOWN", "the worker is shutting down; the message was released for another worker");
+  }
+}

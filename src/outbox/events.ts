@@ -13,6 +13,8 @@ export type OutboxEvent =
   | { readonly type: "released"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number }
   /** Emitted by whoever runs a handler (the lab, the worker), not by a store. */
   | { readonly type: "processing-started"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number | null; readonly attempt: number }
+  /** A store operation failed (lost connection, busy database); the worker backs off and carries on. */
+  | { readonly type: "store-error"; readonly at: Date; readonly owner: string; readonly operation: string; readonly error: string }
   | { readonly type: "processing-finished"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number | null; readonly result: "completed" | "lease-lost" | "failed" | "unguarded-write"; readonly detail: string };
 
 export type OutboxEventType = OutboxEvent["type"];

@@ -1,0 +1,245 @@
+// The long-running worker: claims up to its free slots in one call, runs each message's handler
+// with an AbortSignal that fires when the lease is lost, renews leases on a heartbeat while
+// handlers run, completes through the guarded transaction, retries failures with exponential
+// backoff and jitter, dead-letters after the last attempt, wakes on new messages (polling stays
+// the fallback and catches expired leases), and shuts down gracefully.
+//
+// Every wait goes through the injected clock, so tests drive heartbeats, backoff and polling
+// with a ManualClock instead of sleeping.
+
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import { systemClock, type Clock } from "./clock.js";
+import { AttemptsExhaustedError, InvalidArgumentError, LeaseLostError, ShutdownError, UnknownMessageTypeError } from "./errors.js";
+import { processLease, type Handler } from "./process-lease.js";
+import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+import type { OutboxStore } from "./store.js";
+import type { Lease } from "./types.js";
+import { checkLeaseMs, checkOwner, describeError } from "./validate.js";
+
+export interface WorkerOptions<Tx> {
+  readonly store: OutboxStore<Tx>;
+  /** One handler per message type. A message of another type is dead-lettered. */
+  readonly handlers: Readonly<Record<string, Handler<Tx>>>;
+  /** The owner name written on every lease (default: host-pid-random). */
+  readonly name?: string;
+  /** Messages processed at once (default 10). */
+  readonly concurrency?: number;
+  /** Lease length in milliseconds (default 30 000). */
+  readonly leaseMs?: number;
+  /** How often a running handler's lease is renewed (default: a third of the lease). */
+  readonly renewIntervalMs?: number;
+  /** The longest wait between claims when nothing wakes the worker (default 1 000 ms). */
+  readonly pollIntervalMs?: number;
+  /** Retries and dead-lettering (defaults: 5 attempts, 1 s doubling to 5 min, ±20 % jitter). */
+  readonly retry?: Partial<RetryPolicy>;
+  /** How long `stop` lets running handlers finish before releasing their messages (default 10 000 ms). */
+  readonly shutdownGraceMs?: number;
+  /** Listen for new messages instead of waiting for the next poll (default true). */
+  readonly wakeOnNewMessages?: boolean;
+  readonly clock?: Clock;
+  /** Source of jitter (default Math.random). */
+  readonly random?: () => number;
+}
+
+interface Running {
+  readonly lease: Lease;
+  readonly controller: AbortController;
+  readonly finished: Promise<void>;
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new InvalidArgumentError(`${name} must be a whole number >= 1 (got ${String(value)})`);
+  return value;
+}
+
+export function defaultWorkerName(): string {
+  return `${hostname()}-${process.pid}-${randomBytes(2).toString("hex")}`;
+}
+
+export class Worker<Tx> {
+  readonly name: string;
+  readonly store: OutboxStore<Tx>;
+  readonly concurrency: number;
+  readonly leaseMs: number;
+  readonly renewIntervalMs: number;
+  readonly pollIntervalMs: number;
+  readonly retry: RetryPolicy;
+  readonly shutdownGraceMs: number;
+  readonly #handlers: Readonly<Record<string, Handler<Tx>>>;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #wakeOnNew: boolean;
+  readonly #running = new Map<string, Running>();
+  #wakeController = new AbortController();
+  #stopping = false;
+  /** Aborted when stopping: cancels the timers that would otherwise keep the process alive. */
+  readonly #stopSignal = new AbortController();
+  #loop: Promise<void> | undefined;
+  #unsubscribe: (() => Promise<void>) | undefined;
+  #stopped: Promise<void> | undefined;
+
+  constructor(options: WorkerOptions<Tx>) {
+    this.store = options.store;
+    this.#handlers = options.handlers;
+    this.name = checkOwner(options.name ?? defaultWorkerName());
+    this.concurrency = positiveInteger("concurrency", options.concurrency ?? 10);
+    this.leaseMs = checkLeaseMs(options.leaseMs ?? 30_000);
+    this.renewIntervalMs = positiveInteger("renewIntervalMs", options.renewIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
+    if (this.renewIntervalMs >= this.leaseMs) {
+      throw new InvalidArgumentError(`renewIntervalMs (${this.renewIntervalMs}) must be shorter than leaseMs (${this.leaseMs}), or leases expire between renewals`);
+    }
+    this.pollIntervalMs = positiveInteger("pollIntervalMs", options.pollIntervalMs ?? 1_000);
+    this.retry = checkRetryPolicy({ ...DEFAULT_RETRY, ...options.retry });
+    const grace = options.shutdownGraceMs ?? 10_000;
+    if (!Number.isFinite(grace) || grace < 0) throw new InvalidArgumentError(`shutdownGraceMs must be a number of milliseconds >= 0 (got ${String(grace)})`);
+    this.shutdownGraceMs = grace;
+    this.#clock = options.clock ?? systemClock;
+    this.#random = options.random ?? Math.random;
+    this.#wakeOnNew = options.wakeOnNewMessages ?? true;
+  }
+
+  /** Messages whose handlers are running now. */
+  get inFlight(): number {
+    return this.#running.size;
+  }
+
+  /** Starts claiming. Resolves once the worker listens for new messages; `stop` ends it. */
+  async start(): Promise<void> {
+    if (this.#loop) throw new InvalidArgumentError(`worker ${this.name} is already started`);
+    if (this.#wakeOnNew) this.#unsubscribe = await this.store.onNewMessages(() => this.wake());
+    this.#loop = this.#claimLoop();
+  }
+
+  /** Claim now instead of at the next poll. */
+  wake(): void {
+    this.#wakeController.abort();
+  }
+
+  /**
+   * Stops claiming, lets running handlers finish for up to `shutdownGraceMs`, then aborts and
+   * releases the rest so another worker can take them at once. Safe to call more than once.
+   */
+  stop(options: { readonly graceMs?: number } = {}): Promise<void> {
+    this.#stopped ??= this.#shutdown(options.graceMs ?? this.shutdownGraceMs);
+    return this.#stopped;
+  }
+
+  async #shutdown(graceMs: number): Promise<void> {
+    this.#stopping = true;
+    this.#stopSignal.abort();
+    this.wake();
+    await this.#loop;
+    await this.#unsubscribe?.();
+    const all = Promise.all([...this.#running.values()].map((r) => r.finished));
+    const graceOver = new AbortController();
+    const timer = this.#clock.sleep(graceMs, graceOver.signal).then(() => "grace-over" as const);
+    const first = await Promise.race([all.then(() => "done" as const), timer]);
+    graceOver.abort();
+    if (first === "grace-over") {
+      const left = [...this.#running.values()];
+      for (const running of left) running.controller.abort(new ShutdownError());
+      await Promise.all(left.map(async (running) => {
+        try {
+          await this.store.release(running.lease);
+        } catch (error) {
+          this.#storeError("release", error); // the lease will expire and the message be reclaimed
+        }
+      }));
+    }
+  }
+
+  #storeError(operation: string, error: unknown): void {
+    this.store.events.emit({ type: "store-error", at: this.#clock.now(), owner: this.name, operation, error: describeError(error) });
+  }
+
+  async #claimLoop(): Promise<void> {
+    let errorDelay = 0;
+    while (!this.#stopping) {
+      // Arm a fresh wake-up signal before looking: a wake-up that arrives while we claim (a new
+      // message, a slot freeing) then cuts the following wait short instead of being lost.
+      this.#wakeController = new AbortController();
+      const wakeSignal = this.#wakeController.signal;
+      const free = this.concurrency - this.#running.size;
+      let claimedAll = false;
+      if (free > 0) {
+        try {
+          const leases = await this.store.claim(this.name, { limit: free, leaseMs: this.leaseMs });
+          errorDelay = 0;
+          for (const lease of leases) this.#start(lease);
+          claimedAll = leases.length === free;
+        } catch (error) {
+          this.#storeError("claim", error);
+          errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
+          await this.#clock.sleep(errorDelay);
+          continue;
+        }
+        if (claimedAll) continue; // there may be more: claim again once slots free up
+      }
+      await this.#clock.sleep(this.pollIntervalMs, wakeSignal);
+    }
+  }
+
+  #start(lease: Lease): void {
+    const controller = new AbortController();
+    const finished = this.#process(lease, controller).finally(() => {
+      this.#running.delete(lease.messageId);
+      if (!this.#stopping) this.wake();
+    });
+    this.#running.set(lease.messageId, { lease, controller, finished });
+  }
+
+  async #process(lease: Lease, controller: AbortController): Promise<void> {
+    const { message } = lease;
+    if (message.attempts > this.retry.maxAttempts) {
+      await this.#fail(lease, new AttemptsExhaustedError(message.attempts, this.retry.maxAttempts, message.lastError), "dead");
+      return;
+    }
+    const handler = Object.hasOwn(this.#handlers, message.type) ? this.#handlers[message.type] : undefined;
+    if (handler === undefined) {
+      await this.#fail(lease, new UnknownMessageTypeError(message.type, Object.keys(this.#handlers)), "dead");
+      return;
+    }
+    const heartbeatDone = new AbortController();
+    const heartbeat = this.#heartbeat(lease, controller, heartbeatDone.signal);
+    try {
+      await processLease(this.store, lease, handler, this.#clock, controller.signal);
+    } catch (error) {
+      if (controller.signal.aborted) return; // lease lost or shutdown: the message is someone else's now
+      const last = message.attempts >= this.retry.maxAttempts;
+      await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, this.retry, this.#random) });
+    } finally {
+      heartbeatDone.abort();
+      await heartbeat;
+    }
+  }
+
+  async #fail(lease: Lease, error: unknown, decision: "dead" | { retryInMs: number }): Promise<void> {
+    try {
+      const result = await this.store.fail(lease, error, decision);
+      if (result.outcome === "retry-scheduled" && decision !== "dead") {
+        // Come back for it when it is due rather than at the next poll.
+        void this.#clock.sleep(decision.retryInMs, this.#stopSignal.signal).then(() => this.wake());
+      }
+    } catch (storeError) {
+      this.#storeError("fail", storeError); // the lease will expire; the attempt is already counted
+    }
+  }
+
+  /** Renews the lease every renewIntervalMs until `done`; aborts the handler when the lease is lost. */
+  async #heartbeat(lease: Lease, handler: AbortController, done: AbortSignal): Promise<void> {
+    for (;;) {
+      await this.#clock.sleep(this.renewIntervalMs, done);
+      if (done.aborted) return;
+      try {
+        const renewed = await this.store.renew(lease, this.leaseMs);
+        if (renewed.outcome === "lease-lost") {
+          handler.abort(new LeaseLostError(lease.messageId, lease.token, "a heartbeat found it gone"));
+          return;
+        }
+      } catch (error) {
+        this.#storeError("renew", error); // try again at the next beat; the lease may still hold
+      }
+    }
+  }
+}
