@@ -7,4 +7,6 @@ export const EXIT = {
   failed: 1,
   /** Bad input: an unknown name, an invalid option, a database that cannot be used. */
   usage: 2,
+  /** Stopped at once by a second signal. */
+  interrupted: 130,
 } as const;

@@ -7,10 +7,20 @@ import { createRequire } from "node:module";
 import { WassalError } from "../outbox/errors.js";
 import { EXIT } from "./exit-codes.js";
 import { labCommand } from "./lab-command.js";
+import { outboxCommand } from "./outbox-command.js";
+import { paymentsCommand } from "./payments-command.js";
+import { workerCommand } from "./worker-command.js";
 
 const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
 
 const USAGE_CODES = new Set(["INVALID_ARGUMENT", "DATABASE_OPEN", "NOT_IN_TRANSACTION"]);
+
+/** Every command (and sub-command) reports errors the same way: through main's catch, exit 2. */
+function withErrors(command: Command): Command {
+  command.exitOverride().showHelpAfterError("(run with --help for usage)");
+  for (const sub of command.commands) withErrors(sub);
+  return command;
+}
 
 function program(): Command {
   return new Command("wassal")
@@ -18,7 +28,10 @@ function program(): Command {
     .version(version)
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride()
-    .addCommand(labCommand().exitOverride().showHelpAfterError("(run with --help for usage)"));
+    .addCommand(withErrors(labCommand()))
+    .addCommand(withErrors(workerCommand()))
+    .addCommand(withErrors(paymentsCommand()))
+    .addCommand(withErrors(outboxCommand()));
 }
 
 async function main(argv: readonly string[]): Promise<number> {

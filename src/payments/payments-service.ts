@@ -3,6 +3,7 @@
 
 import { systemClock, type Clock } from "../outbox/clock.js";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
+import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { Finalize, OutboxMessage } from "../outbox/types.js";
 import type { ProviderSimulator } from "./provider-simulator.js";
@@ -135,6 +136,14 @@ export class PaymentsService<Tx> {
       finalize: async (tx) => {
         await this.#repository.recordOutcome(tx, idempotencyKey, outcome, this.#clock.now());
       },
+    };
+  }
+
+  /** The reconciliation handler, ready to register with a Worker under RECONCILE_MESSAGE_TYPE. */
+  handler(): Handler<Tx> {
+    return async (message) => {
+      const { outcome, finalize } = await this.reconcile(message);
+      return { finalize, summary: outcome.status === "Paid" ? `Paid ${outcome.transactionId}` : "Failed" };
     };
   }
 

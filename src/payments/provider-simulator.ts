@@ -31,6 +31,12 @@ export interface ProviderSimulatorOptions {
   readonly outcomes?: Readonly<Record<string, "Paid" | "Failed">>;
   /** Delay added to every call, in milliseconds (default 0). */
   readonly latencyMs?: number;
+  /**
+   * Answer status checks for keys this simulator never created (default false). Workers in
+   * other processes than the one that created the payment need it: the simulated provider's
+   * answers depend only on the key, so every process agrees.
+   */
+  readonly answerUnknownKeys?: boolean;
 }
 
 interface Fault {
@@ -56,9 +62,11 @@ export class ProviderSimulator {
   readonly #issued = new Map<string, string>();
   readonly #faults: Fault[] = [];
   readonly #log: ProviderCall[] = [];
+  readonly #answerUnknownKeys: boolean;
 
   constructor(options: ProviderSimulatorOptions = {}) {
     this.#outcomes = options.outcomes ?? {};
+    this.#answerUnknownKeys = options.answerUnknownKeys ?? false;
     this.#latencyMs = 0;
     this.setLatency(options.latencyMs ?? 0);
   }
@@ -126,7 +134,7 @@ export class ProviderSimulator {
       this.#record("checkStatus", key, "error (injected, before effect)");
       throw new ProviderError("checkStatus", `provider status check for ${key} failed (injected fault)`);
     }
-    if (!this.#created.has(key)) {
+    if (!this.#created.has(key) && !this.#answerUnknownKeys) {
       this.#record("checkStatus", key, "error (unknown payment)");
       throw new ProviderError("checkStatus", `provider has no payment with idempotency key ${key}`);
     }

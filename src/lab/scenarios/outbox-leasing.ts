@@ -4,7 +4,7 @@
 // messages one at a time until nothing is left.
 
 import type { Clock } from "../../outbox/clock.js";
-import { processLease, type Handler } from "../../outbox/process-lease.js";
+import { processLease } from "../../outbox/process-lease.js";
 import type { ClaimOneResult } from "../../outbox/types.js";
 import type { LabBackend } from "../backend.js";
 import { computeMetrics } from "../metrics.js";
@@ -20,16 +20,9 @@ const DEMO_ADVANCE_MS = 600;
 /** Leases in the concurrent phase; the scenario clock does not move there, so none expires. */
 const LEASE_MS = 30_000;
 
-function reconcileHandler<Tx>(worker: LabWorker<Tx>): Handler<Tx> {
-  return async (message) => {
-    const { outcome, finalize } = await worker.payments.reconcile(message);
-    return { finalize, summary: outcome.status === "Paid" ? `Paid ${outcome.transactionId}` : "Failed" };
-  };
-}
-
 /** Claims one message at a time and processes it, until a claim comes back empty. */
 async function leasingWorker<Tx>(worker: LabWorker<Tx>, clock: Clock): Promise<void> {
-  const handler = reconcileHandler(worker);
+  const handler = worker.payments.handler();
   for (;;) {
     const [lease] = await worker.store.claim(worker.name, { limit: 1, leaseMs: LEASE_MS });
     if (lease === undefined) return;
@@ -82,7 +75,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   }
   let demoProcessed = "not processed";
   if (reclaimed.outcome === "claimed") {
-    const { result, summary } = await processLease(workerB.store, reclaimed.lease, reconcileHandler(workerB), clock);
+    const { result, summary } = await processLease(workerB.store, reclaimed.lease, workerB.payments.handler(), clock);
     demoProcessed = result.outcome === "completed" ? `processed once: ${summary}` : "lease lost";
     demo.push([clockTime(clock.now()), "Worker-B", "processes PAY-001 and completes it (guarded)", demoProcessed]);
   }

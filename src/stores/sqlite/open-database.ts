@@ -16,6 +16,9 @@ export interface SqliteOpenOptions {
 
 const SQLITE_HEADER = "SQLite format 3\u0000";
 
+/** How long opening may block waiting for another process's lock. */
+const OPEN_WAIT_MS = 10_000;
+
 /** Reads the first bytes of an existing, non-empty file and refuses anything that is not SQLite. */
 function checkHeader(path: string): void {
   let size: number;
@@ -61,7 +64,9 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
 
   let db: Database.Database;
   try {
-    db = new Database(path, { timeout: busyTimeoutMs });
+    // Opening may wait for another process's lock (switching to WAL, the write check below):
+    // allow that once, at start-up, then keep every later wait short.
+    db = new Database(path, { timeout: OPEN_WAIT_MS });
   } catch (error) {
     throw new DatabaseOpenError(`cannot open SQLite database ${path}: ${(error as Error).message}; check that the directory exists and is writable`, { cause: error });
   }
@@ -73,11 +78,15 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
     db.pragma("journal_size_limit = 67108864");
     // Prove we can write now, rather than at the first enqueue.
     db.exec("BEGIN IMMEDIATE; COMMIT;");
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   } catch (error) {
     db.close();
     const code = (error as { code?: string }).code ?? "";
     if (code === "SQLITE_NOTADB") {
       throw new DatabaseOpenError(`${path} is not a SQLite database; give a new path or an existing SQLite file`, { cause: error });
+    }
+    if (code.startsWith("SQLITE_BUSY")) {
+      throw new DatabaseOpenError(`SQLite database ${path} stayed locked by another process for ${OPEN_WAIT_MS / 1000} s while opening; try again`, { cause: error });
     }
     if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR")) {
       throw new DatabaseOpenError(`cannot write SQLite database ${path} (${code}); check the file's and its directory's permissions`, { cause: error });

@@ -1,0 +1,40 @@
+// Parsers for command-line option values: each rejects a bad value with a message naming the
+// option and what would be valid (commander prints it and the command exits 2).
+
+import { InvalidArgumentError as CommanderInvalidArgument } from "commander";
+
+/** A whole number in [min, max]. */
+export function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new CommanderInvalidArgument(`expected a whole number from ${min} to ${max === Number.MAX_SAFE_INTEGER ? "any" : max}`);
+    }
+    return n;
+  };
+}
+
+const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** A duration such as 500ms, 30s, 15m, 12h, 7d or 2w, in milliseconds. */
+export function parseDuration(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$/.exec(value.trim());
+  const unit = match?.[2];
+  if (match === null || unit === undefined) {
+    throw new CommanderInvalidArgument("expected a duration such as 500ms, 30s, 15m, 12h, 7d or 2w");
+  }
+  return Math.round(Number(match[1]) * (UNITS[unit] ?? 1));
+}
+
+/** One of the given words. */
+export function oneOf<T extends string>(choices: readonly T[]): (value: string) => T {
+  return (value) => {
+    if (!(choices as readonly string[]).includes(value)) throw new CommanderInvalidArgument(`expected one of ${choices.join(", ")}`);
+    return value as T;
+  };
+}
+
+/** Writes a value as indented JSON on stdout. */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}

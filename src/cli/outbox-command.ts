@@ -1,0 +1,112 @@
+// `wassal outbox`: operate an outbox on either store: stats, dead letters, redrive, purge.
+
+import { Command } from "commander";
+import type { OutboxMessage } from "../outbox/types.js";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
+import { integer, parseDuration, printJson } from "./options.js";
+import { dbOption, schemaOption } from "./shared-options.js";
+
+interface Common {
+  db: string;
+  schema?: string;
+  json?: boolean;
+}
+
+async function withOutbox<T>(options: Common, work: (outbox: OpenedOutbox) => Promise<T>): Promise<T> {
+  const outbox = await openOutbox(options.db, { mustExist: true, ...(options.schema === undefined ? {} : { schema: options.schema }) });
+  try {
+    return await work(outbox);
+  } finally {
+    await outbox.close();
+  }
+}
+
+function common(command: Command): Command {
+  return command.addOption(dbOption().makeOptionMandatory()).addOption(schemaOption()).option("--json", "print JSON");
+}
+
+function age(ms: number): string {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 7_200_000) return `${(ms / 60_000).toFixed(1)} min`;
+  return `${(ms / 3_600_000).toFixed(1)} h`;
+}
+
+function deadLine(m: OutboxMessage): string {
+  return `${m.id}\t${m.type}\t${m.dedupeKey ?? "-"}\tattempts ${m.attempts}\t${m.lastError ?? "(no error recorded)"}`;
+}
+
+export function outboxCommand(): Command {
+  const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead letters, redrive, purge");
+
+  outbox.addCommand(common(new Command("stats"))
+    .description("counts by state, oldest pending message, leases held and expired per owner")
+    .action(async (options: Common) => {
+      await withOutbox(options, async ({ store, location }) => {
+        const stats = await store.stats();
+        const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
+        if (options.json) {
+          printJson({ db: location, ...stats, oldestPendingAgeMs });
+          return;
+        }
+        const c = stats.counts;
+        const lines = [
+          `outbox ${location} at ${stats.now.toISOString()}`,
+          `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`,
+          `  oldest pending: ${oldestPendingAgeMs === null ? "none" : `${age(oldestPendingAgeMs)} old`}`,
+          `  expired leases: ${stats.expiredLeases}`,
+          `  leases by owner:${stats.leasesByOwner.length === 0 ? " none" : ""}`,
+          ...stats.leasesByOwner.map((o) => `    ${o.owner}: ${o.held} held, ${o.expired} expired`),
+        ];
+        process.stdout.write(`${lines.join("\n")}\n`);
+      });
+    }));
+
+  outbox.addCommand(common(new Command("dead"))
+    .description("list dead messages with their last errors")
+    .option("--limit <n>", "show at most n", integer(1), 100)
+    .action(async (options: Common & { limit: number }) => {
+      await withOutbox(options, async ({ store }) => {
+        const dead = await store.listMessages({ status: ["dead"], limit: options.limit });
+        if (options.json) printJson(dead);
+        else process.stdout.write(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
+      });
+    }));
+
+  outbox.addCommand(common(new Command("redrive"))
+    .description("move dead messages back to pending (due now, attempts reset)")
+    .argument("[ids...]", "message ids to redrive")
+    .option("--all", "redrive every dead message")
+    .action(async (ids: string[], options: Common & { all?: boolean }) => {
+      if (options.all === (ids.length > 0)) {
+        throw new InvalidArgumentError("name the dead message ids to redrive, or pass --all (not both)");
+      }
+      await withOutbox(options, async ({ store }) => {
+        const moved = await store.redrive(options.all ? "all" : { messageIds: ids });
+        if (options.json) printJson({ redriven: moved });
+        else process.stdout.write(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
+      });
+    }));
+
+  outbox.addCommand(common(new Command("purge"))
+    .description("delete processed messages older than a duration, in short batches (no long locks)")
+    .requiredOption("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
+    .option("--batch-size <n>", "rows deleted per transaction", integer(1, 100_000), 1000)
+    .action(async (options: Common & { processedBefore: number; batchSize: number }) => {
+      await withOutbox(options, async ({ store }) => {
+        const cutoff = new Date((await store.stats()).now.getTime() - options.processedBefore);
+        const deleted = await store.purgeProcessed(cutoff, {
+          batchSize: options.batchSize,
+          onProgress: (n) => {
+            if (!options.json && process.stderr.isTTY) process.stderr.write(`\rdeleted ${n}…`);
+          },
+        });
+        if (!options.json && process.stderr.isTTY) process.stderr.write("\n");
+        if (options.json) printJson({ deleted, processedBefore: cutoff.toISOString() });
+        else process.stdout.write(`deleted ${deleted} processed message${deleted === 1 ? "" : "s"} processed before ${cutoff.toISOString()}\n`);
+      });
+    }));
+
+  return outbox;
+}

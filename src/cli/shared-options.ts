@@ -1,0 +1,16 @@
+// Options several commands share.
+
+import { Option } from "commander";
+import { oneOf } from "./options.js";
+
+export function dbOption(): Option {
+  return new Option("--db <url-or-path>", "a SQLite file path or a postgres:// URL").env("WASSAL_DATABASE_URL");
+}
+
+export function schemaOption(): Option {
+  return new Option("--schema <name>", "PostgreSQL schema holding Wassal's tables (default: wassal)");
+}
+
+export function synchronousOption(): Option {
+  return new Option("--synchronous <mode>", "SQLite durability: FULL flushes every commit (default), NORMAL is faster and may lose the last commits on power loss").argParser(oneOf(["FULL", "NORMAL"] as const));
+}

@@ -1,0 +1,86 @@
+// `wassal worker`: parses its options and runs the payments worker until SIGTERM or SIGINT.
+// The first signal stops gracefully (finish or release in-flight work, exit 0); a second one
+// exits at once.
+
+import { Command, Option } from "commander";
+import { createLogger, LOG_LEVELS } from "../observability/logging.js";
+import { startPaymentsWorker } from "../runtime/payments-worker.js";
+import { EXIT } from "./exit-codes.js";
+import { integer, oneOf } from "./options.js";
+import { dbOption, schemaOption, synchronousOption } from "./shared-options.js";
+
+interface WorkerOptions {
+  db: string;
+  schema?: string;
+  synchronous?: "FULL" | "NORMAL";
+  name?: string;
+  concurrency: number;
+  leaseMs: number;
+  pollMs: number;
+  maxAttempts: number;
+  retryBaseMs: number;
+  graceMs: number;
+  metricsPort?: number;
+  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  providerLatencyMs: number;
+}
+
+export function workerCommand(): Command {
+  return new Command("worker")
+    .description("process the payments' reconciliation messages until stopped (SIGTERM or SIGINT: graceful; a second signal: at once)")
+    .addOption(dbOption().makeOptionMandatory())
+    .addOption(schemaOption())
+    .addOption(synchronousOption())
+    .option("--name <name>", "owner name written on this worker's leases (default: host-pid-random)")
+    .option("--concurrency <n>", "messages processed at once", integer(1, 1000), 10)
+    .option("--lease-ms <ms>", "lease length; renewed every third of it while a handler runs", integer(100, 86_400_000), 30_000)
+    .option("--poll-ms <ms>", "longest wait between claims when nothing wakes the worker", integer(1, 3_600_000), 1_000)
+    .option("--max-attempts <n>", "attempts before a message is dead", integer(1, 1000), 5)
+    .option("--retry-base-ms <ms>", "wait after the first failure; doubles each attempt (with ±20% jitter)", integer(0, 3_600_000), 1_000)
+    .option("--grace-ms <ms>", "on shutdown, how long running handlers may finish before their messages are released", integer(0, 3_600_000), 10_000)
+    .option("--metrics-port <port>", "serve Prometheus metrics on http://127.0.0.1:<port>/metrics (0 picks a free port)", integer(0, 65_535))
+    .addOption(new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"))
+    .option("--provider-latency-ms <ms>", "simulated payment provider latency per call", integer(0, 60_000), 0)
+    .addHelpText("after", "\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work")
+    .action(async (options: WorkerOptions) => {
+      const logger = createLogger(options.logLevel);
+      const running = await startPaymentsWorker({
+        db: options.db,
+        ...(options.schema === undefined ? {} : { schema: options.schema }),
+        ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+        ...(options.name === undefined ? {} : { name: options.name }),
+        ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
+        concurrency: options.concurrency,
+        leaseMs: options.leaseMs,
+        pollIntervalMs: options.pollMs,
+        retry: { maxAttempts: options.maxAttempts, baseDelayMs: options.retryBaseMs },
+        shutdownGraceMs: options.graceMs,
+        providerLatencyMs: options.providerLatencyMs,
+        logger,
+      });
+      const { worker } = running;
+      logger.info({ worker: worker.name, db: running.location, concurrency: worker.concurrency, leaseMs: worker.leaseMs, metrics: running.metricsUrl }, "worker started");
+      await new Promise<void>((resolve) => {
+        let signals = 0;
+        const onSignal = (signal: NodeJS.Signals) => {
+          signals += 1;
+          if (signals > 1) {
+            logger.warn({ signal }, "second signal: exiting at once; leases of unfinished messages will expire");
+            logger.flush();
+            process.exit(EXIT.interrupted);
+          }
+          logger.info({ signal, inFlight: worker.inFlight, graceMs: options.graceMs }, "stopping: no new claims; finishing or releasing in-flight messages");
+          running.stop().then(() => {
+            logger.info("worker stopped");
+            resolve();
+          }, (error: unknown) => {
+            logger.error({ error: String(error) }, "error while stopping");
+            process.exitCode = EXIT.failed;
+            resolve();
+          });
+        };
+        process.on("SIGTERM", onSignal);
+        process.on("SIGINT", onSignal);
+      });
+    });
+}

@@ -1,0 +1,38 @@
+// Structured logs (pino) from the outbox's event stream: problems at warn, progress at debug.
+
+import { pino, type Logger, type LevelWithSilent } from "pino";
+import type { EventHub } from "../outbox/events.js";
+
+export type { Logger } from "pino";
+
+export const LOG_LEVELS: readonly LevelWithSilent[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+/** A JSON logger writing to stderr (stdout stays free for command output). */
+export function createLogger(level: LevelWithSilent = "info", name = "wassal"): Logger {
+  return pino({ name, level }, pino.destination(2));
+}
+
+/** Logs each event at a level that matches how much an operator needs to see it. Returns a detach function. */
+export function logEvents(events: EventHub, logger: Logger): () => void {
+  return events.subscribe((event) => {
+    const { type, at, ...fields } = event;
+    const data = { event: type, at: at.toISOString(), ...fields };
+    switch (type) {
+      case "lease-lost":
+      case "retry-scheduled":
+        logger.warn(data, type);
+        break;
+      case "dead-lettered":
+      case "store-error":
+        logger.error(data, type);
+        break;
+      case "released":
+      case "completed":
+      case "processing-finished":
+        logger.debug(data, type);
+        break;
+      default:
+        logger.trace(data, type);
+    }
+  });
+}

@@ -1,0 +1,116 @@
+// Prometheus metrics for an outbox, built by listening to the same event stream the lab's
+// ledgers use: one bookkeeping, two views.
+
+import { createServer, type Server } from "node:http";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { EventHub } from "../outbox/events.js";
+import { MESSAGE_STATUSES, type StatusCounts } from "../outbox/types.js";
+
+export interface OutboxMetrics {
+  readonly registry: Registry;
+  /** Stops listening to the events. */
+  detach(): void;
+}
+
+/**
+ * Registers Wassal's metrics on `registry` (a new one by default) and keeps them up to date from
+ * `events`. `countByStatus`, if given, is read at each scrape for the queue-depth gauge.
+ */
+export function outboxMetrics(events: EventHub, options: { registry?: Registry; countByStatus?: () => Promise<StatusCounts>; processMetrics?: boolean } = {}): OutboxMetrics {
+  const registry = options.registry ?? new Registry();
+  if (options.processMetrics) collectDefaultMetrics({ register: registry });
+  const claims = new Counter({ name: "wassal_claims_total", help: "Claim results: won (one per message), empty, blocked.", labelNames: ["result"], registers: [registry] });
+  const attempts = new Counter({ name: "wassal_processing_attempts_total", help: "Handler runs started.", registers: [registry] });
+  const completions = new Counter({ name: "wassal_completions_total", help: "Messages completed under their lease.", registers: [registry] });
+  const leaseLost = new Counter({ name: "wassal_lease_lost_total", help: "Lease operations refused because the lease token was no longer current.", labelNames: ["operation"], registers: [registry] });
+  const retries = new Counter({ name: "wassal_retries_total", help: "Failed attempts scheduled for another try.", registers: [registry] });
+  const dead = new Counter({ name: "wassal_dead_letters_total", help: "Messages marked dead.", registers: [registry] });
+  const released = new Counter({ name: "wassal_releases_total", help: "Messages given back unfinished (shutdown).", registers: [registry] });
+  const storeErrors = new Counter({ name: "wassal_store_errors_total", help: "Store operations that failed (connection lost, database busy).", labelNames: ["operation"], registers: [registry] });
+  const duration = new Histogram({
+    name: "wassal_handler_duration_seconds",
+    help: "From handler start to the end of the guarded completion.",
+    labelNames: ["result"],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  for (const result of ["won", "empty", "blocked"]) claims.inc({ result }, 0);
+  if (options.countByStatus) {
+    const count = options.countByStatus;
+    new Gauge({
+      name: "wassal_messages",
+      help: "Messages in the outbox, by state.",
+      labelNames: ["status"],
+      registers: [registry],
+      async collect() {
+        const counts = await count();
+        for (const status of MESSAGE_STATUSES) this.set({ status }, counts[status]);
+      },
+    });
+  }
+  const started = new Map<string, number>();
+  const detach = events.subscribe((event) => {
+    switch (event.type) {
+      case "claim-won":
+        claims.inc({ result: "won" });
+        break;
+      case "claim-empty":
+        claims.inc({ result: "empty" });
+        break;
+      case "claim-blocked":
+        claims.inc({ result: "blocked" });
+        break;
+      case "processing-started":
+        attempts.inc();
+        started.set(`${event.messageId}#${event.token}`, performance.now());
+        break;
+      case "processing-finished": {
+        const key = `${event.messageId}#${event.token}`;
+        const at = started.get(key);
+        started.delete(key);
+        if (at !== undefined) duration.observe({ result: event.result }, (performance.now() - at) / 1000);
+        break;
+      }
+      case "completed":
+        completions.inc();
+        break;
+      case "lease-lost":
+        leaseLost.inc({ operation: event.operation });
+        break;
+      case "retry-scheduled":
+        retries.inc();
+        break;
+      case "dead-lettered":
+        dead.inc();
+        break;
+      case "released":
+        released.inc();
+        break;
+      case "store-error":
+        storeErrors.inc({ operation: event.operation });
+        break;
+      default:
+        break;
+    }
+  });
+  return { registry, detach };
+}
+
+/** Serves `registry` at http://host:port/metrics. Resolves once listening. */
+export async function serveMetrics(registry: Registry, port: number, host = "127.0.0.1"): Promise<Server> {
+  const server = createServer((request, response) => {
+    if (request.url !== "/metrics") {
+      response.writeHead(404, { "content-type": "text/plain" }).end("see /metrics\n");
+      return;
+    }
+    registry.metrics().then(
+      (text) => response.writeHead(200, { "content-type": registry.contentType }).end(text),
+      (error: unknown) => response.writeHead(500, { "content-type": "text/plain" }).end(`${String(error)}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
+}

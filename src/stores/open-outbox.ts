@@ -1,0 +1,76 @@
+// Opens an outbox (and the payments tables) from one string: a postgres:// URL or a SQLite file
+// path. The CLI and anything else that takes a "--db" use this, so both stores open the same way.
+
+import { existsSync } from "node:fs";
+import type { Clock } from "../outbox/clock.js";
+import { DatabaseOpenError } from "../outbox/errors.js";
+import type { OutboxStore } from "../outbox/store.js";
+import type { PaymentsRepository } from "../payments/types.js";
+import { isPostgresUrl, redactUrl } from "./postgres/connect.js";
+import { PostgresPaymentsRepository } from "./postgres/payments-repository.js";
+import { PostgresOutboxStore } from "./postgres/postgres-outbox-store.js";
+import type { Synchronous } from "./sqlite/open-database.js";
+import { SqlitePaymentsRepository } from "./sqlite/payments-repository.js";
+import { SqliteOutboxStore } from "./sqlite/sqlite-outbox-store.js";
+
+export interface OpenOutboxOptions {
+  /** PostgreSQL schema (default "wassal"). */
+  readonly schema?: string;
+  /** SQLite durability (default FULL). */
+  readonly synchronous?: Synchronous;
+  readonly clock?: Clock;
+  /** PostgreSQL pool size. */
+  readonly maxConnections?: number;
+  /** Shown in pg_stat_activity. */
+  readonly applicationName?: string;
+  /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
+  readonly mustExist?: boolean;
+}
+
+export interface OpenedOutbox {
+  readonly kind: "sqlite" | "postgres";
+  /** The path, or the URL without its password. */
+  readonly location: string;
+  readonly store: OutboxStore<unknown>;
+  readonly payments: PaymentsRepository<unknown>;
+  close(): Promise<void>;
+}
+
+/** Opens and migrates the outbox and the payments tables. */
+export async function openOutbox(db: string, options: OpenOutboxOptions = {}): Promise<OpenedOutbox> {
+  if (isPostgresUrl(db)) {
+    const store = await PostgresOutboxStore.connect({
+      url: db,
+      ...(options.schema === undefined ? {} : { schema: options.schema }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+      ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
+    });
+    try {
+      await store.migrate();
+      const payments = new PostgresPaymentsRepository(store);
+      await payments.migrate();
+      return { kind: "postgres", location: `${redactUrl(db)} (schema ${store.schema})`, store: store as OutboxStore<unknown>, payments: payments as PaymentsRepository<unknown>, close: () => store.close() };
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+  }
+  if (options.mustExist && !existsSync(db)) {
+    throw new DatabaseOpenError(`no database at ${db}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
+  }
+  const store = new SqliteOutboxStore({
+    path: db,
+    ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+  });
+  try {
+    await store.migrate();
+    const payments = new SqlitePaymentsRepository(store);
+    await payments.migrate();
+    return { kind: "sqlite", location: db, store: store as OutboxStore<unknown>, payments: payments as PaymentsRepository<unknown>, close: () => store.close() };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
