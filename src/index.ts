@@ -27,6 +27,9 @@ export type {
   MessageStatus,
   NewMessage,
   OutboxMessage,
+  OutboxStats,
+  OwnerLeases,
+  PurgeOptions,
   Released,
   Renewed,
   RetryDecision,
@@ -35,6 +38,12 @@ export type {
 } from "./outbox/types.js";
 export { MESSAGE_STATUSES } from "./outbox/types.js";
 export { assertHeld, MAX_CLAIM_LIMIT } from "./outbox/validate.js";
+export { Worker, defaultWorkerName, type WorkerOptions } from "./outbox/worker.js";
+export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js";
+export { AttemptsExhaustedError, ShutdownError, UnknownMessageTypeError } from "./outbox/errors.js";
+export { outboxMetrics, serveMetrics, type OutboxMetrics } from "./observability/metrics.js";
+export { createLogger, logEvents } from "./observability/logging.js";
+export { openOutbox, type OpenedOutbox, type OpenOutboxOptions } from "./stores/open-outbox.js";
 
 export { SqliteOutboxStore, type SqliteStoreOptions, type SqliteTx } from "./stores/sqlite/sqlite-outbox-store.js";
 export { SqlitePaymentsRepository } from "./stores/sqlite/payments-repository.js";
