@@ -4,78 +4,18 @@
 //
 // Needs `npm run build` first (`npm test` does it).
 
-import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "../support/temp.js";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const CLI = join(ROOT, "dist", "cli", "main.js");
+import { AFTER, BEFORE, expectNoStack, oneLine, requireBuiltCli, runCli, sandbox as sandboxIn } from "./cli-support.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).
 const FILE_TMP = tempDir("wassal-cli-input-");
 
-const BEFORE = "session-15-competing-workers-no-claim";
-const AFTER = "session-15-outbox-leasing";
-
-interface CliResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-function sandbox(): { cwd: string; tmp: string } {
-  const root = mkdtempSync(join(FILE_TMP, "run-"));
-  const cwd = join(root, "cwd");
-  const tmp = join(root, "tmp");
-  mkdirSync(cwd);
-  mkdirSync(tmp);
-  return { cwd, tmp };
-}
-
-function runCli(args: readonly string[], where: { cwd: string; tmp: string }, timeoutMs = 45_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: where.tmp };
-    // Run on temporary SQLite files only: a database URL in the environment would redirect --db.
-    delete env.WASSAL_DEBUG;
-    delete env.WASSAL_DATABASE_URL;
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: where.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`wassal ${args.join(" ")} did not finish within ${timeoutMs} ms; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
-/** No "    at foo (file:line)" lines: errors are messages, not stack traces. */
-function expectNoStack(text: string): void {
-  expect(text).not.toMatch(/^\s+at .+/m);
-  expect(text).not.toMatch(/node:internal|file:\/\//);
-}
-
-/** stderr is exactly one non-empty line. */
-function oneLine(stderr: string): string {
-  const lines = stderr.split("\n").filter((line) => line.trim() !== "");
-  expect(lines, `stderr: ${JSON.stringify(stderr)}`).toHaveLength(1);
-  return lines[0]!;
-}
+const sandbox = () => sandboxIn(FILE_TMP);
 
 /** Nothing was run: no report saved, no temporary database left. */
 function expectNothingRan(box: { cwd: string; tmp: string }): void {
@@ -83,9 +23,7 @@ function expectNothingRan(box: { cwd: string; tmp: string }): void {
   expect(readdirSync(box.tmp)).toEqual([]);
 }
 
-beforeAll(() => {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before these tests (npm test does)`);
-});
+beforeAll(requireBuiltCli);
 
 // ---------------------------------------------------------------------------------------------
 

@@ -4,154 +4,19 @@
 // Needs `npm run build` first (`npm test` does it). Every run gets its own working directory and
 // TMPDIR, so no Reports/ folder or temporary database lands in the repository or /tmp.
 
-import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "../support/temp.js";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const CLI = join(ROOT, "dist", "cli", "main.js");
+import { AFTER, BEFORE, expectAfterFigures, expectBeforeFigures, REPORT_NAME, requireBuiltCli, runCli, sandbox as sandboxIn, type ScenarioJson } from "./cli-support.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).
 const FILE_TMP = tempDir("wassal-cli-");
 
-interface CliResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** A fresh working directory and TMPDIR for one CLI run. */
-function sandbox(): { cwd: string; tmp: string } {
-  const root = mkdtempSync(join(FILE_TMP, "run-"));
-  const cwd = join(root, "cwd");
-  const tmp = join(root, "tmp");
-  mkdirSync(cwd);
-  mkdirSync(tmp);
-  return { cwd, tmp };
-}
-
-function runCli(args: readonly string[], where: { cwd: string; tmp: string }, timeoutMs = 45_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: where.tmp };
-    // Run on temporary SQLite files only: a database URL in the environment would redirect --db.
-    delete env.WASSAL_DEBUG;
-    delete env.WASSAL_DATABASE_URL;
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: where.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`wassal ${args.join(" ")} did not finish within ${timeoutMs} ms; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// The JSON a run prints, and the figures the lesson fixes.
-
-interface Check {
-  name: string;
-  passed: boolean;
-  observed: string;
-}
-
-interface ScenarioJson {
-  scenario: string;
-  passed: boolean;
-  reportPath: string | null;
-  reportError: string | null;
-  databasePath: string;
-  checks: Check[];
-  metrics: Record<string, unknown> & { processedByWorker: Record<string, number>; claimsBlocked: number };
-}
-
-const BEFORE = "session-15-competing-workers-no-claim";
-const AFTER = "session-15-outbox-leasing";
-
-const BEFORE_FIGURES = {
-  paymentsSeeded: 6,
-  pendingMessagesSeeded: 6,
-  rowsLoadedByWorker: { "Worker-A": 6, "Worker-B": 6 },
-  processingAttempts: 12,
-  uniqueMessagesProcessed: 6,
-  messagesProcessedMoreThanOnce: 6,
-  providerStatusChecks: 12,
-  ownershipViolations: null,
-  paid: 4,
-  failed: 2,
-  stillPending: 0,
-  outboxProcessed: 6,
-  outboxPending: 0,
-  outboxProcessing: 0,
-  duplicatePaymentRows: 0,
-  duplicateOutboxRows: 0,
-  paymentCreationsInWorkers: 0,
-  fakeSuccesses: 0,
-  processedByWorker: { "Worker-A": 6, "Worker-B": 6 },
-  claimsWon: 0,
-};
-
-const AFTER_FIGURES = {
-  paymentsSeeded: 6,
-  pendingMessagesSeeded: 6,
-  rowsLoadedByWorker: null,
-  processingAttempts: 6,
-  uniqueMessagesProcessed: 6,
-  messagesProcessedMoreThanOnce: 0,
-  providerStatusChecks: 6,
-  ownershipViolations: 0,
-  paid: 4,
-  failed: 2,
-  stillPending: 0,
-  outboxProcessed: 6,
-  outboxPending: 0,
-  outboxProcessing: 0,
-  duplicatePaymentRows: 0,
-  duplicateOutboxRows: 0,
-  paymentCreationsInWorkers: 0,
-  fakeSuccesses: 0,
-};
-
-const REPORT_NAME = {
-  [BEFORE]: /^Session-15-Competing-Workers-No-Claim-RunReport-.*\.txt$/,
-  [AFTER]: /^Session-15-Outbox-Leasing-RunReport-.*\.txt$/,
-} as const;
-
-function expectBeforeFigures(result: ScenarioJson): void {
-  expect(result.scenario).toBe(BEFORE);
-  expect(result.passed).toBe(true);
-  expect(result.metrics).toMatchObject(BEFORE_FIGURES);
-  // Exactly these workers, nobody else.
-  expect(result.metrics.processedByWorker).toEqual({ "Worker-A": 6, "Worker-B": 6 });
-}
-
-function expectAfterFigures(result: ScenarioJson): void {
-  expect(result.scenario).toBe(AFTER);
-  expect(result.passed).toBe(true);
-  expect(result.metrics).toMatchObject(AFTER_FIGURES);
-  expect(result.metrics.claimsBlocked).toBeGreaterThanOrEqual(1);
-  // 6 first claims plus the one reclaim of PAY-001 after its owner crashed.
-  expect(result.metrics.claimsWon).toBe(7);
-  const processed = Object.values(result.metrics.processedByWorker);
-  expect(processed.reduce((a, b) => a + b, 0)).toBe(6);
-  expect(Object.keys(result.metrics.processedByWorker).every((w) => w === "Worker-A" || w === "Worker-B")).toBe(true);
-}
+const sandbox = () => sandboxIn(FILE_TMP);
 
 /** Every check passed, the report was saved where it belongs, and it holds the run's text report. */
 function expectSavedReport(result: ScenarioJson, reportsRoot: string): string {
@@ -183,9 +48,7 @@ function expectTempDbDeleted(result: ScenarioJson, tmp: string): void {
   expect(readdirSync(tmp).filter((name) => name.startsWith("wassal-"))).toEqual([]);
 }
 
-beforeAll(() => {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before these tests (npm test does)`);
-});
+beforeAll(requireBuiltCli);
 
 // ---------------------------------------------------------------------------------------------
 

@@ -48,13 +48,22 @@ export function checkPostgresUrl(url: string): URL {
   return parsed;
 }
 
+/** A URL component decoded, or as written when its escapes are broken. */
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
 /** Explains a connection failure in one line. */
 export function describeConnectError(url: string, error: unknown): string {
   const where = redactUrl(url);
   const err = error as { code?: string; message?: string };
   const parsed = new URL(url);
-  const database = decodeURIComponent(parsed.pathname.slice(1)) || "(default)";
-  const user = decodeURIComponent(parsed.username) || "(default)";
+  const database = safeDecode(parsed.pathname.slice(1)) || "(default)";
+  const user = safeDecode(parsed.username) || "(default)";
   switch (err.code) {
     case "ECONNREFUSED":
       return `cannot connect to PostgreSQL at ${where}: connection refused; is the server running and listening there?`;
