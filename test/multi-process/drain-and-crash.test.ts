@@ -4,122 +4,18 @@
 //
 // Needs `npm run build` first (`npm test` does it).
 
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { tempDir } from "../support/temp.js";
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const WORKER_SCRIPT = join(ROOT, "test", "fixtures", "drain-worker.mjs");
-const DIST_STORE = join(ROOT, "dist", "stores", "sqlite", "sqlite-outbox-store.js");
+import { overlappingClaims, requireBuilt, startWorker, until, type ClaimRecord, type WorkerRecord } from "./worker-process.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).
 const FILE_TMP = tempDir("wassal-mp-");
 const testDir = (name: string) => mkdtempSync(join(FILE_TMP, `${name}-`));
-
-// ---------------------------------------------------------------------------------------------
-// What a worker process reports (see test/fixtures/drain-worker.mjs).
-
-interface ClaimRecord {
-  messageId: string;
-  token: number;
-  owner: string;
-  claimedAt: number;
-  lockedUntil: number;
-  reclaimedFrom: string | null;
-}
-
-interface WorkerRecord {
-  worker: string;
-  pid: number;
-  startedAt: number;
-  finishedAt: number;
-  claims: ClaimRecord[];
-  claimCalls: { count: number; startedAt: number; endedAt: number }[];
-  completions: { messageId: string; token: number; outcome: string; at: number }[];
-  leaseLost: unknown[];
-  errors: { name: string | null; code: string | null; message: string }[];
-  writeLock: { contended: number; waitedMs: number; longestWaitMs: number };
-}
-
-interface WorkerConfig {
-  db: string;
-  worker: string;
-  mode: "drain" | "claim-and-hang";
-  leaseMs: number;
-  limit: number;
-  out?: string;
-  waitForGo?: boolean;
-  emptyRoundsToStop?: number;
-  deadlineMs?: number;
-  completeFirst?: number;
-}
-
-type WorkerEvent = { event: string; [key: string]: unknown };
-
-interface WorkerProcess {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stderr(): string;
-  /** Resolves with the first stdout event of this kind; rejects if the process exits first or time runs out. */
-  waitFor(event: string, timeoutMs?: number): Promise<WorkerEvent>;
-}
-
-function startWorker(config: WorkerConfig): WorkerProcess {
-  const proc = spawn(process.execPath, [WORKER_SCRIPT, JSON.stringify(config)], { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
-  let stderr = "";
-  proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const seen: WorkerEvent[] = [];
-  const waiters = new Set<() => void>();
-  createInterface({ input: proc.stdout! }).on("line", (line) => {
-    try {
-      seen.push(JSON.parse(line) as WorkerEvent);
-    } catch {
-      seen.push({ event: "unparsed", line });
-    }
-    for (const wake of waiters) wake();
-  });
-  let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    proc.on("exit", (code, signal) => {
-      exitInfo = { code, signal };
-      for (const wake of waiters) wake();
-      resolve(exitInfo);
-    });
-  });
-  return {
-    name: config.worker,
-    proc,
-    exited,
-    stderr: () => stderr,
-    waitFor(event, timeoutMs = 20_000) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`${config.worker}: no "${event}" within ${timeoutMs} ms; stderr: ${stderr}`));
-        }, timeoutMs);
-        const check = () => {
-          const found = seen.find((e) => e.event === event);
-          if (found !== undefined || exitInfo !== undefined) {
-            clearTimeout(timer);
-            waiters.delete(check);
-            if (found !== undefined) resolve(found);
-            else reject(new Error(`${config.worker} exited (${JSON.stringify(exitInfo)}) before "${event}"; stderr: ${stderr}`));
-          }
-        };
-        waiters.add(check);
-        check();
-      });
-    },
-  };
-}
 
 /** Creates an outbox with `count` messages (in transactions of `perTransaction`) and the effects table. */
 async function seedOutbox(path: string, count: number, perTransaction: number): Promise<string[]> {
@@ -168,39 +64,7 @@ function readState(path: string): { rows: Row[]; effects: { message_id: number; 
   }
 }
 
-/** Claims of one message by different tokens must never overlap in [claimedAt, lockedUntil). */
-function overlappingClaims(claims: readonly ClaimRecord[]): string[] {
-  const byMessage = new Map<string, ClaimRecord[]>();
-  for (const claim of claims) byMessage.set(claim.messageId, [...(byMessage.get(claim.messageId) ?? []), claim]);
-  const problems: string[] = [];
-  for (const [messageId, list] of byMessage) {
-    for (let i = 0; i < list.length; i += 1) {
-      for (let j = i + 1; j < list.length; j += 1) {
-        const a = list[i]!;
-        const b = list[j]!;
-        if (a.token === b.token) {
-          problems.push(`message ${messageId}: token ${a.token} issued twice (${a.owner}, ${b.owner})`);
-        } else if (a.claimedAt < b.lockedUntil && b.claimedAt < a.lockedUntil) {
-          problems.push(`message ${messageId}: ${a.owner}#${a.token} [${a.claimedAt}, ${a.lockedUntil}) overlaps ${b.owner}#${b.token} [${b.claimedAt}, ${b.lockedUntil})`);
-        }
-      }
-    }
-  }
-  return problems;
-}
-
-/** Polls `probe` until it returns true, or fails after `timeoutMs`. */
-async function until(what: string, probe: () => boolean, timeoutMs = 10_000, everyMs = 20): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
-}
-
-beforeAll(() => {
-  if (!existsSync(DIST_STORE)) throw new Error(`${DIST_STORE} is missing: run \`npm run build\` before these tests (npm test does)`);
-});
+beforeAll(() => requireBuilt("stores/sqlite/sqlite-outbox-store.js"));
 
 // ---------------------------------------------------------------------------------------------
 
@@ -234,6 +98,8 @@ describe("several worker processes drain one SQLite outbox in parallel", () => {
 
     // No worker failed: no StoreBusyError or anything else, and no lease was ever lost.
     for (const record of records) {
+      expect(record.store).toBe("sqlite");
+      expect(record.writeLock, `${record.worker} write-lock figures`).not.toBeNull();
       expect(record.errors, `${record.worker} errors`).toEqual([]);
       expect(record.leaseLost, `${record.worker} lease-lost events`).toEqual([]);
       expect(record.completions.every((c) => c.outcome === "completed"), `${record.worker} completions`).toBe(true);
@@ -282,7 +148,7 @@ describe("several worker processes drain one SQLite outbox in parallel", () => {
     expect(effectsPerMessage.size).toBe(MESSAGES);
     for (const e of effects) expect({ worker: e.worker, token: e.token }).toEqual({ worker: claimedBy.get(String(e.message_id)), token: 1 });
 
-    const split = records.map((r) => `${r.worker} ${r.claims.length} (lock waits ${r.writeLock.contended}, longest ${Math.round(r.writeLock.longestWaitMs)} ms)`).join("; ");
+    const split = records.map((r) => `${r.worker} ${r.claims.length} (lock waits ${r.writeLock?.contended}, longest ${Math.round(r.writeLock?.longestWaitMs ?? NaN)} ms)`).join("; ");
     console.info(`parallel drain of ${MESSAGES} messages: ${split}`);
   });
 });

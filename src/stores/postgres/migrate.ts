@@ -6,6 +6,11 @@ import type { PgMigration } from "./outbox-sql.js";
 
 export async function applyPgMigrations(pool: pg.Pool, schema: string, migrations: readonly PgMigration[]): Promise<string[]> {
   const client = await pool.connect();
+  let broken = false;
+  const onError = () => {
+    broken = true; // the connection died; the caller sees the failed query
+  };
+  client.on("error", onError);
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`wassal-migrate:${schema}`]);
@@ -25,6 +30,7 @@ export async function applyPgMigrations(pool: pg.Pool, schema: string, migration
     await client.query("ROLLBACK").catch(() => undefined);
     throw error;
   } finally {
-    client.release();
+    client.removeListener("error", onError);
+    client.release(broken);
   }
 }

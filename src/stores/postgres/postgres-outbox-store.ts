@@ -140,6 +140,12 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   async transaction<T>(work: (tx: PostgresTx) => T | Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken = false;
+    // A checked-out client has no error listener of the pool's: without ours, a connection that
+    // dies mid-transaction (killed backend, server restart) would crash the process.
+    const onError = () => {
+      broken = true;
+    };
+    client.on("error", onError);
     try {
       await client.query("BEGIN");
       const value = await work(client);
@@ -153,6 +159,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
       }
       throw error;
     } finally {
+      client.removeListener("error", onError);
       client.release(broken);
     }
   }
