@@ -1,0 +1,49 @@
+// Several processes may start at once: migrating concurrently must apply each migration once
+// and leave every connection usable.
+
+import { join } from "node:path";
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { tempDir } from "../support/temp.js";
+
+const PG = await postgresAvailable();
+const dir = tempDir();
+
+describe("concurrent migrations", () => {
+  it("sqlite: eight connections migrating one new file at once apply each migration once", async () => {
+    const path = join(dir, "concurrent.db");
+    const stores = Array.from({ length: 8 }, () => new SqliteOutboxStore({ path }));
+    try {
+      await Promise.all(stores.map((s) => s.migrate()));
+      const applied = stores[0]!.db.prepare("SELECT name FROM wassal_migrations").pluck().all();
+      expect(applied).toEqual(["outbox-001-create"]);
+      await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
+      expect((await stores[5]!.countByStatus()).pending).toBe(1);
+    } finally {
+      for (const s of stores) await s.close();
+    }
+  });
+
+  it.skipIf(!PG)("postgres: eight pools migrating one new schema at once apply each migration once (advisory lock)", async () => {
+    const schema = freshSchema("wassal_migrate");
+    const stores = await Promise.all(Array.from({ length: 8 }, () => PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 })));
+    try {
+      await Promise.all(stores.map((s) => s.migrate()));
+      const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ name: string }>(`SELECT name FROM ${schema}.wassal_migrations`);
+        expect(rows.map((r) => r.name)).toEqual(["outbox-001-create"]);
+      } finally {
+        await client.end();
+      }
+      await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
+      expect((await stores[5]!.countByStatus()).pending).toBe(1);
+    } finally {
+      for (const s of stores) await s.close();
+    }
+  });
+});
