@@ -5,6 +5,7 @@
 
 import type { EventHub } from "./events.js";
 import type {
+  AuditEntry,
   ClaimOneResult,
   ClaimOptions,
   Completed,
@@ -84,6 +85,9 @@ export interface OutboxStore<Tx> {
 
   /** Deletes processed messages processed before `before`, in short batches. Returns how many. */
   purgeProcessed(before: Date, options?: PurgeOptions): Promise<number>;
+
+  /** The lease journal, oldest first (empty unless the store was opened with `audit: true`). */
+  auditTrail(): Promise<AuditEntry[]>;
 
   getMessage(messageId: string): Promise<OutboxMessage | undefined>;
   listMessages(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<OutboxMessage[]>;

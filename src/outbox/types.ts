@@ -149,3 +149,25 @@ export interface PurgeOptions {
   /** Called after each batch with the number deleted so far. */
   readonly onProgress?: (deletedSoFar: number) => void;
 }
+
+/** What the lease journal records. */
+export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release";
+
+/**
+ * One row of the lease journal, written in the same transaction as the change it records (when
+ * the store was opened with `audit: true`). Checkers use it to prove every result was written
+ * under the current token and to explain every repeated attempt.
+ */
+export interface AuditEntry {
+  readonly messageId: string;
+  /** The lease token the action was taken under (for a claim, the new token). */
+  readonly token: number;
+  readonly owner: string;
+  readonly action: AuditAction;
+  readonly at: Date;
+  /** For claims: the message's state before it (pending, or processing for a reclaim). */
+  readonly previousStatus: MessageStatus | null;
+  readonly previousOwner: string | null;
+  /** For claims: when the previous lease ran out (a reclaim must come at or after it). */
+  readonly previousLockedUntil: Date | null;
+}

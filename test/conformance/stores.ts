@@ -8,6 +8,7 @@
 // the store under test, plus the few things a store-agnostic test cannot do by itself (a business
 // write inside the caller's transaction, counting committed business rows, restarting the store,
 // opening more connections). Business writes need store-specific SQL, which is fine here.
+// Every store here keeps the lease journal (audit: true), so the journal is checked everywhere.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -58,7 +59,7 @@ const sqliteFactory: StoreFactory = {
     const dir = mkdtempSync(join(tmpdir(), "wassal-conformance-"));
     const path = join(dir, "outbox.db");
     const open = async (): Promise<SqliteOutboxStore> => {
-      const store = new SqliteOutboxStore({ path, clock });
+      const store = new SqliteOutboxStore({ path, clock, audit: true });
       await store.migrate();
       return store;
     };
@@ -115,7 +116,7 @@ const postgresFactory: StoreFactory = {
     // Each test gets a schema of its own, dropped when the test file ends.
     const schema = freshSchema("wassal_conformance");
     const open = async (): Promise<PostgresOutboxStore> => {
-      const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, clock, maxConnections: 4 });
+      const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, clock, maxConnections: 4, audit: true });
       await store.migrate();
       return store;
     };

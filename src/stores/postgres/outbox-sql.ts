@@ -39,6 +39,24 @@ CREATE INDEX outbox_messages_claimable ON ${schema}.outbox_messages (available_a
   WHERE status IN ('pending', 'processing');
 `,
     },
+    {
+      name: "outbox-002-audit",
+      sql: `
+-- The lease journal: written only by stores opened with audit enabled.
+CREATE TABLE ${schema}.outbox_audit (
+  id                    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  message_id            bigint      NOT NULL,
+  lease_token           integer     NOT NULL,
+  owner                 text        NOT NULL,
+  action                text        NOT NULL CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release')),
+  at                    timestamptz NOT NULL,
+  previous_status       text,
+  previous_owner        text,
+  previous_locked_until timestamptz
+);
+CREATE INDEX outbox_audit_message ON ${schema}.outbox_audit (message_id, id);
+`,
+    },
   ];
 }
 
@@ -55,6 +73,8 @@ export function wakeChannel(schema: string): string {
 
 export function outboxSql(schema: string) {
   const table = `${schema}.outbox_messages`;
+  const audit = `${schema}.outbox_audit`;
+  const AUDIT_COLUMNS = "message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until";
   const channel = wakeChannel(schema);
   return {
     /**
@@ -78,20 +98,27 @@ export function outboxSql(schema: string) {
      */
     claim: `WITH ${CLOCK},
       candidates AS MATERIALIZED (
-        SELECT m.id, m.status AS old_status, m.locked_by AS old_owner
+        SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until
         FROM ${table} m, clock
         WHERE m.status IN ('pending', 'processing') AND m.available_at <= clock.t
         ORDER BY m.available_at, m.id
         LIMIT $2
         FOR UPDATE OF m SKIP LOCKED
+      ),
+      claimed AS (
+        UPDATE ${table} m
+        SET status = 'processing', locked_by = $3,
+            locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
+            lease_token = m.lease_token + 1, attempts = m.attempts + 1
+        FROM candidates c, clock
+        WHERE m.id = c.id
+        RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, clock.t AS now
+      ),
+      journal AS (
+        INSERT INTO ${audit} (${AUDIT_COLUMNS})
+        SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
       )
-      UPDATE ${table} m
-      SET status = 'processing', locked_by = $3,
-          locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
-          lease_token = m.lease_token + 1, attempts = m.attempts + 1
-      FROM candidates c, clock
-      WHERE m.id = c.id
-      RETURNING ${M_COLUMNS}, CASE WHEN c.old_status = 'processing' THEN c.old_owner END AS reclaimed_from, clock.t AS now`,
+      SELECT claimed.*, CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from FROM claimed`,
 
     /** $1 now, $2 id: the message's holder, row-locked for the rest of the transaction. */
     lockHolder: `WITH ${CLOCK}
@@ -110,6 +137,10 @@ export function outboxSql(schema: string) {
 
     holder: `SELECT status, locked_by, locked_until, lease_token FROM ${table} WHERE id = $1`,
 
+    /** $1 id, $2 token, $3 owner, $4 action, $5 at, $6 previous status, $7 previous owner, $8 previous expiry. */
+    journal: `INSERT INTO ${audit} (${AUDIT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    auditTrail: `SELECT ${AUDIT_COLUMNS} FROM ${audit} ORDER BY id`,
+
     /** $1 now, $2 id, $3 token, $4 lease ms. */
     renew: `WITH ${CLOCK}
       UPDATE ${table} m SET locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")}
@@ -124,28 +155,37 @@ export function outboxSql(schema: string) {
       WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
       RETURNING clock.t AS now`,
 
-    /** $1 now, $2 id, $3 token, $4 error, $5 delay ms. */
-    failRetry: `WITH ${CLOCK}
-      UPDATE ${table} m
-      SET status = 'pending', available_at = clock.t + $5 * interval '1 millisecond', locked_by = NULL, locked_until = NULL, last_error = $4
-      FROM clock
-      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
-      RETURNING m.available_at, clock.t AS now`,
+    /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 journal? */
+    failRetry: `WITH ${CLOCK},
+      changed AS (
+        UPDATE ${table} m
+        SET status = 'pending', available_at = clock.t + $5 * interval '1 millisecond', locked_by = NULL, locked_until = NULL, last_error = $4
+        FROM clock
+        WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+        RETURNING m.id, m.available_at, clock.t AS now),
+      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $6, 'retry', now FROM changed WHERE $7::boolean)
+      SELECT available_at, now FROM changed`,
 
-    /** $1 now, $2 id, $3 token, $4 error. */
-    failDead: `WITH ${CLOCK}
-      UPDATE ${table} m SET status = 'dead', locked_until = NULL, last_error = $4, available_at = clock.t
-      FROM clock
-      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
-      RETURNING clock.t AS now`,
+    /** $1 now, $2 id, $3 token, $4 error, $5 owner, $6 journal? */
+    failDead: `WITH ${CLOCK},
+      changed AS (
+        UPDATE ${table} m SET status = 'dead', locked_until = NULL, last_error = $4, available_at = clock.t
+        FROM clock
+        WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+        RETURNING m.id, clock.t AS now),
+      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $5, 'dead', now FROM changed WHERE $6::boolean)
+      SELECT now FROM changed`,
 
-    /** $1 now, $2 id, $3 token. */
-    release: `WITH ${CLOCK}
-      UPDATE ${table} m
-      SET status = 'pending', available_at = clock.t, locked_by = NULL, locked_until = NULL, attempts = greatest(m.attempts - 1, 0)
-      FROM clock
-      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
-      RETURNING clock.t AS now`,
+    /** $1 now, $2 id, $3 token, $4 owner, $5 journal? */
+    release: `WITH ${CLOCK},
+      changed AS (
+        UPDATE ${table} m
+        SET status = 'pending', available_at = clock.t, locked_by = NULL, locked_until = NULL, attempts = greatest(m.attempts - 1, 0)
+        FROM clock
+        WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+        RETURNING m.id, clock.t AS now),
+      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $4, 'release', now FROM changed WHERE $5::boolean)
+      SELECT now FROM changed`,
 
     clockNow: "SELECT coalesce($1::timestamptz, clock_timestamp()) AS now",
     getMessage: `SELECT ${COLUMNS} FROM ${table} WHERE id = $1`,

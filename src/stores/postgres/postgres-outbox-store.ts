@@ -12,6 +12,8 @@ import { leaseLost, reportClaimOne, reportClaims, type LeaseOperation } from "..
 import type { OutboxStore, UnleasedAccess } from "../../outbox/store.js";
 import {
   MESSAGE_STATUSES,
+  type AuditAction,
+  type AuditEntry,
   type ClaimOneResult,
   type ClaimOptions,
   type Completed,
@@ -50,6 +52,8 @@ export interface PostgresStoreOptions extends PostgresConnectOptions {
    * the lab, which drive expiry with a ManualClock; production leaves it out.
    */
   readonly clock?: Clock;
+  /** Record every claim, completion, failure and release in the lease journal (outbox_audit). */
+  readonly audit?: boolean;
 }
 
 function toMessage(row: PgMessageRow): OutboxMessage {
@@ -100,8 +104,11 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   readonly #applicationName: string;
 
   /** Use `PostgresOutboxStore.connect`: it checks the URL and the connection first. */
-  private constructor(pool: pg.Pool, url: string, schema: string, clock: Clock | undefined, applicationName: string) {
+  readonly #audit: boolean;
+
+  private constructor(pool: pg.Pool, url: string, schema: string, clock: Clock | undefined, applicationName: string, audit: boolean) {
     this.pool = pool;
+    this.#audit = audit;
     this.#url = url;
     this.#applicationName = applicationName;
     this.schema = schema;
@@ -121,7 +128,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   static async connect(options: PostgresStoreOptions): Promise<PostgresOutboxStore> {
     const schema = checkSchema(options.schema ?? "wassal");
     const pool = await openPostgresPool(options.url, options);
-    return new PostgresOutboxStore(pool, options.url, schema, options.clock, options.applicationName ?? "wassal");
+    return new PostgresOutboxStore(pool, options.url, schema, options.clock, options.applicationName ?? "wassal", options.audit ?? false);
   }
 
   /** The injected clock's time, or null: the SQL then uses the database's clock. */
@@ -191,7 +198,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
     checkOwner(owner);
     const { limit, leaseMs } = checkClaimOptions(options);
-    const { rows } = await this.pool.query<PgMessageRow & { reclaimed_from: string | null; now: Date }>(this.#sql.claim, [this.#now(), limit, owner, leaseMs]);
+    const { rows } = await this.pool.query<PgMessageRow & { reclaimed_from: string | null; now: Date }>(this.#sql.claim, [this.#now(), limit, owner, leaseMs, this.#audit]);
     rows.sort((a, b) => a.available_at.getTime() - b.available_at.getTime() || Number(BigInt(a.id) - BigInt(b.id)));
     const at = rows[0]?.now ?? this.#clock?.now() ?? new Date();
     const leases = rows.map((row) => this.#lease(row, row.reclaimed_from));
@@ -216,6 +223,9 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
       }
       const row = (await tx.query<PgMessageRow>(this.#sql.claimOne, [this.#now(), id, owner, leaseMs])).rows[0];
       if (row !== undefined) {
+        if (this.#audit) {
+          await tx.query(this.#sql.journal, [row.id, row.lease_token, owner, "claim", before.now, before.status, before.locked_by, before.locked_until]);
+        }
         return { result: { outcome: "claimed", lease: this.#lease(row, before.status === "processing" ? before.locked_by : null) }, at: before.now };
       }
       if (before.status === "processing") {
@@ -246,6 +256,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
       // The guarded update comes first: it also row-locks the message against a concurrent reclaim.
       const row = (await tx.query<{ now: Date }>(this.#sql.complete, [this.#now(), rowId(lease.messageId), lease.token])).rows[0];
       if (row === undefined) return undefined;
+      if (this.#audit) await tx.query(this.#sql.journal, [rowId(lease.messageId), lease.token, lease.owner, "complete", row.now, null, null, null]);
       if (finalize) await finalize(tx);
       return { outcome: "completed", messageId: lease.messageId, processedAt: row.now };
     });
@@ -259,19 +270,19 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
     const text = describeError(error);
     const id = rowId(lease.messageId);
     if (decision === "dead") {
-      const row = (await this.pool.query<{ now: Date }>(this.#sql.failDead, [this.#now(), id, lease.token, text])).rows[0];
+      const row = (await this.pool.query<{ now: Date }>(this.#sql.failDead, [this.#now(), id, lease.token, text, lease.owner, this.#audit])).rows[0];
       if (row === undefined) return this.#lost(lease, "fail");
       this.events.emit({ type: "dead-lettered", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
       return { outcome: "dead", messageId: lease.messageId };
     }
-    const row = (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failRetry, [this.#now(), id, lease.token, text, delay])).rows[0];
+    const row = (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failRetry, [this.#now(), id, lease.token, text, delay, lease.owner, this.#audit])).rows[0];
     if (row === undefined) return this.#lost(lease, "fail");
     this.events.emit({ type: "retry-scheduled", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt: row.available_at, error: text });
     return { outcome: "retry-scheduled", messageId: lease.messageId, availableAt: row.available_at };
   }
 
   async release(lease: Lease): Promise<Released | LeaseLost> {
-    const row = (await this.pool.query<{ now: Date }>(this.#sql.release, [this.#now(), rowId(lease.messageId), lease.token])).rows[0];
+    const row = (await this.pool.query<{ now: Date }>(this.#sql.release, [this.#now(), rowId(lease.messageId), lease.token, lease.owner, this.#audit])).rows[0];
     if (row === undefined) return this.#lost(lease, "release");
     this.events.emit({ type: "released", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token });
     return { outcome: "released", messageId: lease.messageId };
@@ -351,6 +362,23 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
       options.onProgress?.(deleted);
       if (batch < limit) return deleted;
     }
+  }
+
+  async auditTrail(): Promise<AuditEntry[]> {
+    const { rows } = await this.pool.query<{
+      message_id: string; lease_token: number; owner: string; action: string; at: Date;
+      previous_status: string | null; previous_owner: string | null; previous_locked_until: Date | null;
+    }>(this.#sql.auditTrail);
+    return rows.map((r) => ({
+      messageId: String(r.message_id),
+      token: r.lease_token,
+      owner: r.owner,
+      action: r.action as AuditAction,
+      at: r.at,
+      previousStatus: r.previous_status as MessageStatus | null,
+      previousOwner: r.previous_owner,
+      previousLockedUntil: r.previous_locked_until,
+    }));
   }
 
   async getMessage(messageId: string): Promise<OutboxMessage | undefined> {

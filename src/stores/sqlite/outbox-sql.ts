@@ -31,6 +31,24 @@ CREATE INDEX outbox_messages_claimable ON outbox_messages (available_at, id)
   WHERE status IN ('pending', 'processing');
 `,
   },
+  {
+    name: "outbox-002-audit",
+    sql: `
+-- The lease journal: written only by stores opened with audit enabled.
+CREATE TABLE outbox_audit (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id            INTEGER NOT NULL,
+  lease_token           INTEGER NOT NULL,
+  owner                 TEXT    NOT NULL,
+  action                TEXT    NOT NULL CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release')),
+  at                    INTEGER NOT NULL,
+  previous_status       TEXT,
+  previous_owner        TEXT,
+  previous_locked_until INTEGER
+) STRICT;
+CREATE INDEX outbox_audit_message ON outbox_audit (message_id, id);
+`,
+  },
 ];
 
 const COLUMNS = "id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
@@ -40,7 +58,7 @@ export const SQL = {
             VALUES (@type, @dedupeKey, @payload, @now, @availableAt) RETURNING ${COLUMNS}`,
 
   /** Candidates, oldest due first; read inside the claim's BEGIN IMMEDIATE, so nobody else can take them. */
-  claimCandidates: `SELECT id, status, locked_by FROM outbox_messages
+  claimCandidates: `SELECT id, status, locked_by, locked_until FROM outbox_messages
                     WHERE status IN ('pending', 'processing') AND available_at <= @now
                     ORDER BY available_at, id LIMIT @limit`,
 
@@ -74,6 +92,10 @@ export const SQL = {
                 attempts = max(attempts - 1, 0)
             WHERE id = @id AND lease_token = @token AND status = 'processing'`,
 
+  audit: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until)
+          VALUES (@id, @token, @owner, @action, @at, @previousStatus, @previousOwner, @previousLockedUntil)`,
+  auditTrail: `SELECT message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until
+               FROM outbox_audit ORDER BY id`,
   getMessage: `SELECT ${COLUMNS} FROM outbox_messages WHERE id = @id`,
   listAll: `SELECT ${COLUMNS} FROM outbox_messages ORDER BY id LIMIT @limit`,
   listByStatus: `SELECT ${COLUMNS} FROM outbox_messages WHERE status IN (SELECT value FROM json_each(@statuses)) ORDER BY id LIMIT @limit`,

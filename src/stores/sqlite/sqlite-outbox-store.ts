@@ -11,6 +11,8 @@ import { leaseLost, reportClaimOne, reportClaims, type LeaseOperation } from "..
 import type { OutboxStore, UnleasedAccess } from "../../outbox/store.js";
 import {
   MESSAGE_STATUSES,
+  type AuditAction,
+  type AuditEntry,
   type ClaimOneResult,
   type ClaimOptions,
   type Completed,
@@ -48,6 +50,8 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
   readonly clock?: Clock;
   /** How long a write may wait for the write lock, retrying asynchronously, before StoreBusyError (default 30 000 ms). */
   readonly lockWaitMs?: number;
+  /** Record every claim, completion, failure and release in the lease journal (outbox_audit). */
+  readonly audit?: boolean;
 }
 
 function toMessage(row: MessageRow): OutboxMessage {
@@ -112,11 +116,13 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   readonly db: Database.Database;
   readonly writeLock: WriteLock;
   readonly #clock: Clock;
+  readonly #audit: boolean;
   readonly unleased: UnleasedAccess<SqliteTx>;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.#clock = options.clock ?? systemClock;
+    this.#audit = options.audit ?? false;
     const lockWaitMs = options.lockWaitMs ?? 30_000;
     if (!Number.isInteger(lockWaitMs) || lockWaitMs < 0) {
       throw new InvalidArgumentError(`lockWaitMs must be a whole number of milliseconds >= 0 (got ${String(lockWaitMs)})`);
@@ -135,6 +141,21 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
 
   #stmt(name: keyof typeof SQL): Database.Statement {
     return statement(this.db, SQL[name]);
+  }
+
+  /** Writes one journal row inside the current transaction, when auditing. */
+  #journal(id: number, token: number, owner: string, action: AuditAction, at: number, previous?: { status: string; owner: string | null; lockedUntil: number | null }): void {
+    if (!this.#audit) return;
+    this.#stmt("audit").run({
+      id,
+      token,
+      owner,
+      action,
+      at,
+      previousStatus: previous?.status ?? null,
+      previousOwner: previous?.owner ?? null,
+      previousLockedUntil: previous?.lockedUntil ?? null,
+    });
   }
 
   #now(): number {
@@ -253,11 +274,12 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     const leases = await this.writeLock.run(() => {
       const now = this.#now();
       const until = now + leaseMs;
-      const candidates = this.#stmt("claimCandidates").all({ now, limit }) as { id: number; status: string; locked_by: string | null }[];
+      const candidates = this.#stmt("claimCandidates").all({ now, limit }) as { id: number; status: string; locked_by: string | null; locked_until: number | null }[];
       const won: Lease[] = [];
       for (const candidate of candidates) {
         const row = this.#stmt("claimOne").get({ id: candidate.id, owner, until, now }) as MessageRow | undefined;
         if (row === undefined) continue;
+        this.#journal(row.id, row.lease_token, owner, "claim", now, { status: candidate.status, owner: candidate.locked_by, lockedUntil: candidate.locked_until });
         won.push(this.#lease(row, candidate.status === "processing" ? candidate.locked_by : null));
       }
       return { won, now };
@@ -281,6 +303,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       if (before === undefined) return { result: { outcome: "not-claimable", messageId, status: "missing" }, now };
       const row = this.#stmt("claimOne").get({ id, owner, until: now + leaseMs, now }) as MessageRow | undefined;
       if (row !== undefined) {
+        this.#journal(row.id, row.lease_token, owner, "claim", now, { status: before.status, owner: before.locked_by, lockedUntil: before.locked_until });
         return { result: { outcome: "claimed", lease: this.#lease(row, before.status === "processing" ? before.locked_by : null) }, now };
       }
       if (before.status === "processing") {
@@ -319,6 +342,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       const now = this.#now();
       const changed = this.#stmt("complete").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes;
       if (changed !== 1) return { lost: true, now };
+      this.#journal(rowId(lease.messageId) ?? -1, lease.token, lease.owner, "complete", now);
       if (finalize) await finalize(this.db);
       return { outcome: "completed", messageId: lease.messageId, processedAt: new Date(now) };
     });
@@ -336,6 +360,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       const changed = decision === "dead"
         ? this.#stmt("failDead").run({ id, token: lease.token, error: text, now }).changes
         : this.#stmt("failRetry").run({ id, token: lease.token, error: text, availableAt: now + delay }).changes;
+      if (changed === 1) this.#journal(id, lease.token, lease.owner, decision === "dead" ? "dead" : "retry", now);
       return { changed, now };
     });
     if (changed !== 1) return this.#lost(lease, "fail", now);
@@ -352,11 +377,31 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   async release(lease: Lease): Promise<Released | LeaseLost> {
     const { changed, now } = await this.writeLock.run(() => {
       const now = this.#now();
-      return { changed: this.#stmt("release").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes, now };
+      const id = rowId(lease.messageId) ?? -1;
+      const changed = this.#stmt("release").run({ id, token: lease.token, now }).changes;
+      if (changed === 1) this.#journal(id, lease.token, lease.owner, "release", now);
+      return { changed, now };
     });
     if (changed !== 1) return this.#lost(lease, "release", now);
     this.events.emit({ type: "released", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token });
     return { outcome: "released", messageId: lease.messageId };
+  }
+
+  async auditTrail(): Promise<AuditEntry[]> {
+    const rows = await this.writeLock.serial(() => this.#stmt("auditTrail").all() as {
+      message_id: number; lease_token: number; owner: string; action: string; at: number;
+      previous_status: string | null; previous_owner: string | null; previous_locked_until: number | null;
+    }[]);
+    return rows.map((r) => ({
+      messageId: String(r.message_id),
+      token: r.lease_token,
+      owner: r.owner,
+      action: r.action as AuditAction,
+      at: new Date(r.at),
+      previousStatus: r.previous_status as MessageStatus | null,
+      previousOwner: r.previous_owner,
+      previousLockedUntil: r.previous_locked_until === null ? null : new Date(r.previous_locked_until),
+    }));
   }
 
   async getMessage(messageId: string): Promise<OutboxMessage | undefined> {

@@ -1,0 +1,85 @@
+// The lease journal: every claim, completion, failure and release is recorded with the token it
+// used, in the same transaction as the change, so a checker can prove ownership afterwards.
+
+import { expect, it } from "vitest";
+import { claimOne, describeEachStore, enqueueMessage, useStoreHarness } from "./stores.js";
+
+const LEASE_MS = 1_000;
+
+describeEachStore("lease journal", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("records a claim with the new token and the state it took the message from", async () => {
+    const { store, clock } = ctx();
+    const message = await enqueueMessage(store);
+    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const [entry] = await store.auditTrail();
+    expect(entry).toEqual({
+      messageId: message.id,
+      token: lease.token,
+      owner: "worker-a",
+      action: "claim",
+      at: clock.now(),
+      previousStatus: "pending",
+      previousOwner: null,
+      previousLockedUntil: null,
+    });
+  });
+
+  it("records a reclaim with the previous owner and the expiry it waited for", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessage(store);
+    const first = await claimOne(store, "worker-a", LEASE_MS);
+    clock.advance(LEASE_MS);
+    const second = await claimOne(store, "worker-b", LEASE_MS);
+    const trail = await store.auditTrail();
+    expect(trail.map((e) => [e.action, e.owner, e.token])).toEqual([["claim", "worker-a", first.token], ["claim", "worker-b", second.token]]);
+    expect(trail[1]).toMatchObject({ previousStatus: "processing", previousOwner: "worker-a", previousLockedUntil: first.lockedUntil });
+    expect(trail[1]!.at.getTime()).toBeGreaterThanOrEqual(first.lockedUntil.getTime());
+  });
+
+  it("records claimMessage claims like any other claim", async () => {
+    const { store } = ctx();
+    const message = await enqueueMessage(store);
+    const result = await store.claimMessage("worker-a", message.id, { leaseMs: LEASE_MS });
+    expect(result.outcome).toBe("claimed");
+    expect((await store.auditTrail()).map((e) => [e.action, e.messageId, e.owner, e.token])).toEqual([["claim", message.id, "worker-a", 1]]);
+  });
+
+  it("records a completion with the token it was guarded by, and nothing for a refused one", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessage(store);
+    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    clock.advance(LEASE_MS);
+    const fresh = await claimOne(store, "worker-a", LEASE_MS);
+    expect((await store.complete(stale)).outcome).toBe("lease-lost");
+    expect((await store.complete(fresh)).outcome).toBe("completed");
+    const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
+    expect(completions.map((e) => [e.owner, e.token])).toEqual([["worker-a", fresh.token]]);
+  });
+
+  it("rolls the completion's journal row back with a business write that fails", async () => {
+    const { store } = ctx();
+    await enqueueMessage(store);
+    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    await expect(store.complete(lease, () => { throw new Error("business write failed"); })).rejects.toThrow("business write failed");
+    expect((await store.auditTrail()).map((e) => e.action)).toEqual(["claim"]);
+  });
+
+  it("records retries, dead letters and releases with their tokens", async () => {
+    const { store } = ctx();
+    await enqueueMessage(store, { dedupeKey: "a" });
+    await enqueueMessage(store, { dedupeKey: "b" });
+    await enqueueMessage(store, { dedupeKey: "c" });
+    const [a, b, c] = await store.claim("worker-a", { limit: 3, leaseMs: LEASE_MS });
+    await store.fail(a!, new Error("try later"), { retryInMs: 10 });
+    await store.fail(b!, new Error("give up"), "dead");
+    await store.release(c!);
+    const trail = (await store.auditTrail()).filter((e) => e.action !== "claim");
+    expect(trail.map((e) => [e.action, e.messageId, e.token, e.owner])).toEqual([
+      ["retry", a!.messageId, a!.token, "worker-a"],
+      ["dead", b!.messageId, b!.token, "worker-a"],
+      ["release", c!.messageId, c!.token, "worker-a"],
+    ]);
+  });
+});
