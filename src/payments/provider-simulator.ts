@@ -3,6 +3,8 @@
 // and logged so reports and checkers can see exactly what the provider was asked.
 
 import { createHash } from "node:crypto";
+import { appendFileSync, readFileSync } from "node:fs";
+import { seededRandom } from "../outbox/seeded-random.js";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import type { CreatePaymentRequest, PaymentOutcome } from "./types.js";
 
@@ -19,6 +21,9 @@ export class ProviderError extends WassalError {
 }
 
 export interface ProviderCall {
+  /** The process that made the call (several workers may share one log file). */
+  readonly pid: number;
+  readonly at: string;
   readonly seq: number;
   readonly operation: ProviderOperation;
   readonly idempotencyKey: string;
@@ -37,6 +42,35 @@ export interface ProviderSimulatorOptions {
    * answers depend only on the key, so every process agrees.
    */
   readonly answerUnknownKeys?: boolean;
+  /** Append every call as a JSON line to this file, so processes can share one log. */
+  readonly logFile?: string;
+  /** Random faults, replayable from the seed (for chaos runs). */
+  readonly randomFaults?: RandomProviderFaults;
+}
+
+export interface RandomProviderFaults {
+  readonly seed: number;
+  /** Share of status checks that fail before the provider does anything. */
+  readonly statusFailureRate?: number;
+  /** Share of status checks that time out after the provider answered (and issued any id). */
+  readonly statusTimeoutAfterSuccessRate?: number;
+  /** Share of calls that take `latencySpikeMs` longer. */
+  readonly latencySpikeRate?: number;
+  readonly latencySpikeMs?: number;
+}
+
+/** Reads a log written with the `logFile` option. */
+export function readProviderLog(file: string): ProviderCall[] {
+  return readFileSync(file, "utf8")
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as ProviderCall];
+      } catch {
+        return []; // a line cut short by a killed process
+      }
+    });
 }
 
 interface Fault {
@@ -63,10 +97,19 @@ export class ProviderSimulator {
   readonly #faults: Fault[] = [];
   readonly #log: ProviderCall[] = [];
   readonly #answerUnknownKeys: boolean;
+  readonly #logFile: string | undefined;
+  readonly #randomFaults: RandomProviderFaults | undefined;
+  readonly #random: () => number;
 
   constructor(options: ProviderSimulatorOptions = {}) {
     this.#outcomes = options.outcomes ?? {};
     this.#answerUnknownKeys = options.answerUnknownKeys ?? false;
+    this.#logFile = options.logFile;
+    this.#randomFaults = options.randomFaults;
+    this.#random = seededRandom(options.randomFaults?.seed ?? 0);
+    for (const rate of [options.randomFaults?.statusFailureRate, options.randomFaults?.statusTimeoutAfterSuccessRate, options.randomFaults?.latencySpikeRate]) {
+      if (rate !== undefined && !(rate >= 0 && rate <= 1)) throw new InvalidArgumentError(`fault rates must be between 0 and 1 (got ${rate})`);
+    }
     this.#latencyMs = 0;
     this.setLatency(options.latencyMs ?? 0);
   }
@@ -98,20 +141,33 @@ export class ProviderSimulator {
   }
 
   #record(operation: ProviderOperation, idempotencyKey: string, result: string): void {
-    this.#log.push({ seq: this.#log.length + 1, operation, idempotencyKey, result });
+    const call: ProviderCall = { pid: process.pid, at: new Date().toISOString(), seq: this.#log.length + 1, operation, idempotencyKey, result };
+    this.#log.push(call);
+    if (this.#logFile !== undefined) appendFileSync(this.#logFile, `${JSON.stringify(call)}\n`);
+  }
+
+  /** True with probability `rate`, from the seeded sequence. */
+  #chance(rate: number | undefined): boolean {
+    return rate !== undefined && rate > 0 && this.#random() < rate;
+  }
+
+  async #delay(): Promise<void> {
+    const spike = this.#chance(this.#randomFaults?.latencySpikeRate) ? (this.#randomFaults?.latencySpikeMs ?? 0) : 0;
+    if (this.#latencyMs + spike > 0) await sleep(this.#latencyMs + spike);
   }
 
   /** Creates the payment at the provider; idempotent by key (a repeat returns the same reference). */
   async createPayment(request: CreatePaymentRequest): Promise<{ readonly providerReference: string }> {
     const key = request.idempotencyKey;
     this.#createCalls.set(key, (this.#createCalls.get(key) ?? 0) + 1);
-    if (this.#latencyMs > 0) await sleep(this.#latencyMs);
+    await this.#delay();
     const fault = this.#takeFault("createPayment", key);
     if (fault && !fault.afterEffect) {
       this.#record("createPayment", key, "error (injected, before effect)");
       throw new ProviderError("createPayment", `provider refused to create payment ${key} (injected fault)`);
     }
     let created = this.#created.get(key);
+    const isNew = created === undefined;
     if (created === undefined) {
       created = { reference: `PRV-${digest(`ref:${key}`).slice(0, 12)}`, amount: request.amount, currency: request.currency };
       this.#created.set(key, created);
@@ -120,7 +176,7 @@ export class ProviderSimulator {
       this.#record("createPayment", key, "error (injected, after effect)");
       throw new ProviderError("createPayment", `provider timed out creating payment ${key} after creating it (injected fault)`);
     }
-    this.#record("createPayment", key, created.reference);
+    this.#record("createPayment", key, `${isNew ? "created" : "existing"} ${created.reference}`);
     return { providerReference: created.reference };
   }
 
@@ -128,8 +184,12 @@ export class ProviderSimulator {
   async checkStatus(idempotencyKey: string): Promise<PaymentOutcome> {
     const key = idempotencyKey;
     this.#statusChecks.set(key, (this.#statusChecks.get(key) ?? 0) + 1);
-    if (this.#latencyMs > 0) await sleep(this.#latencyMs);
-    const fault = this.#takeFault("checkStatus", key);
+    await this.#delay();
+    const injected = this.#takeFault("checkStatus", key);
+    const random = this.#chance(this.#randomFaults?.statusFailureRate)
+      ? { afterEffect: false }
+      : this.#chance(this.#randomFaults?.statusTimeoutAfterSuccessRate) ? { afterEffect: true } : undefined;
+    const fault = injected ?? random;
     if (fault && !fault.afterEffect) {
       this.#record("checkStatus", key, "error (injected, before effect)");
       throw new ProviderError("checkStatus", `provider status check for ${key} failed (injected fault)`);

@@ -69,7 +69,7 @@ function describeStore(factory: PaymentsStoreFactory): void {
         updatedAt: clock.now(),
       });
       expect(result.payment.providerReference).toMatch(/^PRV-/);
-      expect(provider.log()).toEqual([{ seq: 1, operation: "createPayment", idempotencyKey: "pay-001", result: result.payment.providerReference }]);
+      expect(provider.log()).toEqual([expect.objectContaining({ seq: 1, pid: process.pid, operation: "createPayment", idempotencyKey: "pay-001", result: `created ${result.payment.providerReference}` })]);
       expect(result.message).toMatchObject({
         type: RECONCILE_MESSAGE_TYPE,
         dedupeKey: "payment.reconcile:pay-001",

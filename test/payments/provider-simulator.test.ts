@@ -3,7 +3,9 @@
 
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
-import { ProviderError, ProviderSimulator } from "../../src/payments/provider-simulator.js";
+import { join } from "node:path";
+import { ProviderError, ProviderSimulator, readProviderLog } from "../../src/payments/provider-simulator.js";
+import { tempDir } from "../support/temp.js";
 import type { CreatePaymentRequest } from "../../src/payments/types.js";
 
 const request = (idempotencyKey: string): CreatePaymentRequest => ({ idempotencyKey, amount: 1_000, currency: "EUR" });
@@ -123,7 +125,7 @@ describe("ProviderSimulator", () => {
     const created = await provider.createPayment(request("key-1"));
     expect(provider.creations()).toBe(1);
     expect(provider.createCalls("key-1")).toBe(2);
-    expect(provider.log().filter((call) => call.operation === "createPayment").map((call) => call.result)).toEqual(["error (injected, before effect)", created.providerReference]);
+    expect(provider.log().filter((call) => call.operation === "createPayment").map((call) => call.result)).toEqual(["error (injected, before effect)", `created ${created.providerReference}`]);
   });
 
   it("fails createPayment after its effect when told to: the caller sees an error, the payment exists", async () => {
@@ -183,8 +185,8 @@ describe("ProviderSimulator", () => {
     const txn = provider.issuedTransactionId("key-paid");
 
     expect(provider.log().map(({ seq, operation, idempotencyKey, result }) => [seq, operation, idempotencyKey, result.replace(/PRV-\w+/, "PRV-…")])).toEqual([
-      [1, "createPayment", "key-paid", "PRV-…"],
-      [2, "createPayment", "key-failed", "PRV-…"],
+      [1, "createPayment", "key-paid", "created PRV-…"],
+      [2, "createPayment", "key-failed", "created PRV-…"],
       [3, "checkStatus", "key-paid", `Paid ${txn}`],
       [4, "checkStatus", "key-failed", "error (injected, before effect)"],
     ]);
@@ -245,5 +247,47 @@ describe("ProviderSimulator", () => {
       expect(() => provider.setLatency(ms)).toThrow(InvalidArgumentError);
     }
     expect(() => new ProviderSimulator({ latencyMs: -5 })).toThrow(InvalidArgumentError);
+  });
+});
+
+describe("ProviderSimulator shared log and random faults", () => {
+  it("appends every call to the log file as a JSON line that readProviderLog reads back", async () => {
+    const file = join(tempDir(), "provider.log");
+    const a = new ProviderSimulator({ logFile: file });
+    const b = new ProviderSimulator({ logFile: file, answerUnknownKeys: true });
+    await a.createPayment(request("key-1"));
+    await a.createPayment(request("key-1"));
+    await b.checkStatus("key-1");
+    const log = readProviderLog(file);
+    expect(log.map((c) => [c.operation, c.idempotencyKey, c.result.replace(/PRV-\w+|TXN-\w+/, "…")])).toEqual([
+      ["createPayment", "key-1", "created …"],
+      ["createPayment", "key-1", "existing …"],
+      ["checkStatus", "key-1", b.outcomeFor("key-1") === "Paid" ? "Paid …" : "Failed"],
+    ]);
+    expect(log.every((c) => c.pid === process.pid)).toBe(true);
+  });
+
+  it("injects the same random faults for the same seed, at about the requested rate", async () => {
+    const run = async (seed: number) => {
+      const provider = new ProviderSimulator({ answerUnknownKeys: true, randomFaults: { seed, statusFailureRate: 0.2, statusTimeoutAfterSuccessRate: 0.1 } });
+      const results: string[] = [];
+      for (let n = 0; n < 500; n += 1) {
+        results.push(await provider.checkStatus(`key-${n}`).then(() => "ok", (e: Error) => (e.message.includes("after it answered") ? "timeout-after" : "failed")));
+      }
+      return results;
+    };
+    const first = await run(7);
+    expect(await run(7)).toEqual(first);
+    expect(await run(8)).not.toEqual(first);
+    const failed = first.filter((r) => r === "failed").length;
+    const timedOut = first.filter((r) => r === "timeout-after").length;
+    expect(failed).toBeGreaterThan(60);
+    expect(failed).toBeLessThan(140);
+    expect(timedOut).toBeGreaterThan(20);
+    expect(timedOut).toBeLessThan(80);
+  });
+
+  it("refuses a fault rate outside 0..1", () => {
+    expect(() => new ProviderSimulator({ randomFaults: { seed: 1, statusFailureRate: 1.5 } })).toThrow(InvalidArgumentError);
   });
 });
