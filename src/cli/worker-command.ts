@@ -2,7 +2,7 @@
 // The first signal stops gracefully (finish or release in-flight work, exit 0); a second one
 // exits at once.
 
-import { Command, Option } from "commander";
+import { Command, InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
 import { createLogger, LOG_LEVELS } from "../observability/logging.js";
 import { startPaymentsWorker } from "../runtime/payments-worker.js";
 import { EXIT } from "./exit-codes.js";
@@ -23,6 +23,20 @@ interface WorkerOptions {
   metricsPort?: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   providerLatencyMs: number;
+  audit?: boolean;
+  providerLog?: string;
+  faultSeed: number;
+  faultHandlerErrorRate?: number;
+  faultProviderFailureRate?: number;
+  faultProviderTimeoutRate?: number;
+  faultLatencySpikeRate?: number;
+  faultLatencySpikeMs?: number;
+}
+
+function rate(value: string): number {
+  const n = Number(value);
+  if (!/^\d*\.?\d+$/.test(value.trim()) || !(n >= 0 && n <= 1)) throw new CommanderInvalidArgument("expected a share between 0 and 1, e.g. 0.05");
+  return n;
 }
 
 export function workerCommand(): Command {
@@ -41,6 +55,14 @@ export function workerCommand(): Command {
     .option("--metrics-port <port>", "serve Prometheus metrics on http://127.0.0.1:<port>/metrics (0 picks a free port)", integer(0, 65_535))
     .addOption(new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"))
     .option("--provider-latency-ms <ms>", "simulated payment provider latency per call", integer(0, 60_000), 0)
+    .option("--audit", "keep the lease journal: every claim, completion, retry, dead letter and release with its token")
+    .option("--provider-log <file>", "append every simulated provider call to <file> as JSON lines")
+    .option("--fault-seed <n>", "testing aid: seed of the injected faults below", integer(0), 1)
+    .option("--fault-handler-error-rate <share>", "testing aid: share of handler runs that throw", rate)
+    .option("--fault-provider-failure-rate <share>", "testing aid: share of provider status checks that fail", rate)
+    .option("--fault-provider-timeout-rate <share>", "testing aid: share of provider status checks that time out after the provider answered", rate)
+    .option("--fault-latency-spike-rate <share>", "testing aid: share of provider calls slowed by --fault-latency-spike-ms", rate)
+    .option("--fault-latency-spike-ms <ms>", "testing aid: length of a latency spike", integer(0, 600_000))
     .addHelpText("after", "\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work")
     .action(async (options: WorkerOptions) => {
       const logger = createLogger(options.logLevel);
@@ -56,6 +78,16 @@ export function workerCommand(): Command {
         retry: { maxAttempts: options.maxAttempts, baseDelayMs: options.retryBaseMs },
         shutdownGraceMs: options.graceMs,
         providerLatencyMs: options.providerLatencyMs,
+        ...(options.audit ? { audit: true } : {}),
+        ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
+        faults: {
+          seed: options.faultSeed,
+          ...(options.faultHandlerErrorRate === undefined ? {} : { handlerErrorRate: options.faultHandlerErrorRate }),
+          ...(options.faultProviderFailureRate === undefined ? {} : { providerFailureRate: options.faultProviderFailureRate }),
+          ...(options.faultProviderTimeoutRate === undefined ? {} : { providerTimeoutRate: options.faultProviderTimeoutRate }),
+          ...(options.faultLatencySpikeRate === undefined ? {} : { latencySpikeRate: options.faultLatencySpikeRate }),
+          ...(options.faultLatencySpikeMs === undefined ? {} : { latencySpikeMs: options.faultLatencySpikeMs }),
+        },
         logger,
       });
       const { worker } = running;

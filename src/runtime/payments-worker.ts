@@ -4,6 +4,7 @@
 import type { Server } from "node:http";
 import type { Logger } from "pino";
 import { Worker, defaultWorkerName } from "../outbox/worker.js";
+import { seededRandom } from "../outbox/seeded-random.js";
 import type { RetryPolicy } from "../outbox/retry.js";
 import { logEvents } from "../observability/logging.js";
 import { outboxMetrics, serveMetrics } from "../observability/metrics.js";
@@ -26,7 +27,29 @@ export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   readonly metricsHost?: string;
   /** Simulated provider latency per call. */
   readonly providerLatencyMs?: number;
+  /** Append every provider call to this file (shared by processes; read by the chaos checker). */
+  readonly providerLog?: string;
+  /** Keep the lease journal (outbox_audit). */
+  readonly audit?: boolean;
+  /** Faults to inject, for chaos runs. */
+  readonly faults?: WorkerFaults;
   readonly logger: Logger;
+}
+
+export interface WorkerFaults {
+  readonly seed: number;
+  /** Share of handler runs that throw before calling the provider. */
+  readonly handlerErrorRate?: number;
+  readonly providerFailureRate?: number;
+  /** Share of status checks that time out after the provider answered. */
+  readonly providerTimeoutRate?: number;
+  readonly latencySpikeRate?: number;
+  readonly latencySpikeMs?: number;
+}
+
+/** An error a chaos run injects into a handler. */
+export class InjectedFaultError extends Error {
+  override name = "InjectedFaultError";
 }
 
 export interface RunningPaymentsWorker {
@@ -42,8 +65,27 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
   const name = options.name ?? defaultWorkerName();
   const outbox = await openOutbox(options.db, { ...options, applicationName: `wassal-worker-${name}`.slice(0, 63) });
   const { store } = outbox;
-  const provider = new ProviderSimulator({ answerUnknownKeys: true, latencyMs: options.providerLatencyMs ?? 0 });
+  const faults = options.faults;
+  const provider = new ProviderSimulator({
+    answerUnknownKeys: true,
+    latencyMs: options.providerLatencyMs ?? 0,
+    ...(options.providerLog === undefined ? {} : { logFile: options.providerLog }),
+    ...(faults === undefined
+      ? {}
+      : {
+          randomFaults: {
+            seed: faults.seed,
+            ...(faults.providerFailureRate === undefined ? {} : { statusFailureRate: faults.providerFailureRate }),
+            ...(faults.providerTimeoutRate === undefined ? {} : { statusTimeoutAfterSuccessRate: faults.providerTimeoutRate }),
+            ...(faults.latencySpikeRate === undefined ? {} : { latencySpikeRate: faults.latencySpikeRate }),
+            ...(faults.latencySpikeMs === undefined ? {} : { latencySpikeMs: faults.latencySpikeMs }),
+          },
+        }),
+  });
   const payments = new PaymentsService({ store, repository: outbox.payments, provider });
+  const handler = payments.handler();
+  const chance = seededRandom((faults?.seed ?? 0) ^ 0x5bd1e995);
+  const handlerErrorRate = faults?.handlerErrorRate ?? 0;
   const detachLogs = logEvents(store.events, options.logger);
   const metrics = outboxMetrics(store.events, { countByStatus: () => store.countByStatus(), processMetrics: true });
   let server: Server | undefined;
@@ -52,7 +94,14 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
     const worker = new Worker({
       store,
       name,
-      handlers: { [RECONCILE_MESSAGE_TYPE]: payments.handler() },
+      handlers: {
+        [RECONCILE_MESSAGE_TYPE]: handlerErrorRate > 0
+          ? async (message, context) => {
+              if (chance() < handlerErrorRate) throw new InjectedFaultError("injected handler error (chaos)");
+              return handler(message, context);
+            }
+          : handler,
+      },
       ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),

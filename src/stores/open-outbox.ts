@@ -25,6 +25,8 @@ export interface OpenOutboxOptions {
   readonly applicationName?: string;
   /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
   readonly mustExist?: boolean;
+  /** Keep the lease journal (outbox_audit). */
+  readonly audit?: boolean;
 }
 
 export interface OpenedOutbox {
@@ -45,6 +47,7 @@ export async function openOutbox(db: string, options: OpenOutboxOptions = {}): P
       ...(options.clock === undefined ? {} : { clock: options.clock }),
       ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
       ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
+      ...(options.audit === undefined ? {} : { audit: options.audit }),
     });
     try {
       await store.migrate();
@@ -63,6 +66,7 @@ export async function openOutbox(db: string, options: OpenOutboxOptions = {}): P
     path: db,
     ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.audit === undefined ? {} : { audit: options.audit }),
   });
   try {
     await store.migrate();
