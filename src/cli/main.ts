@@ -6,6 +6,7 @@ import { Command, CommanderError } from "commander";
 import { createRequire } from "node:module";
 import { WassalError } from "../outbox/errors.js";
 import { EXIT } from "./exit-codes.js";
+import { chaosCommand } from "./chaos-command.js";
 import { labCommand } from "./lab-command.js";
 import { outboxCommand } from "./outbox-command.js";
 import { paymentsCommand } from "./payments-command.js";
@@ -31,7 +32,8 @@ function program(): Command {
     .addCommand(withErrors(labCommand()))
     .addCommand(withErrors(workerCommand()))
     .addCommand(withErrors(paymentsCommand()))
-    .addCommand(withErrors(outboxCommand()));
+    .addCommand(withErrors(outboxCommand()))
+    .addCommand(withErrors(chaosCommand()));
 }
 
 async function main(argv: readonly string[]): Promise<number> {

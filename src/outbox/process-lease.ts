@@ -15,13 +15,21 @@ export interface HandlerResult<Tx> {
 
 export type Handler<Tx> = (message: OutboxMessage, context: { readonly lease: Lease; readonly signal: AbortSignal }) => Promise<HandlerResult<Tx>>;
 
+export interface ProcessOptions {
+  /** Fires when the lease is lost (or the worker shuts down); handed to the handler. */
+  readonly signal?: AbortSignal;
+  /** Runs after the handler returned, before the completion (e.g. to stop lease renewals). */
+  readonly beforeComplete?: () => Promise<void>;
+}
+
 export async function processLease<Tx>(
   store: OutboxStore<Tx>,
   lease: Lease,
   handler: Handler<Tx>,
   clock: Clock,
-  signal: AbortSignal = new AbortController().signal,
+  options: ProcessOptions = {},
 ): Promise<{ readonly result: Completed | LeaseLost; readonly summary: string }> {
+  const signal = options.signal ?? new AbortController().signal;
   const base = { owner: lease.owner, messageId: lease.messageId, token: lease.token };
   store.events.emit({ type: "processing-started", at: clock.now(), ...base, attempt: lease.message.attempts });
   let handled: HandlerResult<Tx>;
@@ -32,6 +40,7 @@ export async function processLease<Tx>(
     throw error;
   }
   const summary = handled.summary ?? "";
+  await options.beforeComplete?.();
   let result: Completed | LeaseLost;
   try {
     result = await store.complete(lease, handled.finalize);

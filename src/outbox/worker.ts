@@ -202,15 +202,18 @@ export class Worker<Tx> {
     }
     const heartbeatDone = new AbortController();
     const heartbeat = this.#heartbeat(lease, controller, heartbeatDone.signal);
+    const stopHeartbeat = async () => {
+      heartbeatDone.abort();
+      await heartbeat; // no renewal may race the completion
+    };
     try {
-      await processLease(this.store, lease, handler, this.#clock, controller.signal);
+      await processLease(this.store, lease, handler, this.#clock, { signal: controller.signal, beforeComplete: stopHeartbeat });
     } catch (error) {
       if (controller.signal.aborted) return; // lease lost or shutdown: the message is someone else's now
       const last = message.attempts >= this.retry.maxAttempts;
       await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, this.retry, this.#random) });
     } finally {
-      heartbeatDone.abort();
-      await heartbeat;
+      await stopHeartbeat();
     }
   }
 

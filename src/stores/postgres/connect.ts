@@ -99,6 +99,12 @@ export async function openPostgresPool(url: string, options: PostgresConnectOpti
   pool.on("error", () => {
     // An idle client lost its connection; the pool drops it and opens a new one when needed.
   });
+  pool.on("connect", (client) => {
+    // A backend that dies (killed, server restart) can make its client emit "error" more than
+    // once, or between the pool's own listeners; the failing query still reports the error to
+    // its caller, and the pool discards the client. Without this listener the process would crash.
+    client.on("error", () => undefined);
+  });
   try {
     await pool.query("SELECT 1");
   } catch (error) {

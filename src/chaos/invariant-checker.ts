@@ -1,0 +1,213 @@
+// Reads what a run left behind (the outbox, the lease journal, the payments, the provider's log)
+// and checks every promise the outbox makes. Nothing here trusts what the workers said they did.
+
+import type { AuditEntry, OutboxMessage } from "../outbox/types.js";
+import type { ProviderCall } from "../payments/provider-simulator.js";
+import type { Payment } from "../payments/types.js";
+import { textTable } from "../lab/text-table.js";
+
+export interface InvariantRow {
+  readonly name: string;
+  readonly observed: number;
+  /** What passes: "0", "1", "<= 1", or "info" for figures that explain rather than judge. */
+  readonly expected: string;
+  readonly ok: boolean;
+  readonly detail: string;
+}
+
+export interface InvariantReport {
+  readonly passed: boolean;
+  readonly rows: readonly InvariantRow[];
+  /** The first few problems found, for the reader. */
+  readonly examples: readonly string[];
+}
+
+export interface CheckerInput {
+  readonly messages: readonly OutboxMessage[];
+  readonly journal: readonly AuditEntry[];
+  readonly payments: readonly Payment[];
+  readonly providerLog: readonly ProviderCall[];
+  /** Completions refused for a stale token, as the workers reported them (informational). */
+  readonly staleCompletionsRejected?: number;
+  /** The run stopped waiting before the workers had finished: unfinished messages are not lost, only late. */
+  readonly timedOut?: boolean;
+}
+
+function paymentKeyOf(message: OutboxMessage): string | null {
+  const payload = message.payload as { idempotencyKey?: unknown } | null;
+  return typeof payload?.idempotencyKey === "string" ? payload.idempotencyKey : null;
+}
+
+function countBy<T>(items: readonly T[], key: (item: T) => string | null): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const item of items) {
+    const k = key(item);
+    if (k !== null) counts.set(k, (counts.get(k) ?? 0) + 1);
+  }
+  return counts;
+}
+
+interface Replay {
+  status: "pending" | "processing" | "processed" | "dead";
+  token: number;
+  owner: string | null;
+  claimAt: number;
+  /** Why the next claim may happen: the last lease ended by expiry, a retry or a release. */
+  completions: number;
+}
+
+export function checkInvariants(input: CheckerInput): InvariantReport {
+  const examples: string[] = [];
+  const note = (text: string) => {
+    if (examples.length < 20) examples.push(text);
+  };
+  const { messages, journal, payments, providerLog } = input;
+
+  // --- Nothing lost --------------------------------------------------------------------------
+  const unfinished = messages.filter((m) => m.status === "pending" || m.status === "processing");
+  for (const m of unfinished.slice(0, 5)) note(`message ${m.id} (${paymentKeyOf(m)}) ended ${m.status}`);
+  const messagesPerPayment = countBy(messages, (m) => paymentKeyOf(m));
+  const paymentsWithoutMessage = payments.filter((p) => !messagesPerPayment.has(p.idempotencyKey));
+  for (const p of paymentsWithoutMessage.slice(0, 5)) note(`payment ${p.idempotencyKey} has no outbox message`);
+  const dead = messages.filter((m) => m.status === "dead");
+  const deadWithoutError = dead.filter((m) => !m.lastError);
+
+  // --- Ownership, replayed from the lease journal -------------------------------------------
+  const byMessage = new Map<string, AuditEntry[]>();
+  for (const entry of journal) byMessage.set(entry.messageId, [...(byMessage.get(entry.messageId) ?? []), entry]);
+  let ownershipViolations = 0;
+  let explainedByExpiry = 0;
+  let explainedByRetry = 0;
+  let explainedByRelease = 0;
+  let unexplained = 0;
+  for (const [messageId, entries] of byMessage) {
+    const replay: Replay = { status: "pending", token: 0, owner: null, claimAt: 0, completions: 0 };
+    let lastEnd: "none" | "retry" | "release" = "none";
+    for (const e of entries) {
+      const at = e.at.getTime();
+      if (e.action === "claim") {
+        if (e.token !== replay.token + 1) {
+          ownershipViolations += 1;
+          note(`message ${messageId}: claim by ${e.owner} under token ${e.token}, expected ${replay.token + 1}`);
+        }
+        if (replay.status === "processed" || replay.status === "dead") {
+          ownershipViolations += 1;
+          note(`message ${messageId}: claimed by ${e.owner} after it was ${replay.status}`);
+        } else if (replay.status === "processing") {
+          // A reclaim: legal only once the previous lease had run out.
+          if (e.previousLockedUntil === null || e.previousLockedUntil.getTime() > at) {
+            ownershipViolations += 1;
+            note(`message ${messageId}: ${e.owner} took it from ${replay.owner} before that lease expired`);
+          } else {
+            explainedByExpiry += 1;
+          }
+        } else if (replay.token > 0) {
+          if (lastEnd === "retry") explainedByRetry += 1;
+          else if (lastEnd === "release") explainedByRelease += 1;
+          else {
+            unexplained += 1;
+            note(`message ${messageId}: claimed again by ${e.owner} with no expiry, retry or release before it`);
+          }
+        }
+        replay.status = "processing";
+        replay.token = e.token;
+        replay.owner = e.owner;
+        replay.claimAt = at;
+        lastEnd = "none";
+        continue;
+      }
+      // complete, retry, dead, release: must be the current lease's own act.
+      if (replay.status !== "processing" || e.token !== replay.token || e.owner !== replay.owner) {
+        ownershipViolations += 1;
+        note(`message ${messageId}: ${e.action} by ${e.owner} under token ${e.token} while the current lease is ${replay.owner}#${replay.token} (${replay.status})`);
+      }
+      if (e.action === "complete") {
+        replay.status = "processed";
+        replay.completions += 1;
+      } else if (e.action === "dead") {
+        replay.status = "dead";
+      } else {
+        replay.status = "pending";
+        lastEnd = e.action;
+      }
+    }
+  }
+  // Every processed row: exactly one journalled completion, by its recorded owner and token.
+  const completions = countBy(journal.filter((e) => e.action === "complete"), (e) => e.messageId);
+  for (const m of messages) {
+    const done = completions.get(m.id) ?? 0;
+    if (m.status === "processed") {
+      const completion = journal.find((e) => e.action === "complete" && e.messageId === m.id);
+      if (done !== 1 || completion?.token !== m.leaseToken || completion.owner !== m.lockedBy) {
+        ownershipViolations += 1;
+        note(`message ${m.id}: processed with ${done} journalled completions (row ${m.lockedBy}#${m.leaseToken})`);
+      }
+    } else if (done > 0) {
+      ownershipViolations += 1;
+      note(`message ${m.id}: ${m.status} but the journal has a completion`);
+    }
+  }
+
+  // --- Provider: duplicates, creations, transaction ids --------------------------------------
+  const checks = providerLog.filter((c) => c.operation === "checkStatus");
+  const checksPerKey = countBy(checks, (c) => c.idempotencyKey);
+  const duplicateChecks = [...checksPerKey.values()].reduce((sum, n) => sum + n - 1, 0);
+  const claimsPerKey = new Map<string, number>();
+  for (const m of messages) {
+    const key = paymentKeyOf(m);
+    if (key !== null) claimsPerKey.set(key, (byMessage.get(m.id) ?? []).filter((e) => e.action === "claim").length);
+  }
+  let checksBeyondClaims = 0;
+  for (const [key, n] of checksPerKey) {
+    if (n > (claimsPerKey.get(key) ?? 0)) {
+      checksBeyondClaims += 1;
+      note(`payment ${key}: ${n} provider status checks but ${claimsPerKey.get(key) ?? 0} claims`);
+    }
+  }
+  const creationsPerKey = countBy(providerLog.filter((c) => c.operation === "createPayment" && c.result.startsWith("created")), (c) => c.idempotencyKey);
+  const maxCreations = Math.max(0, ...creationsPerKey.values());
+  const paidIds = new Map<string, Set<string>>();
+  for (const c of checks) {
+    const match = /^Paid (\S+)/.exec(c.result) ?? /^error \(injected, after Paid\)/.exec(c.result);
+    if (match?.[1]) paidIds.set(c.idempotencyKey, (paidIds.get(c.idempotencyKey) ?? new Set()).add(match[1]));
+  }
+  const badTransactionIds = payments.filter((p) => {
+    if (p.status !== "Paid") return p.transactionId !== null;
+    return p.transactionId === null || !(paidIds.get(p.idempotencyKey)?.has(p.transactionId) ?? false);
+  });
+  for (const p of badTransactionIds.slice(0, 5)) note(`payment ${p.idempotencyKey}: ${p.status} with transaction id ${p.transactionId ?? "none"} (not one the provider answered)`);
+  const paymentsPerKey = countBy(payments, (p) => p.idempotencyKey);
+  const maxPaymentsPerKey = Math.max(0, ...paymentsPerKey.values());
+  const messageCounts = payments.map((p) => messagesPerPayment.get(p.idempotencyKey) ?? 0);
+  const processedKeys = new Set(messages.filter((m) => m.status === "processed").map(paymentKeyOf));
+  const unsettled = payments.filter((p) => processedKeys.has(p.idempotencyKey) && p.status === "Pending");
+  for (const p of unsettled.slice(0, 5)) note(`payment ${p.idempotencyKey}: message processed but payment still Pending`);
+
+  const row = (name: string, observed: number, expected: string, ok: boolean, detail = ""): InvariantRow => ({ name, observed, expected, ok, detail });
+  const rows: InvariantRow[] = [
+    row("payments without an outbox message (lost at creation)", paymentsWithoutMessage.length, "0", paymentsWithoutMessage.length === 0),
+    row("messages not finished (still pending or processing)", unfinished.length, "0", unfinished.length === 0, input.timedOut ? "the run timed out before the workers finished: raise --timeout or soften the faults" : ""),
+    row("dead messages (each with its last error)", dead.length, "info", deadWithoutError.length === 0, `${deadWithoutError.length} without an error`),
+    row("ownership violations (result without the current token)", ownershipViolations, "0", ownershipViolations === 0),
+    row("stale completions rejected", input.staleCompletionsRejected ?? 0, "info", true, "refused by the token guard, as the workers reported"),
+    row("duplicate provider status checks", duplicateChecks, "info", true, "extra attempts of work already tried"),
+    row("  explained by an expired lease (reclaim)", explainedByExpiry, "info", true),
+    row("  explained by a retry after a failure", explainedByRetry, "info", true),
+    row("  explained by a release on shutdown", explainedByRelease, "info", true),
+    row("  repeated claims with no explanation", unexplained, "0", unexplained === 0),
+    row("  payments checked more often than claimed", checksBeyondClaims, "0", checksBeyondClaims === 0),
+    row("payments per idempotency key (max)", maxPaymentsPerKey, "<= 1", maxPaymentsPerKey <= 1),
+    row("messages per payment (min)", Math.min(...(messageCounts.length ? messageCounts : [1])), "1", messageCounts.every((n) => n >= 1)),
+    row("messages per payment (max)", Math.max(0, ...messageCounts), "<= 1", messageCounts.every((n) => n <= 1)),
+    row("transaction ids not from the provider, or not on Paid", badTransactionIds.length, "0", badTransactionIds.length === 0),
+    row("payments left Pending after their message was processed", unsettled.length, "0", unsettled.length === 0),
+    row("provider-side creations per key (max)", maxCreations, "<= 1", maxCreations <= 1),
+  ];
+  return { passed: rows.every((r) => r.ok), rows, examples };
+}
+
+export function renderInvariants(report: InvariantReport): string {
+  const table = textTable(["", "invariant", "observed", "expected", "detail"], report.rows.map((r) => [r.ok ? "ok" : "FAIL", r.name, r.observed, r.expected, r.detail]));
+  const problems = report.examples.length ? `\n\nProblems found (first ${report.examples.length}):\n${report.examples.map((e) => `  - ${e}`).join("\n")}` : "";
+  return `${table}${problems}\n`;
+}

@@ -1,0 +1,18 @@
+// A competing writer for chaos runs on SQLite: takes the database's write lock and holds it for a
+// while, longer than the workers' busy_timeout, then lets go. Run as its own process:
+//   node dist/chaos/lock-holder.js <database-file> <hold-ms>
+
+import Database from "better-sqlite3";
+
+const [path, holdText] = process.argv.slice(2);
+const holdMs = Number(holdText);
+if (!path || !Number.isFinite(holdMs) || holdMs < 0) {
+  process.stderr.write("usage: lock-holder <database-file> <hold-ms>\n");
+  process.exit(2);
+}
+const db = new Database(path, { timeout: 10_000 });
+db.exec("BEGIN IMMEDIATE");
+// Block this process (and so keep the lock) without spinning.
+Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, holdMs);
+db.exec("COMMIT");
+db.close();

@@ -1,0 +1,345 @@
+// A chaos run: K `wassal worker` processes on one store, payments created at a steady rate
+// through the payments API, and faults injected all along (SIGKILL, SIGSTOP past the lease,
+// handler errors, provider failures, timeouts after success and latency spikes, killed
+// PostgreSQL connections and a server restart, a competing SQLite writer). At the end the
+// invariant checker reads what is left and judges it.
+
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { seededRandom } from "../outbox/seeded-random.js";
+import { PaymentsService } from "../payments/payments-service.js";
+import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
+import { isPostgresUrl, redactUrl } from "../stores/postgres/connect.js";
+import { openOutbox } from "../stores/open-outbox.js";
+import { checkInvariants, type InvariantReport } from "./invariant-checker.js";
+
+export interface ChaosOptions {
+  /** "sqlite" (a temporary file) or a postgres:// URL (a temporary schema there). */
+  readonly store: string;
+  readonly workers: number;
+  readonly payments: number;
+  /** Payments created per second. */
+  readonly rate: number;
+  readonly seed: number;
+  readonly leaseMs: number;
+  /** SIGKILL a random worker (and restart it) this often; 0 = never. */
+  readonly killEveryMs: number;
+  /** SIGSTOP a random worker for longer than the lease, then SIGCONT, this often; 0 = never. */
+  readonly pauseEveryMs: number;
+  readonly handlerErrorRate: number;
+  readonly providerFailureRate: number;
+  readonly providerTimeoutRate: number;
+  readonly latencySpikeRate: number;
+  readonly latencySpikeMs: number;
+  /** PostgreSQL: terminate the workers' connections this often; 0 = never. */
+  readonly pgTerminateEveryMs: number;
+  /** PostgreSQL: restart the server once, mid-run (affects everything using it). */
+  readonly pgRestart: boolean;
+  /** SQLite: a competing writer takes the write lock this often; 0 = never. */
+  readonly sqliteLockEveryMs: number;
+  readonly sqliteLockMs: number;
+  /** Give up waiting for the workers after this long. */
+  readonly timeoutMs: number;
+  /** Keep the database and the logs. */
+  readonly keep: boolean;
+  readonly onProgress?: (line: string) => void;
+}
+
+export const CHAOS_DEFAULTS: Omit<ChaosOptions, "store"> = {
+  workers: 4,
+  payments: 2_000,
+  rate: 500,
+  seed: 1,
+  leaseMs: 1_000,
+  killEveryMs: 300,
+  pauseEveryMs: 1_500,
+  handlerErrorRate: 0.02,
+  providerFailureRate: 0.02,
+  providerTimeoutRate: 0.02,
+  latencySpikeRate: 0.01,
+  latencySpikeMs: 1_500,
+  pgTerminateEveryMs: 1_000,
+  pgRestart: false,
+  sqliteLockEveryMs: 1_000,
+  sqliteLockMs: 200,
+  timeoutMs: 120_000,
+  keep: false,
+};
+
+export interface ChaosResult {
+  readonly passed: boolean;
+  readonly report: InvariantReport;
+  readonly settings: Record<string, string | number | boolean>;
+  readonly figures: {
+    readonly paymentsCreated: number;
+    readonly processed: number;
+    readonly dead: number;
+    readonly kills: number;
+    readonly pauses: number;
+    readonly connectionKills: number;
+    readonly serverRestarts: number;
+    readonly lockHolds: number;
+    readonly workerStarts: number;
+    readonly seconds: number;
+  };
+  readonly location: string;
+  readonly workDir: string | null;
+}
+
+const CLI = fileURLToPath(new URL("../cli/main.js", import.meta.url));
+const LOCK_HOLDER = fileURLToPath(new URL("./lock-holder.js", import.meta.url));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+function checkChaosOptions(o: ChaosOptions): void {
+  const whole = (name: string, value: number, min: number) => {
+    if (!Number.isInteger(value) || value < min) throw new InvalidArgumentError(`${name} must be a whole number >= ${min} (got ${value})`);
+  };
+  whole("workers", o.workers, 1);
+  whole("payments", o.payments, 1);
+  whole("leaseMs", o.leaseMs, 100);
+  for (const [name, value] of Object.entries({ handlerErrorRate: o.handlerErrorRate, providerFailureRate: o.providerFailureRate, providerTimeoutRate: o.providerTimeoutRate, latencySpikeRate: o.latencySpikeRate })) {
+    if (!(value >= 0 && value <= 1)) throw new InvalidArgumentError(`${name} must be between 0 and 1 (got ${value})`);
+  }
+  if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of payments per second (got ${o.rate})`);
+  if (o.store !== "sqlite" && !isPostgresUrl(o.store)) throw new InvalidArgumentError(`store must be "sqlite" or a postgres:// URL (got ${JSON.stringify(o.store)})`);
+}
+
+interface WorkerSlot {
+  index: number;
+  generation: number;
+  process: ChildProcess | undefined;
+  paused: boolean;
+  /** When the current process was started (performance.now()). */
+  startedAt: number;
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
+  checkChaosOptions(options);
+  const started = performance.now();
+  const progress = options.onProgress ?? (() => undefined);
+  const random = seededRandom(options.seed);
+  const runId = randomBytes(3).toString("hex");
+  const workDir = mkdtempSync(join(tmpdir(), "wassal-chaos-"));
+  const providerLog = join(workDir, "provider.log");
+  const postgres = options.store !== "sqlite";
+  const schema = postgres ? `wassal_chaos_${runId}` : undefined;
+  const db = postgres ? options.store : join(workDir, "chaos.db");
+  const location = postgres ? `${redactUrl(db)} (schema ${schema})` : db;
+  const outbox = await openOutbox(db, { audit: true, ...(schema ? { schema } : {}) });
+  const provider = new ProviderSimulator({ logFile: providerLog });
+  const service = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider });
+  let timedOut = false;
+  const figures = { paymentsCreated: 0, processed: 0, dead: 0, kills: 0, pauses: 0, connectionKills: 0, serverRestarts: 0, lockHolds: 0, workerStarts: 0, seconds: 0 };
+  const slots: WorkerSlot[] = Array.from({ length: options.workers }, (_, index) => ({ index, generation: 0, process: undefined, paused: false, startedAt: 0 }));
+  let stopping = false;
+
+  const startWorker = (slot: WorkerSlot) => {
+    slot.generation += 1;
+    figures.workerStarts += 1;
+    const name = `chaos-${runId}-w${slot.index}-g${slot.generation}`;
+    const log = openSync(join(workDir, `${name}.log`), "a");
+    const args = [
+      CLI, "worker", "--db", db, ...(schema ? ["--schema", schema] : []),
+      "--name", name, "--audit", "--provider-log", providerLog,
+      "--concurrency", "4", "--lease-ms", String(options.leaseMs), "--poll-ms", "200",
+      "--max-attempts", "100", "--retry-base-ms", "20", "--grace-ms", "500", "--log-level", process.env.WASSAL_CHAOS_LOG_LEVEL ?? "warn",
+      "--fault-seed", String(options.seed * 1000 + slot.index * 100 + slot.generation),
+      "--fault-handler-error-rate", String(options.handlerErrorRate),
+      "--fault-provider-failure-rate", String(options.providerFailureRate),
+      "--fault-provider-timeout-rate", String(options.providerTimeoutRate),
+      "--fault-latency-spike-rate", String(options.latencySpikeRate),
+      "--fault-latency-spike-ms", String(options.latencySpikeMs),
+    ];
+    const child = spawn(process.execPath, args, { stdio: ["ignore", log, log] });
+    closeSync(log);
+    slot.process = child;
+    slot.paused = false;
+    slot.startedAt = performance.now();
+    child.on("exit", () => {
+      if (slot.process !== child) return; // killed by us: the killer restarts it
+      // A worker that died on its own is restarted too: the run must go on.
+      slot.process = undefined;
+      if (!stopping) setTimeout(() => !stopping && slot.process === undefined && startWorker(slot), 100);
+    });
+  };
+
+  // Faults hit workers that have been up for at least a lease: one that is still starting would
+  // never get to work, and the run would measure start-up time instead of the protocol.
+  const live = () => slots.filter((s) => s.process !== undefined && !s.paused && performance.now() - s.startedAt >= options.leaseMs);
+  const pick = <T>(items: readonly T[]): T | undefined => items[Math.floor(random() * items.length)];
+
+  const timers: NodeJS.Timeout[] = [];
+  const every = (ms: number, action: () => void | Promise<void>) => {
+    if (ms > 0) timers.push(setInterval(() => void Promise.resolve(action()).catch(() => undefined), ms));
+  };
+
+  let admin: pg.Client | undefined;
+  try {
+    for (const slot of slots) startWorker(slot);
+
+    every(options.killEveryMs, () => {
+      const slot = pick(live());
+      if (!slot?.process) return;
+      figures.kills += 1;
+      const victim = slot.process;
+      slot.process = undefined; // the exit handler restarts it
+      victim.kill("SIGKILL");
+      setTimeout(() => !stopping && slot.process === undefined && startWorker(slot), 50);
+    });
+    every(options.pauseEveryMs, () => {
+      const slot = pick(live());
+      if (!slot?.process) return;
+      figures.pauses += 1;
+      slot.paused = true;
+      const child = slot.process;
+      child.kill("SIGSTOP");
+      setTimeout(() => {
+        child.kill("SIGCONT"); // it wakes up believing it still owns its leases
+        slot.paused = false;
+      }, Math.round(options.leaseMs * 1.5));
+    });
+    if (postgres) {
+      admin = new pg.Client({ connectionString: db });
+      admin.on("error", () => undefined);
+      await admin.connect();
+      const adminClient = admin;
+      every(options.pgTerminateEveryMs, async () => {
+        const { rowCount } = await adminClient.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1", [`wassal-worker-chaos-${runId}-%`]);
+        figures.connectionKills += rowCount ?? 0;
+      });
+    } else {
+      every(options.sqliteLockEveryMs, () => {
+        figures.lockHolds += 1;
+        spawn(process.execPath, [LOCK_HOLDER, db, String(options.sqliteLockMs)], { stdio: "ignore" });
+      });
+    }
+
+    // Create the payments at a steady rate, through the payments API.
+    const restartAt = options.pgRestart && postgres ? Math.floor(options.payments * 0.4) : -1;
+    for (let n = 0; n < options.payments; n += 1) {
+      const due = started + (n / options.rate) * 1000;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      if (n === restartAt) {
+        progress("restarting the PostgreSQL server");
+        await restartPostgres();
+        figures.serverRestarts += 1;
+      }
+      await createWithRetry(service, `CHAOS-${runId}-${String(n + 1).padStart(6, "0")}`);
+      figures.paymentsCreated += 1;
+      if ((n + 1) % Math.max(1, Math.floor(options.payments / 10)) === 0) progress(`created ${n + 1}/${options.payments} payments`);
+    }
+
+    // Wait until every message is processed or dead.
+    const deadline = performance.now() + options.timeoutMs;
+    let lastReport = 0;
+    for (;;) {
+      const counts = await outbox.store.countByStatus().catch(() => undefined);
+      if (counts && counts.pending + counts.processing === 0) break;
+      if (performance.now() > deadline) {
+        progress(`gave up waiting after ${options.timeoutMs} ms`);
+        timedOut = true;
+        break;
+      }
+      if (counts && performance.now() - lastReport > 1000) {
+        lastReport = performance.now();
+        progress(`processed ${counts.processed}, dead ${counts.dead}, pending ${counts.pending}, processing ${counts.processing}`);
+      }
+      await sleep(100);
+    }
+  } finally {
+    stopping = true;
+    for (const timer of timers) clearInterval(timer);
+    await stopWorkers(slots);
+    await admin?.end().catch(() => undefined);
+  }
+
+  const [messages, journal, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
+  const report = checkInvariants({
+    messages,
+    journal,
+    payments,
+    providerLog: existsSync(providerLog) ? readProviderLog(providerLog) : [],
+    staleCompletionsRejected: countStaleCompletions(workDir),
+    timedOut,
+  });
+  figures.processed = messages.filter((m) => m.status === "processed").length;
+  figures.dead = messages.filter((m) => m.status === "dead").length;
+  figures.seconds = Math.round((performance.now() - started) / 100) / 10;
+
+  await outbox.close();
+  if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
+  if (!options.keep) rmSync(workDir, { recursive: true, force: true });
+
+  const { onProgress: _onProgress, ...shown } = options;
+  return {
+    passed: report.passed,
+    report,
+    settings: { ...shown, store: postgres ? redactUrl(options.store) : "sqlite" },
+    figures,
+    location,
+    workDir: options.keep ? workDir : null,
+  };
+}
+
+/** The payments API is a client of the store too: a lost connection or a busy database is retried. */
+async function createWithRetry(service: PaymentsService<unknown>, key: string): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      // The same request each time: a replay of a committed create writes nothing.
+      await service.create({ idempotencyKey: key, amount: 1000, currency: "EUR" });
+      return;
+    } catch (error) {
+      if (attempt >= 50) throw error;
+      await sleep(Math.min(1000, 20 * attempt));
+    }
+  }
+}
+
+async function stopWorkers(slots: readonly WorkerSlot[]): Promise<void> {
+  const running = slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null);
+  await Promise.all(running.map((child) => new Promise<void>((resolve) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill("SIGCONT");
+    child.kill("SIGTERM");
+  })));
+}
+
+/** Completions the token guard refused, counted from the workers' logs. */
+function countStaleCompletions(workDir: string): number {
+  let count = 0;
+  for (const file of readdirSync(workDir).filter((f) => f.endsWith(".log") && f !== "provider.log")) {
+    for (const line of readFileSync(join(workDir, file), "utf8").split("\n")) {
+      if (line.includes('"event":"lease-lost"') && line.includes('"operation":"complete"')) count += 1;
+    }
+  }
+  return count;
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function restartPostgres(): Promise<void> {
+  const versions = existsSync("/etc/postgresql") ? readdirSync("/etc/postgresql") : [];
+  const version = versions[0];
+  if (version === undefined) throw new InvalidArgumentError("--pg-restart needs a local PostgreSQL cluster managed by pg_ctlcluster");
+  const result = spawnSync("pg_ctlcluster", ["--skip-systemctl-redirect", version, "main", "restart"], { stdio: "ignore", timeout: 60_000 });
+  if (result.status !== 0) throw new InvalidArgumentError(`pg_ctlcluster restart failed (exit ${result.status}); --pg-restart needs root and a local cluster`);
+}
