@@ -79,8 +79,12 @@ export function outboxCommand(): Command {
     .argument("[ids...]", "message ids to redrive")
     .option("--all", "redrive every dead message")
     .action(async (ids: string[], options: Common & { all?: boolean }) => {
-      if (options.all === (ids.length > 0)) {
+      if (Boolean(options.all) === (ids.length > 0)) {
         throw new InvalidArgumentError("name the dead message ids to redrive, or pass --all (not both)");
+      }
+      const malformed = ids.filter((id) => !/^[1-9][0-9]*$/.test(id));
+      if (malformed.length > 0) {
+        throw new InvalidArgumentError(`message ids are positive whole numbers (got ${malformed.map((id) => JSON.stringify(id)).join(", ")}); see them with: wassal outbox dead`);
       }
       await withOutbox(options, async ({ store }) => {
         const moved = await store.redrive(options.all ? "all" : { messageIds: ids });

@@ -2,7 +2,7 @@
 
 import { Command } from "commander";
 import cliProgress from "cli-progress";
-import { PaymentsService } from "../payments/payments-service.js";
+import { checkCreateRequest, PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
 import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
 import { integer, printJson } from "./options.js";
@@ -42,8 +42,10 @@ export function paymentsCommand(): Command {
     .requiredOption("--amount <minor-units>", "amount in minor units, e.g. 12500 for 125.00", integer(1))
     .requiredOption("--currency <code>", "ISO 4217 code in capitals, e.g. EUR")
     .action(async (options: Common & { key: string; amount: number; currency: string }) => {
+      // Refuse a bad request before anything is opened or created.
+      const request = checkCreateRequest({ idempotencyKey: options.key, amount: options.amount, currency: options.currency });
       await withPayments(options, false, async (_outbox, service) => {
-        const result = await service.create({ idempotencyKey: options.key, amount: options.amount, currency: options.currency });
+        const result = await service.create(request);
         if (options.json) printJson(result);
         else process.stdout.write(`${result.created ? "created" : "already exists"}: payment ${result.payment.id} ${result.payment.idempotencyKey} ${result.payment.amount} ${result.payment.currency} (${result.payment.status})\n`);
       });
@@ -57,6 +59,7 @@ export function paymentsCommand(): Command {
     .option("--amount <minor-units>", "amount of each payment", integer(1), 1000)
     .option("--currency <code>", "currency of each payment", "EUR")
     .action(async (options: Common & { count: number; prefix: string; start: number; amount: number; currency: string }) => {
+      checkCreateRequest({ idempotencyKey: `${options.prefix}-000001`, amount: options.amount, currency: options.currency });
       await withPayments(options, false, async (outbox, service) => {
         const bar = process.stderr.isTTY && !options.json ? new cliProgress.SingleBar({ format: "seeding {bar} {value}/{total} payments, {eta}s left", stream: process.stderr }, cliProgress.Presets.shades_classic) : undefined;
         bar?.start(options.count, 0);

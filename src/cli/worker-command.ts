@@ -104,7 +104,9 @@ export function workerCommand(): Command {
           logger.info({ signal, inFlight: worker.inFlight, graceMs: options.graceMs }, "stopping: no new claims; finishing or releasing in-flight messages");
           running.stop().then(() => {
             logger.info("worker stopped");
-            resolve();
+            logger.flush();
+            // Nothing of ours is left running; do not wait for stray timers or sockets.
+            process.exit(process.exitCode ?? EXIT.ok);
           }, (error: unknown) => {
             logger.error({ error: String(error) }, "error while stopping");
             process.exitCode = EXIT.failed;

@@ -3,6 +3,7 @@
 
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { InvalidArgumentError } from "../outbox/errors.js";
 import type { EventHub } from "../outbox/events.js";
 import { MESSAGE_STATUSES, type StatusCounts } from "../outbox/types.js";
 
@@ -109,7 +110,11 @@ export async function serveMetrics(registry: Registry, port: number, host = "127
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    server.once("error", (error: NodeJS.ErrnoException) => {
+      reject(error.code === "EADDRINUSE" || error.code === "EACCES"
+        ? new InvalidArgumentError(`cannot serve metrics on ${host}:${port} (${error.code === "EADDRINUSE" ? "the port is already in use" : "permission denied"}); choose another --metrics-port, or 0 for any free port`)
+        : error);
+    });
     server.listen(port, host, () => resolve());
   });
   return server;

@@ -10,7 +10,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
-import { AttemptsExhaustedError, InvalidArgumentError, LeaseLostError, ShutdownError, UnknownMessageTypeError } from "./errors.js";
+import { AttemptsExhaustedError, InvalidArgumentError, LeaseLostError, ShutdownError, UnknownMessageTypeError, UnrecoverableError } from "./errors.js";
 import { processLease, type Handler } from "./process-lease.js";
 import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import type { OutboxStore } from "./store.js";
@@ -182,11 +182,13 @@ export class Worker<Tx> {
 
   #start(lease: Lease): void {
     const controller = new AbortController();
+    // Keyed by message and token: this worker may hold a stale and a fresh claim of one message.
+    const key = `${lease.messageId}#${lease.token}`;
     const finished = this.#process(lease, controller).finally(() => {
-      this.#running.delete(lease.messageId);
+      this.#running.delete(key);
       if (!this.#stopping) this.wake();
     });
-    this.#running.set(lease.messageId, { lease, controller, finished });
+    this.#running.set(key, { lease, controller, finished });
   }
 
   async #process(lease: Lease, controller: AbortController): Promise<void> {
@@ -210,7 +212,7 @@ export class Worker<Tx> {
       await processLease(this.store, lease, handler, this.#clock, { signal: controller.signal, beforeComplete: stopHeartbeat });
     } catch (error) {
       if (controller.signal.aborted) return; // lease lost or shutdown: the message is someone else's now
-      const last = message.attempts >= this.retry.maxAttempts;
+      const last = message.attempts >= this.retry.maxAttempts || error instanceof UnrecoverableError;
       await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, this.retry, this.#random) });
     } finally {
       await stopHeartbeat();

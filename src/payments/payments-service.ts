@@ -2,7 +2,7 @@
 // idempotency key) and reconciling them with the provider under a lease.
 
 import { systemClock, type Clock } from "../outbox/clock.js";
-import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
+import { InvalidArgumentError, UnrecoverableError, WassalError } from "../outbox/errors.js";
 import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { Finalize, OutboxMessage } from "../outbox/types.js";
@@ -10,7 +10,7 @@ import type { ProviderSimulator } from "./provider-simulator.js";
 import { RECONCILE_MESSAGE_TYPE, type CreatePaymentRequest, type Payment, type PaymentOutcome, type PaymentsRepository, type ReconcilePayload } from "./types.js";
 
 /** A reconciliation message whose payload is not what this version of Wassal wrote. */
-export class InvalidPayloadError extends WassalError {
+export class InvalidPayloadError extends UnrecoverableError {
   override name = "InvalidPayloadError";
   constructor(messageId: string, detail: string) {
     super("INVALID_PAYLOAD", `message ${messageId} has an invalid ${RECONCILE_MESSAGE_TYPE} payload: ${detail}; it cannot be processed and should be dead-lettered`);
@@ -128,9 +128,9 @@ export class PaymentsService<Tx> {
    * The reconciliation handler: asks the provider for the final status (outside any
    * transaction) and returns the business write to commit with the message's completion.
    */
-  async reconcile(message: OutboxMessage): Promise<{ readonly outcome: PaymentOutcome; readonly finalize: Finalize<Tx> }> {
+  async reconcile(message: OutboxMessage, signal?: AbortSignal): Promise<{ readonly outcome: PaymentOutcome; readonly finalize: Finalize<Tx> }> {
     const { idempotencyKey } = parseReconcilePayload(message);
-    const outcome = await this.#provider.checkStatus(idempotencyKey);
+    const outcome = await this.#provider.checkStatus(idempotencyKey, signal === undefined ? {} : { signal });
     return {
       outcome,
       finalize: async (tx) => {
@@ -141,8 +141,9 @@ export class PaymentsService<Tx> {
 
   /** The reconciliation handler, ready to register with a Worker under RECONCILE_MESSAGE_TYPE. */
   handler(): Handler<Tx> {
-    return async (message) => {
-      const { outcome, finalize } = await this.reconcile(message);
+    return async (message, { signal }) => {
+      // The signal fires when the lease is lost or the worker stops: the provider call is cancelled.
+      const { outcome, finalize } = await this.reconcile(message, signal);
       return { finalize, summary: outcome.status === "Paid" ? `Paid ${outcome.transactionId}` : "Failed" };
     };
   }

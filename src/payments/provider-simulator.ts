@@ -81,7 +81,21 @@ interface Fault {
   readonly afterEffect: boolean;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or rejects with the signal's reason as soon as it aborts (a real client would cancel its request). */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
 
 function digest(text: string): string {
   return createHash("sha256").update(text).digest("hex");
@@ -151,9 +165,9 @@ export class ProviderSimulator {
     return rate !== undefined && rate > 0 && this.#random() < rate;
   }
 
-  async #delay(): Promise<void> {
+  async #delay(signal?: AbortSignal): Promise<void> {
     const spike = this.#chance(this.#randomFaults?.latencySpikeRate) ? (this.#randomFaults?.latencySpikeMs ?? 0) : 0;
-    if (this.#latencyMs + spike > 0) await sleep(this.#latencyMs + spike);
+    if (this.#latencyMs + spike > 0) await sleep(this.#latencyMs + spike, signal);
   }
 
   /** Creates the payment at the provider; idempotent by key (a repeat returns the same reference). */
@@ -181,10 +195,15 @@ export class ProviderSimulator {
   }
 
   /** The payment's final status. Issues the transaction id on the first Paid answer, the same one ever after. */
-  async checkStatus(idempotencyKey: string): Promise<PaymentOutcome> {
+  async checkStatus(idempotencyKey: string, options: { readonly signal?: AbortSignal } = {}): Promise<PaymentOutcome> {
     const key = idempotencyKey;
     this.#statusChecks.set(key, (this.#statusChecks.get(key) ?? 0) + 1);
-    await this.#delay();
+    try {
+      await this.#delay(options.signal);
+    } catch (reason) {
+      this.#record("checkStatus", key, "error (cancelled by the caller)");
+      throw reason;
+    }
     const injected = this.#takeFault("checkStatus", key);
     const random = this.#chance(this.#randomFaults?.statusFailureRate)
       ? { afterEffect: false }

@@ -50,6 +50,9 @@ export async function openOutbox(db: string, options: OpenOutboxOptions = {}): P
       ...(options.audit === undefined ? {} : { audit: options.audit }),
     });
     try {
+      if (options.mustExist && !(await store.isInstalled())) {
+        throw new DatabaseOpenError(`no Wassal outbox in schema ${store.schema} at ${redactUrl(db)}; check --schema (default wassal), or start a worker or create a payment there first`);
+      }
       await store.migrate();
       const payments = new PostgresPaymentsRepository(store);
       await payments.migrate();

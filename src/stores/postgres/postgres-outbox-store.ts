@@ -140,6 +140,12 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
     return applyPgMigrations(this.pool, this.schema, migrations);
   }
 
+  /** True when this schema already holds Wassal's outbox table. */
+  async isInstalled(): Promise<boolean> {
+    const { rows } = await this.pool.query<{ installed: boolean }>("SELECT to_regclass($1) IS NOT NULL AS installed", [`${this.schema}.outbox_messages`]);
+    return rows[0]?.installed ?? false;
+  }
+
   async migrate(): Promise<void> {
     await this.applyMigrations(outboxMigrations(this.schema));
   }

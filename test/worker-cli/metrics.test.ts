@@ -1,0 +1,124 @@
+// `wassal worker --metrics-port`: Prometheus metrics over HTTP from a real worker process, checked
+// against the work it did. The port is found by the test (listen on 0, close, reuse), since the
+// worker does not print the port it picked for --metrics-port 0 unless it logs at info level.
+// On a SQLite file and on a PostgreSQL schema.
+//
+// Needs `npm run build` first (`npm test` does it).
+
+import { mkdtempSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { postgresAvailable } from "../support/postgres.js";
+import { tempDir } from "../support/temp.js";
+import { cliOk, closeTargets, errorLine, freePort, killAll, newTarget, requireBuiltCli, startCli, until, type StoreKind } from "./harness.js";
+
+const PG = await postgresAvailable();
+const FILE_TMP = tempDir("wassal-wcli-metrics-");
+const cwd = () => mkdtempSync(join(FILE_TMP, "cwd-"));
+
+beforeAll(requireBuiltCli);
+afterEach(killAll);
+afterAll(closeTargets);
+
+/** The samples of a Prometheus text exposition: `name{labels}` → value. */
+function samples(text: string): Map<string, number> {
+  const map = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#") || line.trim() === "") continue;
+    const match = /^(\S+?(?:\{[^}]*\})?) (\S+)$/.exec(line);
+    if (match) map.set(match[1]!, Number(match[2]));
+  }
+  return map;
+}
+
+async function scrape(url: string): Promise<{ status: number; type: string | null; body: string } | undefined> {
+  try {
+    const response = await fetch(url);
+    return { status: response.status, type: response.headers.get("content-type"), body: await response.text() };
+  } catch {
+    return undefined; // not listening yet
+  }
+}
+
+for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
+  describe.runIf(kind === "sqlite" || PG)(`${kind}: worker metrics`, () => {
+    it("GET /metrics reports claims, completions, handler durations and the queue by state, matching the work done", async () => {
+      const target = newTarget(kind, FILE_TMP);
+      const dir = cwd();
+      const COUNT = 25;
+      await cliOk(["payments", "seed", ...target.args, "--count", String(COUNT)], { cwd: dir });
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}/metrics`;
+      const w = startCli(["worker", ...target.args, "--name", "metered", "--metrics-port", String(port), "--log-level", "warn", "--poll-ms", "100"], { cwd: dir });
+
+      await until(`${COUNT} processed`, async () => {
+        if (w.exit()) throw new Error(`the worker exited early: ${JSON.stringify(w.exit())}; ${w.stderr()}`);
+        return (await target.counts()).processed === COUNT;
+      });
+      // Completion events are counted as they happen; the scrape that sees them all must come.
+      const page = await until("a scrape showing every completion", async () => {
+        const got = await scrape(url);
+        return got && samples(got.body).get("wassal_completions_total") === COUNT ? got : false;
+      }, { timeoutMs: 10_000, intervalMs: 100 });
+      expect(page.status).toBe(200);
+      expect(page.type).toMatch(/^text\/plain/);
+      const m = samples(page.body);
+      expect(m.get('wassal_claims_total{result="won"}')).toBe(COUNT);
+      expect(m.get('wassal_claims_total{result="blocked"}')).toBe(0);
+      expect(m.get("wassal_processing_attempts_total")).toBe(COUNT);
+      expect(m.get("wassal_completions_total")).toBe(COUNT);
+      expect(m.get("wassal_dead_letters_total")).toBe(0);
+      expect(m.get("wassal_retries_total")).toBe(0);
+      expect(m.get('wassal_handler_duration_seconds_count{result="completed"}')).toBe(COUNT);
+      expect(m.get('wassal_handler_duration_seconds_bucket{le="+Inf",result="completed"}')).toBe(COUNT);
+      expect(m.get('wassal_handler_duration_seconds_sum{result="completed"}')).toBeGreaterThan(0);
+      expect(m.get('wassal_messages{status="processed"}')).toBe(COUNT);
+      expect(m.get('wassal_messages{status="pending"}')).toBe(0);
+      expect(m.get('wassal_messages{status="processing"}')).toBe(0);
+      expect(m.get('wassal_messages{status="dead"}')).toBe(0);
+      expect(page.body).toContain("# TYPE wassal_handler_duration_seconds histogram");
+      expect(page.body).toContain("# HELP wassal_claims_total ");
+      expect(m.has("process_resident_memory_bytes")).toBe(true);
+
+      // The gauge is read from the database at each scrape: new work shows up as pending or processed.
+      await cliOk(["payments", "seed", ...target.args, "--count", "3", "--start", "100"], { cwd: dir });
+      await until("the new payments in the gauge", async () => {
+        const got = await scrape(url);
+        return got !== undefined && samples(got.body).get('wassal_messages{status="processed"}') === COUNT + 3;
+      }, { timeoutMs: 10_000, intervalMs: 100 });
+
+      const missing = await scrape(`http://127.0.0.1:${port}/other`);
+      expect(missing?.status).toBe(404);
+
+      w.signal("SIGTERM");
+      expect((await w.waitForExit(10_000)).code).toBe(0);
+      // The port is given back.
+      expect(await scrape(url)).toBeUndefined();
+    });
+  });
+}
+
+describe("sqlite: metrics port in use", () => {
+  it("a worker whose --metrics-port is taken stops at once with one line naming the address, having claimed nothing", async () => {
+    const target = newTarget("sqlite", FILE_TMP);
+    const dir = cwd();
+    await cliOk(["payments", "seed", ...target.args, "--count", "2"], { cwd: dir });
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", () => resolve()));
+    try {
+      const port = (holder.address() as AddressInfo).port;
+      const w = startCli(["worker", ...target.args, "--metrics-port", String(port), "--log-level", "warn"], { cwd: dir });
+      const exit = await w.waitForExit(10_000);
+      expect(exit.code).toBe(2);
+      expect(exit.signal).toBeNull();
+      const line = errorLine(w.stderr());
+      expect(line).toMatch(/^wassal: /);
+      expect(line).toContain(`127.0.0.1:${port}`);
+      expect(line).toMatch(/already in use.*--metrics-port/);
+      expect((await target.messages()).map((m) => [m.status, m.attempts])).toEqual([["pending", 0], ["pending", 0]]);
+    } finally {
+      await new Promise<void>((resolve) => holder.close(() => resolve()));
+    }
+  });
+});
