@@ -63,8 +63,23 @@ export function labCommand(): Command {
         throw new InvalidArgumentError("--db names one database file, and each scenario needs an empty one: run one scenario at a time with --db, or leave --db out for temporary files");
       }
       const results: LabRunResult[] = [];
+      // Ctrl-C (or SIGTERM) mid-run: remove the temporary database, then stop.
+      let cleanup: (() => Promise<string>) | null = null;
+      const onSignal = (signal: NodeJS.Signals) => {
+        const pending = cleanup;
+        const done = pending ? pending() : Promise.resolve("nothing to clean up");
+        void done.then(
+          (fate) => process.stderr.write(`wassal: interrupted by ${signal}; ${fate}\n`),
+          (error: unknown) => process.stderr.write(`wassal: interrupted by ${signal}; clean-up failed: ${String(error)}\n`),
+        ).finally(() => process.exit(EXIT.interrupted));
+      };
+      process.once("SIGINT", onSignal);
+      process.once("SIGTERM", onSignal);
       for (const scenario of scenarios) {
         const result = await runScenario(scenario, {
+          onCleanup: (next) => {
+            cleanup = next;
+          },
           reportsDir: options.reports ?? ".",
           keepDb: options.keepDb ?? false,
           ...(options.db === undefined ? {} : { db: options.db }),

@@ -30,6 +30,11 @@ export interface LabRunOptions {
   readonly db?: string;
   /** Keep the temporary database (SQLite file or PostgreSQL schema). */
   readonly keepDb?: boolean;
+  /**
+   * Called with the run's clean-up while it runs (and with null once it is done), so a caller
+   * that is interrupted (Ctrl-C) can remove the temporary database before it exits.
+   */
+  readonly onCleanup?: (cleanup: (() => Promise<string>) | null) => void;
 }
 
 export interface LabRunResult {
@@ -66,10 +71,14 @@ export async function runScenario(scenario: Scenario, options: LabRunOptions = {
   const backend = await createBackend(scenario, options);
   let outcome: Awaited<ReturnType<Scenario["run"]>>;
   let databaseFate: string;
+  let disposed: Promise<string> | undefined;
+  const dispose = () => (disposed ??= backend.dispose());
+  options.onCleanup?.(dispose);
   try {
     outcome = await scenario.run(backend);
   } finally {
-    databaseFate = await backend.dispose();
+    databaseFate = await dispose();
+    options.onCleanup?.(null);
   }
   const header = [
     `Wassal payments lab: ${scenario.name} (${scenario.phase}: ${scenario.title})`,
