@@ -151,7 +151,7 @@ export interface PurgeOptions {
 }
 
 /** What the lease journal records. */
-export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release";
+export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive";
 
 /**
  * One row of the lease journal, written in the same transaction as the change it records (when

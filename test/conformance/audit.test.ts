@@ -83,3 +83,20 @@ describeEachStore("lease journal", (factory) => {
     ]);
   });
 });
+
+describeEachStore("lease journal: redrive", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("records a redrive of a dead message under its last token, as the operator's act", async () => {
+    const { store } = ctx();
+    await enqueueMessage(store, { dedupeKey: "a" });
+    await enqueueMessage(store, { dedupeKey: "b" });
+    const [a, b] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS });
+    await store.fail(a!, new Error("x"), "dead");
+    await store.fail(b!, new Error("y"), "dead");
+    expect(await store.redrive({ messageIds: [a!.messageId] })).toBe(1);
+    expect(await store.redrive("all")).toBe(1);
+    const redrives = (await store.auditTrail()).filter((e) => e.action === "redrive");
+    expect(redrives.map((e) => [e.messageId, e.token, e.owner])).toEqual([[a!.messageId, a!.token, "redrive"], [b!.messageId, b!.token, "redrive"]]);
+  });
+});

@@ -48,7 +48,7 @@ CREATE TABLE ${schema}.outbox_audit (
   message_id            bigint      NOT NULL,
   lease_token           integer     NOT NULL,
   owner                 text        NOT NULL,
-  action                text        NOT NULL CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release')),
+  action                text        NOT NULL CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release', 'redrive')),
   at                    timestamptz NOT NULL,
   previous_status       text,
   previous_owner        text,
@@ -199,14 +199,20 @@ export function outboxSql(schema: string) {
       SELECT m.locked_by AS owner, count(*) FILTER (WHERE m.locked_until > clock.t)::int AS held,
              count(*) FILTER (WHERE m.locked_until <= clock.t)::int AS expired
       FROM ${table} m, clock WHERE m.status = 'processing' GROUP BY m.locked_by ORDER BY m.locked_by`,
-    /** $1 now. */
-    redriveAll: `WITH ${CLOCK}
-      UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
-      FROM clock WHERE m.status = 'dead'`,
-    /** $1 now, $2 ids. */
-    redriveSome: `WITH ${CLOCK}
-      UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
-      FROM clock WHERE m.status = 'dead' AND m.id = ANY($2::bigint[])`,
+    /** $1 now, $2 journal?. Owner "redrive" marks an operator's act in the journal. */
+    redriveAll: `WITH ${CLOCK},
+      moved AS (
+        UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
+        FROM clock WHERE m.status = 'dead' RETURNING m.id, m.lease_token, clock.t AS now),
+      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
+      SELECT count(*)::int AS moved FROM moved`,
+    /** $1 now, $2 journal?, $3 ids. */
+    redriveSome: `WITH ${CLOCK},
+      moved AS (
+        UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
+        FROM clock WHERE m.status = 'dead' AND m.id = ANY($3::bigint[]) RETURNING m.id, m.lease_token, clock.t AS now),
+      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
+      SELECT count(*)::int AS moved FROM moved`,
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeBatch: `WITH batch AS MATERIALIZED (
         SELECT id FROM ${table} WHERE status = 'processed' AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)

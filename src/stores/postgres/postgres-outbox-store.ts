@@ -352,10 +352,10 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   }
 
   async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
-    if (target === "all") return (await this.pool.query(this.#sql.redriveAll, [this.#now()])).rowCount ?? 0;
+    if (target === "all") return (await this.pool.query<{ moved: number }>(this.#sql.redriveAll, [this.#now(), this.#audit])).rows[0]?.moved ?? 0;
     const ids = target.messageIds.map(rowId).filter((id): id is string => id !== null);
     if (ids.length === 0) return 0;
-    return (await this.pool.query(this.#sql.redriveSome, [this.#now(), ids])).rowCount ?? 0;
+    return (await this.pool.query<{ moved: number }>(this.#sql.redriveSome, [this.#now(), this.#audit, ids])).rows[0]?.moved ?? 0;
   }
 
   async purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {

@@ -40,7 +40,7 @@ CREATE TABLE outbox_audit (
   message_id            INTEGER NOT NULL,
   lease_token           INTEGER NOT NULL,
   owner                 TEXT    NOT NULL,
-  action                TEXT    NOT NULL CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release')),
+  action                TEXT    NOT NULL CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release', 'redrive')),
   at                    INTEGER NOT NULL,
   previous_status       TEXT,
   previous_owner        TEXT,
@@ -105,6 +105,11 @@ export const SQL = {
   oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
   leasesByOwner: `SELECT locked_by AS owner, sum(locked_until > @now) AS held, sum(locked_until <= @now) AS expired
                   FROM outbox_messages WHERE status = 'processing' GROUP BY locked_by ORDER BY locked_by`,
+  /** Journal rows for a redrive, written before it (same transaction); owner "redrive" marks an operator's act. */
+  journalRedriveAll: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
+                      SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages WHERE status = 'dead'`,
+  journalRedriveOne: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
+                      SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages WHERE id = @id AND status = 'dead'`,
   redriveAll: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
                WHERE status = 'dead'`,
   redriveOne: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL

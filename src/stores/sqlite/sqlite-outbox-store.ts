@@ -221,11 +221,16 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
     return this.writeLock.run(() => {
       const now = this.#now();
-      if (target === "all") return this.#stmt("redriveAll").run({ now }).changes;
+      if (target === "all") {
+        if (this.#audit) this.#stmt("journalRedriveAll").run({ now });
+        return this.#stmt("redriveAll").run({ now }).changes;
+      }
       let moved = 0;
       for (const messageId of target.messageIds) {
         const id = rowId(messageId);
-        if (id !== undefined) moved += this.#stmt("redriveOne").run({ id, now }).changes;
+        if (id === undefined) continue;
+        if (this.#audit) this.#stmt("journalRedriveOne").run({ id, now });
+        moved += this.#stmt("redriveOne").run({ id, now }).changes;
       }
       return moved;
     });
