@@ -258,3 +258,27 @@ describeEachStore("exclusive, expiring leases", (factory) => {
     }
   });
 });
+
+describeEachStore("claiming: the order of the returned leases", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("returns the leases of one claim in the order the messages became due, not in id order", async () => {
+    const { store, clock } = ctx();
+    const later = await enqueueMessage(store);
+    const earlier = await enqueueMessage(store, { availableAt: new Date(clock.now().getTime() - 1) });
+    const leases = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS });
+    expect(leases.map((l) => l.messageId)).toEqual([earlier.id, later.id]);
+  });
+
+  it("returns a reclaimed expired lease before a newer pending message in the same claim", async () => {
+    const { store, clock } = ctx();
+    const first = await enqueueMessage(store);
+    clock.advance(1);
+    const second = await enqueueMessage(store);
+    await claimOne(store, "worker-a", 10);
+    clock.advance(10);
+    const leases = await store.claim("worker-b", { limit: 2, leaseMs: LEASE_MS });
+    // first's lease ran out at t+10, later than second became due (t+1): second comes first.
+    expect(leases.map((l) => l.messageId)).toEqual([second.id, first.id]);
+  });
+});

@@ -98,7 +98,7 @@ export function outboxSql(schema: string) {
      */
     claim: `WITH ${CLOCK},
       candidates AS MATERIALIZED (
-        SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until
+        SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
         FROM ${table} m, clock
         WHERE m.status IN ('pending', 'processing') AND m.available_at <= clock.t
         ORDER BY m.available_at, m.id
@@ -112,7 +112,7 @@ export function outboxSql(schema: string) {
             lease_token = m.lease_token + 1, attempts = m.attempts + 1
         FROM candidates c, clock
         WHERE m.id = c.id
-        RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, clock.t AS now
+        RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, c.old_available_at, clock.t AS now
       ),
       journal AS (
         INSERT INTO ${audit} (${AUDIT_COLUMNS})

@@ -204,8 +204,9 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
     checkOwner(owner);
     const { limit, leaseMs } = checkClaimOptions(options);
-    const { rows } = await this.pool.query<PgMessageRow & { reclaimed_from: string | null; now: Date }>(this.#sql.claim, [this.#now(), limit, owner, leaseMs, this.#audit]);
-    rows.sort((a, b) => a.available_at.getTime() - b.available_at.getTime() || Number(BigInt(a.id) - BigInt(b.id)));
+    const { rows } = await this.pool.query<PgMessageRow & { reclaimed_from: string | null; old_available_at: Date; now: Date }>(this.#sql.claim, [this.#now(), limit, owner, leaseMs, this.#audit]);
+    // RETURNING has no order: put the leases back in the order they became due (as claimed).
+    rows.sort((a, b) => a.old_available_at.getTime() - b.old_available_at.getTime() || Number(BigInt(a.id) - BigInt(b.id)));
     const at = rows[0]?.now ?? this.#clock?.now() ?? new Date();
     const leases = rows.map((row) => this.#lease(row, row.reclaimed_from));
     reportClaims(this.events, owner, limit, at, leases);

@@ -1,0 +1,391 @@
+// The commands of the model-based test: each one does the same thing to a real store and to the
+// model (lease-model.ts), checks that the operation's result agrees, then checks the whole state
+// (every message, the business rows, the lease journal, the exclusivity invariants).
+//
+// Several simulated workers each remember the leases they were handed, stale ones included: a
+// worker presents them again after a completion, a failure, a release, an expiry or a reclaim,
+// and the store must refuse every lease that is no longer current. A crash makes a worker forget
+// its leases without touching the store.
+
+import { isDeepStrictEqual } from "node:util";
+import Database from "better-sqlite3";
+import fc from "fast-check";
+import pg from "pg";
+import type { ManualClock } from "../../src/outbox/clock.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { AuditEntry, ClaimOneResult, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
+import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { TEST_DATABASE_URL } from "../support/postgres.js";
+import { START, type StoreHarness } from "../conformance/stores.js";
+import { LeaseModel, type FinalizeKind, type Holder, type JournalEntry, type LeaseLost as ModelLeaseLost, type ModelLease, type ModelMessage } from "./lease-model.js";
+
+export const OWNERS = ["w1", "w2", "w3"] as const;
+
+/** The model side: the specification plus what each simulated worker remembers. */
+export interface World {
+  readonly spec: LeaseModel;
+  /** Each worker's leases, as the store handed them out (stale ones included until a crash). */
+  readonly workers: Map<string, Lease[]>;
+  /** Message ids in enqueue order. */
+  readonly ids: string[];
+  failures: number;
+}
+
+/** The real side: one fresh database per run. */
+export interface Real {
+  readonly harness: StoreHarness;
+  readonly clock: ManualClock;
+  readonly business: BusinessRowsReader;
+  /** Every (message, token) a claim has ever handed out: a token is never issued twice. */
+  readonly issued: Set<string>;
+  /** What happened so far in this run, printed when a check fails. */
+  readonly trace: string[];
+  /** Outcomes seen, per operation, across all runs of a test (to show the generator reaches them). */
+  readonly seen: Map<string, number>;
+}
+
+function tally(r: Real, key: string): void {
+  r.seen.set(key, (r.seen.get(key) ?? 0) + 1);
+}
+
+export function newWorld(): World {
+  return { spec: new LeaseModel(START.getTime()), workers: new Map(OWNERS.map((o) => [o, []])), ids: [], failures: 0 };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading committed business rows on a connection of our own (what another process would see).
+
+export interface BusinessRowsReader {
+  /** Committed business rows per key. */
+  counts(): Promise<Record<string, number>>;
+  close(): Promise<void>;
+}
+
+export async function openBusinessRowsReader(store: OutboxStore<unknown>): Promise<BusinessRowsReader> {
+  if (store instanceof SqliteOutboxStore) {
+    const db = new Database(store.path, { readonly: true, fileMustExist: true });
+    const query = db.prepare("SELECT key, count(*) AS n FROM business_effects GROUP BY key");
+    return {
+      counts: async () => Object.fromEntries((query.all() as { key: string; n: number }[]).map((r) => [r.key, r.n])),
+      close: async () => void db.close(),
+    };
+  }
+  if (store instanceof PostgresOutboxStore) {
+    const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await client.connect();
+    const sql = `SELECT key, count(*)::int AS n FROM ${store.schema}.business_effects GROUP BY key`;
+    return {
+      counts: async () => Object.fromEntries((await client.query<{ key: string; n: number }>(sql)).rows.map((r) => [r.key, r.n])),
+      close: () => client.end(),
+    };
+  }
+  throw new Error(`no business-rows reader for a ${store.kind} store`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views: real and model values in one comparable shape (times as milliseconds after START).
+
+const rel = (t: Date | number | null): number | null => (t === null ? null : (typeof t === "number" ? t : t.getTime()) - START.getTime());
+
+function realMessage(m: OutboxMessage) {
+  return { id: m.id, status: m.status, lockedBy: m.lockedBy, token: m.leaseToken, attempts: m.attempts, lockedUntil: rel(m.lockedUntil), availableAt: rel(m.availableAt), lastError: m.lastError, processedAt: rel(m.processedAt) };
+}
+function modelMessage(m: ModelMessage) {
+  return { id: m.id, status: m.status, lockedBy: m.lockedBy, token: m.token, attempts: m.attempts, lockedUntil: rel(m.lockedUntil), availableAt: rel(m.availableAt), lastError: m.lastError, processedAt: rel(m.processedAt) };
+}
+function realLease(l: Lease) {
+  return { messageId: l.messageId, owner: l.owner, token: l.token, lockedUntil: rel(l.lockedUntil), reclaimedFrom: l.reclaimedFrom, message: realMessage(l.message) };
+}
+function modelLease(l: ModelLease, spec: LeaseModel) {
+  return { messageId: l.messageId, owner: l.owner, token: l.token, lockedUntil: rel(l.lockedUntil), reclaimedFrom: l.reclaimedFrom, message: modelMessage(spec.messages.get(l.messageId)!) };
+}
+function holder(h: Holder | LeaseLost["current"]) {
+  return h === null ? null : { status: h.status, lockedBy: h.lockedBy, lockedUntil: rel(h.lockedUntil), leaseToken: h.leaseToken };
+}
+function realJournal(e: AuditEntry) {
+  return { messageId: e.messageId, token: e.token, owner: e.owner, action: e.action, at: rel(e.at), previousStatus: e.previousStatus, previousOwner: e.previousOwner, previousLockedUntil: rel(e.previousLockedUntil) };
+}
+function modelJournal(e: JournalEntry) {
+  return { ...e, at: rel(e.at), previousLockedUntil: rel(e.previousLockedUntil) };
+}
+
+/** Fails with both values printed when the store and the model disagree (for lists of equal length, only the differing items). */
+function same(actual: unknown, expected: unknown, what: string): void {
+  if (isDeepStrictEqual(actual, expected)) return;
+  const show = (label: string, store: unknown, model: unknown) => `\n  ${label}store: ${JSON.stringify(store)}\n  ${label}model: ${JSON.stringify(model)}`;
+  const detail = Array.isArray(actual) && Array.isArray(expected) && actual.length === expected.length
+    ? actual.map((item, i) => (isDeepStrictEqual(item, expected[i]) ? "" : show(`[${i}] `, item, expected[i]))).join("")
+    : show("", actual, expected);
+  throw new Error(`${what}: the store disagrees with the model${detail}`);
+}
+
+function brief(l: { messageId: string; token: number; lockedUntil: Date | number }): string {
+  return `#${l.messageId}@${l.token} until +${rel(l.lockedUntil)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state check, after every command.
+
+export async function checkState(w: World, r: Real): Promise<void> {
+  const store = r.harness.store;
+  const now = w.spec.now;
+  if (r.clock.now().getTime() !== now) throw new Error(`clock at +${rel(r.clock.now())}, model at +${rel(now)}`);
+
+  const rows = await store.listMessages();
+  same(rows.map(realMessage), [...w.spec.messages.values()].map(modelMessage), "messages");
+
+  // Exactly one committed business row per processed message, none for any other.
+  const business = await r.business.counts();
+  same(business, Object.fromEntries(w.spec.businessRows), "business rows per message");
+  for (const row of rows) {
+    const n = business[row.id] ?? 0;
+    if (n !== (row.status === "processed" ? 1 : 0)) throw new Error(`invariant: message #${row.id} is ${row.status} with ${n} business row(s)`);
+  }
+
+  const journal = await store.auditTrail();
+  same(journal.map(realJournal), w.spec.journal.map(modelJournal), "lease journal");
+
+  // Exclusive: at most one unexpired lease per message among everything the workers hold that the
+  // store would honour, and every reclaim came at or after the previous lease's expiry.
+  for (const row of rows) {
+    if (row.status !== "processing" || row.lockedUntil!.getTime() <= now) continue;
+    const live = [...w.workers.values()].flat().filter((l) => l.messageId === row.id && l.token === row.leaseToken);
+    if (live.length > 1) throw new Error(`invariant: message #${row.id} has ${live.length} unexpired leases: ${live.map((l) => `${l.owner}@${l.token}`).join(", ")}`);
+  }
+  for (const e of journal) {
+    if (e.action === "claim" && e.previousStatus === "processing" && e.previousLockedUntil!.getTime() > e.at.getTime()) {
+      throw new Error(`invariant: #${e.messageId} reclaimed by ${e.owner} at +${rel(e.at)} while ${e.previousOwner}'s lease ran until +${rel(e.previousLockedUntil)}`);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands.
+
+class FinalizeFailure extends Error {
+  constructor() {
+    super("finalize failed on purpose");
+  }
+}
+
+type Act = (w: World, r: Real) => Promise<string>;
+
+/** One command: `act` drives store and model and checks the result; then the whole state is checked. */
+class Step implements fc.AsyncCommand<World, Real> {
+  constructor(
+    private readonly label: string,
+    private readonly applies: (w: World) => boolean,
+    private readonly act: Act,
+  ) {}
+
+  check(w: Readonly<World>): boolean {
+    return this.applies(w as World);
+  }
+
+  async run(w: World, r: Real): Promise<void> {
+    const at = `t+${rel(w.spec.now)}`;
+    try {
+      r.trace.push(`${at} ${this.label} → ${await this.act(w, r)}`);
+      await checkState(w, r);
+    } catch (error) {
+      if (!r.trace[r.trace.length - 1]?.startsWith(`${at} ${this.label} →`)) r.trace.push(`${at} ${this.label} → (failed)`);
+      const message = error instanceof Error ? error.message : String(error);
+      throw new Error(`${message}\n  run so far (store ${r.harness.store.kind}):\n    ${r.trace.join("\n    ")}`, { cause: error });
+    }
+  }
+
+  toString(): string {
+    return this.label;
+  }
+}
+
+/** Every lease some worker remembers, worker by worker, oldest first. */
+function remembered(w: World): { owner: string; lease: Lease; index: number }[] {
+  return [...w.workers.entries()].flatMap(([owner, leases]) => leases.map((lease, index) => ({ owner, lease, index })));
+}
+
+/** The lease a worker presents: one that some worker remembers, picked by index. */
+function presented(w: World, pick: number): { owner: string; lease: Lease; index: number } {
+  const all = remembered(w);
+  return all[pick % all.length]!;
+}
+
+const anyHeld = (w: World) => remembered(w).length > 0;
+
+/** A lease-lost result, the store's or the model's, in one shape. */
+function lostView(l: LeaseLost | ModelLeaseLost) {
+  return { outcome: l.outcome, messageId: l.messageId, token: l.token, current: holder(l.current) };
+}
+
+function claimed(w: World, r: Real, owner: string, lease: Lease): void {
+  const key = `${lease.messageId}#${lease.token}`;
+  if (r.issued.has(key)) throw new Error(`invariant: token ${lease.token} of #${lease.messageId} was handed out twice`);
+  r.issued.add(key);
+  w.workers.get(owner)!.push(lease);
+  tally(r, lease.reclaimedFrom === null ? "lease:fresh" : lease.reclaimedFrom === owner ? "lease:reclaimed-own" : "lease:reclaimed-other");
+}
+
+export function enqueue(delayMs: number | undefined): Step {
+  return new Step(`enqueue(${delayMs === undefined ? "due now" : `availableAt now${delayMs < 0 ? "" : "+"}${delayMs}`})`, () => true, async (w, r) => {
+    const store = r.harness.store;
+    const availableAt = delayMs === undefined ? undefined : new Date(w.spec.now + delayMs);
+    const message = await store.transaction((tx) => store.enqueue(tx, { type: "model.message", payload: { n: w.ids.length }, ...(availableAt && { availableAt }) }));
+    if (w.spec.messages.has(message.id)) throw new Error(`enqueue returned id ${message.id} twice`);
+    w.ids.push(message.id);
+    w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now);
+    same(realMessage(message), modelMessage(w.spec.messages.get(message.id)!), "enqueued message");
+    return `#${message.id}`;
+  });
+}
+
+export function claim(owner: string, limit: number, leaseMs: number): Step {
+  return new Step(`${owner} claim(limit ${limit}, lease ${leaseMs}ms)`, () => true, async (w, r) => {
+    const leases = await r.harness.store.claim(owner, { limit, leaseMs });
+    const expected = w.spec.claim(owner, limit, leaseMs);
+    const note = leases.length === 0 ? "nothing" : leases.map(brief).join(", ");
+    same(leases.map((l) => `#${l.messageId}`).join(", "), expected.map((l) => `#${l.messageId}`).join(", "), `${owner}'s claim: the messages claimed, in order`);
+    same(leases.map(realLease), expected.map((l) => modelLease(l, w.spec)), `${owner}'s claim: the leases`);
+    for (const lease of leases) claimed(w, r, owner, lease);
+    tally(r, leases.length === 0 ? "claim:empty" : leases.length === 1 ? "claim:one" : "claim:several");
+    return note;
+  });
+}
+
+export function claimMessage(owner: string, pick: number, leaseMs: number): Step {
+  return new Step(`${owner} claimMessage(message pick ${pick}, lease ${leaseMs}ms)`, () => true, async (w, r) => {
+    // One pick past the known ids names a message that does not exist.
+    const index = pick % (w.ids.length + 1);
+    const id = w.ids[index] ?? "999999";
+    const result: ClaimOneResult = await r.harness.store.claimMessage(owner, id, { leaseMs });
+    const expected = w.spec.claimMessage(owner, id, leaseMs);
+    const view =
+      result.outcome === "claimed" ? { outcome: result.outcome, lease: realLease(result.lease) }
+      : result.outcome === "blocked" ? { outcome: result.outcome, messageId: result.messageId, heldBy: result.heldBy, lockedUntil: rel(result.lockedUntil), token: result.token }
+      : { outcome: result.outcome, messageId: result.messageId, status: result.status };
+    const model =
+      expected.outcome === "claimed" ? { outcome: expected.outcome, lease: modelLease(expected.lease, w.spec) }
+      : expected.outcome === "blocked" ? { outcome: expected.outcome, messageId: id, heldBy: expected.heldBy, lockedUntil: rel(expected.lockedUntil), token: expected.token }
+      : { outcome: expected.outcome, messageId: id, status: expected.status };
+    same(view, model, `${owner}'s claim of #${id}`);
+    if (result.outcome === "claimed") claimed(w, r, owner, result.lease);
+    tally(r, `claimMessage:${result.outcome}`);
+    return `#${id}: ${result.outcome === "claimed" ? brief(result.lease) : result.outcome}`;
+  });
+}
+
+export function renew(pick: number, leaseMs: number): Step {
+  return new Step(`renew(lease pick ${pick}, ${leaseMs}ms)`, anyHeld, async (w, r) => {
+    const { owner, lease, index } = presented(w, pick);
+    const result = await r.harness.store.renew(lease, leaseMs);
+    const expected = w.spec.renew(lease, leaseMs);
+    same(
+      result.outcome === "renewed" ? { outcome: result.outcome, lease: realLease(result.lease) } : lostView(result),
+      expected.outcome === "renewed"
+        ? { outcome: expected.outcome, lease: { messageId: lease.messageId, owner, token: lease.token, lockedUntil: rel(expected.lockedUntil), reclaimedFrom: lease.reclaimedFrom, message: modelMessage(w.spec.messages.get(lease.messageId)!) } }
+        : lostView(expected),
+      `${owner}'s renewal of #${lease.messageId}@${lease.token}`,
+    );
+    if (result.outcome === "renewed") w.workers.get(owner)![index] = result.lease;
+    tally(r, `renew:${result.outcome}`);
+    return `${owner} renews #${lease.messageId}@${lease.token}: ${result.outcome === "renewed" ? brief(result.lease) : result.outcome}`;
+  });
+}
+
+export function complete(pick: number, finalize: FinalizeKind): Step {
+  return new Step(`complete(lease pick ${pick}${finalize === "write" ? "" : ", finalize throws"})`, anyHeld, async (w, r) => {
+    const { owner, lease } = presented(w, pick);
+    let finalizeCalls = 0;
+    let view: unknown;
+    try {
+      const result = await r.harness.store.complete(lease, async (tx) => {
+        finalizeCalls += 1;
+        await r.harness.businessWrite(tx, lease.messageId);
+        if (finalize === "write-then-throw") throw new FinalizeFailure();
+      });
+      view = result.outcome === "completed" ? { outcome: result.outcome, messageId: result.messageId, processedAt: rel(result.processedAt) } : lostView(result);
+    } catch (error) {
+      if (!(error instanceof FinalizeFailure)) throw error;
+      view = { outcome: "finalize-threw" };
+    }
+    const expected = w.spec.complete(lease, finalize);
+    same(view, expected.outcome === "completed" ? { outcome: expected.outcome, messageId: lease.messageId, processedAt: rel(expected.processedAt) } : expected.outcome === "finalize-threw" ? expected : lostView(expected), `${owner}'s completion of #${lease.messageId}@${lease.token}`);
+    // A stale token never writes: finalize runs only under the current lease.
+    same(finalizeCalls, expected.outcome === "lease-lost" ? 0 : 1, `finalize calls for #${lease.messageId}@${lease.token}`);
+    tally(r, `complete:${(view as { outcome: string }).outcome}`);
+    return `${owner} completes #${lease.messageId}@${lease.token}: ${(view as { outcome: string }).outcome}`;
+  });
+}
+
+export function fail(pick: number, decision: { readonly retryInMs: number } | "dead"): Step {
+  const how = decision === "dead" ? "dead" : `retry in ${decision.retryInMs}ms`;
+  return new Step(`fail(lease pick ${pick}, ${how})`, anyHeld, async (w, r) => {
+    const { owner, lease } = presented(w, pick);
+    w.failures += 1;
+    const error = new Error(`boom ${w.failures}`);
+    const result = await r.harness.store.fail(lease, error, decision);
+    const expected = w.spec.fail(lease, `Error: boom ${w.failures}`, decision);
+    same(
+      result.outcome === "retry-scheduled" ? { outcome: result.outcome, messageId: result.messageId, availableAt: rel(result.availableAt) }
+      : result.outcome === "dead" ? { outcome: result.outcome, messageId: result.messageId }
+      : lostView(result),
+      expected.outcome === "retry-scheduled" ? { outcome: expected.outcome, messageId: lease.messageId, availableAt: rel(expected.availableAt) }
+      : expected.outcome === "dead" ? { outcome: expected.outcome, messageId: lease.messageId }
+      : lostView(expected),
+      `${owner}'s failure of #${lease.messageId}@${lease.token}`,
+    );
+    tally(r, `fail:${result.outcome}`);
+    return `${owner} fails #${lease.messageId}@${lease.token}: ${result.outcome}`;
+  });
+}
+
+export function release(pick: number): Step {
+  return new Step(`release(lease pick ${pick})`, anyHeld, async (w, r) => {
+    const { owner, lease } = presented(w, pick);
+    const result = await r.harness.store.release(lease);
+    const expected = w.spec.release(lease);
+    same(
+      result.outcome === "released" ? { outcome: result.outcome, messageId: result.messageId } : lostView(result),
+      expected.outcome === "released" ? { outcome: expected.outcome, messageId: lease.messageId } : lostView(expected),
+      `${owner}'s release of #${lease.messageId}@${lease.token}`,
+    );
+    tally(r, `release:${result.outcome}`);
+    return `${owner} releases #${lease.messageId}@${lease.token}: ${result.outcome}`;
+  });
+}
+
+export function crash(owner: string): Step {
+  return new Step(`${owner} crash (forgets its leases)`, (w) => w.workers.get(owner)!.length > 0, async (w) => {
+    const forgotten = w.workers.get(owner)!.map((l) => `#${l.messageId}@${l.token}`);
+    w.workers.set(owner, []);
+    return `forgot ${forgotten.join(", ")}`;
+  });
+}
+
+export function advance(ms: number): Step {
+  return new Step(`advance(${ms}ms)`, () => true, async (w, r) => {
+    r.clock.advance(ms);
+    w.spec.advance(ms);
+    return `now +${rel(w.spec.now)}`;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generators. Lease lengths and clock steps come from small sets so that expiries land exactly on
+// "now" often (lockedUntil <= now is expired), and from a range so that they also fall between.
+
+const owner = fc.constantFrom(...OWNERS);
+const leaseMs = fc.oneof(fc.constantFrom(5, 10, 20), fc.integer({ min: 1, max: 30 }));
+const pick = fc.nat(11);
+
+export const commandArb: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 4, arbitrary: fc.option(fc.integer({ min: -20, max: 40 }), { freq: 2, nil: undefined }).map(enqueue) },
+  { weight: 4, arbitrary: fc.tuple(owner, fc.integer({ min: 1, max: 3 }), leaseMs).map(([o, n, ms]) => claim(o, n, ms)) },
+  { weight: 2, arbitrary: fc.tuple(owner, fc.nat(9), leaseMs).map(([o, p, ms]) => claimMessage(o, p, ms)) },
+  { weight: 2, arbitrary: fc.tuple(pick, leaseMs).map(([p, ms]) => renew(p, ms)) },
+  { weight: 3, arbitrary: fc.tuple(pick, fc.constantFrom<FinalizeKind>("write", "write", "write", "write-then-throw")).map(([p, f]) => complete(p, f)) },
+  { weight: 2, arbitrary: fc.tuple(pick, fc.oneof(fc.constant("dead" as const), fc.constantFrom(0, 5, 10, 25).map((retryInMs) => ({ retryInMs })))).map(([p, d]) => fail(p, d)) },
+  { weight: 1, arbitrary: pick.map(release) },
+  { weight: 1, arbitrary: owner.map(crash) },
+  { weight: 5, arbitrary: fc.oneof(fc.constantFrom(0, 1, 5, 10, 20), fc.integer({ min: 0, max: 40 })).map(advance) },
+);

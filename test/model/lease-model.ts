@@ -1,0 +1,198 @@
+// The lease protocol as a small in-memory model: the specification that lease-protocol.test.ts
+// holds every store to, command by command. It knows nothing of SQL or of the stores' code; it
+// is written from docs (DESIGN.md, the OutboxStore contract) and kept small enough to read.
+//
+// Times are epoch milliseconds. A message is claimable when it is pending and due
+// (availableAt <= now) or processing under an expired lease (lockedUntil <= now). A lease is
+// *current* while its message is processing under its token, expired or not: an expired lease
+// that nobody reclaimed may still renew, complete, fail or release.
+
+export type Status = "pending" | "processing" | "processed" | "dead";
+
+export interface ModelMessage {
+  readonly id: string;
+  status: Status;
+  /** Who holds or last held the lease (kept on processed and dead rows). */
+  lockedBy: string | null;
+  /** Claims so far: every claim issues token + 1. */
+  token: number;
+  /** Set only while processing. */
+  lockedUntil: number | null;
+  /** When a pending message becomes due; equals lockedUntil while processing. */
+  availableAt: number;
+  /** Counted at claim; a release gives one back (never below 0). */
+  attempts: number;
+  lastError: string | null;
+  processedAt: number | null;
+}
+
+/** What a lease operation presents: the message, the owner and the token it was handed. */
+export interface PresentedLease {
+  readonly messageId: string;
+  readonly owner: string;
+  readonly token: number;
+}
+
+/** A lease as a claim hands it out. */
+export interface ModelLease extends PresentedLease {
+  readonly lockedUntil: number;
+  /** The owner of the expired lease this claim took over, or null. */
+  readonly reclaimedFrom: string | null;
+}
+
+/** Who holds the message now, as a lease-lost result reports it. */
+export interface Holder {
+  readonly status: Status;
+  readonly lockedBy: string | null;
+  readonly lockedUntil: number | null;
+  readonly leaseToken: number;
+}
+
+export interface LeaseLost {
+  readonly outcome: "lease-lost";
+  readonly messageId: string;
+  readonly token: number;
+  readonly current: Holder;
+}
+
+export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release";
+
+/** One row of the lease journal (the previous* fields are set on claims only). */
+export interface JournalEntry {
+  readonly messageId: string;
+  readonly token: number;
+  readonly owner: string;
+  readonly action: AuditAction;
+  readonly at: number;
+  readonly previousStatus: Status | null;
+  readonly previousOwner: string | null;
+  readonly previousLockedUntil: number | null;
+}
+
+export type ClaimOneOutcome =
+  | { readonly outcome: "claimed"; readonly lease: ModelLease }
+  | { readonly outcome: "blocked"; readonly heldBy: string | null; readonly lockedUntil: number | null; readonly token: number }
+  | { readonly outcome: "not-claimable"; readonly status: Status | "missing" };
+
+/** What complete's business write does: commit one row keyed by the message id, or throw after writing it. */
+export type FinalizeKind = "write" | "write-then-throw";
+
+export type CompleteOutcome = { readonly outcome: "completed"; readonly processedAt: number } | { readonly outcome: "finalize-threw" } | LeaseLost;
+export type FailOutcome = { readonly outcome: "retry-scheduled"; readonly availableAt: number } | { readonly outcome: "dead" } | LeaseLost;
+
+export class LeaseModel {
+  /** Every message, in enqueue (= id) order. */
+  readonly messages = new Map<string, ModelMessage>();
+  /** The lease journal the store must have written, oldest first. */
+  readonly journal: JournalEntry[] = [];
+  /** Committed business rows per message id. */
+  readonly businessRows = new Map<string, number>();
+
+  constructor(public now: number) {}
+
+  advance(ms: number): void {
+    this.now += ms;
+  }
+
+  enqueue(id: string, availableAt: number): void {
+    this.messages.set(id, { id, status: "pending", lockedBy: null, token: 0, lockedUntil: null, availableAt, attempts: 0, lastError: null, processedAt: null });
+  }
+
+  claimable(m: ModelMessage): boolean {
+    return (m.status === "pending" && m.availableAt <= this.now) || (m.status === "processing" && m.lockedUntil! <= this.now);
+  }
+
+  /** The oldest claimable messages by (availableAt, id), at most `limit`, in that order. */
+  claim(owner: string, limit: number, leaseMs: number): ModelLease[] {
+    const due = [...this.messages.values()]
+      .filter((m) => this.claimable(m))
+      .sort((a, b) => a.availableAt - b.availableAt || Number(a.id) - Number(b.id))
+      .slice(0, limit);
+    return due.map((m) => this.#take(m, owner, leaseMs));
+  }
+
+  claimMessage(owner: string, id: string, leaseMs: number): ClaimOneOutcome {
+    const m = this.messages.get(id);
+    if (m === undefined) return { outcome: "not-claimable", status: "missing" };
+    if (this.claimable(m)) return { outcome: "claimed", lease: this.#take(m, owner, leaseMs) };
+    if (m.status === "processing") return { outcome: "blocked", heldBy: m.lockedBy, lockedUntil: m.lockedUntil, token: m.token };
+    return { outcome: "not-claimable", status: m.status };
+  }
+
+  #take(m: ModelMessage, owner: string, leaseMs: number): ModelLease {
+    const reclaimedFrom = m.status === "processing" ? m.lockedBy : null;
+    this.journal.push({ messageId: m.id, token: m.token + 1, owner, action: "claim", at: this.now, previousStatus: m.status, previousOwner: m.lockedBy, previousLockedUntil: m.lockedUntil });
+    m.status = "processing";
+    m.lockedBy = owner;
+    m.token += 1;
+    m.attempts += 1;
+    m.lockedUntil = m.availableAt = this.now + leaseMs;
+    return { messageId: m.id, owner, token: m.token, lockedUntil: m.lockedUntil, reclaimedFrom };
+  }
+
+  /** The message if this lease is its current one (processing under this token), else undefined. */
+  current(lease: PresentedLease): ModelMessage | undefined {
+    const m = this.messages.get(lease.messageId);
+    return m !== undefined && m.status === "processing" && m.token === lease.token ? m : undefined;
+  }
+
+  #lost(lease: PresentedLease): LeaseLost {
+    const m = this.messages.get(lease.messageId)!;
+    return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current: { status: m.status, lockedBy: m.lockedBy, lockedUntil: m.lockedUntil, leaseToken: m.token } };
+  }
+
+  renew(lease: PresentedLease, leaseMs: number): { readonly outcome: "renewed"; readonly lockedUntil: number } | LeaseLost {
+    const m = this.current(lease);
+    if (m === undefined) return this.#lost(lease);
+    m.lockedUntil = m.availableAt = this.now + leaseMs;
+    return { outcome: "renewed", lockedUntil: m.lockedUntil };
+  }
+
+  /** The guarded update and the business write commit together, or (lost, or finalize threw) neither does. */
+  complete(lease: PresentedLease, finalize: FinalizeKind): CompleteOutcome {
+    const m = this.current(lease);
+    if (m === undefined) return this.#lost(lease);
+    if (finalize === "write-then-throw") return { outcome: "finalize-threw" };
+    m.status = "processed";
+    m.processedAt = this.now;
+    m.lockedUntil = null;
+    m.lastError = null;
+    this.businessRows.set(m.id, (this.businessRows.get(m.id) ?? 0) + 1);
+    this.#journalResult(lease, "complete");
+    return { outcome: "completed", processedAt: this.now };
+  }
+
+  fail(lease: PresentedLease, error: string, decision: { readonly retryInMs: number } | "dead"): FailOutcome {
+    const m = this.current(lease);
+    if (m === undefined) return this.#lost(lease);
+    m.lockedUntil = null;
+    m.lastError = error;
+    if (decision === "dead") {
+      m.status = "dead"; // lockedBy stays: who gave up on it
+      m.availableAt = this.now;
+      this.#journalResult(lease, "dead");
+      return { outcome: "dead" };
+    }
+    m.status = "pending";
+    m.lockedBy = null;
+    m.availableAt = this.now + decision.retryInMs;
+    this.#journalResult(lease, "retry");
+    return { outcome: "retry-scheduled", availableAt: m.availableAt };
+  }
+
+  release(lease: PresentedLease): { readonly outcome: "released" } | LeaseLost {
+    const m = this.current(lease);
+    if (m === undefined) return this.#lost(lease);
+    m.status = "pending";
+    m.lockedBy = null;
+    m.lockedUntil = null;
+    m.availableAt = this.now;
+    m.attempts = Math.max(m.attempts - 1, 0);
+    this.#journalResult(lease, "release");
+    return { outcome: "released" };
+  }
+
+  #journalResult(lease: PresentedLease, action: AuditAction): void {
+    this.journal.push({ messageId: lease.messageId, token: lease.token, owner: lease.owner, action, at: this.now, previousStatus: null, previousOwner: null, previousLockedUntil: null });
+  }
+}
