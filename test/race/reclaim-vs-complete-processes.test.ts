@@ -1,0 +1,308 @@
+// Reclaim versus completion with real concurrency: separate OS processes on one database, through
+// the built library (dist/), each with its own connection and the lease journal on. One process
+// (the completer) claims batches under leases of a few milliseconds and completes them one by one,
+// with a business write in the completion transaction; by the time it gets to most of them the
+// lease has expired. Two other processes (the reclaimers) claim in a loop all the while, taking
+// over every expired lease they meet and never completing. So, thousands of times, a completion
+// and a reclaim of the same message are in flight at once. SQLite: the system clock; PostgreSQL:
+// the database's clock.
+//
+// At the end, from the database and the lease journal: every message is processed, with exactly
+// one completion, under its final lease token; no message has a claim after its completion;
+// exactly one business row per message, written under that token; and the processes' own records
+// agree with the journal.
+//
+// Needs `npm run build` first (`npm test` does it).
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import pg from "pg";
+import Database from "better-sqlite3";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { AuditEntry, MessageHolder, OutboxMessage } from "../../src/outbox/types.js";
+import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { tempDir } from "../support/temp.js";
+import { requireBuilt, ROOT } from "../multi-process/worker-process.js";
+import { businessProblems, journalProblems, unprocessed, type BusinessRow } from "./race-checks.js";
+
+const PG = await postgresAvailable();
+const FILE_TMP = tempDir("wassal-race-mp-");
+const WORKER = join(ROOT, "test", "race", "race-worker.mjs");
+
+beforeAll(() => {
+  requireBuilt("stores/sqlite/sqlite-outbox-store.js");
+  requireBuilt("stores/postgres/postgres-outbox-store.js");
+});
+
+interface ClaimRecord {
+  messageId: string;
+  token: number;
+  owner: string;
+  lockedUntil: number;
+  reclaimedFrom: string | null;
+}
+
+interface CompletionRecord {
+  messageId: string;
+  token: number;
+  lockedUntil: number;
+  outcome: "completed" | "lease-lost";
+  startedAt: number;
+  endedAt: number;
+  current: (Omit<MessageHolder, "lockedUntil"> & { lockedUntil: string | null }) | null;
+}
+
+interface WorkerRecord {
+  worker: string;
+  role: "completer" | "reclaimer";
+  startedAt: number;
+  finishedAt: number;
+  claimCalls: number;
+  emptyClaims: number;
+  namedClaims: { claimed: number; blocked: number; processed: number; other: number };
+  claims: ClaimRecord[];
+  completions: CompletionRecord[];
+  error: string | null;
+}
+
+interface Child {
+  readonly name: string;
+  readonly out: string;
+  readonly proc: ChildProcess;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  readonly ready: Promise<void>;
+  stderr(): string;
+}
+
+function startChild(config: Record<string, unknown> & { worker: string; out: string }): Child {
+  const proc = spawn(process.execPath, [WORKER, JSON.stringify(config)], { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
+  const ready = new Promise<void>((resolve, reject) => {
+    createInterface({ input: proc.stdout! }).on("line", (line) => {
+      if (line.includes('"ready"')) resolve();
+    });
+    void exited.then((exit) => reject(new Error(`${config.worker} exited (${JSON.stringify(exit)}) before it was ready; stderr: ${stderr}`)));
+  });
+  return { name: config.worker, out: config.out, proc, exited, ready, stderr: () => stderr };
+}
+
+/** Resolves with `promise`, or rejects after `ms` (a deadline, not a pause). */
+function within<T>(what: string, promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+    }),
+  ]);
+}
+
+const COMPLETER = "completer";
+const RECLAIMERS = ["reclaimer-1", "reclaimer-2"];
+const DEADLINE_MS = 40_000;
+
+interface Setup {
+  /** Config keys that point a worker at the database. */
+  readonly target: Record<string, unknown>;
+  /** A store on the database, journal on (for auditTrail and the final rows). */
+  readonly store: OutboxStore<unknown>;
+  readonly ids: string[];
+  businessRows(): Promise<BusinessRow[]>;
+  close(): Promise<void>;
+}
+
+async function seed(store: OutboxStore<unknown>, total: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let first = 0; first < total; first += 500) {
+    ids.push(...(await store.transaction(async (tx) => {
+      const made: string[] = [];
+      for (let n = first; n < Math.min(total, first + 500); n += 1) made.push((await store.enqueue(tx, { type: "race.message", payload: { n } })).id);
+      return made;
+    })));
+  }
+  return ids;
+}
+
+async function sqliteSetup(total: number): Promise<Setup> {
+  const path = join(mkdtempSync(join(FILE_TMP, "sqlite-")), "outbox.db");
+  const store = new SqliteOutboxStore({ path, audit: true });
+  await store.migrate();
+  await store.transaction((tx) => {
+    // Deliberately without a unique constraint: a second business row would show.
+    tx.exec("CREATE TABLE effects (message_id INTEGER NOT NULL, owner TEXT NOT NULL, token INTEGER NOT NULL) STRICT");
+  });
+  const ids = await seed(store, total);
+  return {
+    target: { store: "sqlite", db: path },
+    store,
+    ids,
+    async businessRows() {
+      const reader = new Database(path, { readonly: true, fileMustExist: true });
+      try {
+        return (reader.prepare("SELECT message_id, owner, token FROM effects ORDER BY rowid").all() as { message_id: number; owner: string; token: number }[])
+          .map((r) => ({ messageId: String(r.message_id), owner: r.owner, token: r.token }));
+      } finally {
+        reader.close();
+      }
+    },
+    close: () => store.close(),
+  };
+}
+
+async function postgresSetup(total: number): Promise<Setup> {
+  const schema = freshSchema("wassal_race_mp");
+  const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, audit: true, maxConnections: 2, applicationName: "wassal-race-mp-test" });
+  await store.migrate();
+  await store.transaction(async (tx) => {
+    await tx.query(`CREATE TABLE ${schema}.effects (message_id bigint NOT NULL, owner text NOT NULL, token int NOT NULL)`);
+  });
+  const ids = await seed(store, total);
+  // Asynchronous commit for the workers: visibility and locking are unchanged, only the flush is skipped.
+  const url = new URL(TEST_DATABASE_URL);
+  url.searchParams.set("options", "-c synchronous_commit=off");
+  return {
+    target: { store: "postgres", url: url.toString(), schema },
+    store,
+    ids,
+    async businessRows() {
+      const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ message_id: string; owner: string; token: number }>(`SELECT message_id::text, owner, token FROM ${schema}.effects ORDER BY message_id, token`);
+        return rows.map((r) => ({ messageId: r.message_id, owner: r.owner, token: r.token }));
+      } finally {
+        await client.end();
+      }
+    },
+    close: () => store.close(),
+  };
+}
+
+interface Tuning {
+  readonly completerLeaseMs: number;
+  readonly completerLimit: number;
+  readonly completeConcurrency: number;
+  readonly reclaimerLeaseMs: number;
+  readonly reclaimerLimit: number;
+}
+
+async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
+  const TOTAL = setup.ids.length;
+  const dir = mkdtempSync(join(FILE_TMP, `${kind}-run-`));
+  const children: Child[] = [];
+  const started = performance.now();
+  try {
+    children.push(startChild({ ...setup.target, role: "completer", worker: COMPLETER, leaseMs: tuning.completerLeaseMs, limit: tuning.completerLimit, completeConcurrency: tuning.completeConcurrency, total: TOTAL, deadlineMs: DEADLINE_MS, out: join(dir, `${COMPLETER}.json`) }));
+    for (const name of RECLAIMERS) {
+      children.push(startChild({ ...setup.target, role: "reclaimer", worker: name, target: COMPLETER, leaseMs: tuning.reclaimerLeaseMs, limit: tuning.reclaimerLimit, total: TOTAL, deadlineMs: DEADLINE_MS, out: join(dir, `${name}.json`) }));
+    }
+    await within("every worker to be ready", Promise.all(children.map((c) => c.ready)), 20_000);
+    for (const c of children) c.proc.stdin!.write("go\n");
+    const completer = children[0]!;
+    const completerExit = await within("the completer to process every message", completer.exited, DEADLINE_MS + 5_000);
+    for (const c of children.slice(1)) c.proc.stdin!.end("stop\n");
+    const exits = [completerExit, ...(await within("the reclaimers to stop", Promise.all(children.slice(1).map((c) => c.exited)), 20_000))];
+    exits.forEach((exit, i) => {
+      const c = children[i]!;
+      expect({ worker: c.name, ...exit, stderr: c.stderr() }).toEqual({ worker: c.name, code: 0, signal: null, stderr: "" });
+    });
+  } finally {
+    for (const c of children) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill("SIGKILL");
+  }
+  const elapsed = Math.round(performance.now() - started);
+  const records = children.map((c) => JSON.parse(readFileSync(c.out, "utf8")) as WorkerRecord);
+
+  // From the database: every message processed, exactly one completion each under its final lease
+  // token, no claim after a completion, exactly one business row each under that token.
+  const messages: OutboxMessage[] = await setup.store.listMessages();
+  const journal: AuditEntry[] = await setup.store.auditTrail();
+  const business = await setup.businessRows();
+  expect(messages.map((m) => m.id)).toEqual(setup.ids);
+  expect(journalProblems(journal, messages)).toEqual([]);
+  expect(businessProblems(business, messages)).toEqual([]);
+  expect(unprocessed(messages)).toEqual([]);
+
+  // From the processes: the completer's successful completions are exactly the journal's, one per
+  // message; nobody ever claimed a message under a token above the one it was completed with;
+  // every claim a process saw is in the journal and vice versa.
+  const completer = records[0]!;
+  const completed = completer.completions.filter((c) => c.outcome === "completed");
+  const lost = completer.completions.filter((c) => c.outcome === "lease-lost");
+  expect(completed.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(journal.filter((e) => e.action === "complete").map((e) => `${e.messageId}#${e.token}`).sort());
+  expect(new Set(completed.map((c) => c.messageId)).size).toBe(TOTAL);
+  const completedToken = new Map(completed.map((c) => [c.messageId, c.token]));
+  const claims = records.flatMap((r) => r.claims);
+  const lateClaims = claims.filter((c) => c.token > (completedToken.get(c.messageId) ?? Infinity));
+  expect(lateClaims, "claims under a token above the completed one").toEqual([]);
+  expect(claims.map((c) => `${c.messageId}#${c.token}@${c.owner}`).sort()).toEqual(journal.filter((e) => e.action === "claim").map((e) => `${e.messageId}#${e.token}@${e.owner}`).sort());
+  // Each lease the completer held ended exactly one way: its completion went through, or another
+  // process reclaimed the message (the next token, taken over from the completer) and the
+  // completion was refused. Never both, never neither.
+  const key = (c: { messageId: string; token: number }) => `${c.messageId}#${c.token}`;
+  const completedLeases = new Set(completed.map(key));
+  const reclaimedLeases = new Set(claims.filter((c) => c.reclaimedFrom === COMPLETER).map((c) => key({ messageId: c.messageId, token: c.token - 1 })));
+  const completerLeases = completer.claims.map(key);
+  expect(completerLeases.filter((k) => completedLeases.has(k) && reclaimedLeases.has(k)), "completer leases both completed and reclaimed").toEqual([]);
+  expect(completerLeases.filter((k) => !completedLeases.has(k) && !reclaimedLeases.has(k)), "completer leases neither completed nor reclaimed").toEqual([]);
+  expect(lost.map(key).sort(), "refused completions are exactly the reclaimed leases").toEqual([...reclaimedLeases].sort());
+  // A refused completion was refused because someone else's claim had taken the message over.
+  const badRefusals = lost.filter((c) => c.current === null || c.current.leaseToken <= c.token);
+  expect(badRefusals).toEqual([]);
+
+  // How hard the race was run: completions that started on an expired lease (a reclaimer could
+  // take the message at any moment), split into those that won and those a reclaim beat; and
+  // reclaims by name that read the message as the completer's and found it processed when they
+  // went to write (the completion landed between the reclaimer's read and its write).
+  const claimedUntil = new Map(claims.map((c) => [`${c.messageId}#${c.token}`, c.lockedUntil]));
+  const completeAt = new Map(journal.filter((e) => e.action === "complete").map((e) => [`${e.messageId}#${e.token}`, e.at.getTime()]));
+  const wonExpired = completed.filter((c) => (completeAt.get(`${c.messageId}#${c.token}`) ?? 0) >= (claimedUntil.get(`${c.messageId}#${c.token}`) ?? Infinity)).length;
+  const reclaims = claims.filter((c) => c.reclaimedFrom !== null);
+  const reclaimsOfCompleter = reclaims.filter((c) => c.reclaimedFrom === COMPLETER).length;
+  const reclaimers = records.slice(1);
+  const overtaken = reclaimers.reduce((sum, r) => sum + r.namedClaims.processed, 0);
+  const summary = {
+    elapsedMs: elapsed, messages: TOTAL, claims: claims.length, reclaims: reclaims.length, reclaimsOfCompleter,
+    completionAttempts: completer.completions.length, completedOnExpiredLease: wonExpired, refusedLeaseLost: lost.length,
+    namedReclaimsOvertakenByCompletion: overtaken, journalRows: journal.length,
+    claimCalls: records.map((r) => `${r.worker} ${r.claimCalls} (${r.emptyClaims} empty)`).join(", "),
+    claimMessageByName: reclaimers.map((r) => `${r.worker} ${JSON.stringify(r.namedClaims)}`).join(", "),
+  };
+  console.info(`${kind} reclaim-vs-complete, ${1 + RECLAIMERS.length} processes: ${JSON.stringify(summary)}`);
+  expect(reclaimers.map((r) => r.namedClaims.other), "claims by name that found the message neither processing nor processed").toEqual(reclaimers.map(() => 0));
+  // Thousands of real races: completions attempted on an expired lease, both ways; and reads of
+  // the completer's messages overtaken by its completion before the reclaimer's write.
+  expect(wonExpired + lost.length, "completions attempted on an expired lease").toBeGreaterThanOrEqual(1000);
+  expect(lost.length, "completions refused because a reclaim came first").toBeGreaterThanOrEqual(20);
+  expect(overtaken, "reclaims by name overtaken by the completion").toBeGreaterThanOrEqual(20);
+}
+
+describe("sqlite store: reclaim versus completion across processes", () => {
+  const TOTAL = 3000;
+  it(`${TOTAL} messages, a completer and ${RECLAIMERS.length} reclaimers on one file, leases of a few ms: no completed message is claimed again`, async () => {
+    const setup = await sqliteSetup(TOTAL);
+    try {
+      await race("sqlite", setup, { completerLeaseMs: 1, completerLimit: 40, completeConcurrency: 1, reclaimerLeaseMs: 2, reclaimerLimit: 5 });
+    } finally {
+      await setup.close();
+    }
+  }, 90_000);
+});
+
+describe.runIf(PG)("postgres store: reclaim versus completion across processes", () => {
+  const TOTAL = 3000;
+  it(`${TOTAL} messages, a completer and ${RECLAIMERS.length} reclaimers on one database, leases of a few ms on the database clock: no completed message is claimed again`, async () => {
+    const setup = await postgresSetup(TOTAL);
+    try {
+      await race("postgres", setup, { completerLeaseMs: 3, completerLimit: 10, completeConcurrency: 2, reclaimerLeaseMs: 2, reclaimerLimit: 5 });
+    } finally {
+      await setup.close();
+    }
+  }, 90_000);
+});
