@@ -1,21 +1,15 @@
 // `wassal chaos`: run workers under faults and check the invariants afterwards (`run`), or check
 // a database someone else ran (`check`).
 
-import { Command, InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
+import { Command, Option } from "commander";
 import { checkInvariants, renderInvariants } from "../chaos/invariant-checker.js";
 import { CHAOS_DEFAULTS, runChaos } from "../chaos/run-chaos.js";
 import { readProviderLog } from "../payments/provider-simulator.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
-import { integer, printJson } from "./options.js";
+import { integer, printJson, share } from "./options.js";
 import { dbOption, schemaOption } from "./shared-options.js";
 import { textTable } from "../lab/text-table.js";
-
-function share(value: string): number {
-  const n = Number(value);
-  if (!/^\d*\.?\d+$/.test(value.trim()) || !(n >= 0 && n <= 1)) throw new CommanderInvalidArgument("expected a share between 0 and 1, e.g. 0.05");
-  return n;
-}
 
 interface RunOptions {
   store: string;

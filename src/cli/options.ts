@@ -26,6 +26,13 @@ export function parseDuration(value: string): number {
   return Math.round(Number(match[1]) * (UNITS[unit] ?? 1));
 }
 
+/** A share between 0 and 1, e.g. 0.05. */
+export function share(value: string): number {
+  const n = Number(value);
+  if (!/^\d*\.?\d+$/.test(value.trim()) || !(n >= 0 && n <= 1)) throw new CommanderInvalidArgument("expected a share between 0 and 1, e.g. 0.05");
+  return n;
+}
+
 /** One of the given words. */
 export function oneOf<T extends string>(choices: readonly T[]): (value: string) => T {
   return (value) => {

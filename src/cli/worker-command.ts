@@ -2,11 +2,11 @@
 // The first signal stops gracefully (finish or release in-flight work, exit 0); a second one
 // exits at once.
 
-import { Command, InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
+import { Command, Option } from "commander";
 import { createLogger, LOG_LEVELS } from "../observability/logging.js";
 import { startPaymentsWorker } from "../runtime/payments-worker.js";
 import { EXIT } from "./exit-codes.js";
-import { integer, oneOf } from "./options.js";
+import { integer, oneOf, share as rate } from "./options.js";
 import { dbOption, schemaOption, synchronousOption } from "./shared-options.js";
 
 interface WorkerOptions {
@@ -31,12 +31,6 @@ interface WorkerOptions {
   faultProviderTimeoutRate?: number;
   faultLatencySpikeRate?: number;
   faultLatencySpikeMs?: number;
-}
-
-function rate(value: string): number {
-  const n = Number(value);
-  if (!/^\d*\.?\d+$/.test(value.trim()) || !(n >= 0 && n <= 1)) throw new CommanderInvalidArgument("expected a share between 0 and 1, e.g. 0.05");
-  return n;
 }
 
 export function workerCommand(): Command {
