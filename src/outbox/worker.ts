@@ -73,6 +73,7 @@ export class Worker<Tx> {
   readonly #running = new Map<string, Running>();
   #wakeController = new AbortController();
   #stopping = false;
+  #started = false;
   /** Aborted when stopping: cancels the timers that would otherwise keep the process alive. */
   readonly #stopSignal = new AbortController();
   #loop: Promise<void> | undefined;
@@ -106,8 +107,17 @@ export class Worker<Tx> {
 
   /** Starts claiming. Resolves once the worker listens for new messages; `stop` ends it. */
   async start(): Promise<void> {
-    if (this.#loop) throw new InvalidArgumentError(`worker ${this.name} is already started`);
-    if (this.#wakeOnNew) this.#unsubscribe = await this.store.onNewMessages(() => this.wake());
+    if (this.#started) throw new InvalidArgumentError(`worker ${this.name} is already started; a worker runs once (create a new one to run again)`);
+    this.#started = true;
+    if (this.#stopping) throw new InvalidArgumentError(`worker ${this.name} was stopped before it started; create a new one`);
+    if (this.#wakeOnNew) {
+      const unsubscribe = await this.store.onNewMessages(() => this.wake());
+      if (this.#stopping) {
+        await unsubscribe(); // stopped while subscribing
+        return;
+      }
+      this.#unsubscribe = unsubscribe;
+    }
     this.#loop = this.#claimLoop();
   }
 
@@ -171,7 +181,7 @@ export class Worker<Tx> {
         } catch (error) {
           this.#storeError("claim", error);
           errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
-          await this.#clock.sleep(errorDelay);
+          await this.#clock.sleep(errorDelay, this.#stopSignal.signal);
           continue;
         }
         if (claimedAll) continue; // there may be more: claim again once slots free up
