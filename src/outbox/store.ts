@@ -9,6 +9,8 @@ import type {
   ClaimOneResult,
   ClaimOptions,
   Completed,
+  CompletionRequest,
+  CompletionResult,
   DeadLettered,
   Finalize,
   JsonValue,
@@ -63,6 +65,13 @@ export interface OutboxStore<Tx> {
    * written; if `finalize` throws, both roll back and the error is rethrown.
    */
   complete(lease: Lease, finalize?: Finalize<Tx>): Promise<Completed | LeaseLost>;
+
+  /**
+   * Group commit: completes several leases in one transaction, each in a savepoint of its own, so
+   * a lost lease or a business write that throws rolls back that message alone while the others
+   * commit together (one flush to disk for all). Results come back in the order of `items`.
+   */
+  completeMany(items: readonly CompletionRequest<Tx>[]): Promise<CompletionResult[]>;
 
   /** Gives the message back as pending after a delay, or marks it dead, recording the error. */
   fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost>;

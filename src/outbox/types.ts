@@ -122,6 +122,21 @@ export type StatusCounts = Record<MessageStatus, number>;
 /** Business writes that must commit with a message's completion, in the same transaction. */
 export type Finalize<Tx> = (tx: Tx) => void | Promise<void>;
 
+/** One completion of a group commit. */
+export interface CompletionRequest<Tx> {
+  readonly lease: Lease;
+  readonly finalize?: Finalize<Tx>;
+}
+
+/** A completion of a group whose business write threw: it alone was rolled back. */
+export interface CompletionFailed {
+  readonly outcome: "failed";
+  readonly messageId: string;
+  readonly error: unknown;
+}
+
+export type CompletionResult = Completed | LeaseLost | CompletionFailed;
+
 /** Leases one owner holds right now. */
 export interface OwnerLeases {
   readonly owner: string;

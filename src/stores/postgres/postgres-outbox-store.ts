@@ -17,6 +17,8 @@ import {
   type ClaimOneResult,
   type ClaimOptions,
   type Completed,
+  type CompletionRequest,
+  type CompletionResult,
   type DeadLettered,
   type Finalize,
   type JsonValue,
@@ -259,17 +261,51 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   }
 
   async complete(lease: Lease, finalize?: Finalize<PostgresTx>): Promise<Completed | LeaseLost> {
-    const outcome = await this.transaction(async (tx): Promise<Completed | undefined> => {
-      // The guarded update comes first: it also row-locks the message against a concurrent reclaim.
-      const row = (await tx.query<{ now: Date }>(this.#sql.complete, [this.#now(), rowId(lease.messageId), lease.token])).rows[0];
-      if (row === undefined) return undefined;
-      if (this.#audit) await tx.query(this.#sql.journal, [rowId(lease.messageId), lease.token, lease.owner, "complete", row.now, null, null, null]);
-      if (finalize) await finalize(tx);
-      return { outcome: "completed", messageId: lease.messageId, processedAt: row.now };
+    // One item: no savepoint, and a business write that throws rolls back and is rethrown.
+    const [result] = await this.completeMany([{ lease, ...(finalize ? { finalize } : {}) }]);
+    return result as Completed | LeaseLost;
+  }
+
+  async completeMany(items: readonly CompletionRequest<PostgresTx>[]): Promise<CompletionResult[]> {
+    if (items.length === 0) return [];
+    const single = items.length === 1;
+    const outcomes = await this.transaction(async (tx) => {
+      const outcomes: ({ done: Date } | "lost" | { error: unknown })[] = [];
+      for (const { lease, finalize } of items) {
+        if (!single) await tx.query("SAVEPOINT wassal_completion");
+        // The guarded update comes first: it also row-locks the message against a concurrent reclaim.
+        const row = (await tx.query<{ now: Date }>(this.#sql.complete, [this.#now(), rowId(lease.messageId), lease.token])).rows[0];
+        if (row === undefined) {
+          if (!single) await tx.query("ROLLBACK TO SAVEPOINT wassal_completion");
+          outcomes.push("lost");
+          continue;
+        }
+        try {
+          if (this.#audit) await tx.query(this.#sql.journal, [rowId(lease.messageId), lease.token, lease.owner, "complete", row.now, null, null, null]);
+          if (finalize) await finalize(tx);
+          if (!single) await tx.query("RELEASE SAVEPOINT wassal_completion");
+          outcomes.push({ done: row.now });
+        } catch (error) {
+          if (single) throw error;
+          await tx.query("ROLLBACK TO SAVEPOINT wassal_completion");
+          outcomes.push({ error });
+        }
+      }
+      return outcomes;
     });
-    if (outcome === undefined) return this.#lost(lease, "complete");
-    this.events.emit({ type: "completed", at: outcome.processedAt, owner: lease.owner, messageId: lease.messageId, token: lease.token });
-    return outcome;
+    const results: CompletionResult[] = [];
+    for (const [index, { lease }] of items.entries()) {
+      const outcome = outcomes[index];
+      if (outcome === "lost" || outcome === undefined) {
+        results.push(await this.#lost(lease, "complete"));
+      } else if ("done" in outcome) {
+        this.events.emit({ type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+        results.push({ outcome: "completed", messageId: lease.messageId, processedAt: outcome.done });
+      } else {
+        results.push({ outcome: "failed", messageId: lease.messageId, error: outcome.error });
+      }
+    }
+    return results;
   }
 
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {

@@ -16,6 +16,8 @@ import {
   type ClaimOneResult,
   type ClaimOptions,
   type Completed,
+  type CompletionRequest,
+  type CompletionResult,
   type DeadLettered,
   type Finalize,
   type JsonValue,
@@ -343,17 +345,48 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   }
 
   async complete(lease: Lease, finalize?: Finalize<SqliteTx>): Promise<Completed | LeaseLost> {
-    const outcome = await this.writeLock.run(async (): Promise<Completed | { lost: true; now: number }> => {
+    // One item: no savepoint, and a business write that throws rolls back and is rethrown.
+    const [result] = await this.completeMany([{ lease, ...(finalize ? { finalize } : {}) }]);
+    return result as Completed | LeaseLost;
+  }
+
+  async completeMany(items: readonly CompletionRequest<SqliteTx>[]): Promise<CompletionResult[]> {
+    if (items.length === 0) return [];
+    const single = items.length === 1;
+    const { outcomes, now } = await this.writeLock.run(async () => {
       const now = this.#now();
-      const changed = this.#stmt("complete").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes;
-      if (changed !== 1) return { lost: true, now };
-      this.#journal(rowId(lease.messageId) ?? -1, lease.token, lease.owner, "complete", now);
-      if (finalize) await finalize(this.db);
-      return { outcome: "completed", messageId: lease.messageId, processedAt: new Date(now) };
+      const outcomes: ("completed" | "lost" | { error: unknown })[] = [];
+      for (const { lease, finalize } of items) {
+        if (!single) this.db.exec("SAVEPOINT wassal_completion");
+        // The guarded update first: zero rows means the lease is gone and nothing may be written.
+        const changed = this.#stmt("complete").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes;
+        if (changed !== 1) {
+          if (!single) this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
+          outcomes.push("lost");
+          continue;
+        }
+        this.#journal(rowId(lease.messageId) ?? -1, lease.token, lease.owner, "complete", now);
+        try {
+          if (finalize) await finalize(this.db);
+          if (!single) this.db.exec("RELEASE wassal_completion");
+          outcomes.push("completed");
+        } catch (error) {
+          if (single) throw error;
+          this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
+          outcomes.push({ error });
+        }
+      }
+      return { outcomes, now };
     });
-    if ("lost" in outcome) return this.#lost(lease, "complete", outcome.now);
-    this.events.emit({ type: "completed", at: outcome.processedAt, owner: lease.owner, messageId: lease.messageId, token: lease.token });
-    return outcome;
+    return items.map(({ lease }, index): CompletionResult => {
+      const outcome = outcomes[index];
+      if (outcome === "lost") return this.#lost(lease, "complete", now);
+      if (outcome === "completed") {
+        this.events.emit({ type: "completed", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token });
+        return { outcome: "completed", messageId: lease.messageId, processedAt: new Date(now) };
+      }
+      return { outcome: "failed", messageId: lease.messageId, error: outcome?.error };
+    });
   }
 
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {

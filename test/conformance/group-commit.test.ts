@@ -1,0 +1,60 @@
+// Group commit: several completions in one transaction, each in its own savepoint, so one lost
+// lease or one failing business write rolls back alone while its neighbours commit.
+
+import { expect, it } from "vitest";
+import { claimOne, describeEachStore, enqueueMessages, useStoreHarness } from "./stores.js";
+
+const LEASE_MS = 1_000;
+
+describeEachStore("group commit (completeMany)", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("commits every held lease of the group with its business write", async () => {
+    const { store, clock, harness } = ctx();
+    await enqueueMessages(store, clock, 3);
+    const leases = await store.claim("worker-a", { limit: 3, leaseMs: LEASE_MS });
+    const results = await store.completeMany(leases.map((lease) => ({ lease, finalize: (tx: unknown) => harness.businessWrite(tx, `done-${lease.messageId}`) })));
+    expect(results.map((r) => [r.outcome, r.messageId])).toEqual(leases.map((l) => ["completed", l.messageId]));
+    for (const lease of leases) {
+      expect((await store.getMessage(lease.messageId))?.status).toBe("processed");
+      expect(await harness.countBusinessRows(`done-${lease.messageId}`)).toBe(1);
+    }
+  });
+
+  it("rolls back a lost lease and a failing business write alone; their neighbours commit", async () => {
+    const { store, clock, harness } = ctx();
+    await enqueueMessages(store, clock, 3);
+    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    const [b, c] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS * 10 });
+    clock.advance(LEASE_MS);
+    const fresh = await claimOne(store, "worker-b", LEASE_MS); // reclaims the stale one
+    expect(fresh.messageId).toBe(stale.messageId);
+
+    const results = await store.completeMany([
+      { lease: stale, finalize: (tx: unknown) => harness.businessWrite(tx, "stale") },
+      { lease: b!, finalize: async (tx: unknown) => { await harness.businessWrite(tx, "b"); throw new Error("constraint violated"); } },
+      { lease: c!, finalize: (tx: unknown) => harness.businessWrite(tx, "c") },
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(["lease-lost", "failed", "completed"]);
+    expect((results[1] as { error: Error }).error.message).toBe("constraint violated");
+    expect(await harness.countBusinessRows("stale")).toBe(0);
+    expect(await harness.countBusinessRows("b")).toBe(0);
+    expect(await harness.countBusinessRows("c")).toBe(1);
+    expect((await store.getMessage(b!.messageId))?.status).toBe("processing"); // still b's to fail or retry
+    expect((await store.getMessage(c!.messageId))?.status).toBe("processed");
+    expect((await store.getMessage(stale.messageId))).toMatchObject({ status: "processing", lockedBy: "worker-b", leaseToken: fresh.token });
+    const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
+    expect(completions.map((e) => e.messageId)).toEqual([c!.messageId]);
+  });
+
+  it("reports each outcome on the event stream, and an empty group does nothing", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessages(store, clock, 2);
+    const leases = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS });
+    const events: string[] = [];
+    store.events.subscribe((e) => events.push(`${e.type}:${"messageId" in e ? e.messageId : ""}`));
+    expect(await store.completeMany([])).toEqual([]);
+    await store.completeMany(leases.map((lease) => ({ lease })));
+    expect(events).toEqual(leases.map((l) => `completed:${l.messageId}`));
+  });
+});
