@@ -15,11 +15,13 @@ export interface HandlerResult<Tx> {
 
 export type Handler<Tx> = (message: OutboxMessage, context: { readonly lease: Lease; readonly signal: AbortSignal }) => Promise<HandlerResult<Tx>>;
 
-export interface ProcessOptions {
+export interface ProcessOptions<Tx = unknown> {
   /** Fires when the lease is lost (or the worker shuts down); handed to the handler. */
   readonly signal?: AbortSignal;
   /** Runs after the handler returned, before the completion (e.g. to stop lease renewals). */
   readonly beforeComplete?: () => Promise<void>;
+  /** How to complete (default: store.complete); the worker passes its group-commit batcher. */
+  readonly complete?: (lease: Lease, finalize?: Finalize<Tx>) => Promise<Completed | LeaseLost>;
 }
 
 export async function processLease<Tx>(
@@ -27,7 +29,7 @@ export async function processLease<Tx>(
   lease: Lease,
   handler: Handler<Tx>,
   clock: Clock,
-  options: ProcessOptions = {},
+  options: ProcessOptions<Tx> = {},
 ): Promise<{ readonly result: Completed | LeaseLost; readonly summary: string }> {
   const signal = options.signal ?? new AbortController().signal;
   const base = { owner: lease.owner, messageId: lease.messageId, token: lease.token };
@@ -43,7 +45,7 @@ export async function processLease<Tx>(
   await options.beforeComplete?.();
   let result: Completed | LeaseLost;
   try {
-    result = await store.complete(lease, handled.finalize);
+    result = options.complete ? await options.complete(lease, handled.finalize) : await store.complete(lease, handled.finalize);
   } catch (error) {
     // The business write failed: nothing was committed, the message is still ours to fail or retry.
     store.events.emit({ type: "processing-finished", at: clock.now(), ...base, result: "failed", detail: `business write failed: ${error instanceof Error ? error.message : String(error)}` });

@@ -14,7 +14,8 @@ import { AttemptsExhaustedError, InvalidArgumentError, LeaseLostError, ShutdownE
 import { processLease, type Handler } from "./process-lease.js";
 import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import type { OutboxStore } from "./store.js";
-import type { Lease } from "./types.js";
+import type { Finalize, Lease } from "./types.js";
+import { CompletionBatcher } from "./completion-batcher.js";
 import { checkLeaseMs, checkOwner, describeError } from "./validate.js";
 
 export interface WorkerOptions<Tx> {
@@ -37,6 +38,11 @@ export interface WorkerOptions<Tx> {
   readonly shutdownGraceMs?: number;
   /** Listen for new messages instead of waiting for the next poll (default true). */
   readonly wakeOnNewMessages?: boolean;
+  /**
+   * Share one commit among the completions ready at the same time, each in its own savepoint
+   * (default true; `false` commits each completion on its own). `maxBatch` caps a group (default 100).
+   */
+  readonly groupCommit?: boolean | { readonly maxBatch: number };
   readonly clock?: Clock;
   /** Source of jitter (default Math.random). */
   readonly random?: () => number;
@@ -79,6 +85,8 @@ export class Worker<Tx> {
   #loop: Promise<void> | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
   #stopped: Promise<void> | undefined;
+  /** Present when completions share commits. */
+  readonly completions: CompletionBatcher<Tx> | undefined;
 
   constructor(options: WorkerOptions<Tx>) {
     this.store = options.store;
@@ -98,6 +106,13 @@ export class Worker<Tx> {
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;
+    const group = options.groupCommit ?? true;
+    if (group === false) {
+      this.completions = undefined;
+    } else {
+      const maxBatch = group === true ? 100 : positiveInteger("groupCommit.maxBatch", group.maxBatch);
+      this.completions = new CompletionBatcher(this.store, maxBatch);
+    }
   }
 
   /** Messages whose handlers are running now. */
@@ -219,7 +234,12 @@ export class Worker<Tx> {
       await heartbeat; // no renewal may race the completion
     };
     try {
-      await processLease(this.store, lease, handler, this.#clock, { signal: controller.signal, beforeComplete: stopHeartbeat });
+      const batcher = this.completions;
+      await processLease(this.store, lease, handler, this.#clock, {
+        signal: controller.signal,
+        beforeComplete: stopHeartbeat,
+        ...(batcher ? { complete: (l: Lease, finalize?: Finalize<Tx>) => batcher.complete(l, finalize) } : {}),
+      });
     } catch (error) {
       if (controller.signal.aborted) return; // lease lost or shutdown: the message is someone else's now
       const last = message.attempts >= this.retry.maxAttempts || error instanceof UnrecoverableError;

@@ -58,3 +58,21 @@ describeEachStore("group commit (completeMany)", (factory) => {
     expect(events).toEqual(leases.map((l) => `completed:${l.messageId}`));
   });
 });
+
+describeEachStore("group commit without business writes", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("completes the held leases of the group and refuses the stale one, journalling only what committed", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessages(store, clock, 3);
+    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    const [b, c] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS * 10 });
+    clock.advance(LEASE_MS);
+    const fresh = await claimOne(store, "worker-b", LEASE_MS);
+    const results = await store.completeMany([{ lease: b! }, { lease: stale }, { lease: c! }]);
+    expect(results.map((r) => [r.outcome, r.messageId])).toEqual([["completed", b!.messageId], ["lease-lost", stale.messageId], ["completed", c!.messageId]]);
+    expect(await store.getMessage(stale.messageId)).toMatchObject({ status: "processing", leaseToken: fresh.token });
+    const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
+    expect(completions.map((e) => [e.messageId, e.token, e.owner]).sort()).toEqual([[b!.messageId, b!.token, "worker-a"], [c!.messageId, c!.token, "worker-a"]].sort());
+  });
+});

@@ -155,6 +155,20 @@ export function outboxSql(schema: string) {
       WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
       RETURNING clock.t AS now`,
 
+    /**
+     * $1 now, $2 ids, $3 tokens, $4 owners, $5 journal?: many guarded completions in one statement
+     * (for completions without business writes, which cannot fail one by one).
+     */
+    completeBulk: `WITH ${CLOCK},
+      wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
+      done AS (
+        UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
+        FROM clock, wanted w
+        WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing'
+        RETURNING m.id, w.token, w.owner, clock.t AS now),
+      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)
+      SELECT id::text AS id, now FROM done`,
+
     /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 journal? */
     failRetry: `WITH ${CLOCK},
       changed AS (

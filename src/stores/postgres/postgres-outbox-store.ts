@@ -268,6 +268,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
 
   async completeMany(items: readonly CompletionRequest<PostgresTx>[]): Promise<CompletionResult[]> {
     if (items.length === 0) return [];
+    if (items.length > 1 && items.every((item) => item.finalize === undefined)) return this.#completeBulk(items.map((item) => item.lease));
     const single = items.length === 1;
     const outcomes = await this.transaction(async (tx) => {
       const outcomes: ({ done: Date } | "lost" | { error: unknown })[] = [];
@@ -303,6 +304,29 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
         results.push({ outcome: "completed", messageId: lease.messageId, processedAt: outcome.done });
       } else {
         results.push({ outcome: "failed", messageId: lease.messageId, error: outcome.error });
+      }
+    }
+    return results;
+  }
+
+  /** Completions without business writes: one statement, one round trip, for the whole group. */
+  async #completeBulk(leases: readonly Lease[]): Promise<CompletionResult[]> {
+    const { rows } = await this.pool.query<{ id: string; now: Date }>(this.#sql.completeBulk, [
+      this.#now(),
+      leases.map((l) => rowId(l.messageId)),
+      leases.map((l) => l.token),
+      leases.map((l) => l.owner),
+      this.#audit,
+    ]);
+    const done = new Map(rows.map((r) => [r.id, r.now]));
+    const results: CompletionResult[] = [];
+    for (const lease of leases) {
+      const at = done.get(lease.messageId);
+      if (at === undefined) {
+        results.push(await this.#lost(lease, "complete"));
+      } else {
+        this.events.emit({ type: "completed", at, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+        results.push({ outcome: "completed", messageId: lease.messageId, processedAt: at });
       }
     }
     return results;
