@@ -1,0 +1,184 @@
+// `npm run bench`: throughput of the full cycle (claim → no-op handler → guarded complete) on each
+// store, with 1 to 4 worker processes, claim batches of 1 and 50, next to each store's raw limit
+// (a bare SQL loop). Runs of the compared systems are interleaved (A B A B …) and every figure is
+// the median of the repetitions, shown with min and max. Prints its settings and a table, and
+// writes bench/results/<timestamp>.json and .md.
+//
+// Not yet here (see CHANGELOG / the issue): peers (pg-boss, graphile-worker, plainjob), the
+// enqueue → start latency, claim latency at 1M processed rows, enqueue batching.
+
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command } from "commander";
+import pg from "pg";
+import { openOutbox } from "wassal";
+import { spread, type Spread } from "./stats.js";
+
+interface Settings {
+  messages: number;
+  reps: number;
+  processes: number[];
+  stores: string[];
+  postgresUrl: string;
+}
+
+interface Config {
+  readonly system: "wassal" | "raw";
+  readonly store: string; // sqlite-FULL | sqlite-NORMAL | postgres
+  readonly processes: number;
+  readonly batch: number;
+}
+
+const HERE = fileURLToPath(new URL(".", import.meta.url));
+const label = (c: Config) => `${c.system.padEnd(6)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
+
+async function postgresReachable(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** A fresh database holding `messages` pending messages; returns its --db, schema and a clean-up. */
+async function prepare(store: string, settings: Settings): Promise<{ db: string; schema: string; cleanup: () => Promise<void> }> {
+  let db: string;
+  let schema = "-";
+  let dir: string | undefined;
+  if (store === "postgres") {
+    db = settings.postgresUrl;
+    schema = `wassal_bench_${randomBytes(4).toString("hex")}`;
+  } else {
+    dir = mkdtempSync(join(tmpdir(), "wassal-bench-"));
+    db = join(dir, "bench.db");
+  }
+  const outbox = await openOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL" });
+  for (let done = 0; done < settings.messages; done += 1000) {
+    await outbox.store.transaction(async (tx) => {
+      for (let n = done; n < Math.min(settings.messages, done + 1000); n += 1) await outbox.store.enqueue(tx, { type: "bench.noop", payload: { n } });
+    });
+  }
+  await outbox.close();
+  return {
+    db,
+    schema,
+    cleanup: async () => {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+      if (schema !== "-") {
+        const client = new pg.Client({ connectionString: db });
+        await client.connect();
+        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        await client.end();
+      }
+    },
+  };
+}
+
+interface ChildReport {
+  processed: number;
+  maxRssMb: number;
+}
+
+/** Starts the children, waits until all are ready, releases them together, times them to the end. */
+async function race(script: string, args: readonly string[], count: number): Promise<{ seconds: number; reports: ChildReport[] }> {
+  const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
+  const outputs = children.map(() => "");
+  const ready = children.map((child, i) => new Promise<void>((resolve, reject) => {
+    child.stdout.on("data", (chunk: Buffer) => {
+      outputs[i] += chunk.toString();
+      if (outputs[i]?.startsWith("ready\n")) resolve();
+    });
+    child.on("exit", (code) => (code === 0 ? undefined : reject(new Error(`${script} exited ${code}`))));
+  }));
+  const exited = children.map((child) => new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))));
+  await Promise.all(ready);
+  const started = performance.now();
+  for (const child of children) child.stdin.end("go\n");
+  const codes = await Promise.all(exited);
+  const seconds = (performance.now() - started) / 1000;
+  if (codes.some((code) => code !== 0)) throw new Error(`${script}: a child failed (${codes.join(", ")})`);
+  const reports = outputs.map((out) => JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as ChildReport);
+  return { seconds, reports };
+}
+
+async function runOnce(config: Config, settings: Settings): Promise<{ rate: number; maxRssMb: number }> {
+  const { db, schema, cleanup } = await prepare(config.store, settings);
+  try {
+    const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
+    const { seconds, reports } = config.system === "wassal"
+      ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.batch > 1)], config.processes)
+      : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
+    const processed = reports.reduce((sum, r) => sum + r.processed, 0);
+    if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);
+    return { rate: settings.messages / seconds, maxRssMb: Math.max(...reports.map((r) => r.maxRssMb)) };
+  } finally {
+    await cleanup();
+  }
+}
+
+async function main(): Promise<void> {
+  const options = new Command("bench")
+    .description("measure Wassal's throughput on each store next to the store's raw limit")
+    .option("--quick", "a smoke run: 1,000 messages, 1 and 4 processes")
+    .option("--messages <n>", "messages per run", (v) => Number.parseInt(v, 10))
+    .option("--reps <n>", "repetitions per figure (median, min, max)", (v) => Number.parseInt(v, 10), 3)
+    .option("--stores <list>", "comma-separated: sqlite-FULL, sqlite-NORMAL, postgres", "sqlite-FULL,sqlite-NORMAL,postgres")
+    .option("--postgres <url>", "PostgreSQL for the postgres runs", process.env.WASSAL_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
+    .parse()
+    .opts<{ quick?: boolean; messages?: number; reps: number; stores: string; postgres: string }>();
+  const settings: Settings = {
+    messages: options.messages ?? (options.quick ? 1_000 : 20_000),
+    reps: options.reps,
+    processes: options.quick ? [1, 4] : [1, 2, 4],
+    stores: options.stores.split(",").map((s) => s.trim()),
+    postgresUrl: options.postgres,
+  };
+  if (settings.stores.includes("postgres") && !(await postgresReachable(settings.postgresUrl))) {
+    process.stderr.write(`bench: PostgreSQL at ${settings.postgresUrl} is unreachable; leaving it out\n`);
+    settings.stores = settings.stores.filter((s) => s !== "postgres");
+  }
+  const configs: Config[] = [];
+  for (const store of settings.stores) {
+    for (const processes of settings.processes) {
+      configs.push({ system: "wassal", store, processes, batch: 1 }, { system: "wassal", store, processes, batch: 50 }, { system: "raw", store, processes, batch: 100 });
+    }
+  }
+  process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
+  const samples = new Map<Config, { rates: number[]; rss: number[] }>(configs.map((c) => [c, { rates: [], rss: [] }]));
+  for (let rep = 1; rep <= settings.reps; rep += 1) {
+    for (const config of configs) {
+      const { rate, maxRssMb } = await runOnce(config, settings);
+      samples.get(config)?.rates.push(rate);
+      samples.get(config)?.rss.push(maxRssMb);
+      process.stderr.write(`rep ${rep}/${settings.reps}  ${label(config)}  ${Math.round(rate)} msg/s\n`);
+    }
+  }
+  const rows = configs.map((config) => {
+    const s = samples.get(config) ?? { rates: [], rss: [] };
+    return { config, throughput: spread(s.rates), peakRssMb: Math.max(...s.rss) };
+  });
+  const wassalBest = (store: string, processes: number) => rows.find((r) => r.config.system === "wassal" && r.config.store === store && r.config.processes === processes && r.config.batch === 50)?.throughput.median ?? 0;
+  const fmt = (s: Spread) => `${Math.round(s.median)} (${Math.round(s.min)}–${Math.round(s.max)})`;
+  const lines = [
+    "| system | store | processes | batch | messages/s median (min–max) | Wassal batch 50 ÷ this | peak RSS MB |",
+    "|---|---|---|---|---|---|---|",
+    ...rows.map((r) => `| ${r.config.system} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
+  ];
+  process.stdout.write(`\n${lines.join("\n")}\n`);
+  const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
+  const dir = join(HERE, "..", "results");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows }, null, 2));
+  writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
+  process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
+}
+
+await main();

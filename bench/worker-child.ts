@@ -1,0 +1,33 @@
+// One benchmark worker process: waits for "go" on stdin, runs a Wassal Worker with a no-op
+// handler until the store has no pending or processing message left, then prints what it did.
+//   node bench/.build/worker-child.js <db> <schema> <synchronous> <concurrency> <groupCommit>
+
+import { Worker, openOutbox } from "wassal";
+
+const [db, schema, synchronous, concurrencyText, group] = process.argv.slice(2);
+if (!db) throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit>");
+const outbox = await openOutbox(db, {
+  ...(schema && schema !== "-" ? { schema } : {}),
+  synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
+  maxConnections: Math.max(2, Number(concurrencyText)),
+});
+let processed = 0;
+const worker = new Worker({
+  store: outbox.store,
+  concurrency: Number(concurrencyText),
+  groupCommit: group === "true",
+  pollIntervalMs: 20,
+  wakeOnNewMessages: false,
+  handlers: { "bench.noop": async () => { processed += 1; return {}; } },
+});
+process.stdout.write("ready\n");
+await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+await worker.start();
+for (;;) {
+  const counts = await outbox.store.countByStatus();
+  if (counts.pending + counts.processing === 0) break;
+  await new Promise((resolve) => setTimeout(resolve, 10));
+}
+await worker.stop({ graceMs: 1000 });
+await outbox.close();
+process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
