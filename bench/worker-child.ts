@@ -22,12 +22,14 @@ const worker = new Worker({
 });
 process.stdout.write("ready\n");
 await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+// Done when a claim finds nothing and nothing is running (no polling of the database).
+const idle = new Promise<void>((resolve) => {
+  outbox.store.events.subscribe((event) => {
+    if (event.type === "claim-empty" && worker.inFlight === 0) resolve();
+  });
+});
 await worker.start();
-for (;;) {
-  const counts = await outbox.store.countByStatus();
-  if (counts.pending + counts.processing === 0) break;
-  await new Promise((resolve) => setTimeout(resolve, 10));
-}
+await idle;
 await worker.stop({ graceMs: 1000 });
 await outbox.close();
 process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);

@@ -69,6 +69,13 @@ export const SQL = {
              WHERE id = @id AND status IN ('pending', 'processing') AND available_at <= @now
              RETURNING ${COLUMNS}`,
 
+  /** The claim of a whole batch of candidates (read just before, in the same transaction); re-checks claimability. */
+  claimMany: `UPDATE outbox_messages
+              SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
+                  lease_token = lease_token + 1, attempts = attempts + 1
+              WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('pending', 'processing') AND available_at <= @now
+              RETURNING ${COLUMNS}`,
+
   holder: `SELECT status, locked_by, locked_until, lease_token FROM outbox_messages WHERE id = @id`,
 
   renew: `UPDATE outbox_messages SET locked_until = @until, available_at = @until

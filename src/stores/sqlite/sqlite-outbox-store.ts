@@ -282,9 +282,12 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       const now = this.#now();
       const until = now + leaseMs;
       const candidates = this.#stmt("claimCandidates").all({ now, limit }) as { id: number; status: string; locked_by: string | null; locked_until: number | null }[];
+      if (candidates.length === 0) return { won: [], now };
+      // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order.
+      const rows = new Map((this.#stmt("claimMany").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now }) as MessageRow[]).map((row) => [row.id, row]));
       const won: Lease[] = [];
       for (const candidate of candidates) {
-        const row = this.#stmt("claimOne").get({ id: candidate.id, owner, until, now }) as MessageRow | undefined;
+        const row = rows.get(candidate.id);
         if (row === undefined) continue;
         this.#journal(row.id, row.lease_token, owner, "claim", now, { status: candidate.status, owner: candidate.locked_by, lockedUntil: candidate.locked_until });
         won.push(this.#lease(row, candidate.status === "processing" ? candidate.locked_by : null));
@@ -357,18 +360,20 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       const now = this.#now();
       const outcomes: ("completed" | "lost" | { error: unknown })[] = [];
       for (const { lease, finalize } of items) {
-        if (!single) this.db.exec("SAVEPOINT wassal_completion");
+        // A savepoint only where a business write could fail: a lone guarded update cannot half-happen.
+        const isolate = !single && finalize !== undefined;
+        if (isolate) this.db.exec("SAVEPOINT wassal_completion");
         // The guarded update first: zero rows means the lease is gone and nothing may be written.
         const changed = this.#stmt("complete").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes;
         if (changed !== 1) {
-          if (!single) this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
+          if (isolate) this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
           outcomes.push("lost");
           continue;
         }
         this.#journal(rowId(lease.messageId) ?? -1, lease.token, lease.owner, "complete", now);
         try {
           if (finalize) await finalize(this.db);
-          if (!single) this.db.exec("RELEASE wassal_completion");
+          if (isolate) this.db.exec("RELEASE wassal_completion");
           outcomes.push("completed");
         } catch (error) {
           if (single) throw error;
