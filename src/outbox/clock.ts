@@ -9,11 +9,17 @@ export interface Clock {
    * (it never rejects).
    */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /** Calls `callback` after `ms` of this clock's time; the returned function cancels it. Cheaper than sleep with a signal. */
+  setTimer(ms: number, callback: () => void): () => void;
 }
 
 /** The machine's wall clock. */
 export const systemClock: Clock = {
   now: () => new Date(),
+  setTimer: (ms, callback) => {
+    const timer = setTimeout(callback, Math.max(0, ms));
+    return () => clearTimeout(timer);
+  },
   sleep: (ms, signal) =>
     new Promise<void>((resolve) => {
       if (signal?.aborted) return resolve();
@@ -69,6 +75,18 @@ export class ManualClock implements Clock {
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#sleepers.push(sleeper);
     });
+  }
+
+  setTimer(ms: number, callback: () => void): () => void {
+    const sleeper: Sleeper = { due: this.#ms + Math.max(0, ms), resolve: callback };
+    if (!(ms > 0)) {
+      queueMicrotask(callback);
+      return () => undefined;
+    }
+    this.#sleepers.push(sleeper);
+    return () => {
+      this.#sleepers = this.#sleepers.filter((s) => s !== sleeper);
+    };
   }
 
   /** How many sleeps are waiting on this clock (tests use it to know a worker is idle). */

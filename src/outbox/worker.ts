@@ -59,7 +59,7 @@ interface Running {
  * (with a stack trace) every time; at thousands of messages a second that showed in the profile.
  */
 const WOKEN = Object.freeze({ reason: "woken" });
-const FINISHED = Object.freeze({ reason: "finished" });
+const FINISHED = Object.freeze({ reason: "grace over" });
 const STOPPING = Object.freeze({ reason: "stopping" });
 
 function positiveInteger(name: string, value: number): number {
@@ -235,12 +235,7 @@ export class Worker<Tx> {
       await this.#fail(lease, new UnknownMessageTypeError(message.type, Object.keys(this.#handlers)), "dead");
       return;
     }
-    const heartbeatDone = new AbortController();
-    const heartbeat = this.#heartbeat(lease, controller, heartbeatDone.signal);
-    const stopHeartbeat = async () => {
-      heartbeatDone.abort(FINISHED);
-      await heartbeat; // no renewal may race the completion
-    };
+    const stopHeartbeat = this.#heartbeat(lease, controller);
     try {
       const batcher = this.completions;
       await processLease(this.store, lease, handler, this.#clock, {
@@ -269,20 +264,36 @@ export class Worker<Tx> {
     }
   }
 
-  /** Renews the lease every renewIntervalMs until `done`; aborts the handler when the lease is lost. */
-  async #heartbeat(lease: Lease, handler: AbortController, done: AbortSignal): Promise<void> {
-    for (;;) {
-      await this.#clock.sleep(this.renewIntervalMs, done);
-      if (done.aborted) return;
-      try {
-        const renewed = await this.store.renew(lease, this.leaseMs);
-        if (renewed.outcome === "lease-lost") {
-          handler.abort(new LeaseLostError(lease.messageId, lease.token, "a heartbeat found it gone"));
-          return;
+  /**
+   * Renews the lease every renewIntervalMs while the handler runs and aborts the handler when the
+   * lease is lost. Returns the stop function, which resolves once no renewal is in flight (so none
+   * can race the completion). One clock timer per beat: no promise or signal per message.
+   */
+  #heartbeat(lease: Lease, handler: AbortController): () => Promise<void> {
+    let stopped = false;
+    let inFlight: Promise<void> | undefined;
+    let cancel = () => undefined as void;
+    const beat = () => {
+      inFlight = (async () => {
+        try {
+          const renewed = await this.store.renew(lease, this.leaseMs);
+          if (renewed.outcome === "lease-lost") {
+            handler.abort(new LeaseLostError(lease.messageId, lease.token, "a heartbeat found it gone"));
+            stopped = true;
+          }
+        } catch (error) {
+          this.#storeError("renew", error); // try again at the next beat; the lease may still hold
         }
-      } catch (error) {
-        this.#storeError("renew", error); // try again at the next beat; the lease may still hold
-      }
-    }
+      })().finally(() => {
+        inFlight = undefined;
+        if (!stopped) cancel = this.#clock.setTimer(this.renewIntervalMs, beat);
+      });
+    };
+    cancel = this.#clock.setTimer(this.renewIntervalMs, beat);
+    return async () => {
+      stopped = true;
+      cancel();
+      await inFlight;
+    };
   }
 }
