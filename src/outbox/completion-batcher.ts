@@ -5,8 +5,8 @@
 // Completions wait for the current flush (if any) plus one turn of the event loop, never for a
 // timer: under light load a completion commits at once; under heavy load batches grow by themselves.
 //
-// Which completions are grouped depends on the store (measured: one worker, concurrency 50,
-// 5,000 messages, this machine):
+// Which completions are grouped depends on the store (measured when this was written: one worker,
+// concurrency 50, 5,000 messages, the 2-core development machine; `npm run bench` for today's):
 // - SQLite has one writer and every commit flushes: grouping wins with or without business
 //   writes (FULL: ~3,400 → ~8,700 messages/s with no-op handlers; ~2,800 → ~9,400 with a write).
 // - PostgreSQL commits in parallel over the pool. Completions without business writes are grouped
