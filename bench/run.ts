@@ -4,8 +4,10 @@
 // the median of the repetitions, shown with min and max. Prints its settings and a table, and
 // writes bench/results/<timestamp>.json and .md.
 //
-// Not yet here (see CHANGELOG / the issue): peers (pg-boss, graphile-worker, plainjob), the
-// enqueue → start latency, claim latency at 1M processed rows, enqueue batching.
+// Also: enqueue → handler start latency (p50/p95/p99) at a steady rate with wake-up on, per store.
+//
+// Not yet here (see CHANGELOG / the issue): peers (pg-boss, graphile-worker, plainjob), claim
+// latency at 1M processed rows, enqueue batching.
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -16,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import pg from "pg";
 import { openOutbox } from "wassal";
+import { measureLatency } from "./latency.js";
 import { spread, type Spread } from "./stats.js";
 
 interface Settings {
@@ -46,6 +49,11 @@ async function postgresReachable(url: string): Promise<boolean> {
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/** A fresh, empty, migrated database. */
+function prepareEmpty(store: string, settings: Settings) {
+  return prepare(store, { ...settings, messages: 0 });
 }
 
 /** A fresh database holding `messages` pending messages; returns its --db, schema and a clean-up. */
@@ -173,10 +181,29 @@ async function main(): Promise<void> {
     ...rows.map((r) => `| ${r.config.system} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
   ];
   process.stdout.write(`\n${lines.join("\n")}\n`);
+
+  // Latency: one run per store (the percentiles come from hundreds of samples).
+  const latencyRows: string[] = ["| store | rate /s | messages | p50 ms | p95 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"];
+  const latency: Record<string, unknown> = {};
+  for (const store of settings.stores) {
+    const rate = 500;
+    const seconds = options.quick ? 2 : 10;
+    const prepared = await prepareEmpty(store, settings);
+    try {
+      const result = await measureLatency(prepared.db, { ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL", rate, seconds });
+      latency[store] = result;
+      latencyRows.push(`| ${store} | ${rate} | ${result.messages} | ${result.p50.toFixed(2)} | ${result.p95.toFixed(2)} | ${result.p99.toFixed(2)} | ${result.max.toFixed(2)} |`);
+      process.stderr.write(`latency ${store}: p99 ${result.p99.toFixed(2)} ms\n`);
+    } finally {
+      await prepared.cleanup();
+    }
+  }
+  lines.push("", "Enqueue → handler start, wake-up on:", "", ...latencyRows);
+  process.stdout.write(`\n${latencyRows.join("\n")}\n`);
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, latency }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }
