@@ -6,8 +6,10 @@
 //
 // Also: enqueue → handler start latency (p50/p95/p99) at a steady rate with wake-up on, per store.
 //
-// Not yet here (see CHANGELOG / the issue): peers (pg-boss, graphile-worker, plainjob), claim
-// latency at 1M processed rows, enqueue batching.
+// And: claim latency with 10,000 and with 1,000,000 processed rows in the table.
+//
+// Not yet here (see CHANGELOG / the issue): peers (pg-boss, graphile-worker, plainjob), enqueue
+// batching.
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -19,6 +21,7 @@ import { Command } from "commander";
 import pg from "pg";
 import { openOutbox } from "wassal";
 import { measureLatency } from "./latency.js";
+import { claimLatency } from "./scale.js";
 import { spread, type Spread } from "./stats.js";
 
 interface Settings {
@@ -200,10 +203,36 @@ async function main(): Promise<void> {
   }
   lines.push("", "Enqueue → handler start, wake-up on:", "", ...latencyRows);
   process.stdout.write(`\n${latencyRows.join("\n")}\n`);
+  // Scale: claim latency with little and with much processed history (FULL durability is not the
+  // point here, so SQLite runs NORMAL).
+  const big = options.quick ? 100_000 : 1_000_000;
+  const scaleRows: string[] = ["| store | processed rows | claim median ms | min | max | ratio to 10,000 |", "|---|---|---|---|---|---|"];
+  const scale: Record<string, unknown> = {};
+  for (const store of settings.stores.filter((s) => s !== "sqlite-FULL")) {
+    const results: Spread[] = [];
+    for (const history of [10_000, big]) {
+      const prepared = await prepareEmpty(store, settings);
+      try {
+        results.push(await claimLatency(prepared.db, prepared.schema !== "-" ? prepared.schema : undefined, history, 500));
+      } finally {
+        await prepared.cleanup();
+      }
+    }
+    scale[store] = results;
+    const base = results[0]?.median ?? 1;
+    [10_000, big].forEach((history, i) => {
+      const r = results[i];
+      if (r) scaleRows.push(`| ${store} | ${history} | ${r.median.toFixed(3)} | ${r.min.toFixed(3)} | ${r.max.toFixed(3)} | ${(r.median / base).toFixed(2)} |`);
+    });
+    process.stderr.write(`scale ${store}: ${results.map((r) => r.median.toFixed(3)).join(" ms → ")} ms\n`);
+  }
+  lines.push("", "Claim latency (claim of 1, then complete) as processed history grows:", "", ...scaleRows);
+  process.stdout.write(`\n${scaleRows.join("\n")}\n`);
+
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, latency }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, latency, scale }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }
