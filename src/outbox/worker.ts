@@ -16,7 +16,7 @@ import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from 
 import type { OutboxStore } from "./store.js";
 import type { Finalize, Lease } from "./types.js";
 import { CompletionBatcher } from "./completion-batcher.js";
-import { checkLeaseMs, checkOwner, describeError } from "./validate.js";
+import { checkLeaseMs, checkOwner, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
 
 export interface WorkerOptions<Tx> {
   readonly store: OutboxStore<Tx>;
@@ -88,8 +88,10 @@ export class Worker<Tx> {
   #wakeController = new AbortController();
   #stopping = false;
   #started = false;
-  /** Aborted when stopping: cancels the timers that would otherwise keep the process alive. */
+  /** Aborted when stopping: cuts short the waits that would otherwise keep the process alive. */
   readonly #stopSignal = new AbortController();
+  /** Wake-ups scheduled for retries coming due; cancelled on stop. */
+  readonly #retryTimers = new Set<() => void>();
   #loop: Promise<void> | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
   #stopped: Promise<void> | undefined;
@@ -161,6 +163,8 @@ export class Worker<Tx> {
   async #shutdown(graceMs: number): Promise<void> {
     this.#stopping = true;
     this.#stopSignal.abort(STOPPING);
+    for (const cancel of this.#retryTimers) cancel();
+    this.#retryTimers.clear();
     this.wake();
     await this.#loop;
     await this.#unsubscribe?.();
@@ -179,6 +183,8 @@ export class Worker<Tx> {
           this.#storeError("release", error); // the lease will expire and the message be reclaimed
         }
       }));
+      // Their heartbeats stop with the abort, so nothing of ours touches the store after this,
+      // even if a handler ignores its signal and runs on.
     }
   }
 
@@ -197,10 +203,11 @@ export class Worker<Tx> {
       let claimedAll = false;
       if (free > 0) {
         try {
-          const leases = await this.store.claim(this.name, { limit: free, leaseMs: this.leaseMs });
+          const limit = Math.min(free, MAX_CLAIM_LIMIT);
+          const leases = await this.store.claim(this.name, { limit, leaseMs: this.leaseMs });
           errorDelay = 0;
           for (const lease of leases) this.#start(lease);
-          claimedAll = leases.length === free;
+          claimedAll = leases.length === limit;
         } catch (error) {
           this.#storeError("claim", error);
           errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
@@ -245,6 +252,7 @@ export class Worker<Tx> {
       });
     } catch (error) {
       if (controller.signal.aborted) return; // lease lost or shutdown: the message is someone else's now
+      await stopHeartbeat(); // no renewal may race the failure either
       const last = message.attempts >= this.retry.maxAttempts || error instanceof UnrecoverableError;
       await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, this.retry, this.#random) });
     } finally {
@@ -257,7 +265,11 @@ export class Worker<Tx> {
       const result = await this.store.fail(lease, error, decision);
       if (result.outcome === "retry-scheduled" && decision !== "dead") {
         // Come back for it when it is due rather than at the next poll.
-        void this.#clock.sleep(decision.retryInMs, this.#stopSignal.signal).then(() => this.wake());
+        const cancel = this.#clock.setTimer(decision.retryInMs, () => {
+          this.#retryTimers.delete(cancel);
+          this.wake();
+        });
+        this.#retryTimers.add(cancel);
       }
     } catch (storeError) {
       this.#storeError("fail", storeError); // the lease will expire; the attempt is already counted
@@ -274,6 +286,7 @@ export class Worker<Tx> {
     let inFlight: Promise<void> | undefined;
     let cancel = () => undefined as void;
     const beat = () => {
+      if (handler.signal.aborted) return; // shut down (or lost): renewing would keep a dead lease alive
       inFlight = (async () => {
         try {
           const renewed = await this.store.renew(lease, this.leaseMs);

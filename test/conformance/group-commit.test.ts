@@ -76,3 +76,19 @@ describeEachStore("group commit without business writes", (factory) => {
     expect(completions.map((e) => [e.messageId, e.token, e.owner]).sort()).toEqual([[b!.messageId, b!.token, "worker-a"], [c!.messageId, c!.token, "worker-a"]].sort());
   });
 });
+
+describeEachStore("group commit: a stale and a fresh lease of one message", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("completes the fresh lease and refuses the stale one when both are in the same group", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessages(store, clock, 1);
+    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    clock.advance(LEASE_MS);
+    const fresh = await claimOne(store, "worker-a", LEASE_MS);
+    const results = await store.completeMany([{ lease: stale }, { lease: fresh }]);
+    expect(results.map((r) => r.outcome)).toEqual(["lease-lost", "completed"]);
+    const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
+    expect(completions.map((e) => e.token)).toEqual([fresh.token]);
+  });
+});

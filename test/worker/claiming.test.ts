@@ -1,10 +1,10 @@
 // How the worker claims: never more than its free slots, never more handlers at once than its
 // concurrency, and promptly when a message is enqueued (without waiting for a poll).
 
-import { expect, it } from "vitest";
+import { expect, it, vi } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { Lease } from "../../src/outbox/types.js";
-import type { Worker } from "../../src/outbox/worker.js";
+import { Worker } from "../../src/outbox/worker.js";
 import { describeEachStore, enqueueMessage, enqueueMessages, START, useStoreHarness } from "../conformance/stores.js";
 import { EventLog, waitForSleepers, waitForStatus, waitUntil, useWorkers, withOverrides } from "./support.js";
 
@@ -140,5 +140,23 @@ describeEachStore("worker claiming", (factory) => {
     clock.advance(1);
     await waitForStatus(store, message.id, "processed");
     expect(log.of("claim-won")[0]?.at).toEqual(new Date(START.getTime() + 60_000));
+  });
+});
+
+describeEachStore("worker claiming: very large concurrency", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("never asks a store for more than it may claim at once, so a worker with concurrency above 1000 still works", async () => {
+    const { store, clock } = ctx();
+    const messages = await Promise.all([1, 2, 3].map((n) => enqueueMessage(store, { dedupeKey: `big-${n}` })));
+    const worker = new Worker({ store, clock, concurrency: 1500, handlers: { "test.message": async () => ({}) }, leaseMs: 30_000, pollIntervalMs: 60_000, wakeOnNewMessages: false });
+    await worker.start();
+    try {
+      await vi.waitFor(async () => {
+        for (const m of messages) expect((await store.getMessage(m.id))?.status).toBe("processed");
+      }, { timeout: 10_000 });
+    } finally {
+      await worker.stop({ graceMs: 0 });
+    }
   });
 });

@@ -1,7 +1,8 @@
 // Failures: retries on the exponential backoff schedule (on the manual clock), dead letters after
 // the last attempt, redrive, unknown message types, and attempts counted at claim.
 
-import { expect, it } from "vitest";
+import { expect, it, vi } from "vitest";
+import { Worker } from "../../src/outbox/worker.js";
 import { UnrecoverableError } from "../../src/outbox/errors.js";
 import { backoffDelay, type RetryPolicy } from "../../src/outbox/retry.js";
 import type { OutboxMessage } from "../../src/outbox/types.js";
@@ -248,5 +249,32 @@ describeEachStore("worker retries and dead letters", (factory) => {
     expect(clock.sleeping).toBe(0);
     expect(log.count("claim-won")).toBe(1);
     expect((await mustGet(store, message.id)).status).toBe("pending");
+  });
+});
+
+describeEachStore("worker retries: many at once", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("schedules many pending retries without piling listeners on one signal (no MaxListenersExceededWarning)", async () => {
+    const { store, clock } = ctx();
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on("warning", onWarning);
+    const worker = new Worker({
+      store, clock, concurrency: 20, pollIntervalMs: 600_000, wakeOnNewMessages: false,
+      retry: { baseDelayMs: 60_000, maxAttempts: 5 },
+      handlers: { "test.message": async () => { throw new Error("provider down"); } },
+    });
+    try {
+      await Promise.all(Array.from({ length: 15 }, (_, n) => enqueueMessage(store, { dedupeKey: `retry-${n}` })));
+      await worker.start();
+      await vi.waitFor(async () => expect((await store.countByStatus()).pending).toBe(15), { timeout: 10_000 });
+      await vi.waitFor(async () => expect((await store.listMessages({ status: ["pending"] })).every((m) => m.attempts === 1)).toBe(true), { timeout: 10_000 });
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings).not.toContain("MaxListenersExceededWarning");
+    } finally {
+      process.off("warning", onWarning);
+      await worker.stop({ graceMs: 0 });
+    }
   });
 });

@@ -167,7 +167,7 @@ export function outboxSql(schema: string) {
         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing'
         RETURNING m.id, w.token, w.owner, clock.t AS now),
       journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)
-      SELECT id::text AS id, now FROM done`,
+      SELECT id::text AS id, token, now FROM done`,
 
     /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 journal? */
     failRetry: `WITH ${CLOCK},

@@ -311,17 +311,18 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
 
   /** Completions without business writes: one statement, one round trip, for the whole group. */
   async #completeBulk(leases: readonly Lease[]): Promise<CompletionResult[]> {
-    const { rows } = await this.pool.query<{ id: string; now: Date }>(this.#sql.completeBulk, [
+    const { rows } = await this.pool.query<{ id: string; token: number; now: Date }>(this.#sql.completeBulk, [
       this.#now(),
       leases.map((l) => rowId(l.messageId)),
       leases.map((l) => l.token),
       leases.map((l) => l.owner),
       this.#audit,
     ]);
-    const done = new Map(rows.map((r) => [r.id, r.now]));
+    // Keyed by message and token: a stale and a fresh lease of one message may share the group.
+    const done = new Map(rows.map((r) => [`${r.id}#${r.token}`, r.now]));
     const results: CompletionResult[] = [];
     for (const lease of leases) {
-      const at = done.get(lease.messageId);
+      const at = done.get(`${lease.messageId}#${lease.token}`);
       if (at === undefined) {
         results.push(await this.#lost(lease, "complete"));
       } else {
