@@ -8,8 +8,13 @@
 //
 // And: claim latency with 10,000 and with 1,000,000 processed rows in the table.
 //
-// Not yet here (see CHANGELOG / the issue): peers (pg-boss, graphile-worker, plainjob), enqueue
-// batching.
+// Peers, in the same runs and interleaved with the rest, same message count, no-op handlers, each
+// tuned for throughput as its own documentation recommends (the tuning is in the comment at the top
+// of each child and in the system label): pg-boss and graphile-worker on the same PostgreSQL (own
+// schema per run), plainjob on SQLite (it sets synchronous = NORMAL itself, so sqlite-NORMAL). The
+// "batch" column is the peer's fetch size. Seeding goes through each peer's bulk insert, untimed.
+//
+// Not yet here (see CHANGELOG / the issue): enqueue batching.
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -22,6 +27,7 @@ import pg from "pg";
 import { openOutbox } from "wassal";
 import { measureLatency } from "./latency.js";
 import { claimLatency } from "./scale.js";
+import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
 interface Settings {
@@ -33,14 +39,22 @@ interface Settings {
 }
 
 interface Config {
-  readonly system: "wassal" | "raw";
+  readonly system: "wassal" | "raw" | Peer;
   readonly store: string; // sqlite-FULL | sqlite-NORMAL | postgres
   readonly processes: number;
   readonly batch: number;
 }
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
-const label = (c: Config) => `${c.system.padEnd(6)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
+/** How each peer is tuned (see the comment at the top of its child script). */
+const PEER_TUNING: Record<Peer, { script: string; batch: number; tuning: string }> = {
+  "pg-boss": { script: "pgboss-child.js", batch: 1000, tuning: "work() batchSize 1000, burstWhenBatchFull, poll 0.5 s" },
+  "graphile-worker": { script: "graphile-child.js", batch: 500, tuning: "runOnce, concurrentJobs 24, pool 25, localQueue 500, completeJobBatchDelay 0" },
+  plainjob: { script: "plainjob-child.js", batch: 1, tuning: "1 worker per process (no batch/concurrency option), poll 20 ms" },
+};
+const isPeer = (system: Config["system"]): system is Peer => system in PEER_TUNING;
+const systemName = (c: Config) => (isPeer(c.system) ? `${c.system} (${PEER_TUNING[c.system].tuning})` : c.system);
+const label = (c: Config) => `${c.system.padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
 async function postgresReachable(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
@@ -121,12 +135,15 @@ async function race(script: string, args: readonly string[], count: number): Pro
 }
 
 async function runOnce(config: Config, settings: Settings): Promise<{ rate: number; maxRssMb: number }> {
-  const { db, schema, cleanup } = await prepare(config.store, settings);
+  const system = config.system;
+  const { db, schema, cleanup } = isPeer(system) ? await preparePeer(system, settings.messages, settings.postgresUrl) : await prepare(config.store, settings);
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
-    const { seconds, reports } = config.system === "wassal"
-      ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.batch > 1)], config.processes)
-      : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
+    const { seconds, reports } = isPeer(system)
+      ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes)
+      : system === "wassal"
+        ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.batch > 1)], config.processes)
+        : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);
     return { rate: settings.messages / seconds, maxRssMb: Math.max(...reports.map((r) => r.maxRssMb)) };
@@ -142,9 +159,10 @@ async function main(): Promise<void> {
     .option("--messages <n>", "messages per run", (v) => Number.parseInt(v, 10))
     .option("--reps <n>", "repetitions per figure (median, min, max)", (v) => Number.parseInt(v, 10), 3)
     .option("--stores <list>", "comma-separated: sqlite-FULL, sqlite-NORMAL, postgres", "sqlite-FULL,sqlite-NORMAL,postgres")
+    .option("--no-peers", "leave out the peer job queues (pg-boss, graphile-worker, plainjob)")
     .option("--postgres <url>", "PostgreSQL for the postgres runs", process.env.WASSAL_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
     .parse()
-    .opts<{ quick?: boolean; messages?: number; reps: number; stores: string; postgres: string }>();
+    .opts<{ quick?: boolean; messages?: number; reps: number; stores: string; postgres: string; peers: boolean }>();
   const settings: Settings = {
     messages: options.messages ?? (options.quick ? 1_000 : 20_000),
     reps: options.reps,
@@ -160,6 +178,9 @@ async function main(): Promise<void> {
   for (const store of settings.stores) {
     for (const processes of settings.processes) {
       configs.push({ system: "wassal", store, processes, batch: 1 }, { system: "wassal", store, processes, batch: 50 }, { system: "raw", store, processes, batch: 100 });
+      for (const peer of Object.keys(PEER_TUNING) as Peer[]) {
+        if (PEER_STORE[peer] === store && options.peers) configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch });
+      }
     }
   }
   process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
@@ -181,7 +202,7 @@ async function main(): Promise<void> {
   const lines = [
     "| system | store | processes | batch | messages/s median (min–max) | Wassal batch 50 ÷ this | peak RSS MB |",
     "|---|---|---|---|---|---|---|",
-    ...rows.map((r) => `| ${r.config.system} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
+    ...rows.map((r) => `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
   ];
   process.stdout.write(`\n${lines.join("\n")}\n`);
 
