@@ -37,6 +37,9 @@ export interface OutboxStore<Tx> {
   /** Creates or upgrades the schema. Safe to call on every start. */
   migrate(): Promise<void>;
 
+  /** True when the outbox's tables already exist (commands that only read or repair check it first). */
+  isInstalled(): Promise<boolean>;
+
   /**
    * Runs `work` in one write transaction and commits it, or rolls all of it back if `work`
    * throws. This is the caller's business transaction: enqueue inside it.

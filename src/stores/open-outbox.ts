@@ -9,7 +9,7 @@ import type { PaymentsRepository } from "../payments/types.js";
 import { isPostgresUrl, redactUrl } from "./postgres/connect.js";
 import { PostgresPaymentsRepository } from "./postgres/payments-repository.js";
 import { PostgresOutboxStore } from "./postgres/postgres-outbox-store.js";
-import type { Synchronous } from "./sqlite/open-database.js";
+import { fileHasTable, type Synchronous } from "./sqlite/open-database.js";
 import { SqlitePaymentsRepository } from "./sqlite/payments-repository.js";
 import { SqliteOutboxStore } from "./sqlite/sqlite-outbox-store.js";
 
@@ -40,30 +40,53 @@ export interface OpenedOutbox {
 
 /** Opens and migrates the outbox and the payments tables. */
 export async function openOutbox(db: string, options: OpenOutboxOptions = {}): Promise<OpenedOutbox> {
-  if (isPostgresUrl(db)) {
-    const store = await PostgresOutboxStore.connect({
-      url: db,
-      ...(options.schema === undefined ? {} : { schema: options.schema }),
-      ...(options.clock === undefined ? {} : { clock: options.clock }),
-      ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
-      ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
-      ...(options.audit === undefined ? {} : { audit: options.audit }),
-    });
-    try {
-      if (options.mustExist && !(await store.isInstalled())) {
-        throw new DatabaseOpenError(`no Wassal outbox in schema ${store.schema} at ${redactUrl(db)}; check --schema (default wassal), or start a worker or create a payment there first`);
-      }
-      await store.migrate();
-      const payments = new PostgresPaymentsRepository(store);
-      await payments.migrate();
-      return { kind: "postgres", location: `${redactUrl(db)} (schema ${store.schema})`, store: store as OutboxStore<unknown>, payments: payments as PaymentsRepository<unknown>, close: () => store.close() };
-    } catch (error) {
-      await store.close();
-      throw error;
-    }
+  const opened = isPostgresUrl(db) ? await openPostgres(db, options) : openSqlite(db, options);
+  const { store } = opened;
+  try {
+    // Commands that only read or repair must not create (or migrate) a database that is not Wassal's.
+    if (options.mustExist && !(await store.isInstalled())) throw new DatabaseOpenError(opened.missing);
+    await store.migrate();
+    await opened.payments.migrate();
+    return { kind: opened.kind, location: opened.location, store, payments: opened.payments, close: () => store.close() };
+  } catch (error) {
+    await store.close();
+    throw error;
   }
-  if (options.mustExist && !existsSync(db)) {
-    throw new DatabaseOpenError(`no database at ${db}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
+}
+
+interface Unmigrated {
+  readonly kind: "sqlite" | "postgres";
+  readonly location: string;
+  readonly store: OutboxStore<unknown>;
+  readonly payments: PaymentsRepository<unknown>;
+  /** What to say when `mustExist` finds no outbox there. */
+  readonly missing: string;
+}
+
+async function openPostgres(db: string, options: OpenOutboxOptions): Promise<Unmigrated> {
+  const store = await PostgresOutboxStore.connect({
+    url: db,
+    ...(options.schema === undefined ? {} : { schema: options.schema }),
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
+    ...(options.audit === undefined ? {} : { audit: options.audit }),
+  });
+  return {
+    kind: "postgres",
+    location: `${redactUrl(db)} (schema ${store.schema})`,
+    store: store as OutboxStore<unknown>,
+    payments: new PostgresPaymentsRepository(store) as PaymentsRepository<unknown>,
+    missing: `no Wassal outbox in schema ${store.schema} at ${redactUrl(db)}; check --schema (default wassal), or start a worker or create a payment there first`,
+  };
+}
+
+function openSqlite(db: string, options: OpenOutboxOptions): Unmigrated {
+  const missing = `${db} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (one a worker, the lab or 'payments create' has used)`;
+  if (options.mustExist) {
+    if (!existsSync(db)) throw new DatabaseOpenError(`no database at ${db}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
+    // Look before opening: opening for Wassal would already change someone else's file.
+    if (!fileHasTable(db, "outbox_messages")) throw new DatabaseOpenError(missing);
   }
   const store = new SqliteOutboxStore({
     path: db,
@@ -71,13 +94,11 @@ export async function openOutbox(db: string, options: OpenOutboxOptions = {}): P
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.audit === undefined ? {} : { audit: options.audit }),
   });
-  try {
-    await store.migrate();
-    const payments = new SqlitePaymentsRepository(store);
-    await payments.migrate();
-    return { kind: "sqlite", location: db, store: store as OutboxStore<unknown>, payments: payments as PaymentsRepository<unknown>, close: () => store.close() };
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
+  return {
+    kind: "sqlite",
+    location: db,
+    store: store as OutboxStore<unknown>,
+    payments: new SqlitePaymentsRepository(store) as PaymentsRepository<unknown>,
+    missing,
+  };
 }

@@ -6,6 +6,7 @@
 
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
@@ -75,6 +76,27 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
       expect(usageError(run)).toBe(`wassal: no database at ${missing}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
     }
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("outbox stats (and the other read or repair commands) on a SQLite file that is not Wassal's: exit 2, and no table is added to it", async () => {
+    const dir = cwd();
+    const other = join(dir, "other.db");
+    const db = new Database(other);
+    db.exec("CREATE TABLE notes (text TEXT)");
+    db.close();
+    const before = readFileSync(other);
+    const runs = await Promise.all([
+      ["outbox", "stats"],
+      ["outbox", "redrive", "--all"],
+      ["payments", "list"],
+    ].map((command) => runCli([...command, "--db", other], { cwd: dir })));
+    for (const run of runs) {
+      expect(usageError(run)).toBe(`wassal: ${other} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (one a worker, the lab or 'payments create' has used)`);
+    }
+    const after = new Database(other, { readonly: true });
+    expect(after.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").pluck().all()).toEqual(["notes"]);
+    after.close();
+    expect(readFileSync(other).equals(before)).toBe(true);
   });
 
   it("worker --db <a text file>: says it is not a SQLite database, leaves the file alone, and claims nothing", async () => {

@@ -96,6 +96,23 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
   return db;
 }
 
+/**
+ * Whether an existing SQLite file holds a table, read without changing anything in the file
+ * (opening it for Wassal would switch it to WAL). A file that is not SQLite reads as false.
+ */
+export function fileHasTable(path: string, table: string): boolean {
+  checkHeader(path);
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    return listTables(db).includes(table);
+  } catch (error) {
+    throw new DatabaseOpenError(`cannot read SQLite database ${path}: ${(error as Error).message}`, { cause: error });
+  } finally {
+    db?.close();
+  }
+}
+
 /** Names of the tables in a database. */
 export function listTables(db: Database.Database): string[] {
   return db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").pluck().all() as string[];

@@ -37,7 +37,7 @@ import {
 } from "../../outbox/types.js";
 import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
 import { applyMigrations, type Migration } from "./migrate.js";
-import { openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
+import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type MessageRow } from "./outbox-sql.js";
 import { statement } from "./statement-cache.js";
 import { WriteLock } from "./write-lock.js";
@@ -167,6 +167,10 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   /** Runs extra migrations (e.g. a domain's tables) with the same bookkeeping as the outbox's. */
   async applyMigrations(migrations: readonly Migration[]): Promise<string[]> {
     return applyMigrations(this.db, this.writeLock, migrations, () => this.#now());
+  }
+
+  async isInstalled(): Promise<boolean> {
+    return this.writeLock.serial(() => listTables(this.db).includes("outbox_messages"));
   }
 
   async migrate(): Promise<void> {
