@@ -43,6 +43,34 @@ interface Config {
   readonly store: string; // sqlite-FULL | sqlite-NORMAL | postgres
   readonly processes: number;
   readonly batch: number;
+  /** Wassal only: completions share commits (the worker's default). */
+  readonly groupCommit?: boolean;
+}
+
+const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres"] as const;
+const SECTIONS = ["throughput", "latency", "scale"] as const;
+
+/** Bad input: one line naming the option and what is valid, exit 2. */
+function refuse(message: string): never {
+  process.stderr.write(`bench: ${message}\n`);
+  process.exit(2);
+}
+
+function positive(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) refuse(`${name} must be a whole number >= 1 (got ${JSON.stringify(value)})`);
+    return n;
+  };
+}
+
+function listOf<T extends string>(name: string, valid: readonly T[]): (value: string) => T[] {
+  return (value) => {
+    const items = value.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    const unknown = items.filter((s) => !(valid as readonly string[]).includes(s));
+    if (items.length === 0 || unknown.length > 0) refuse(`${name} takes a comma-separated list of ${valid.join(", ")} (got ${JSON.stringify(value)})`);
+    return items as T[];
+  };
 }
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
@@ -53,7 +81,7 @@ const PEER_TUNING: Record<Peer, { script: string; batch: number; tuning: string 
   plainjob: { script: "plainjob-child.js", batch: 1, tuning: "1 worker per process (no batch/concurrency option), poll 20 ms" },
 };
 const isPeer = (system: Config["system"]): system is Peer => system in PEER_TUNING;
-const systemName = (c: Config) => (isPeer(c.system) ? `${c.system} (${PEER_TUNING[c.system].tuning})` : c.system);
+const systemName = (c: Config) => (isPeer(c.system) ? `${c.system} (${PEER_TUNING[c.system].tuning})` : c.groupCommit === false ? `${c.system} (no group commit)` : c.system);
 const label = (c: Config) => `${c.system.padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
 async function postgresReachable(url: string): Promise<boolean> {
@@ -142,7 +170,7 @@ async function runOnce(config: Config, settings: Settings): Promise<{ rate: numb
     const { seconds, reports } = isPeer(system)
       ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes)
       : system === "wassal"
-        ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.batch > 1)], config.processes)
+        ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.groupCommit ?? config.batch > 1)], config.processes)
         : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);
@@ -156,18 +184,20 @@ async function main(): Promise<void> {
   const options = new Command("bench")
     .description("measure Wassal's throughput on each store next to the store's raw limit")
     .option("--quick", "a smoke run: 1,000 messages, 1 and 4 processes")
-    .option("--messages <n>", "messages per run", (v) => Number.parseInt(v, 10))
-    .option("--reps <n>", "repetitions per figure (median, min, max)", (v) => Number.parseInt(v, 10), 3)
-    .option("--stores <list>", "comma-separated: sqlite-FULL, sqlite-NORMAL, postgres", "sqlite-FULL,sqlite-NORMAL,postgres")
+    .option("--messages <n>", "messages per run (default 20,000; 1,000 with --quick)", positive("--messages"))
+    .option("--reps <n>", "repetitions per figure (median, min, max)", positive("--reps"), 3)
+    .option("--stores <list>", `comma-separated: ${STORES.join(", ")}`, listOf("--stores", STORES), [...STORES])
+    .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")}`, listOf("--sections", SECTIONS), [...SECTIONS])
     .option("--no-peers", "leave out the peer job queues (pg-boss, graphile-worker, plainjob)")
     .option("--postgres <url>", "PostgreSQL for the postgres runs", process.env.WASSAL_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
     .parse()
-    .opts<{ quick?: boolean; messages?: number; reps: number; stores: string; postgres: string; peers: boolean }>();
+    .opts<{ quick?: boolean; messages?: number; reps: number; stores: string[]; sections: string[]; postgres: string; peers: boolean }>();
+  const run = (section: (typeof SECTIONS)[number]) => options.sections.includes(section);
   const settings: Settings = {
     messages: options.messages ?? (options.quick ? 1_000 : 20_000),
     reps: options.reps,
     processes: options.quick ? [1, 4] : [1, 2, 4],
-    stores: options.stores.split(",").map((s) => s.trim()),
+    stores: options.stores,
     postgresUrl: options.postgres,
   };
   if (settings.stores.includes("postgres") && !(await postgresReachable(settings.postgresUrl))) {
@@ -175,9 +205,11 @@ async function main(): Promise<void> {
     settings.stores = settings.stores.filter((s) => s !== "postgres");
   }
   const configs: Config[] = [];
-  for (const store of settings.stores) {
+  for (const store of run("throughput") ? settings.stores : []) {
     for (const processes of settings.processes) {
       configs.push({ system: "wassal", store, processes, batch: 1 }, { system: "wassal", store, processes, batch: 50 }, { system: "raw", store, processes, batch: 100 });
+      // What group commit is worth: the same batch with every completion committed on its own.
+      if (processes === 1) configs.push({ system: "wassal", store, processes, batch: 50, groupCommit: false });
       for (const peer of Object.keys(PEER_TUNING) as Peer[]) {
         if (PEER_STORE[peer] === store && options.peers) configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch });
       }
@@ -197,19 +229,20 @@ async function main(): Promise<void> {
     const s = samples.get(config) ?? { rates: [], rss: [] };
     return { config, throughput: spread(s.rates), peakRssMb: Math.max(...s.rss) };
   });
-  const wassalBest = (store: string, processes: number) => rows.find((r) => r.config.system === "wassal" && r.config.store === store && r.config.processes === processes && r.config.batch === 50)?.throughput.median ?? 0;
+  const wassalBest = (store: string, processes: number) => rows.find((r) => r.config.system === "wassal" && r.config.store === store && r.config.processes === processes && r.config.batch === 50 && r.config.groupCommit !== false)?.throughput.median ?? 0;
   const fmt = (s: Spread) => `${Math.round(s.median)} (${Math.round(s.min)}–${Math.round(s.max)})`;
   const lines = [
     "| system | store | processes | batch | messages/s median (min–max) | Wassal batch 50 ÷ this | peak RSS MB |",
     "|---|---|---|---|---|---|---|",
     ...rows.map((r) => `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
   ];
-  process.stdout.write(`\n${lines.join("\n")}\n`);
+  if (run("throughput")) process.stdout.write(`\n${lines.join("\n")}\n`);
+  else lines.length = 0;
 
   // Latency: one run per store (the percentiles come from hundreds of samples).
   const latencyRows: string[] = ["| store | rate /s | messages | p50 ms | p95 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"];
   const latency: Record<string, unknown> = {};
-  for (const store of settings.stores) {
+  for (const store of run("latency") ? settings.stores : []) {
     const rate = 500;
     const seconds = options.quick ? 2 : 10;
     const prepared = await prepareEmpty(store, settings);
@@ -222,14 +255,16 @@ async function main(): Promise<void> {
       await prepared.cleanup();
     }
   }
-  lines.push("", "Enqueue → handler start, wake-up on:", "", ...latencyRows);
-  process.stdout.write(`\n${latencyRows.join("\n")}\n`);
+  if (run("latency")) {
+    lines.push("", "Enqueue → handler start, wake-up on:", "", ...latencyRows);
+    process.stdout.write(`\n${latencyRows.join("\n")}\n`);
+  }
   // Scale: claim latency with little and with much processed history (FULL durability is not the
   // point here, so SQLite runs NORMAL).
   const big = options.quick ? 100_000 : 1_000_000;
   const scaleRows: string[] = ["| store | processed rows | claim median ms | min | max | ratio to 10,000 |", "|---|---|---|---|---|---|"];
   const scale: Record<string, unknown> = {};
-  for (const store of settings.stores.filter((s) => s !== "sqlite-FULL")) {
+  for (const store of run("scale") ? settings.stores.filter((s) => s !== "sqlite-FULL") : []) {
     const results: Spread[] = [];
     for (const history of [10_000, big]) {
       const prepared = await prepareEmpty(store, settings);
@@ -247,8 +282,10 @@ async function main(): Promise<void> {
     });
     process.stderr.write(`scale ${store}: ${results.map((r) => r.median.toFixed(3)).join(" ms → ")} ms\n`);
   }
-  lines.push("", "Claim latency (claim of 1, then complete) as processed history grows:", "", ...scaleRows);
-  process.stdout.write(`\n${scaleRows.join("\n")}\n`);
+  if (run("scale")) {
+    lines.push("", "Claim latency (claim of 1, then complete) as processed history grows:", "", ...scaleRows);
+    process.stdout.write(`\n${scaleRows.join("\n")}\n`);
+  }
 
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
