@@ -43,7 +43,7 @@ export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js
 export { AttemptsExhaustedError, ShutdownError, UnknownMessageTypeError } from "./outbox/errors.js";
 export { outboxMetrics, serveMetrics, type OutboxMetrics } from "./observability/metrics.js";
 export { createLogger, logEvents } from "./observability/logging.js";
-export { openOutbox, type OpenedOutbox, type OpenOutboxOptions } from "./stores/open-outbox.js";
+export { openOutbox, withOutbox, type OpenedOutbox, type OpenOutboxOptions } from "./stores/open-outbox.js";
 
 export { SqliteOutboxStore, type SqliteStoreOptions, type SqliteTx } from "./stores/sqlite/sqlite-outbox-store.js";
 export { SqlitePaymentsRepository } from "./stores/sqlite/payments-repository.js";

@@ -5,10 +5,10 @@ import { Command, Option } from "commander";
 import { checkInvariants, renderInvariants } from "../chaos/invariant-checker.js";
 import { CHAOS_DEFAULTS, runChaos } from "../chaos/run-chaos.js";
 import { readProviderLog } from "../payments/provider-simulator.js";
-import { openOutbox } from "../stores/open-outbox.js";
+import { withOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
 import { integer, printJson, share } from "./options.js";
-import { dbOption, schemaOption } from "./shared-options.js";
+import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
 import { textTable } from "../lab/text-table.js";
 
 interface RunOptions {
@@ -95,16 +95,13 @@ export function chaosCommand(): Command {
     .requiredOption("--provider-log <file>", "the provider log the workers wrote (--provider-log)")
     .option("--json", "print JSON")
     .action(async (o: { db: string; schema?: string; providerLog: string; json?: boolean }) => {
-      const outbox = await openOutbox(o.db, { mustExist: true, ...(o.schema === undefined ? {} : { schema: o.schema }) });
-      try {
+      await withOutbox(o.db, storeOptions(o, true), async (outbox) => {
         const [messages, journal, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
         const report = checkInvariants({ messages, journal, payments, providerLog: readProviderLog(o.providerLog) });
         if (o.json) printJson(report);
         else process.stdout.write(`${renderInvariants(report)}${report.passed ? "PASSED" : "FAILED"}\n`);
         process.exitCode = report.passed ? EXIT.ok : EXIT.failed;
-      } finally {
-        await outbox.close();
-      }
+      });
     }));
   return chaos;
 }

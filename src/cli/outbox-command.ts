@@ -3,23 +3,14 @@
 import { Command } from "commander";
 import type { OutboxMessage } from "../outbox/types.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
+import { withOutbox } from "../stores/open-outbox.js";
 import { integer, parseDuration, printJson } from "./options.js";
-import { dbOption, schemaOption } from "./shared-options.js";
+import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
 
 interface Common {
   db: string;
   schema?: string;
   json?: boolean;
-}
-
-async function withOutbox<T>(options: Common, work: (outbox: OpenedOutbox) => Promise<T>): Promise<T> {
-  const outbox = await openOutbox(options.db, { mustExist: true, ...(options.schema === undefined ? {} : { schema: options.schema }) });
-  try {
-    return await work(outbox);
-  } finally {
-    await outbox.close();
-  }
 }
 
 function common(command: Command): Command {
@@ -43,7 +34,7 @@ export function outboxCommand(): Command {
   outbox.addCommand(common(new Command("stats"))
     .description("counts by state, oldest pending message, leases held and expired per owner")
     .action(async (options: Common) => {
-      await withOutbox(options, async ({ store, location }) => {
+      await withOutbox(options.db, storeOptions(options, true), async ({ store, location }) => {
         const stats = await store.stats();
         const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
         if (options.json) {
@@ -67,7 +58,7 @@ export function outboxCommand(): Command {
     .description("list dead messages with their last errors")
     .option("--limit <n>", "show at most n", integer(1), 100)
     .action(async (options: Common & { limit: number }) => {
-      await withOutbox(options, async ({ store }) => {
+      await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
         const dead = await store.listMessages({ status: ["dead"], limit: options.limit });
         if (options.json) printJson(dead);
         else process.stdout.write(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
@@ -86,7 +77,7 @@ export function outboxCommand(): Command {
       if (malformed.length > 0) {
         throw new InvalidArgumentError(`message ids are positive whole numbers (got ${malformed.map((id) => JSON.stringify(id)).join(", ")}); see them with: wassal outbox dead`);
       }
-      await withOutbox(options, async ({ store }) => {
+      await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
         const moved = await store.redrive(options.all ? "all" : { messageIds: ids });
         if (options.json) printJson({ redriven: moved });
         else process.stdout.write(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
@@ -98,7 +89,7 @@ export function outboxCommand(): Command {
     .requiredOption("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
     .option("--batch-size <n>", "rows deleted per transaction", integer(1, 100_000), 1000)
     .action(async (options: Common & { processedBefore: number; batchSize: number }) => {
-      await withOutbox(options, async ({ store }) => {
+      await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
         const cutoff = new Date((await store.stats()).now.getTime() - options.processedBefore);
         const deleted = await store.purgeProcessed(cutoff, {
           batchSize: options.batchSize,

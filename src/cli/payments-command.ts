@@ -4,9 +4,9 @@ import { Command } from "commander";
 import cliProgress from "cli-progress";
 import { checkCreateRequest, PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
-import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
+import { withOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
 import { integer, printJson } from "./options.js";
-import { dbOption, schemaOption, synchronousOption } from "./shared-options.js";
+import { dbOption, schemaOption, storeOptions, synchronousOption } from "./shared-options.js";
 
 interface Common {
   db: string;
@@ -15,18 +15,9 @@ interface Common {
   json?: boolean;
 }
 
-async function withPayments<T>(options: Common, mustExist: boolean, work: (outbox: OpenedOutbox, service: PaymentsService<unknown>) => Promise<T>): Promise<T> {
-  const outbox = await openOutbox(options.db, {
-    mustExist,
-    ...(options.schema === undefined ? {} : { schema: options.schema }),
-    ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
-  });
-  try {
-    const service = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ answerUnknownKeys: true }) });
-    return await work(outbox, service);
-  } finally {
-    await outbox.close();
-  }
+function withPayments<T>(options: Common, mustExist: boolean, work: (outbox: OpenedOutbox, service: PaymentsService<unknown>) => Promise<T>): Promise<T> {
+  return withOutbox(options.db, storeOptions(options, mustExist), (outbox) =>
+    work(outbox, new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ answerUnknownKeys: true }) })));
 }
 
 function common(command: Command): Command {

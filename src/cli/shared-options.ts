@@ -1,7 +1,17 @@
 // Options several commands share.
 
 import { Option } from "commander";
+import type { OpenOutboxOptions } from "../stores/open-outbox.js";
 import { oneOf } from "./options.js";
+
+/** The open options every command builds from its --schema and --synchronous. */
+export function storeOptions(options: { readonly schema?: string; readonly synchronous?: "FULL" | "NORMAL" }, mustExist: boolean): OpenOutboxOptions {
+  return {
+    mustExist,
+    ...(options.schema === undefined ? {} : { schema: options.schema }),
+    ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+  };
+}
 
 export function dbOption(): Option {
   return new Option("--db <url-or-path>", "a SQLite file path or a postgres:// URL").env("WASSAL_DATABASE_URL");

@@ -54,6 +54,16 @@ export async function openOutbox(db: string, options: OpenOutboxOptions = {}): P
   }
 }
 
+/** Opens the outbox, runs `work` with it, and closes it whatever happens. */
+export async function withOutbox<T>(db: string, options: OpenOutboxOptions, work: (outbox: OpenedOutbox) => Promise<T>): Promise<T> {
+  const outbox = await openOutbox(db, options);
+  try {
+    return await work(outbox);
+  } finally {
+    await outbox.close();
+  }
+}
+
 interface Unmigrated {
   readonly kind: "sqlite" | "postgres";
   readonly location: string;
