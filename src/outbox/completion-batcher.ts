@@ -5,14 +5,15 @@
 // Completions wait for the current flush (if any) plus one turn of the event loop, never for a
 // timer: under light load a completion commits at once; under heavy load batches grow by themselves.
 //
-// Which completions are grouped depends on the store (measured when this was written: one worker,
-// concurrency 50, 5,000 messages, the 2-core development machine; `npm run bench` for today's):
-// - SQLite has one writer and every commit flushes: grouping wins with or without business
-//   writes (FULL: ~3,400 → ~8,700 messages/s with no-op handlers; ~2,800 → ~9,400 with a write).
+// Which completions are grouped depends on the store. `npm run bench -- --sections throughput`
+// measures the gain (rows "wassal" against "wassal (no group commit)", no-op handlers):
+// - SQLite has one writer and every commit flushes: grouping wins; savepoints isolate the
+//   completions that carry business writes.
 // - PostgreSQL commits in parallel over the pool. Completions without business writes are grouped
-//   into one statement (~2,000 → ~5,300/s); completions with business writes need a savepoint
-//   each, three round trips apiece on one connection, which measured slower than parallel single
-//   commits (~1,900 → ~1,050/s), so those commit one by one.
+//   into one statement. Completions with business writes would need a savepoint each, three round
+//   trips apiece on one connection; a one-off measurement found that slower than parallel single
+//   commits, so those commit one by one (the benchmark does not measure handlers with business
+//   writes yet).
 
 import type { OutboxStore } from "./store.js";
 import type { Completed, CompletionRequest, Finalize, Lease, LeaseLost } from "./types.js";
