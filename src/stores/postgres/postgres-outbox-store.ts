@@ -39,7 +39,7 @@ import {
 import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
 import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
-import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgMessageRow, type PgMigration } from "./outbox-sql.js";
+import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMessageRow, type PgMigration } from "./outbox-sql.js";
 
 /** The transaction handle on PostgreSQL: a pg client between BEGIN and COMMIT. */
 export type PostgresTx = pg.ClientBase;
@@ -74,6 +74,27 @@ function toMessage(row: PgMessageRow): OutboxMessage {
     lastError: row.last_error,
     processedAt: row.processed_at,
   };
+}
+
+/** The lease of a row a claim has just taken: what the claim wrote is known, the rest was read back. */
+function claimedLease(row: PgClaimedRow, owner: string): Lease {
+  const lockedUntil = new Date(row.until_ms);
+  const message: OutboxMessage = {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    payload: row.payload as JsonValue,
+    status: "processing",
+    createdAt: new Date(row.created_ms),
+    availableAt: lockedUntil,
+    lockedBy: owner,
+    lockedUntil,
+    leaseToken: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    processedAt: null,
+  };
+  return { messageId: message.id, owner, token: row.lease_token, lockedUntil, message, reclaimedFrom: row.reclaimed_from };
 }
 
 interface HolderRow {
@@ -206,11 +227,11 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
     checkOwner(owner);
     const { limit, leaseMs } = checkClaimOptions(options);
-    const { rows } = await this.pool.query<PgMessageRow & { reclaimed_from: string | null; old_available_at: Date; now: Date }>(this.#sql.claim, [this.#now(), limit, owner, leaseMs, this.#audit]);
+    const { rows } = await this.pool.query<PgClaimedRow>(this.#sql.claim, [this.#now(), limit, owner, leaseMs, this.#audit]);
     // RETURNING has no order: put the leases back in the order they became due (as claimed).
-    rows.sort((a, b) => a.old_available_at.getTime() - b.old_available_at.getTime() || Number(BigInt(a.id) - BigInt(b.id)));
-    const at = rows[0]?.now ?? this.#clock?.now() ?? new Date();
-    const leases = rows.map((row) => this.#lease(row, row.reclaimed_from));
+    rows.sort((a, b) => a.old_available_ms - b.old_available_ms || Number(BigInt(a.id) - BigInt(b.id)));
+    const at = rows[0] ? new Date(rows[0].now_ms) : this.#clock?.now() ?? new Date();
+    const leases = rows.map((row) => claimedLease(row, owner));
     reportClaims(this.events, owner, limit, at, leases);
     return leases;
   }
@@ -311,7 +332,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
 
   /** Completions without business writes: one statement, one round trip, for the whole group. */
   async #completeBulk(leases: readonly Lease[]): Promise<CompletionResult[]> {
-    const { rows } = await this.pool.query<{ id: string; token: number; now: Date }>(this.#sql.completeBulk, [
+    const { rows } = await this.pool.query<{ id: string; token: number; now_ms: number }>(this.#sql.completeBulk, [
       this.#now(),
       leases.map((l) => rowId(l.messageId)),
       leases.map((l) => l.token),
@@ -319,11 +340,11 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
       this.#audit,
     ]);
     // Keyed by message and token: a stale and a fresh lease of one message may share the group.
-    const done = new Map(rows.map((r) => [`${r.id}#${r.token}`, r.now]));
+    const at = rows[0] ? new Date(rows[0].now_ms) : undefined; // one clock per statement
+    const done = new Set(rows.map((r) => `${r.id}#${r.token}`));
     const results: CompletionResult[] = [];
     for (const lease of leases) {
-      const at = done.get(`${lease.messageId}#${lease.token}`);
-      if (at === undefined) {
+      if (at === undefined || !done.has(`${lease.messageId}#${lease.token}`)) {
         results.push(await this.#lost(lease, "complete"));
       } else {
         this.events.emit({ type: "completed", at, owner: lease.owner, messageId: lease.messageId, token: lease.token });

@@ -52,6 +52,13 @@ CREATE INDEX outbox_audit_message ON outbox_audit (message_id, id);
 ];
 
 const COLUMNS = "id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+/**
+ * What a claim reads back: the columns a claim does not set itself. The rest (status, owner, lease
+ * end, processed_at) the claim has just written and the store already knows. Each RETURNING column
+ * costs time per row: a one-off timing of this UPDATE over 100-row batches took 11.2 µs of CPU per
+ * row returning all thirteen columns, 8.5 µs returning these, 5.0 µs returning the id alone.
+ */
+const CLAIMED_COLUMNS = "id, type, dedupe_key, payload, created_at, lease_token, attempts, last_error";
 
 export const SQL = {
   enqueue: `INSERT INTO outbox_messages (type, dedupe_key, payload, created_at, available_at)
@@ -67,24 +74,35 @@ export const SQL = {
              SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
                  lease_token = lease_token + 1, attempts = attempts + 1
              WHERE id = @id AND status IN ('pending', 'processing') AND available_at <= @now
-             RETURNING ${COLUMNS}`,
+             RETURNING ${CLAIMED_COLUMNS}`,
 
   /** The claim of a whole batch of candidates (read just before, in the same transaction); re-checks claimability. */
   claimMany: `UPDATE outbox_messages
               SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
                   lease_token = lease_token + 1, attempts = attempts + 1
               WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('pending', 'processing') AND available_at <= @now
-              RETURNING ${COLUMNS}`,
+              RETURNING ${CLAIMED_COLUMNS}`,
 
   holder: `SELECT status, locked_by, locked_until, lease_token FROM outbox_messages WHERE id = @id`,
 
   renew: `UPDATE outbox_messages SET locked_until = @until, available_at = @until
           WHERE id = @id AND lease_token = @token AND status = 'processing'
-          RETURNING ${COLUMNS}`,
+          RETURNING locked_until`,
 
   complete: `UPDATE outbox_messages
              SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
              WHERE id = @id AND lease_token = @token AND status = 'processing'`,
+
+  /**
+   * The guarded update of many completions without business writes, in one statement: @pairs is a
+   * JSON array of [id, token]. Returns the leases it completed; the others were lost.
+   */
+  completeBulk: `UPDATE outbox_messages
+                 SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
+                 FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(@pairs)) AS done
+                 WHERE outbox_messages.id = done.id AND outbox_messages.lease_token = done.token
+                   AND outbox_messages.status = 'processing'
+                 RETURNING outbox_messages.id, outbox_messages.lease_token`,
 
   failRetry: `UPDATE outbox_messages
               SET status = 'pending', available_at = @availableAt, locked_by = NULL, locked_until = NULL, last_error = @error
@@ -128,6 +146,18 @@ export const SQL = {
   unleasedLoadPending: `SELECT ${COLUMNS} FROM outbox_messages WHERE status = 'pending' ORDER BY id`,
   unleasedMarkProcessed: `UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL WHERE id = @id`,
 } as const;
+
+/** What claimOne and claimMany return (CLAIMED_COLUMNS). */
+export interface ClaimedRow {
+  id: number;
+  type: string;
+  dedupe_key: string | null;
+  payload: string;
+  created_at: number;
+  lease_token: number;
+  attempts: number;
+  last_error: string | null;
+}
 
 /** A row as better-sqlite3 returns it. */
 export interface MessageRow {

@@ -38,7 +38,7 @@ import {
 import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
-import { OUTBOX_MIGRATIONS, SQL, type MessageRow } from "./outbox-sql.js";
+import { OUTBOX_MIGRATIONS, SQL, type ClaimedRow, type MessageRow } from "./outbox-sql.js";
 import { statement } from "./statement-cache.js";
 import { WriteLock } from "./write-lock.js";
 
@@ -72,6 +72,27 @@ function toMessage(row: MessageRow): OutboxMessage {
     lastError: row.last_error,
     processedAt: row.processed_at === null ? null : new Date(row.processed_at),
   };
+}
+
+/** The lease of a row a claim has just taken: what the claim wrote is known, the rest was read back. */
+function claimedLease(row: ClaimedRow, owner: string, until: number, reclaimedFrom: string | null): Lease {
+  const lockedUntil = new Date(until);
+  const message: OutboxMessage = {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    payload: JSON.parse(row.payload) as JsonValue,
+    status: "processing",
+    createdAt: new Date(row.created_at),
+    availableAt: lockedUntil,
+    lockedBy: owner,
+    lockedUntil,
+    leaseToken: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    processedAt: null,
+  };
+  return { messageId: message.id, owner, token: row.lease_token, lockedUntil, message, reclaimedFrom };
 }
 
 interface HolderRow {
@@ -288,23 +309,18 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       const candidates = this.#stmt("claimCandidates").all({ now, limit }) as { id: number; status: string; locked_by: string | null; locked_until: number | null }[];
       if (candidates.length === 0) return { won: [], now };
       // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order.
-      const rows = new Map((this.#stmt("claimMany").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now }) as MessageRow[]).map((row) => [row.id, row]));
+      const rows = new Map((this.#stmt("claimMany").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now }) as ClaimedRow[]).map((row) => [row.id, row]));
       const won: Lease[] = [];
       for (const candidate of candidates) {
         const row = rows.get(candidate.id);
         if (row === undefined) continue;
         this.#journal(row.id, row.lease_token, owner, "claim", now, { status: candidate.status, owner: candidate.locked_by, lockedUntil: candidate.locked_until });
-        won.push(this.#lease(row, candidate.status === "processing" ? candidate.locked_by : null));
+        won.push(claimedLease(row, owner, until, candidate.status === "processing" ? candidate.locked_by : null));
       }
       return { won, now };
     });
     reportClaims(this.events, owner, limit, new Date(leases.now), leases.won);
     return leases.won;
-  }
-
-  #lease(row: MessageRow, reclaimedFrom: string | null): Lease {
-    const message = toMessage(row);
-    return { messageId: message.id, owner: row.locked_by ?? "", token: row.lease_token, lockedUntil: new Date(row.locked_until ?? 0), message, reclaimedFrom };
   }
 
   async claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimOneResult> {
@@ -315,10 +331,11 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       const now = this.#now();
       const before = this.#stmt("holder").get({ id: id ?? -1 }) as HolderRow | undefined;
       if (before === undefined) return { result: { outcome: "not-claimable", messageId, status: "missing" }, now };
-      const row = this.#stmt("claimOne").get({ id, owner, until: now + leaseMs, now }) as MessageRow | undefined;
+      const until = now + leaseMs;
+      const row = this.#stmt("claimOne").get({ id, owner, until, now }) as ClaimedRow | undefined;
       if (row !== undefined) {
         this.#journal(row.id, row.lease_token, owner, "claim", now, { status: before.status, owner: before.locked_by, lockedUntil: before.locked_until });
-        return { result: { outcome: "claimed", lease: this.#lease(row, before.status === "processing" ? before.locked_by : null) }, now };
+        return { result: { outcome: "claimed", lease: claimedLease(row, owner, until, before.status === "processing" ? before.locked_by : null) }, now };
       }
       if (before.status === "processing") {
         return {
@@ -342,11 +359,12 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     checkLeaseMs(leaseMs);
     const { row, now } = await this.writeLock.run(() => {
       const now = this.#now();
-      const row = this.#stmt("renew").get({ id: rowId(lease.messageId) ?? -1, token: lease.token, until: now + leaseMs }) as MessageRow | undefined;
+      const row = this.#stmt("renew").get({ id: rowId(lease.messageId) ?? -1, token: lease.token, until: now + leaseMs }) as { locked_until: number } | undefined;
       return { row, now };
     });
     if (row === undefined) return this.#lost(lease, "renew", now);
-    const renewed = this.#lease(row, lease.reclaimedFrom);
+    const lockedUntil = new Date(row.locked_until);
+    const renewed: Lease = { ...lease, lockedUntil, message: { ...lease.message, lockedUntil, availableAt: lockedUntil } };
     this.events.emit({ type: "renewed", at: new Date(now), owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil: renewed.lockedUntil });
     return { outcome: "renewed", lease: renewed };
   }
@@ -362,8 +380,10 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
     const single = items.length === 1;
     const { outcomes, now } = await this.writeLock.run(async () => {
       const now = this.#now();
-      const outcomes: ("completed" | "lost" | { error: unknown })[] = [];
-      for (const { lease, finalize } of items) {
+      const outcomes: ("completed" | "lost" | { error: unknown } | undefined)[] = new Array<undefined>(items.length);
+      if (!single) this.#completeBulk(items, outcomes, now);
+      for (const [index, { lease, finalize }] of items.entries()) {
+        if (outcomes[index] !== undefined) continue; // done in bulk
         // A savepoint only where a business write could fail: a lone guarded update cannot half-happen.
         const isolate = !single && finalize !== undefined;
         if (isolate) this.db.exec("SAVEPOINT wassal_completion");
@@ -371,18 +391,18 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
         const changed = this.#stmt("complete").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes;
         if (changed !== 1) {
           if (isolate) this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
-          outcomes.push("lost");
+          outcomes[index] = "lost";
           continue;
         }
         this.#journal(rowId(lease.messageId) ?? -1, lease.token, lease.owner, "complete", now);
         try {
           if (finalize) await finalize(this.db);
           if (isolate) this.db.exec("RELEASE wassal_completion");
-          outcomes.push("completed");
+          outcomes[index] = "completed";
         } catch (error) {
           if (single) throw error;
           this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
-          outcomes.push({ error });
+          outcomes[index] = { error };
         }
       }
       return { outcomes, now };
@@ -395,6 +415,37 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
         return { outcome: "completed", messageId: lease.messageId, processedAt: new Date(now) };
       }
       return { outcome: "failed", messageId: lease.messageId, error: outcome?.error };
+    });
+  }
+
+  /**
+   * The completions without a business write, in one guarded statement (inside completeMany's
+   * transaction): fills in their outcomes. A lease named twice is left to the one-by-one path,
+   * which then finds it already completed, as two separate completions would.
+   */
+  #completeBulk(items: readonly CompletionRequest<SqliteTx>[], outcomes: ("completed" | "lost" | { error: unknown } | undefined)[], now: number): void {
+    const bulk: number[] = [];
+    const seen = new Set<string>();
+    for (const [index, { lease, finalize }] of items.entries()) {
+      const key = `${lease.messageId}#${lease.token}`;
+      if (finalize !== undefined || seen.has(key)) continue;
+      seen.add(key);
+      bulk.push(index);
+    }
+    if (bulk.length === 0) return;
+    const leases = bulk.map((index) => (items[index] as CompletionRequest<SqliteTx>).lease);
+    const pairs = JSON.stringify(leases.map((lease) => [rowId(lease.messageId) ?? -1, lease.token]));
+    // Keyed by message and token: a stale and a fresh lease of one message may share the group.
+    const done = new Set((this.#stmt("completeBulk").all({ pairs, now }) as { id: number; lease_token: number }[]).map((row) => `${row.id}#${row.lease_token}`));
+    bulk.forEach((index, i) => {
+      const lease = leases[i] as Lease;
+      const id = rowId(lease.messageId) ?? -1;
+      if (!done.has(`${id}#${lease.token}`)) {
+        outcomes[index] = "lost";
+        return;
+      }
+      this.#journal(id, lease.token, lease.owner, "complete", now);
+      outcomes[index] = "completed";
     });
   }
 
