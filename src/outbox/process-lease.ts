@@ -18,6 +18,8 @@ export type Handler<Tx> = (message: OutboxMessage, context: { readonly lease: Le
 export interface ProcessOptions<Tx = unknown> {
   /** Fires when the lease is lost (or the worker shuts down); handed to the handler. */
   readonly signal?: AbortSignal;
+  /** Like `signal`, but read only when the handler reads its signal (the worker builds it on demand). */
+  readonly abort?: { readonly signal: AbortSignal };
   /** Runs after the handler returned, before the completion (e.g. to stop lease renewals). */
   readonly beforeComplete?: () => Promise<void>;
   /** How to complete (default: store.complete); the worker passes its group-commit batcher. */
@@ -31,14 +33,22 @@ export async function processLease<Tx>(
   clock: Clock,
   options: ProcessOptions<Tx> = {},
 ): Promise<{ readonly result: Completed | LeaseLost; readonly summary: string }> {
-  const signal = options.signal ?? new AbortController().signal;
-  const base = { owner: lease.owner, messageId: lease.messageId, token: lease.token };
-  store.events.emit({ type: "processing-started", at: clock.now(), ...base, attempt: lease.message.attempts });
+  let signal = options.signal;
+  const source = options.abort;
+  const context = {
+    lease,
+    get signal(): AbortSignal {
+      signal ??= source ? source.signal : new AbortController().signal;
+      return signal;
+    },
+  };
+  const { owner, messageId, token } = lease; // spelled out in each event: spreading showed in the worker's profile
+  store.events.emit({ type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
   let handled: HandlerResult<Tx>;
   try {
-    handled = await handler(lease.message, { lease, signal });
+    handled = await handler(lease.message, context);
   } catch (error) {
-    store.events.emit({ type: "processing-finished", at: clock.now(), ...base, result: "failed", detail: error instanceof Error ? error.message : String(error) });
+    store.events.emit({ type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: error instanceof Error ? error.message : String(error) });
     throw error;
   }
   const summary = handled.summary ?? "";
@@ -48,13 +58,15 @@ export async function processLease<Tx>(
     result = options.complete ? await options.complete(lease, handled.finalize) : await store.complete(lease, handled.finalize);
   } catch (error) {
     // The business write failed: nothing was committed, the message is still ours to fail or retry.
-    store.events.emit({ type: "processing-finished", at: clock.now(), ...base, result: "failed", detail: `business write failed: ${error instanceof Error ? error.message : String(error)}` });
+    store.events.emit({ type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: `business write failed: ${error instanceof Error ? error.message : String(error)}` });
     throw error;
   }
   store.events.emit({
     type: "processing-finished",
     at: clock.now(),
-    ...base,
+    owner,
+    messageId,
+    token,
     result: result.outcome === "completed" ? "completed" : "lease-lost",
     detail: result.outcome === "completed" ? summary : `result discarded: lease lost (${summary})`,
   });
