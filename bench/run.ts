@@ -1,8 +1,20 @@
 // `npm run bench`: throughput of the full cycle (claim → no-op handler → guarded complete) on each
-// store, with 1 to 4 worker processes, claim batches of 1 and 50, next to each store's raw limit
-// (a bare SQL loop). Runs of the compared systems are interleaved (A B A B …) and every figure is
-// the median of the repetitions, shown with min and max. Prints its settings and a table, and
-// writes bench/results/<timestamp>.json and .md.
+// store, with 1 to 4 worker processes, claim batches of 1 and 100 (100 is the raw loop's batch, so
+// the ratio column compares like with like), next to each store's raw limit (a bare SQL loop
+// claiming 100 per statement). Runs of the compared systems are interleaved (A B A B …) and every
+// figure is the median of the repetitions, shown with min and max. Prints its settings and its
+// tables, and writes bench/results/<timestamp>.json and .md.
+//
+// Payments: the same cycle with the REAL reconciliation handler (PaymentsService.handler() with a
+// zero-latency ProviderSimulator; the payment's Paid/Failed write commits in the guarded
+// completion transaction), batch 100, 1 and 4 processes (1 with --quick), interleaved with the
+// no-op Wassal batch-100 runs it is compared with. Seeding creates the payments through
+// PaymentsService.create (payment row + its message in one transaction), untimed; every run is
+// checked afterwards: each payment Paid or Failed, every message processed.
+//
+// Enqueue: messages/s through store.transaction + store.enqueue, one message per transaction and
+// 100 per transaction, per store, interleaved, on a fresh store each run. The library has no
+// multi-row enqueue: 100 per transaction is 100 enqueue calls sharing one commit.
 //
 // Also: enqueue → handler start latency (p50/p95/p99) at a steady rate with wake-up on, per store.
 //
@@ -13,8 +25,6 @@
 // of each child and in the system label): pg-boss and graphile-worker on the same PostgreSQL (own
 // schema per run), plainjob on SQLite (it sets synchronous = NORMAL itself, so sqlite-NORMAL). The
 // "batch" column is the peer's fetch size. Seeding goes through each peer's bulk insert, untimed.
-//
-// Not yet here (see CHANGELOG / the issue): enqueue batching.
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -24,7 +34,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import pg from "pg";
-import { openOutbox } from "wassal";
+import { PaymentsService, ProviderSimulator, openOutbox } from "wassal";
+import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
 import { claimLatency } from "./scale.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
@@ -34,6 +45,10 @@ interface Settings {
   messages: number;
   reps: number;
   processes: number[];
+  /** Process counts of the payments runs. */
+  paymentsProcesses: number[];
+  /** Messages of an enqueue run with one message per transaction. */
+  singleEnqueues: number;
   stores: string[];
   postgresUrl: string;
 }
@@ -45,10 +60,24 @@ interface Config {
   readonly batch: number;
   /** Wassal only: completions share commits (the worker's default). */
   readonly groupCommit?: boolean;
+  /** Wassal only: the real payments reconciliation handler instead of a no-op. */
+  readonly payments?: boolean;
+  /** Which table the row belongs to (a no-op row run only as the payments' reference is "payments"). */
+  readonly section: "throughput" | "payments";
 }
 
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres"] as const;
-const SECTIONS = ["throughput", "latency", "scale"] as const;
+const SECTIONS = ["throughput", "payments", "enqueue", "latency", "scale"] as const;
+/** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
+const BATCH = 100;
+/** Messages per transaction in the batched enqueue runs. */
+const ENQUEUE_BATCH = 100;
+/**
+ * PostgreSQL connections of all payments-child processes together. Their completions carry a
+ * business write, so they commit one by one over the pool, up to the pool's size at once; the
+ * server allows 100 connections by default, and the bench itself holds a few.
+ */
+const PAYMENTS_PG_CONNECTIONS = 80;
 
 /** Bad input: one line naming the option and what is valid, exit 2. */
 function refuse(message: string): never {
@@ -81,8 +110,10 @@ const PEER_TUNING: Record<Peer, { script: string; batch: number; tuning: string 
   plainjob: { script: "plainjob-child.js", batch: 1, tuning: "1 worker per process (no batch/concurrency option), poll 20 ms" },
 };
 const isPeer = (system: Config["system"]): system is Peer => system in PEER_TUNING;
-const systemName = (c: Config) => (isPeer(c.system) ? `${c.system} (${PEER_TUNING[c.system].tuning})` : c.groupCommit === false ? `${c.system} (no group commit)` : c.system);
-const label = (c: Config) => `${c.system.padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
+const systemName = (c: Config) =>
+  isPeer(c.system) ? `${c.system} (${PEER_TUNING[c.system].tuning})` : c.payments ? `${c.system} (payments handler)` : c.groupCommit === false ? `${c.system} (no group commit)` : c.system;
+const shortName = (c: Config) => (c.payments ? "wassal-payments" : c.groupCommit === false ? "wassal-no-gc" : c.system);
+const label = (c: Config) => `${shortName(c).padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
 async function postgresReachable(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
@@ -101,8 +132,21 @@ function prepareEmpty(store: string, settings: Settings) {
   return prepare(store, { ...settings, messages: 0 });
 }
 
-/** A fresh database holding `messages` pending messages; returns its --db, schema and a clean-up. */
-async function prepare(store: string, settings: Settings): Promise<{ db: string; schema: string; cleanup: () => Promise<void> }> {
+/** Runs `work(0)` … `work(total - 1)`, at most `parallel` at a time. */
+async function inParallel(total: number, parallel: number, work: (n: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(parallel, total) }, async () => {
+    while (next < total) await work(next++);
+  }));
+}
+
+/**
+ * A fresh database holding `messages` pending messages; returns its --db, schema and a clean-up.
+ * `payments`: each message is a payment's reconciliation message, created with its payment row
+ * through PaymentsService.create (one transaction per payment, as an application would).
+ * Seeding is untimed; on PostgreSQL a few transactions run at once to shorten it.
+ */
+async function prepare(store: string, settings: Settings, content: "noop" | "payments" = "noop"): Promise<{ db: string; schema: string; cleanup: () => Promise<void> }> {
   let db: string;
   let schema = "-";
   let dir: string | undefined;
@@ -113,13 +157,23 @@ async function prepare(store: string, settings: Settings): Promise<{ db: string;
     dir = mkdtempSync(join(tmpdir(), "wassal-bench-"));
     db = join(dir, "bench.db");
   }
-  const outbox = await openOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL" });
-  for (let done = 0; done < settings.messages; done += 1000) {
-    await outbox.store.transaction(async (tx) => {
-      for (let n = done; n < Math.min(settings.messages, done + 1000); n += 1) await outbox.store.enqueue(tx, { type: "bench.noop", payload: { n } });
-    });
+  const parallel = store === "postgres" ? (content === "payments" ? 8 : 4) : 1;
+  const outbox = await openOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", maxConnections: parallel });
+  try {
+    if (content === "payments") {
+      const service = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ latencyMs: 0 }) });
+      await inParallel(settings.messages, parallel, async (n) => {
+        const { created } = await service.create({ idempotencyKey: `bench-${n}`, amount: 1_000 + n, currency: "EUR" });
+        if (!created) throw new Error(`payments seed: bench-${n} was not created`);
+      });
+    } else {
+      await inParallel(Math.ceil(settings.messages / 1000), parallel, (chunk) => outbox.store.transaction(async (tx) => {
+        for (let n = chunk * 1000; n < Math.min(settings.messages, (chunk + 1) * 1000); n += 1) await outbox.store.enqueue(tx, { type: "bench.noop", payload: { n } });
+      }));
+    }
+  } finally {
+    await outbox.close();
   }
-  await outbox.close();
   return {
     db,
     schema,
@@ -138,6 +192,23 @@ async function prepare(store: string, settings: Settings): Promise<{ db: string;
 interface ChildReport {
   processed: number;
   maxRssMb: number;
+}
+
+/** After a payments run: every payment Paid or Failed, every message processed; throws otherwise. */
+async function verifyPayments(db: string, schema: string, expected: number): Promise<{ paid: number; failed: number }> {
+  const outbox = await openOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", mustExist: true });
+  try {
+    const payments = await outbox.payments.list();
+    const paid = payments.filter((p) => p.status === "Paid").length;
+    const failed = payments.filter((p) => p.status === "Failed").length;
+    const counts = await outbox.store.countByStatus();
+    if (payments.length !== expected || paid + failed !== expected || counts.processed !== expected) {
+      throw new Error(`payments run: ${payments.length} payments (${paid} Paid, ${failed} Failed, ${payments.length - paid - failed} not final) and ${counts.processed} messages processed, expected ${expected} of each (message counts ${JSON.stringify(counts)})`);
+    }
+    return { paid, failed };
+  } finally {
+    await outbox.close();
+  }
 }
 
 /** Starts the children, waits until all are ready, releases them together, times them to the end. */
@@ -164,16 +235,20 @@ async function race(script: string, args: readonly string[], count: number): Pro
 
 async function runOnce(config: Config, settings: Settings): Promise<{ rate: number; maxRssMb: number }> {
   const system = config.system;
-  const { db, schema, cleanup } = isPeer(system) ? await preparePeer(system, settings.messages, settings.postgresUrl) : await prepare(config.store, settings);
+  const { db, schema, cleanup } = isPeer(system) ? await preparePeer(system, settings.messages, settings.postgresUrl) : await prepare(config.store, settings, config.payments ? "payments" : "noop");
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
+    const connections = config.store === "postgres" ? Math.floor(PAYMENTS_PG_CONNECTIONS / config.processes) : 2;
     const { seconds, reports } = isPeer(system)
       ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes)
-      : system === "wassal"
-        ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.groupCommit ?? config.batch > 1)], config.processes)
-        : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
+      : config.payments
+        ? await race("payments-child.js", [db, schema, synchronous, String(config.batch), String(connections)], config.processes)
+        : system === "wassal"
+          ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.groupCommit ?? config.batch > 1)], config.processes)
+          : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);
+    if (config.payments) await verifyPayments(db, schema, settings.messages);
     return { rate: settings.messages / seconds, maxRssMb: Math.max(...reports.map((r) => r.maxRssMb)) };
   } finally {
     await cleanup();
@@ -182,21 +257,23 @@ async function runOnce(config: Config, settings: Settings): Promise<{ rate: numb
 
 async function main(): Promise<void> {
   const options = new Command("bench")
-    .description("measure Wassal's throughput on each store next to the store's raw limit")
-    .option("--quick", "a smoke run: 1,000 messages, 1 and 4 processes")
-    .option("--messages <n>", "messages per run (default 20,000; 1,000 with --quick)", positive("--messages"))
-    .option("--reps <n>", "repetitions per figure (median, min, max)", positive("--reps"), 3)
+    .description("measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, and its enqueue rate")
+    .option("--quick", "a smoke run: 500 messages, 2 repetitions, 1 and 4 processes (payments: 1), 500 single enqueues, shorter latency and scale runs")
+    .option("--messages <n>", "messages per run, and batched enqueues per run (default 20,000; 500 with --quick)", positive("--messages"))
+    .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
     .option("--stores <list>", `comma-separated: ${STORES.join(", ")}`, listOf("--stores", STORES), [...STORES])
     .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")}`, listOf("--sections", SECTIONS), [...SECTIONS])
     .option("--no-peers", "leave out the peer job queues (pg-boss, graphile-worker, plainjob)")
     .option("--postgres <url>", "PostgreSQL for the postgres runs", process.env.WASSAL_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
     .parse()
-    .opts<{ quick?: boolean; messages?: number; reps: number; stores: string[]; sections: string[]; postgres: string; peers: boolean }>();
+    .opts<{ quick?: boolean; messages?: number; reps?: number; stores: string[]; sections: string[]; postgres: string; peers: boolean }>();
   const run = (section: (typeof SECTIONS)[number]) => options.sections.includes(section);
   const settings: Settings = {
-    messages: options.messages ?? (options.quick ? 1_000 : 20_000),
-    reps: options.reps,
+    messages: options.messages ?? (options.quick ? 500 : 20_000),
+    reps: options.reps ?? (options.quick ? 2 : 3),
     processes: options.quick ? [1, 4] : [1, 2, 4],
+    paymentsProcesses: options.quick ? [1] : [1, 4],
+    singleEnqueues: options.quick ? 500 : 2_000,
     stores: options.stores,
     postgresUrl: options.postgres,
   };
@@ -205,14 +282,22 @@ async function main(): Promise<void> {
     settings.stores = settings.stores.filter((s) => s !== "postgres");
   }
   const configs: Config[] = [];
-  for (const store of run("throughput") ? settings.stores : []) {
+  for (const store of settings.stores) {
     for (const processes of settings.processes) {
-      configs.push({ system: "wassal", store, processes, batch: 1 }, { system: "wassal", store, processes, batch: 50 }, { system: "raw", store, processes, batch: 100 });
-      // What group commit is worth: the same batch with every completion committed on its own.
-      if (processes === 1) configs.push({ system: "wassal", store, processes, batch: 50, groupCommit: false });
-      for (const peer of Object.keys(PEER_TUNING) as Peer[]) {
-        if (PEER_STORE[peer] === store && options.peers) configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch });
+      const payments = run("payments") && settings.paymentsProcesses.includes(processes);
+      if (run("throughput")) {
+        const section = "throughput";
+        configs.push({ system: "wassal", store, processes, batch: 1, section }, { system: "wassal", store, processes, batch: BATCH, section }, { system: "raw", store, processes, batch: 100, section });
+        // What group commit is worth: the same batch with every completion committed on its own.
+        if (processes === 1) configs.push({ system: "wassal", store, processes, batch: BATCH, groupCommit: false, section });
+        for (const peer of Object.keys(PEER_TUNING) as Peer[]) {
+          if (PEER_STORE[peer] === store && options.peers) configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch, section });
+        }
+      } else if (payments) {
+        // The no-op reference the payments handler is compared with, interleaved with it.
+        configs.push({ system: "wassal", store, processes, batch: BATCH, section: "payments" });
       }
+      if (payments) configs.push({ system: "wassal", store, processes, batch: BATCH, payments: true, section: "payments" });
     }
   }
   process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
@@ -229,15 +314,70 @@ async function main(): Promise<void> {
     const s = samples.get(config) ?? { rates: [], rss: [] };
     return { config, throughput: spread(s.rates), peakRssMb: Math.max(...s.rss) };
   });
-  const wassalBest = (store: string, processes: number) => rows.find((r) => r.config.system === "wassal" && r.config.store === store && r.config.processes === processes && r.config.batch === 50 && r.config.groupCommit !== false)?.throughput.median ?? 0;
+  /** The no-op Wassal row at batch 100 with group commit: what the ratios compare against. */
+  const wassalBest = (store: string, processes: number) =>
+    rows.find((r) => r.config.system === "wassal" && !r.config.payments && r.config.store === store && r.config.processes === processes && r.config.batch === BATCH && r.config.groupCommit !== false)?.throughput.median ?? 0;
   const fmt = (s: Spread) => `${Math.round(s.median)} (${Math.round(s.min)}–${Math.round(s.max)})`;
-  const lines = [
-    "| system | store | processes | batch | messages/s median (min–max) | Wassal batch 50 ÷ this | peak RSS MB |",
-    "|---|---|---|---|---|---|---|",
-    ...rows.map((r) => `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
+  const lines: string[] = [];
+  if (run("throughput")) {
+    const table = [
+      `| system | store | processes | batch | messages/s median (min–max) | Wassal batch ${BATCH} ÷ this | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|",
+      ...rows.filter((r) => r.config.section === "throughput").map((r) => `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
+    ];
+    lines.push(...table);
+    process.stdout.write(`\n${table.join("\n")}\n`);
+  }
+  const paymentRows = rows.filter((r) => r.config.payments);
+  if (run("payments")) {
+    const table = [
+      `| system | store | processes | batch | messages/s median (min–max) | this ÷ no-op Wassal batch ${BATCH} (no-op msg/s) | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|",
+      ...paymentRows.map((r) => {
+        const noop = wassalBest(r.config.store, r.config.processes);
+        return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(r.throughput.median / noop).toFixed(2)} (${Math.round(noop)}) | ${r.peakRssMb} |`;
+      }),
+    ];
+    lines.push(...(lines.length > 0 ? [""] : []), "Payments reconciliation handler (provider at zero latency, Paid/Failed written in the completion transaction), every run verified:", "", ...table);
+    process.stdout.write(`\n${table.join("\n")}\n`);
+  }
+
+  // Enqueue: one message per transaction against 100 per transaction, interleaved, on a fresh store each run.
+  const enqueueVariants = [
+    { perTransaction: 1, messages: settings.singleEnqueues },
+    { perTransaction: ENQUEUE_BATCH, messages: settings.messages },
   ];
-  if (run("throughput")) process.stdout.write(`\n${lines.join("\n")}\n`);
-  else lines.length = 0;
+  const enqueueSamples = new Map<string, number[]>();
+  for (let rep = 1; rep <= (run("enqueue") ? settings.reps : 0); rep += 1) {
+    for (const store of settings.stores) {
+      for (const variant of enqueueVariants) {
+        const prepared = await prepareEmpty(store, settings);
+        try {
+          const rate = await enqueueRate(prepared.db, {
+            ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
+            synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL",
+            ...variant,
+          });
+          const key = `${store} ${variant.perTransaction}`;
+          enqueueSamples.set(key, [...(enqueueSamples.get(key) ?? []), rate]);
+          process.stderr.write(`rep ${rep}/${settings.reps}  enqueue ${store.padEnd(13)} ${String(variant.perTransaction).padStart(3)} per transaction  ${Math.round(rate)} msg/s\n`);
+        } finally {
+          await prepared.cleanup();
+        }
+      }
+    }
+  }
+  const enqueue: Record<string, { perTransaction: number; messages: number; rate: Spread }[]> = {};
+  const enqueueRows: string[] = ["| store | messages per transaction | messages | messages/s median (min–max) | ÷ 1 per transaction |", "|---|---|---|---|---|"];
+  for (const store of run("enqueue") ? settings.stores : []) {
+    enqueue[store] = enqueueVariants.map((v) => ({ ...v, rate: spread(enqueueSamples.get(`${store} ${v.perTransaction}`) ?? []) }));
+    const single = enqueue[store]?.[0]?.rate.median ?? 0;
+    for (const v of enqueue[store] ?? []) enqueueRows.push(`| ${store} | ${v.perTransaction} | ${v.messages} | ${fmt(v.rate)} | ${(v.rate.median / single).toFixed(2)} |`);
+  }
+  if (run("enqueue")) {
+    lines.push(...(lines.length > 0 ? [""] : []), "Enqueue (store.transaction + store.enqueue):", "", ...enqueueRows);
+    process.stdout.write(`\n${enqueueRows.join("\n")}\n`);
+  }
 
   // Latency: one run per store (the percentiles come from hundreds of samples).
   const latencyRows: string[] = ["| store | rate /s | messages | p50 ms | p95 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"];
@@ -256,7 +396,7 @@ async function main(): Promise<void> {
     }
   }
   if (run("latency")) {
-    lines.push("", "Enqueue → handler start, wake-up on:", "", ...latencyRows);
+    lines.push(...(lines.length > 0 ? [""] : []), "Enqueue → handler start, wake-up on:", "", ...latencyRows);
     process.stdout.write(`\n${latencyRows.join("\n")}\n`);
   }
   // Scale: claim latency with little and with much processed history (FULL durability is not the
@@ -283,14 +423,14 @@ async function main(): Promise<void> {
     process.stderr.write(`scale ${store}: ${results.map((r) => r.median.toFixed(3)).join(" ms → ")} ms\n`);
   }
   if (run("scale")) {
-    lines.push("", "Claim latency (claim of 1, then complete) as processed history grows:", "", ...scaleRows);
+    lines.push(...(lines.length > 0 ? [""] : []), "Claim latency (claim of 1, then complete) as processed history grows:", "", ...scaleRows);
     process.stdout.write(`\n${scaleRows.join("\n")}\n`);
   }
 
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, latency, scale }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }

@@ -1,0 +1,51 @@
+// One benchmark worker process running the REAL payments reconciliation handler: waits for "go" on
+// stdin, runs a Wassal Worker with PaymentsService.handler() (the provider's status check outside
+// any transaction, the payment's Paid/Failed write committed with the guarded completion) against
+// a ProviderSimulator with zero latency and no log file, wired as src/runtime/payments-worker.ts
+// wires it (answerUnknownKeys: the payments were created by another process's simulator). Runs
+// until the store has no pending or processing message left, then prints what it did.
+//   node bench/.build/payments-child.js <db> <schema> <synchronous> <concurrency> <maxConnections>
+//
+// Group commit is on (the worker's default). On SQLite the completions and their business writes
+// share commits; on PostgreSQL completions that carry a business write commit one by one over the
+// pool (see src/outbox/completion-batcher.ts), so the pool size is set by the parent to keep all
+// processes under the server's max_connections.
+
+import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, Worker, openOutbox } from "wassal";
+
+const [db, schema, synchronous, concurrencyText, connectionsText] = process.argv.slice(2);
+if (!db || !connectionsText) throw new Error("usage: payments-child <db> <schema> <synchronous> <concurrency> <maxConnections>");
+const outbox = await openOutbox(db, {
+  ...(schema && schema !== "-" ? { schema } : {}),
+  synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
+  maxConnections: Number(connectionsText),
+});
+const provider = new ProviderSimulator({ answerUnknownKeys: true, latencyMs: 0 });
+const payments = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider });
+let processed = 0;
+let failed = 0;
+const worker = new Worker({
+  store: outbox.store,
+  concurrency: Number(concurrencyText),
+  pollIntervalMs: 20,
+  wakeOnNewMessages: false,
+  handlers: { [RECONCILE_MESSAGE_TYPE]: payments.handler() },
+});
+process.stdout.write("ready\n");
+await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+// Counted from the event stream: a message is processed once its completion (with the payment's
+// write) committed. Done when a claim finds nothing and nothing is running.
+const idle = new Promise<void>((resolve) => {
+  outbox.store.events.subscribe((event) => {
+    if (event.type === "processing-finished") {
+      if (event.result === "completed") processed += 1;
+      else failed += 1;
+    }
+    if (event.type === "claim-empty" && worker.inFlight === 0) resolve();
+  });
+});
+await worker.start();
+await idle;
+await worker.stop({ graceMs: 1000 });
+await outbox.close();
+process.stdout.write(`${JSON.stringify({ processed, failed, statusChecks: provider.statusChecks(), maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
