@@ -47,6 +47,22 @@ describeEachStore("group commit (completeMany)", (factory) => {
     expect(completions.map((e) => e.messageId)).toEqual([c!.messageId]);
   });
 
+  it("survives a business write the database refuses (on PostgreSQL that aborts the transaction): only its member is undone", async () => {
+    const { store, clock, harness } = ctx();
+    await enqueueMessages(store, clock, 3);
+    const [a, b, c] = await store.claim("worker-a", { limit: 3, leaseMs: LEASE_MS });
+    const results = await store.completeMany([
+      { lease: a!, finalize: (tx: unknown) => harness.businessWrite(tx, "a") },
+      // NOT NULL violation, raised by the database itself after a write that succeeded.
+      { lease: b!, finalize: async (tx: unknown) => { await harness.businessWrite(tx, "b"); await harness.businessWrite(tx, null as unknown as string); } },
+      { lease: c!, finalize: (tx: unknown) => harness.businessWrite(tx, "c") },
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(["completed", "failed", "completed"]);
+    expect([await harness.countBusinessRows("a"), await harness.countBusinessRows("b"), await harness.countBusinessRows("c")]).toEqual([1, 0, 1]);
+    expect((await store.getMessage(b!.messageId))?.status).toBe("processing");
+    expect((await store.getMessage(c!.messageId))?.status).toBe("processed");
+  });
+
   it("reports each outcome on the event stream, and an empty group does nothing", async () => {
     const { store, clock } = ctx();
     await enqueueMessages(store, clock, 2);

@@ -166,6 +166,21 @@ export function outboxSql(schema: string) {
       RETURNING clock.t AS now`,
 
     /**
+     * The guarded completion of one member of a group that carries business writes, opening its
+     * savepoint (and releasing the previous member's) in the same round trip. Sent without
+     * parameters, so that the statements can share one query; the values inlined are checked
+     * integers (checked here) and a timestamp.
+     */
+    completeInSavepoint: (release: boolean, now: Date | null, id: string, token: number): string => {
+      if (!/^[1-9][0-9]{0,18}$/.test(id) || !Number.isSafeInteger(token)) throw new Error(`completeInSavepoint: bad id ${id} or token ${token}`);
+      const clock = now === null ? "clock_timestamp()" : `'${now.toISOString()}'::timestamptz`;
+      return `${release ? "RELEASE SAVEPOINT wassal_completion; " : ""}SAVEPOINT wassal_completion;
+        UPDATE ${table} SET status = 'processed', processed_at = ${clock}, locked_until = NULL, last_error = NULL
+        WHERE id = ${id} AND lease_token = ${token} AND status = 'processing'
+        RETURNING ${EPOCH_MS("processed_at")} AS now_ms`;
+    },
+
+    /**
      * $1 now, $2 ids, $3 tokens, $4 owners, $5 journal?: many guarded completions in one statement
      * (for completions without business writes, which cannot fail one by one).
      */

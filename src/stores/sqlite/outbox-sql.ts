@@ -104,6 +104,11 @@ export const SQL = {
                    AND outbox_messages.status = 'processing'
                  RETURNING outbox_messages.id, outbox_messages.lease_token`,
 
+  /** Each completion of a group that carries a business write runs inside one of these. */
+  savepoint: "SAVEPOINT wassal_completion",
+  rollbackToSavepoint: "ROLLBACK TO wassal_completion",
+  releaseSavepoint: "RELEASE wassal_completion",
+
   failRetry: `UPDATE outbox_messages
               SET status = 'pending', available_at = @availableAt, locked_by = NULL, locked_until = NULL, last_error = @error
               WHERE id = @id AND lease_token = @token AND status = 'processing'`,

@@ -386,22 +386,22 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
         if (outcomes[index] !== undefined) continue; // done in bulk
         // A savepoint only where a business write could fail: a lone guarded update cannot half-happen.
         const isolate = !single && finalize !== undefined;
-        if (isolate) this.db.exec("SAVEPOINT wassal_completion");
+        if (isolate) this.#stmt("savepoint").run();
         // The guarded update first: zero rows means the lease is gone and nothing may be written.
         const changed = this.#stmt("complete").run({ id: rowId(lease.messageId) ?? -1, token: lease.token, now }).changes;
         if (changed !== 1) {
-          if (isolate) this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
+          if (isolate) this.#undoSavepoint();
           outcomes[index] = "lost";
           continue;
         }
         this.#journal(rowId(lease.messageId) ?? -1, lease.token, lease.owner, "complete", now);
         try {
           if (finalize) await finalize(this.db);
-          if (isolate) this.db.exec("RELEASE wassal_completion");
+          if (isolate) this.#stmt("releaseSavepoint").run();
           outcomes[index] = "completed";
         } catch (error) {
           if (single) throw error;
-          this.db.exec("ROLLBACK TO wassal_completion; RELEASE wassal_completion");
+          this.#undoSavepoint();
           outcomes[index] = { error };
         }
       }
@@ -416,6 +416,12 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       }
       return { outcome: "failed", messageId: lease.messageId, error: outcome?.error };
     });
+  }
+
+  /** Undoes a group member's work and closes its savepoint (prepared: exec() parses the SQL each time). */
+  #undoSavepoint(): void {
+    this.#stmt("rollbackToSavepoint").run();
+    this.#stmt("releaseSavepoint").run();
   }
 
   /**
