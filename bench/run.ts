@@ -3,11 +3,15 @@
 // the ratio column compares like with like), next to each store's raw limit (a bare SQL loop
 // claiming 100 per statement). Runs of the compared systems are interleaved (A B A B …) and every
 // figure is the median of the repetitions, shown with min and max. Prints its settings and its
-// tables, and writes bench/results/<timestamp>.json and .md.
+// tables, and writes bench/results/<timestamp>.json and .md. A Wassal worker of batch 100 runs
+// at concurrency 200, so that its next claim overlaps the previous group's commit. Rows bound by
+// one commit per message (batch 1, no group commit) run 2,000 messages, payments rows 5,000: their
+// rates are steady long before N, and at N they would take most of the run. PostgreSQL's
+// statistics are refreshed (ANALYZE) after every seeding, for every system alike.
 //
 // Payments: the same cycle with the REAL reconciliation handler (PaymentsService.handler() with a
 // zero-latency ProviderSimulator; the payment's Paid/Failed write commits in the guarded
-// completion transaction), batch 100, 1 and 4 processes (1 with --quick), interleaved with the
+// completion transaction), batch 100, 5,000 messages, 1 and 4 processes (1 with --quick), interleaved with the
 // no-op Wassal batch-100 runs it is compared with. Seeding creates the payments through
 // PaymentsService.create (payment row + its message in one transaction), untimed; every run is
 // checked afterwards: each payment Paid or Failed, every message processed.
@@ -60,6 +64,12 @@ interface Config {
   readonly batch: number;
   /** Wassal only: completions share commits (the worker's default). */
   readonly groupCommit?: boolean;
+  /**
+   * Messages of this row, when not the run's N: rows bound by one commit per message (batch 1, no
+   * group commit) reach their steady rate within a few hundred messages, and at N they would take
+   * most of the run's 20 minutes.
+   */
+  readonly messages?: number;
   /** Wassal only: the real payments reconciliation handler instead of a no-op. */
   readonly payments?: boolean;
   /** Which table the row belongs to (a no-op row run only as the payments' reference is "payments"). */
@@ -78,6 +88,18 @@ const ENQUEUE_BATCH = 100;
  * server allows 100 connections by default, and the bench itself holds a few.
  */
 const PAYMENTS_PG_CONNECTIONS = 80;
+/** Messages of the commit-bound rows (see Config.messages). */
+const COMMIT_BOUND_MESSAGES = 2_000;
+/** Messages of a payments row: seeding creates each payment in its own transaction, about 1,000 a second here. */
+const PAYMENTS_MESSAGES = 5_000;
+/**
+ * A Wassal worker's concurrency: the messages it holds at once. Twice the claim batch, so that the
+ * next claim of up to a batch overlaps the previous group's commit (the worker claims as many as
+ * it has free slots; once running, its claims settle at one batch each).
+ */
+const concurrencyOf = (c: Pick<Config, "batch">) => (c.batch === 1 ? 1 : 2 * c.batch);
+/** The batch column: for Wassal also its concurrency. */
+const batchText = (c: Config) => (c.system === "wassal" && c.batch > 1 ? `${c.batch} (concurrency ${concurrencyOf(c)})` : String(c.batch));
 
 /** Bad input: one line naming the option and what is valid, exit 2. */
 function refuse(message: string): never {
@@ -233,18 +255,35 @@ async function race(script: string, args: readonly string[], count: number): Pro
   return { seconds, reports };
 }
 
-async function runOnce(config: Config, settings: Settings): Promise<{ rate: number; maxRssMb: number }> {
+/**
+ * Refreshes PostgreSQL's statistics after seeding, for every system alike: in production
+ * autovacuum has analysed a busy queue table long before; a table filled a second ago has none,
+ * and the planner then picks plans no running system would see.
+ */
+async function analyze(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query("ANALYZE");
+  } finally {
+    await client.end();
+  }
+}
+
+async function runOnce(config: Config, all: Settings): Promise<{ rate: number; maxRssMb: number }> {
   const system = config.system;
+  const settings = { ...all, messages: config.messages ?? all.messages };
   const { db, schema, cleanup } = isPeer(system) ? await preparePeer(system, settings.messages, settings.postgresUrl) : await prepare(config.store, settings, config.payments ? "payments" : "noop");
+  if (config.store === "postgres") await analyze(settings.postgresUrl);
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
     const connections = config.store === "postgres" ? Math.floor(PAYMENTS_PG_CONNECTIONS / config.processes) : 2;
     const { seconds, reports } = isPeer(system)
       ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes)
       : config.payments
-        ? await race("payments-child.js", [db, schema, synchronous, String(config.batch), String(connections)], config.processes)
+        ? await race("payments-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(connections)], config.processes)
         : system === "wassal"
-          ? await race("worker-child.js", [db, schema, synchronous, String(config.batch), String(config.groupCommit ?? config.batch > 1)], config.processes)
+          ? await race("worker-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(config.groupCommit ?? config.batch > 1)], config.processes)
           : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);
@@ -287,9 +326,13 @@ async function main(): Promise<void> {
       const payments = run("payments") && settings.paymentsProcesses.includes(processes);
       if (run("throughput")) {
         const section = "throughput";
-        configs.push({ system: "wassal", store, processes, batch: 1, section }, { system: "wassal", store, processes, batch: BATCH, section }, { system: "raw", store, processes, batch: 100, section });
+        configs.push(
+          { system: "wassal", store, processes, batch: 1, messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages), section },
+          { system: "wassal", store, processes, batch: BATCH, section },
+          { system: "raw", store, processes, batch: 100, section },
+        );
         // What group commit is worth: the same batch with every completion committed on its own.
-        if (processes === 1) configs.push({ system: "wassal", store, processes, batch: BATCH, groupCommit: false, section });
+        if (processes === 1) configs.push({ system: "wassal", store, processes, batch: BATCH, groupCommit: false, messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages), section });
         for (const peer of Object.keys(PEER_TUNING) as Peer[]) {
           if (PEER_STORE[peer] === store && options.peers) configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch, section });
         }
@@ -297,7 +340,7 @@ async function main(): Promise<void> {
         // The no-op reference the payments handler is compared with, interleaved with it.
         configs.push({ system: "wassal", store, processes, batch: BATCH, section: "payments" });
       }
-      if (payments) configs.push({ system: "wassal", store, processes, batch: BATCH, payments: true, section: "payments" });
+      if (payments) configs.push({ system: "wassal", store, processes, batch: BATCH, payments: true, messages: Math.min(PAYMENTS_MESSAGES, settings.messages), section: "payments" });
     }
   }
   process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
@@ -321,9 +364,9 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   if (run("throughput")) {
     const table = [
-      `| system | store | processes | batch | messages/s median (min–max) | Wassal batch ${BATCH} ÷ this | peak RSS MB |`,
-      "|---|---|---|---|---|---|---|",
-      ...rows.filter((r) => r.config.section === "throughput").map((r) => `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
+      `| system | store | processes | batch | messages | messages/s median (min–max) | Wassal batch ${BATCH} ÷ this | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|---|",
+      ...rows.filter((r) => r.config.section === "throughput").map((r) => `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
     ];
     lines.push(...table);
     process.stdout.write(`\n${table.join("\n")}\n`);
@@ -331,11 +374,11 @@ async function main(): Promise<void> {
   const paymentRows = rows.filter((r) => r.config.payments);
   if (run("payments")) {
     const table = [
-      `| system | store | processes | batch | messages/s median (min–max) | this ÷ no-op Wassal batch ${BATCH} (no-op msg/s) | peak RSS MB |`,
-      "|---|---|---|---|---|---|---|",
+      `| system | store | processes | batch | messages | messages/s median (min–max) | this ÷ no-op Wassal batch ${BATCH} (no-op msg/s) | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|---|",
       ...paymentRows.map((r) => {
         const noop = wassalBest(r.config.store, r.config.processes);
-        return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${r.config.batch} | ${fmt(r.throughput)} | ${(r.throughput.median / noop).toFixed(2)} (${Math.round(noop)}) | ${r.peakRssMb} |`;
+        return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(r.throughput.median / noop).toFixed(2)} (${Math.round(noop)}) | ${r.peakRssMb} |`;
       }),
     ];
     lines.push(...(lines.length > 0 ? [""] : []), "Payments reconciliation handler (provider at zero latency, Paid/Failed written in the completion transaction), every run verified:", "", ...table);
