@@ -83,11 +83,11 @@ const BATCH = 100;
 /** Messages per transaction in the batched enqueue runs. */
 const ENQUEUE_BATCH = 100;
 /**
- * PostgreSQL connections of all payments-child processes together. Their completions carry a
- * business write, so they commit one by one over the pool, up to the pool's size at once; the
- * server allows 100 connections by default, and the bench itself holds a few.
+ * PostgreSQL connections of all Wassal worker processes of a run together, shared out among them:
+ * the server allows 100 connections by default, and the bench itself holds a few. A worker whose
+ * completions commit one by one (no group commit) uses as many as it may.
  */
-const PAYMENTS_PG_CONNECTIONS = 80;
+const PG_CONNECTIONS = 80;
 /** Messages of the commit-bound rows (see Config.messages). */
 const COMMIT_BOUND_MESSAGES = 2_000;
 /** Messages of a payments row: seeding creates each payment in its own transaction, about 1,000 a second here. */
@@ -277,13 +277,13 @@ async function runOnce(config: Config, all: Settings): Promise<{ rate: number; m
   if (config.store === "postgres") await analyze(settings.postgresUrl);
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
-    const connections = config.store === "postgres" ? Math.floor(PAYMENTS_PG_CONNECTIONS / config.processes) : 2;
+    const connections = config.store === "postgres" ? Math.floor(PG_CONNECTIONS / config.processes) : 2;
     const { seconds, reports } = isPeer(system)
       ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes)
       : config.payments
         ? await race("payments-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(connections)], config.processes)
         : system === "wassal"
-          ? await race("worker-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(config.groupCommit ?? config.batch > 1)], config.processes)
+          ? await race("worker-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(config.groupCommit ?? config.batch > 1), String(connections)], config.processes)
           : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);

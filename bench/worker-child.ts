@@ -1,15 +1,16 @@
 // One benchmark worker process: waits for "go" on stdin, runs a Wassal Worker with a no-op
 // handler until the store has no pending or processing message left, then prints what it did.
-//   node bench/.build/worker-child.js <db> <schema> <synchronous> <concurrency> <groupCommit>
+//   node bench/.build/worker-child.js <db> <schema> <synchronous> <concurrency> <groupCommit> <connections>
+// <connections>: the PostgreSQL pool's size (the server allows 100 connections, shared by all children).
 
 import { Worker, openOutbox } from "wassal";
 
-const [db, schema, synchronous, concurrencyText, group] = process.argv.slice(2);
-if (!db) throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit>");
+const [db, schema, synchronous, concurrencyText, group, connectionsText] = process.argv.slice(2);
+if (!db) throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit> <connections>");
 const outbox = await openOutbox(db, {
   ...(schema && schema !== "-" ? { schema } : {}),
   synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
-  maxConnections: Math.max(2, Number(concurrencyText)),
+  maxConnections: Math.max(2, Math.min(Number(concurrencyText), Number(connectionsText ?? 10))),
 });
 let processed = 0;
 const worker = new Worker({
