@@ -298,7 +298,7 @@ async function main(): Promise<void> {
   const options = new Command("bench")
     .description("measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, and its enqueue rate")
     .option("--quick", "a smoke run: 500 messages, 2 repetitions, 1 and 4 processes (payments: 1), 500 single enqueues, shorter latency and scale runs")
-    .option("--messages <n>", "messages per run, and batched enqueues per run (default 20,000; 500 with --quick)", positive("--messages"))
+    .option("--messages <n>", "messages per run, and batched enqueues per run (default 20,000; 500 with --quick); rows bound by one commit per message (batch 1, no group commit) run at most 2,000, payments rows at most 5,000", positive("--messages"))
     .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
     .option("--stores <list>", `comma-separated: ${STORES.join(", ")}`, listOf("--stores", STORES), [...STORES])
     .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")}`, listOf("--sections", SECTIONS), [...SECTIONS])
