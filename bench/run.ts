@@ -20,7 +20,8 @@
 // 100 per transaction, per store, interleaved, on a fresh store each run. The library has no
 // multi-row enqueue: 100 per transaction is 100 enqueue calls sharing one commit.
 //
-// Also: enqueue → handler start latency (p50/p95/p99) at a steady rate with wake-up on, per store.
+// Also: enqueue → handler start latency (p50/p95/p99) at a steady rate with wake-up on, per store,
+// measured first (after a sync), before the throughput runs leave the disk busy.
 //
 // And: claim latency with 10,000 and with 1,000,000 processed rows in the table.
 //
@@ -30,7 +31,7 @@
 // schema per run), plainjob on SQLite (it sets synchronous = NORMAL itself, so sqlite-NORMAL). The
 // "batch" column is the peer's fetch size. Seeding goes through each peer's bulk insert, untimed.
 
-import { spawn } from "node:child_process";
+import { execSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,7 +42,7 @@ import pg from "pg";
 import { PaymentsService, ProviderSimulator, openOutbox } from "wassal";
 import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
-import { claimLatency } from "./scale.js";
+import { claimLatencies } from "./scale.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
@@ -344,6 +345,25 @@ async function main(): Promise<void> {
     }
   }
   process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
+  // Latency first, on a quiet machine: the throughput runs leave the disk flushing for a while.
+  // One run per store (the percentiles come from thousands of samples).
+  const latencyRows: string[] = ["| store | rate /s | messages | p50 ms | p95 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"];
+  const latency: Record<string, unknown> = {};
+  for (const store of run("latency") ? settings.stores : []) {
+    const rate = 500;
+    const seconds = options.quick ? 2 : 10;
+    const prepared = await prepareEmpty(store, settings);
+    execSync("sync");
+    try {
+      const result = await measureLatency(prepared.db, { ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL", rate, seconds });
+      latency[store] = result;
+      latencyRows.push(`| ${store} | ${rate} | ${result.messages} | ${result.p50.toFixed(2)} | ${result.p95.toFixed(2)} | ${result.p99.toFixed(2)} | ${result.max.toFixed(2)} |`);
+      process.stderr.write(`latency ${store}: p99 ${result.p99.toFixed(2)} ms\n`);
+    } finally {
+      await prepared.cleanup();
+    }
+  }
+
   const samples = new Map<Config, { rates: number[]; rss: number[] }>(configs.map((c) => [c, { rates: [], rss: [] }]));
   for (let rep = 1; rep <= settings.reps; rep += 1) {
     for (const config of configs) {
@@ -422,22 +442,6 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${enqueueRows.join("\n")}\n`);
   }
 
-  // Latency: one run per store (the percentiles come from hundreds of samples).
-  const latencyRows: string[] = ["| store | rate /s | messages | p50 ms | p95 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"];
-  const latency: Record<string, unknown> = {};
-  for (const store of run("latency") ? settings.stores : []) {
-    const rate = 500;
-    const seconds = options.quick ? 2 : 10;
-    const prepared = await prepareEmpty(store, settings);
-    try {
-      const result = await measureLatency(prepared.db, { ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL", rate, seconds });
-      latency[store] = result;
-      latencyRows.push(`| ${store} | ${rate} | ${result.messages} | ${result.p50.toFixed(2)} | ${result.p95.toFixed(2)} | ${result.p99.toFixed(2)} | ${result.max.toFixed(2)} |`);
-      process.stderr.write(`latency ${store}: p99 ${result.p99.toFixed(2)} ms\n`);
-    } finally {
-      await prepared.cleanup();
-    }
-  }
   if (run("latency")) {
     lines.push(...(lines.length > 0 ? [""] : []), "Enqueue → handler start, wake-up on:", "", ...latencyRows);
     process.stdout.write(`\n${latencyRows.join("\n")}\n`);
@@ -448,14 +452,12 @@ async function main(): Promise<void> {
   const scaleRows: string[] = ["| store | processed rows | claim median ms | min | max | ratio to 10,000 |", "|---|---|---|---|---|---|"];
   const scale: Record<string, unknown> = {};
   for (const store of run("scale") ? settings.stores.filter((s) => s !== "sqlite-FULL") : []) {
-    const results: Spread[] = [];
-    for (const history of [10_000, big]) {
-      const prepared = await prepareEmpty(store, settings);
-      try {
-        results.push(await claimLatency(prepared.db, prepared.schema !== "-" ? prepared.schema : undefined, history, 500));
-      } finally {
-        await prepared.cleanup();
-      }
+    const prepared = [await prepareEmpty(store, settings), await prepareEmpty(store, settings)];
+    let results: Spread[];
+    try {
+      results = await claimLatencies(prepared.map((p, i) => ({ db: p.db, schema: p.schema !== "-" ? p.schema : undefined, history: i === 0 ? 10_000 : big })), 100, 5);
+    } finally {
+      for (const p of prepared) await p.cleanup();
     }
     scale[store] = results;
     const base = results[0]?.median ?? 1;

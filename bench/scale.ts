@@ -1,6 +1,7 @@
 // Claim latency as processed history grows: the claim must stay flat from 10,000 to 1,000,000
 // processed rows, because only claimable rows are in the claim's partial index.
 
+import { execSync } from "node:child_process";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { openOutbox } from "wassal";
@@ -24,20 +25,40 @@ async function addHistory(db: string, schema: string | undefined, count: number)
   sqlite.close();
 }
 
-/** Median time of one claim(limit 1) + complete, over `samples` messages, after `history` processed rows. */
-export async function claimLatency(db: string, schema: string | undefined, history: number, samples: number): Promise<Spread> {
-  await addHistory(db, schema, history);
-  const outbox = await openOutbox(db, { ...(schema ? { schema } : {}), synchronous: "NORMAL" });
-  await outbox.store.transaction(async (tx) => {
-    for (let n = 0; n < samples; n += 1) await outbox.store.enqueue(tx, { type: "bench.scale", payload: { n } });
-  });
-  const times: number[] = [];
-  for (let n = 0; n < samples; n += 1) {
-    const started = performance.now();
-    const [lease] = await outbox.store.claim("scale", { limit: 1, leaseMs: 30_000 });
-    times.push(performance.now() - started);
-    if (lease) await outbox.store.complete(lease);
+/** A database to measure: `history` processed rows are added to it first. */
+export interface ScaleSubject {
+  readonly db: string;
+  readonly schema: string | undefined;
+  readonly history: number;
+}
+
+/**
+ * Time of one claim(limit 1) per message, then its completion, on each subject. The subjects are
+ * filled first, the disk is flushed, then they are measured in interleaved rounds (A B A B …) of
+ * `samples` claims each, so that a noisy moment of the machine falls on all of them alike.
+ */
+export async function claimLatencies(subjects: readonly ScaleSubject[], samples: number, rounds: number): Promise<Spread[]> {
+  const opened = [];
+  for (const subject of subjects) {
+    await addHistory(subject.db, subject.schema, subject.history);
+    const outbox = await openOutbox(subject.db, { ...(subject.schema ? { schema: subject.schema } : {}), synchronous: "NORMAL" });
+    await outbox.store.transaction(async (tx) => {
+      for (let n = 0; n < samples * rounds; n += 1) await outbox.store.enqueue(tx, { type: "bench.scale", payload: { n } });
+    });
+    opened.push(outbox);
   }
-  await outbox.close();
-  return spread(times);
+  execSync("sync"); // the history just written must not be flushed during the measurement
+  const times: number[][] = subjects.map(() => []);
+  for (let round = 0; round < rounds; round += 1) {
+    for (const [i, outbox] of opened.entries()) {
+      for (let n = 0; n < samples; n += 1) {
+        const started = performance.now();
+        const [lease] = await outbox.store.claim("scale", { limit: 1, leaseMs: 30_000 });
+        times[i]?.push(performance.now() - started);
+        if (lease) await outbox.store.complete(lease);
+      }
+    }
+  }
+  for (const outbox of opened) await outbox.close();
+  return times.map((t) => spread(t));
 }
