@@ -6,10 +6,10 @@
 // until the store has no pending or processing message left, then prints what it did.
 //   node bench/.build/payments-child.js <db> <schema> <synchronous> <concurrency> <maxConnections>
 //
-// Group commit is on (the worker's default). On SQLite the completions and their business writes
-// share commits; on PostgreSQL completions that carry a business write commit one by one over the
-// pool (see src/outbox/completion-batcher.ts), so the pool size is set by the parent to keep all
-// processes under the server's max_connections.
+// Group commit is on (the worker's default): the completions and their business writes share
+// commits, each in a savepoint (see src/outbox/completion-batcher.ts). On PostgreSQL several
+// groups commit at once over the pool, whose size the parent sets to keep all processes under the
+// server's max_connections.
 
 import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, Worker, openOutbox } from "wassal";
 
