@@ -6,6 +6,7 @@
 
 import { createHash } from "node:crypto";
 import pg from "pg";
+import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { EventHub } from "../../outbox/events.js";
@@ -77,25 +78,10 @@ function toMessage(row: PgMessageRow): OutboxMessage {
   };
 }
 
-/** The lease of a row a claim has just taken: what the claim wrote is known, the rest was read back. */
-function claimedLease(row: PgClaimedRow, owner: string): Lease {
-  const lockedUntil = new Date(row.until_ms);
-  const message: OutboxMessage = {
-    id: String(row.id),
-    type: row.type,
-    dedupeKey: row.dedupe_key,
-    payload: row.payload as JsonValue,
-    status: "processing",
-    createdAt: new Date(row.created_ms),
-    availableAt: lockedUntil,
-    lockedBy: owner,
-    lockedUntil,
-    leaseToken: row.lease_token,
-    attempts: row.attempts,
-    lastError: row.last_error,
-    processedAt: null,
-  };
-  return { messageId: message.id, owner, token: row.lease_token, lockedUntil, message, reclaimedFrom: row.reclaimed_from };
+/** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
+function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
+  const read = { id: String(row.id), type: row.type, dedupeKey: row.dedupe_key, payload: row.payload as JsonValue, createdAt: new Date(row.created_ms), token: row.lease_token, attempts: row.attempts, lastError: row.last_error };
+  return claimedLease(read, owner, new Date(row.until_ms), row.reclaimed_from);
 }
 
 interface HolderRow {
@@ -240,7 +226,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
     // RETURNING has no order: put the leases back in the order they became due (as claimed).
     rows.sort((a, b) => a.old_available_ms - b.old_available_ms || Number(BigInt(a.id) - BigInt(b.id)));
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#clock?.now() ?? new Date();
-    const leases = rows.map((row) => claimedLease(row, owner));
+    const leases = rows.map((row) => pgClaimedLease(row, owner));
     reportClaims(this.events, owner, limit, at, leases);
     return leases;
   }

@@ -4,6 +4,7 @@
 
 import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
+import { claimedLease } from "../../outbox/claimed-lease.js";
 import { systemClock, type Clock } from "../../outbox/clock.js";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { EventHub } from "../../outbox/events.js";
@@ -74,25 +75,10 @@ function toMessage(row: MessageRow): OutboxMessage {
   };
 }
 
-/** The lease of a row a claim has just taken: what the claim wrote is known, the rest was read back. */
-function claimedLease(row: ClaimedRow, owner: string, until: number, reclaimedFrom: string | null): Lease {
-  const lockedUntil = new Date(until);
-  const message: OutboxMessage = {
-    id: String(row.id),
-    type: row.type,
-    dedupeKey: row.dedupe_key,
-    payload: JSON.parse(row.payload) as JsonValue,
-    status: "processing",
-    createdAt: new Date(row.created_at),
-    availableAt: lockedUntil,
-    lockedBy: owner,
-    lockedUntil,
-    leaseToken: row.lease_token,
-    attempts: row.attempts,
-    lastError: row.last_error,
-    processedAt: null,
-  };
-  return { messageId: message.id, owner, token: row.lease_token, lockedUntil, message, reclaimedFrom };
+/** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
+function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, reclaimedFrom: string | null): Lease {
+  const read = { id: String(row.id), type: row.type, dedupeKey: row.dedupe_key, payload: JSON.parse(row.payload) as JsonValue, createdAt: new Date(row.created_at), token: row.lease_token, attempts: row.attempts, lastError: row.last_error };
+  return claimedLease(read, owner, new Date(until), reclaimedFrom);
 }
 
 interface HolderRow {
@@ -315,7 +301,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
         const row = rows.get(candidate.id);
         if (row === undefined) continue;
         this.#journal(row.id, row.lease_token, owner, "claim", now, { status: candidate.status, owner: candidate.locked_by, lockedUntil: candidate.locked_until });
-        won.push(claimedLease(row, owner, until, candidate.status === "processing" ? candidate.locked_by : null));
+        won.push(sqliteClaimedLease(row, owner, until, candidate.status === "processing" ? candidate.locked_by : null));
       }
       return { won, now };
     });
@@ -335,7 +321,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
       const row = this.#stmt("claimOne").get({ id, owner, until, now }) as ClaimedRow | undefined;
       if (row !== undefined) {
         this.#journal(row.id, row.lease_token, owner, "claim", now, { status: before.status, owner: before.locked_by, lockedUntil: before.locked_until });
-        return { result: { outcome: "claimed", lease: claimedLease(row, owner, until, before.status === "processing" ? before.locked_by : null) }, now };
+        return { result: { outcome: "claimed", lease: sqliteClaimedLease(row, owner, until, before.status === "processing" ? before.locked_by : null) }, now };
       }
       if (before.status === "processing") {
         return {
