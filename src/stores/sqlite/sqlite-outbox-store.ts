@@ -416,29 +416,28 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
    * which then finds it already completed, as two separate completions would.
    */
   #completeBulk(items: readonly CompletionRequest<SqliteTx>[], outcomes: ("completed" | "lost" | { error: unknown } | undefined)[], now: number): void {
-    const bulk: number[] = [];
+    const bulk: { readonly index: number; readonly lease: Lease; readonly id: number }[] = [];
     const seen = new Set<string>();
     for (const [index, { lease, finalize }] of items.entries()) {
-      const key = `${lease.messageId}#${lease.token}`;
-      if (finalize !== undefined || seen.has(key)) continue;
+      if (finalize !== undefined) continue;
+      const id = rowId(lease.messageId) ?? -1;
+      const key = `${id}#${lease.token}`;
+      if (seen.has(key)) continue;
       seen.add(key);
-      bulk.push(index);
+      bulk.push({ index, lease, id });
     }
     if (bulk.length === 0) return;
-    const leases = bulk.map((index) => (items[index] as CompletionRequest<SqliteTx>).lease);
-    const pairs = JSON.stringify(leases.map((lease) => [rowId(lease.messageId) ?? -1, lease.token]));
+    const pairs = JSON.stringify(bulk.map(({ lease, id }) => [id, lease.token]));
     // Keyed by message and token: a stale and a fresh lease of one message may share the group.
     const done = new Set((this.#stmt("completeBulk").all({ pairs, now }) as { id: number; lease_token: number }[]).map((row) => `${row.id}#${row.lease_token}`));
-    bulk.forEach((index, i) => {
-      const lease = leases[i] as Lease;
-      const id = rowId(lease.messageId) ?? -1;
+    for (const { index, lease, id } of bulk) {
       if (!done.has(`${id}#${lease.token}`)) {
         outcomes[index] = "lost";
-        return;
+        continue;
       }
       this.#journal(id, lease.token, lease.owner, "complete", now);
       outcomes[index] = "completed";
-    });
+    }
   }
 
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {
