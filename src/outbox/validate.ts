@@ -1,7 +1,7 @@
 // Argument checks shared by every store, so each one rejects bad input with the same words.
 
 import { InvalidArgumentError, LeaseLostError } from "./errors.js";
-import type { ClaimOptions, LeaseLost } from "./types.js";
+import type { ClaimOptions, Lease, LeaseLost } from "./types.js";
 
 export const MAX_CLAIM_LIMIT = 1000;
 
@@ -25,6 +25,14 @@ export function checkClaimOptions(options: ClaimOptions): ClaimOptions {
     throw new InvalidArgumentError(`limit must be a whole number from 1 to ${MAX_CLAIM_LIMIT} (got ${String(limit)})`);
   }
   return { limit, leaseMs: checkLeaseMs(options.leaseMs) };
+}
+
+/** A lease handed back to a store: its token must be one a claim could have issued. */
+export function checkLease(lease: Lease): Lease {
+  if (typeof lease?.token !== "number" || !Number.isSafeInteger(lease.token) || lease.token < 1) {
+    throw new InvalidArgumentError(`lease.token must be a whole number >= 1 (got ${String(lease?.token)}); pass the lease a claim returned`);
+  }
+  return lease;
 }
 
 export function checkDelayMs(delayMs: unknown): number {

@@ -2,6 +2,7 @@
 // lease or one failing business write rolls back alone while its neighbours commit.
 
 import { expect, it } from "vitest";
+import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import { claimOne, describeEachStore, enqueueMessages, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
@@ -61,6 +62,21 @@ describeEachStore("group commit (completeMany)", (factory) => {
     expect([await harness.countBusinessRows("a"), await harness.countBusinessRows("b"), await harness.countBusinessRows("c")]).toEqual([1, 0, 1]);
     expect((await store.getMessage(b!.messageId))?.status).toBe("processing");
     expect((await store.getMessage(c!.messageId))?.status).toBe("processed");
+  });
+
+  it("refuses a lease whose token no claim could have issued, before writing anything", async () => {
+    const { store, clock, harness } = ctx();
+    await enqueueMessages(store, clock, 2);
+    const [a, b] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS });
+    const forged = { ...b!, token: 1.5 };
+    await expect(store.completeMany([{ lease: a!, finalize: (tx: unknown) => harness.businessWrite(tx, "a") }, { lease: forged }])).rejects.toThrow(InvalidArgumentError);
+    await expect(store.complete(forged)).rejects.toThrow(/lease\.token must be a whole number >= 1 \(got 1\.5\)/);
+    await expect(store.renew(forged, LEASE_MS)).rejects.toThrow(InvalidArgumentError);
+    await expect(store.fail(forged, new Error("x"), "dead")).rejects.toThrow(InvalidArgumentError);
+    await expect(store.release(forged)).rejects.toThrow(InvalidArgumentError);
+    expect(await harness.countBusinessRows("a")).toBe(0);
+    expect((await store.getMessage(a!.messageId))?.status).toBe("processing");
+    expect((await store.getMessage(b!.messageId))?.status).toBe("processing");
   });
 
   it("reports each outcome on the event stream, and an empty group does nothing", async () => {

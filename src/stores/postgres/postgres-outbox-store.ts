@@ -38,7 +38,7 @@ import {
   type RetryScheduled,
   type StatusCounts,
 } from "../../outbox/types.js";
-import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
+import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLease, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
 import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
 import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMessageRow, type PgMigration } from "./outbox-sql.js";
@@ -268,6 +268,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   }
 
   async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
+    checkLease(lease);
     checkLeaseMs(leaseMs);
     const row = (await this.pool.query<PgMessageRow & { now: Date }>(this.#sql.renew, [this.#now(), rowId(lease.messageId), lease.token, leaseMs])).rows[0];
     if (row === undefined) return this.#lost(lease, "renew");
@@ -283,6 +284,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   }
 
   async completeMany(items: readonly CompletionRequest<PostgresTx>[]): Promise<CompletionResult[]> {
+    for (const item of items) checkLease(item.lease); // before anything is written
     if (items.length === 0) return [];
     if (items.length > 1 && items.every((item) => item.finalize === undefined)) return this.#completeBulk(items.map((item) => item.lease));
     const single = items.length === 1;
@@ -332,7 +334,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   /** Opens a group member's savepoint and runs its guarded update, in one round trip; its completion time, or undefined if the lease is gone. */
   async #guardInSavepoint(tx: PostgresTx, releasePrevious: boolean, lease: Lease): Promise<Date | undefined> {
     const id = rowId(lease.messageId);
-    if (id === null) return undefined; // no such message can exist
+    if (id === null) return undefined; // no such message can exist (the token was checked on entry)
     const results = (await tx.query(this.#sql.completeInSavepoint(releasePrevious, this.#now(), id, lease.token))) as unknown as pg.QueryResult<{ now_ms: number }>[];
     const row = results.at(-1)?.rows[0];
     return row === undefined ? undefined : new Date(row.now_ms);
@@ -359,6 +361,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   }
 
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {
+    checkLease(lease);
     const delay = decision === "dead" ? 0 : checkDelayMs(decision.retryInMs);
     const text = describeError(error);
     const id = rowId(lease.messageId);
@@ -375,6 +378,7 @@ export class PostgresOutboxStore implements OutboxStore<PostgresTx> {
   }
 
   async release(lease: Lease): Promise<Released | LeaseLost> {
+    checkLease(lease);
     const row = (await this.pool.query<{ now: Date }>(this.#sql.release, [this.#now(), rowId(lease.messageId), lease.token, lease.owner, this.#audit])).rows[0];
     if (row === undefined) return this.#lost(lease, "release");
     this.events.emit({ type: "released", at: row.now, owner: lease.owner, messageId: lease.messageId, token: lease.token });

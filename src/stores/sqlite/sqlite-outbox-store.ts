@@ -36,7 +36,7 @@ import {
   type RetryScheduled,
   type StatusCounts,
 } from "../../outbox/types.js";
-import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
+import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLease, checkLeaseMs, checkMessageType, checkOwner, describeError } from "../../outbox/validate.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type ClaimedRow, type MessageRow } from "./outbox-sql.js";
@@ -342,6 +342,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   }
 
   async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
+    checkLease(lease);
     checkLeaseMs(leaseMs);
     const { row, now } = await this.writeLock.run(() => {
       const now = this.#now();
@@ -362,6 +363,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   }
 
   async completeMany(items: readonly CompletionRequest<SqliteTx>[]): Promise<CompletionResult[]> {
+    for (const item of items) checkLease(item.lease); // before anything is written
     if (items.length === 0) return [];
     const single = items.length === 1;
     const { outcomes, now } = await this.writeLock.run(async () => {
@@ -441,6 +443,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   }
 
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost> {
+    checkLease(lease);
     const delay = decision === "dead" ? 0 : checkDelayMs(decision.retryInMs);
     const text = describeError(error);
     const id = rowId(lease.messageId) ?? -1;
@@ -464,6 +467,7 @@ export class SqliteOutboxStore implements OutboxStore<SqliteTx> {
   }
 
   async release(lease: Lease): Promise<Released | LeaseLost> {
+    checkLease(lease);
     const { changed, now } = await this.writeLock.run(() => {
       const now = this.#now();
       const id = rowId(lease.messageId) ?? -1;
