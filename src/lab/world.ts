@@ -50,8 +50,6 @@ export async function createWorld<Tx>(backend: LabBackend<Tx>): Promise<World<Tx
     const { payment } = await api.payments.create(request);
     ledger.note(clock.now(), "API", `create ${payment.idempotencyKey}: payment row + reconciliation message committed together`);
   }
-  const pause = Number(process.env.WASSAL_LAB_TEST_PAUSE_MS ?? 0);
-  if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause)); // testing aid: a window to interrupt the run
   const seededMessages = await api.store.listMessages();
   return {
     clock,

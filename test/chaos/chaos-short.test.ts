@@ -1,12 +1,13 @@
 // The short chaos run inside `npm test`: real `wassal worker` processes under faults on each
 // store, judged by the invariant checker. (`npm run chaos` runs the long version.)
 
-import { spawn } from "node:child_process";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { requireBuiltCli, ROOT, runCli } from "../support/cli.js";
 import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
-import { CLI } from "../cli/cli-support.js";
 
 const PG = await postgresAvailable();
+
+beforeAll(requireBuiltCli);
 
 interface ChaosJson {
   passed: boolean;
@@ -14,26 +15,13 @@ interface ChaosJson {
   report: { rows: { name: string; observed: number; ok: boolean }[]; examples: string[] };
 }
 
-function runChaos(args: readonly string[]): Promise<{ code: number | null; result: ChaosJson; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const env = { ...process.env };
-    delete env.WASSAL_DATABASE_URL;
-    const child = spawn(process.execPath, [CLI, "chaos", "run", "--json", ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      try {
-        resolve({ code, result: JSON.parse(stdout) as ChaosJson, stderr });
-      } catch {
-        reject(new Error(`chaos run printed no JSON (exit ${code}): ${stderr.slice(-2000)}`));
-      }
-    });
-  });
+async function runChaos(args: readonly string[]): Promise<{ code: number | null; result: ChaosJson; stderr: string }> {
+  const run = await runCli(["chaos", "run", "--json", ...args], { cwd: ROOT, timeoutMs: 120_000 });
+  try {
+    return { code: run.code, result: JSON.parse(run.stdout) as ChaosJson, stderr: run.stderr };
+  } catch {
+    throw new Error(`chaos run printed no JSON (exit ${run.code}): ${run.stderr.slice(-2000)}`);
+  }
 }
 
 function row(result: ChaosJson, name: string): number {

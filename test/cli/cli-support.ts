@@ -1,36 +1,18 @@
-// Shared by the CLI tests: running `node dist/cli/main.js` in a sandbox, reading its output, and
-// the Session 15 figures every lab run must reproduce, whatever the store.
-//
-// Needs `npm run build` first (`npm test` does it).
+// Shared by the lab's CLI tests: a sandbox (working directory and TMPDIR) for one run, and the
+// Session 15 figures every lab run must reproduce, whatever the store. Running the CLI itself is
+// test/support/cli.ts's.
 
-import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { expect } from "vitest";
-
-export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-export const CLI = join(ROOT, "dist", "cli", "main.js");
 
 export const BEFORE = "session-15-competing-workers-no-claim";
 export const AFTER = "session-15-outbox-leasing";
 
-export interface CliResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** A working directory and a TMPDIR for one CLI run. */
+/** A working directory and a TMPDIR for one CLI run (pass it as runCli's options). */
 export interface Sandbox {
   readonly cwd: string;
   readonly tmp: string;
-}
-
-/** Throws (once, in beforeAll) when dist/ was not built. */
-export function requireBuiltCli(): void {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before these tests (npm test does)`);
 }
 
 /** A fresh working directory and TMPDIR under `root` (a folder the test file removes when it ends). */
@@ -41,56 +23,6 @@ export function sandbox(root: string): Sandbox {
   mkdirSync(cwd);
   mkdirSync(tmp);
   return { cwd, tmp };
-}
-
-export interface RunOptions {
-  /** Variables to set for this run (after WASSAL_DEBUG and WASSAL_DATABASE_URL are cleared). */
-  readonly env?: Readonly<Record<string, string>>;
-  readonly timeoutMs?: number;
-}
-
-/**
- * Runs the CLI in `where`. WASSAL_DEBUG and WASSAL_DATABASE_URL are removed from the inherited
- * environment (a database URL there would redirect --db), unless `options.env` sets them.
- */
-export function runCli(args: readonly string[], where: Sandbox, options: RunOptions = {}): Promise<CliResult> {
-  const timeoutMs = options.timeoutMs ?? 45_000;
-  return new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: where.tmp };
-    delete env.WASSAL_DEBUG;
-    delete env.WASSAL_DATABASE_URL;
-    Object.assign(env, options.env);
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: where.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`wassal ${args.join(" ")} did not finish within ${timeoutMs} ms; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
-/** No "    at foo (file:line)" lines: errors are messages, not stack traces. */
-export function expectNoStack(text: string): void {
-  expect(text).not.toMatch(/^\s+at .+/m);
-  expect(text).not.toMatch(/node:internal|file:\/\//);
-}
-
-/** stderr is exactly one non-empty line. */
-export function oneLine(stderr: string): string {
-  const lines = stderr.split("\n").filter((line) => line.trim() !== "");
-  expect(lines, `stderr: ${JSON.stringify(stderr)}`).toHaveLength(1);
-  return lines[0]!;
 }
 
 // ---------------------------------------------------------------------------------------------

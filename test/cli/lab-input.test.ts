@@ -8,8 +8,10 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
+import { expectNoStack, oneLine } from "../support/assertions.js";
+import { requireBuiltCli, runCli } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
-import { AFTER, BEFORE, expectNoStack, oneLine, requireBuiltCli, runCli, sandbox as sandboxIn } from "./cli-support.js";
+import { AFTER, BEFORE, sandbox as sandboxIn } from "./cli-support.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).

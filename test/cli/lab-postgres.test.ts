@@ -8,25 +8,12 @@
 
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
-import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { expectNoStack, oneLine } from "../support/assertions.js";
+import { requireBuiltCli, runCli, type CliResult } from "../support/cli.js";
+import { postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import {
-  AFTER,
-  BEFORE,
-  expectAfterFigures,
-  expectBeforeFigures,
-  expectNoStack,
-  oneLine,
-  REPORT_NAME,
-  requireBuiltCli,
-  runCli,
-  sandbox as sandboxIn,
-  type CliResult,
-  type Sandbox,
-  type ScenarioJson,
-} from "./cli-support.js";
+import { AFTER, BEFORE, expectAfterFigures, expectBeforeFigures, REPORT_NAME, sandbox as sandboxIn, type Sandbox, type ScenarioJson } from "./cli-support.js";
 
 const PG = await postgresAvailable();
 
@@ -47,16 +34,6 @@ function testUrlWith(change: (url: URL) => void): string {
 const SHOWN_URL = testUrlWith((url) => {
   if (url.password) url.password = "***";
 });
-
-async function withClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
-}
 
 /** Every schema named like the lab's temporary ones. */
 function labSchemas(): Promise<string[]> {
@@ -162,7 +139,7 @@ describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
 
   it("WASSAL_DATABASE_URL=postgres://… runs on PostgreSQL without --db", async () => {
     const box = sandbox();
-    const run = await runCli(["lab", AFTER, "--json"], box, { env: { WASSAL_DATABASE_URL: TEST_DATABASE_URL } });
+    const run = await runCli(["lab", AFTER, "--json"], { ...box, env: { WASSAL_DATABASE_URL: TEST_DATABASE_URL } });
     const result = parse<ScenarioJson>(run);
     expect(result.databasePath.startsWith("postgres://")).toBe(true);
     expectAfterFigures(result);
@@ -177,7 +154,7 @@ describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
       url.hostname = "127.0.0.1";
       url.port = "1";
     });
-    const run = await runCli(["lab", BEFORE, "--json", "--db", TEST_DATABASE_URL], box, { env: { WASSAL_DATABASE_URL: unusable } });
+    const run = await runCli(["lab", BEFORE, "--json", "--db", TEST_DATABASE_URL], { ...box, env: { WASSAL_DATABASE_URL: unusable } });
     const result = parse<ScenarioJson>(run);
     expectBeforeFigures(result);
     expect(await labSchemas()).not.toContain(schemaOf(result));
@@ -202,7 +179,7 @@ describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
 /** Exit 2, nothing on stdout, one line on stderr, no stack, and nothing ran. */
 async function expectRefused(args: readonly string[], env: Record<string, string> = {}): Promise<string> {
   const box = sandbox();
-  const run = await runCli(args, box, { env });
+  const run = await runCli(args, { ...box, env });
   expect(run.code, run.stderr).toBe(2);
   expect(run.signal).toBeNull();
   expect(run.stdout).toBe("");

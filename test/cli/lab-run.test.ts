@@ -8,8 +8,9 @@ import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
+import { requireBuiltCli, runCli } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
-import { AFTER, BEFORE, expectAfterFigures, expectBeforeFigures, REPORT_NAME, requireBuiltCli, runCli, sandbox as sandboxIn, type ScenarioJson } from "./cli-support.js";
+import { AFTER, BEFORE, expectAfterFigures, expectBeforeFigures, REPORT_NAME, sandbox as sandboxIn, type ScenarioJson } from "./cli-support.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).

@@ -2,7 +2,8 @@
 // `storeFactories`, so each behaviour is checked once per store, with the store's name in the
 // describe title. To add a store, add one factory to ALL_STORES below.
 //
-// WASSAL_TEST_STORES=sqlite,postgres picks which stores run (comma-separated names; default: all).
+// WASSAL_TEST_STORES=sqlite,postgres picks which stores run (comma-separated names; default: all);
+// one that names an unknown store, or leaves none that can run here, fails the file.
 //
 // A factory builds a fresh, empty, migrated database per test and hands back a StoreHarness:
 // the store under test, plus the few things a store-agnostic test cannot do by itself (a business
@@ -22,6 +23,7 @@ import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite
 import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
 import pg from "pg";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { selectRunnable } from "../support/selection.js";
 
 /** One database under test, with helpers for what only the store's own SQL can do. */
 export interface StoreHarness<Tx = unknown> {
@@ -173,30 +175,11 @@ const postgresFactory: StoreFactory = {
 /** Every store the suite knows. */
 export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory];
 
-/** The stores named in WASSAL_TEST_STORES (comma-separated), or all of them when it is unset or empty. */
-export function selectStores(selection: string | undefined, all: readonly StoreFactory[] = ALL_STORES): StoreFactory[] {
-  const names = (selection ?? "")
-    .split(",")
-    .map((name) => name.trim().toLowerCase())
-    .filter((name) => name !== "");
-  if (names.length === 0) return [...all];
-  const unknown = names.filter((name) => !all.some((factory) => factory.name === name));
-  if (unknown.length > 0) {
-    throw new Error(`WASSAL_TEST_STORES names unknown store(s) ${unknown.join(", ")}; known stores: ${all.map((f) => f.name).join(", ")}`);
-  }
-  return all.filter((factory) => names.includes(factory.name));
-}
-
-/** The selected stores that can run here. */
-export async function availableStores(selected: readonly StoreFactory[]): Promise<StoreFactory[]> {
-  const usable: StoreFactory[] = [];
-  for (const factory of selected) {
-    if (factory.available === undefined || (await factory.available())) usable.push(factory);
-  }
-  return usable;
-}
-
-export const storeFactories: StoreFactory[] = await availableStores(selectStores(process.env.WASSAL_TEST_STORES));
+/**
+ * The stores WASSAL_TEST_STORES selects that can run here. A selection that names an unknown store
+ * or leaves none that can run fails every file of the suite loudly (see test/support/selection.ts).
+ */
+export const storeFactories: StoreFactory[] = await selectRunnable("WASSAL_TEST_STORES", process.env.WASSAL_TEST_STORES, ALL_STORES);
 
 /** Declares the same describe block once per selected store, titled "<store> store: <title>". */
 export function describeEachStore(title: string, body: (factory: StoreFactory) => void): void {

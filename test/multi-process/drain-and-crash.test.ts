@@ -9,8 +9,11 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { overlappingClaims } from "../support/assertions.js";
+import { requireBuilt } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
-import { overlappingClaims, requireBuilt, startWorker, until, type ClaimRecord, type WorkerRecord } from "./worker-process.js";
+import { until } from "../support/wait.js";
+import { expectTakenOverAfterExpiry, expectWorkedInParallel, startWorker, type ClaimRecord, type WorkerRecord } from "./worker-process.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).
@@ -121,17 +124,8 @@ describe("several worker processes drain one SQLite outbox in parallel", () => {
       }
     }
     expect(overlappingClaims(claims)).toEqual([]);
-    // Each process completed exactly what it claimed.
-    for (const record of records) {
-      expect(record.completions.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(record.claims.map((c) => `${c.messageId}#${c.token}`).sort());
-    }
-
-    // Parallelism: every process did some of the work, and they were all working at once (each
-    // one's first claim came before every other one's last claim).
-    for (const record of records) expect(record.claims.length, `${record.worker} claims`).toBeGreaterThan(0);
-    const firstClaims = records.map((r) => Math.min(...r.claims.map((c) => c.claimedAt)));
-    const lastClaims = records.map((r) => Math.max(...r.claims.map((c) => c.claimedAt)));
-    expect(Math.max(...firstClaims)).toBeLessThan(Math.min(...lastClaims));
+    // Each process completed exactly what it claimed, and they all worked, at once.
+    expectWorkedInParallel(records);
 
     // The database: every message processed, once, by the process whose lease completed it.
     const { rows, effects } = readState(dbPath);
@@ -206,14 +200,8 @@ describe("a worker process killed mid-batch loses its messages only to lease exp
     expect(record.leaseLost).toEqual([]);
 
     // The rescuer took over exactly the dead worker's unfinished messages, with token 2, after expiry.
-    const reclaims = record.claims.filter((c) => c.reclaimedFrom !== null);
-    expect(reclaims.map((c) => c.messageId).sort()).toEqual(heldByVictim.map((c) => c.messageId).sort());
-    for (const claim of reclaims) {
-      expect(claim).toMatchObject({ owner: "worker-B", token: 2, reclaimedFrom: "worker-A" });
-      expect(claim.claimedAt).toBeGreaterThanOrEqual(victimLease.get(claim.messageId)!.lockedUntil);
-    }
+    expectTakenOverAfterExpiry(record, "worker-A", holding.claims, heldByVictim);
     expect(record.claims).toHaveLength(TOTAL - DONE_BEFORE_KILL);
-    expect(overlappingClaims([...holding.claims, ...record.claims])).toEqual([]);
 
     // Nothing lost, nothing done twice.
     const { rows, effects } = readState(dbPath);
@@ -263,13 +251,7 @@ describe("a worker process killed mid-batch loses its messages only to lease exp
     // It was really claiming while the dead owner's leases were still live...
     expect(Math.min(...record.claimCalls.map((c) => c.startedAt))).toBeLessThan(firstExpiry);
     // ...yet it took none of those messages before its lease ran out.
-    const reclaims = record.claims.filter((c) => expiry.has(c.messageId));
-    expect(reclaims).toHaveLength(BATCH);
-    for (const claim of reclaims) {
-      expect(claim).toMatchObject({ token: 2, reclaimedFrom: "worker-A" });
-      expect(claim.claimedAt).toBeGreaterThanOrEqual(expiry.get(claim.messageId)!);
-    }
-    expect(overlappingClaims([...holding.claims, ...record.claims])).toEqual([]);
+    expectTakenOverAfterExpiry(record, "worker-A", holding.claims);
 
     const { rows, effects } = readState(dbPath);
     expect(rows.every((r) => r.status === "processed" && r.locked_by === "worker-B")).toBe(true);

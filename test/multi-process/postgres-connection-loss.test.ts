@@ -14,10 +14,12 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
+import { overlappingClaims } from "../support/assertions.js";
+import { requireBuilt } from "../support/cli.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { finalStateProblems, readPgState, seedPostgresOutbox } from "./postgres-outbox.js";
-import { killAll, overlappingClaims, requireBuilt, startWorker, type WorkerProcess, type WorkerRecord } from "./worker-process.js";
+import { killAll, startWorker, type WorkerProcess, type WorkerRecord } from "./worker-process.js";
 
 const PG = await postgresAvailable();
 const SCHEMA = PG ? freshSchema("wassal_mp_connloss") : "";

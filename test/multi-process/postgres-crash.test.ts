@@ -10,10 +10,13 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { overlappingClaims } from "../support/assertions.js";
+import { requireBuilt } from "../support/cli.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { finalStateProblems, readPgState, seedPostgresOutbox, withClient } from "./postgres-outbox.js";
-import { killAll, overlappingClaims, requireBuilt, startWorker, until, type ClaimRecord, type WorkerProcess, type WorkerRecord } from "./worker-process.js";
+import { until } from "../support/wait.js";
+import { finalStateProblems, readPgState, seedPostgresOutbox } from "./postgres-outbox.js";
+import { expectTakenOverAfterExpiry, killAll, startWorker, type ClaimRecord, type WorkerProcess, type WorkerRecord } from "./worker-process.js";
 
 const PG = await postgresAvailable();
 // A schema per test (each named while the file is collected, all dropped when it finishes).
@@ -113,14 +116,8 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
     const record = await drainWith(schema, join(dir, "worker-B.json"), 8);
 
     // The rescuer took over exactly the dead worker's unfinished messages, with token 2, after expiry.
-    const reclaims = record.claims.filter((c) => c.reclaimedFrom !== null);
-    expect(reclaims.map((c) => c.messageId).sort()).toEqual(heldByVictim.map((c) => c.messageId).sort());
-    for (const claim of reclaims) {
-      expect(claim).toMatchObject({ owner: "worker-B", token: 2, reclaimedFrom: "worker-A" });
-      expect(claim.claimedAt).toBeGreaterThanOrEqual(victimLease.get(claim.messageId)!.lockedUntil);
-    }
+    expectTakenOverAfterExpiry(record, "worker-A", holding.claims, heldByVictim);
     expect(record.claims).toHaveLength(TOTAL - DONE_BEFORE_KILL);
-    expect(overlappingClaims([...holding.claims, ...record.claims])).toEqual([]);
 
     // Nothing lost, nothing done twice, every effect by the message's final owner and token.
     const { rows, effects } = await readPgState(schema);
@@ -158,13 +155,7 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
     // empty are not in record.claims, so look at its first claimed pending message)...
     expect(Math.min(...record.claims.map((c) => c.claimedAt))).toBeLessThan(firstExpiry);
     // ...yet it took none of those messages before its lease ran out.
-    const reclaims = record.claims.filter((c) => expiry.has(c.messageId));
-    expect(reclaims).toHaveLength(BATCH);
-    for (const claim of reclaims) {
-      expect(claim).toMatchObject({ token: 2, reclaimedFrom: "worker-A" });
-      expect(claim.claimedAt).toBeGreaterThanOrEqual(expiry.get(claim.messageId)!);
-    }
-    expect(overlappingClaims([...holding.claims, ...record.claims])).toEqual([]);
+    expectTakenOverAfterExpiry(record, "worker-A", holding.claims);
 
     const { rows, effects } = await readPgState(schema);
     expect(rows).toHaveLength(TOTAL);

@@ -10,10 +10,12 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { overlappingClaims } from "../support/assertions.js";
+import { requireBuilt } from "../support/cli.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { finalStateProblems, readPgState, seedPostgresOutbox } from "./postgres-outbox.js";
-import { killAll, overlappingClaims, requireBuilt, startWorker, type WorkerProcess, type WorkerRecord } from "./worker-process.js";
+import { expectWorkedInParallel, killAll, startWorker, type WorkerProcess, type WorkerRecord } from "./worker-process.js";
 
 const PG = await postgresAvailable();
 // One schema for this file, dropped when it finishes (only named when the server answers).
@@ -95,17 +97,8 @@ describe.runIf(PG)("several worker processes drain one PostgreSQL outbox in para
     }
     expect(claimProblems).toEqual([]);
     expect(overlappingClaims(claims)).toEqual([]);
-    // Each process completed exactly what it claimed.
-    for (const record of records) {
-      expect(record.completions.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(record.claims.map((c) => `${c.messageId}#${c.token}`).sort());
-    }
-
-    // Parallelism: every process did some of the work, and they were all working at once (each
-    // one's first claim came before every other one's last claim).
-    for (const record of records) expect(record.claims.length, `${record.worker} claims`).toBeGreaterThan(0);
-    const firstClaims = records.map((r) => Math.min(...r.claims.map((c) => c.claimedAt)));
-    const lastClaims = records.map((r) => Math.max(...r.claims.map((c) => c.claimedAt)));
-    expect(Math.max(...firstClaims)).toBeLessThan(Math.min(...lastClaims));
+    // Each process completed exactly what it claimed, and they all worked, at once.
+    expectWorkedInParallel(records);
 
     // The database: every message processed once (one effects row), by the process whose lease
     // completed it, on the first attempt; no ownership violation.

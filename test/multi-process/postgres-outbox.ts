@@ -1,9 +1,8 @@
 // Seeding and inspecting a PostgreSQL outbox for the multi-process tests: the worker processes
 // write through the built library; the test reads the tables directly, on connections of its own.
 
-import pg from "pg";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
-import { TEST_DATABASE_URL } from "../support/postgres.js";
+import { TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 
 /**
  * Migrates `schema`, creates the business table `effects` (deliberately WITHOUT a unique
@@ -50,17 +49,6 @@ export interface PgEffect {
   message_id: string;
   worker: string;
   token: number;
-}
-
-/** Runs `work` on a connection of its own (application name "wassal-test-observer"). */
-export async function withClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: TEST_DATABASE_URL, application_name: "wassal-test-observer" });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
 }
 
 /** Every message row and every effects row, in id order. */

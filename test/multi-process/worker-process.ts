@@ -1,21 +1,16 @@
-// Starting worker processes (test/fixtures/drain-worker.mjs) and reading what they report, for the
-// multi-process tests on SQLite and PostgreSQL. The workers import the built library (dist/), so
-// `npm run build` must run first (`npm test` does).
+// Starting worker processes (test/fixtures/drain-worker.mjs; the race test's race-worker.mjs too),
+// reading what they report, and checks over those reports, for the multi-process tests on SQLite
+// and PostgreSQL. The workers import the built library (dist/), so `npm run build` must run first
+// (`npm test` does).
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { expect } from "vitest";
+import { overlappingClaims } from "../support/assertions.js";
+import { ROOT } from "../support/cli.js";
 
-export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const WORKER_SCRIPT = join(ROOT, "test", "fixtures", "drain-worker.mjs");
-
-/** Throws when the built file the workers import is missing. */
-export function requireBuilt(relativePath: string): void {
-  const path = join(ROOT, "dist", relativePath);
-  if (!existsSync(path)) throw new Error(`${path} is missing: run \`npm run build\` before these tests (npm test does)`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // What a worker process reports.
@@ -97,8 +92,18 @@ export interface WorkerProcess {
   waitFor(event: string, timeoutMs?: number): Promise<WorkerEvent>;
 }
 
+/** Starts test/fixtures/drain-worker.mjs with `config`. */
 export function startWorker(config: WorkerConfig): WorkerProcess {
-  const proc = spawn(process.execPath, [WORKER_SCRIPT, JSON.stringify(config)], { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
+  return startWorkerScript(WORKER_SCRIPT, config);
+}
+
+/**
+ * Starts `node <script> <config as JSON>` in the repository root: a worker script that reports
+ * JSON lines ({"event": …}) on stdout and reads "go"/"stop" lines on stdin (drain-worker.mjs,
+ * race-worker.mjs).
+ */
+export function startWorkerScript(script: string, config: { readonly worker: string }): WorkerProcess {
+  const proc = spawn(process.execPath, [script, JSON.stringify(config)], { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
   let stderr = "";
   proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
   const seen: WorkerEvent[] = [];
@@ -147,43 +152,43 @@ export function startWorker(config: WorkerConfig): WorkerProcess {
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Checks over what the processes reported.
+
+/**
+ * The processes shared the work: each completed exactly what it claimed, each claimed some, and
+ * they were all working at once (each one's first claim came before every other one's last).
+ */
+export function expectWorkedInParallel(records: readonly WorkerRecord[]): void {
+  for (const record of records) {
+    expect(record.completions.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(record.claims.map((c) => `${c.messageId}#${c.token}`).sort());
+  }
+  for (const record of records) expect(record.claims.length, `${record.worker} claims`).toBeGreaterThan(0);
+  const firstClaims = records.map((r) => Math.min(...r.claims.map((c) => c.claimedAt)));
+  const lastClaims = records.map((r) => Math.max(...r.claims.map((c) => c.claimedAt)));
+  expect(Math.max(...firstClaims)).toBeLessThan(Math.min(...lastClaims));
+}
+
+/**
+ * The rescuer (`record`) took over exactly the messages a dead owner left unfinished (its claims
+ * `unfinished`), each under token 2 and only once the dead owner's lease had run out, and no two
+ * leases of a message overlapped (`victimClaims`: every claim the dead owner made).
+ */
+export function expectTakenOverAfterExpiry(record: WorkerRecord, deadOwner: string, victimClaims: readonly ClaimRecord[], unfinished: readonly ClaimRecord[] = victimClaims): void {
+  const expiry = new Map(unfinished.map((c) => [c.messageId, c.lockedUntil]));
+  expect(record.claims.filter((c) => c.reclaimedFrom !== null).map((c) => c.messageId).sort()).toEqual([...expiry.keys()].sort());
+  const takenOver = record.claims.filter((c) => expiry.has(c.messageId));
+  expect(takenOver).toHaveLength(unfinished.length);
+  for (const claim of takenOver) {
+    expect(claim).toMatchObject({ owner: record.worker, token: 2, reclaimedFrom: deadOwner });
+    expect(claim.claimedAt).toBeGreaterThanOrEqual(expiry.get(claim.messageId)!);
+  }
+  expect(overlappingClaims([...victimClaims, ...record.claims])).toEqual([]);
+}
+
 /** Kills every worker still running (for finally blocks, so a failed test leaves no process behind). */
 export function killAll(workers: readonly WorkerProcess[]): void {
   for (const w of workers) {
     if (w.proc.exitCode === null && w.proc.signalCode === null) w.proc.kill("SIGKILL");
-  }
-}
-
-/** Claims of one message by different tokens must never overlap in [claimedAt, lockedUntil). */
-export function overlappingClaims(claims: readonly ClaimRecord[]): string[] {
-  const byMessage = new Map<string, ClaimRecord[]>();
-  for (const claim of claims) {
-    const list = byMessage.get(claim.messageId);
-    if (list === undefined) byMessage.set(claim.messageId, [claim]);
-    else list.push(claim);
-  }
-  const problems: string[] = [];
-  for (const [messageId, list] of byMessage) {
-    for (let i = 0; i < list.length; i += 1) {
-      for (let j = i + 1; j < list.length; j += 1) {
-        const a = list[i]!;
-        const b = list[j]!;
-        if (a.token === b.token) {
-          problems.push(`message ${messageId}: token ${a.token} issued twice (${a.owner}, ${b.owner})`);
-        } else if (a.claimedAt < b.lockedUntil && b.claimedAt < a.lockedUntil) {
-          problems.push(`message ${messageId}: ${a.owner}#${a.token} [${a.claimedAt}, ${a.lockedUntil}) overlaps ${b.owner}#${b.token} [${b.claimedAt}, ${b.lockedUntil})`);
-        }
-      }
-    }
-  }
-  return problems;
-}
-
-/** Polls `probe` until it returns true, or fails after `timeoutMs`. */
-export async function until(what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 10_000, everyMs = 20): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }

@@ -15,6 +15,7 @@ import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-s
 import { SqlitePaymentsRepository } from "../../src/stores/sqlite/payments-repository.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { selectRunnable } from "../support/selection.js";
 import { tempDir } from "../support/temp.js";
 
 /** One application instance: a store connection and the payments repository on it. */
@@ -96,22 +97,8 @@ const ALL: readonly PaymentsStoreFactory[] = [
   { name: "postgres", checkViolation: "23514", available: postgresAvailable, create: openPostgresPayments },
 ];
 
-function selected(selection: string | undefined): PaymentsStoreFactory[] {
-  const names = (selection ?? "").split(",").map((n) => n.trim().toLowerCase()).filter((n) => n !== "");
-  if (names.length === 0) return [...ALL];
-  const unknown = names.filter((name) => !ALL.some((f) => f.name === name));
-  if (unknown.length > 0) throw new Error(`WASSAL_TEST_STORES names unknown store(s) ${unknown.join(", ")}; known stores: ${ALL.map((f) => f.name).join(", ")}`);
-  return ALL.filter((f) => names.includes(f.name));
-}
-
-async function usable(factories: readonly PaymentsStoreFactory[]): Promise<PaymentsStoreFactory[]> {
-  const result: PaymentsStoreFactory[] = [];
-  for (const factory of factories) if (factory.available === undefined || (await factory.available())) result.push(factory);
-  return result;
-}
-
-/** The selected stores that can run here. */
-export const paymentsStores: readonly PaymentsStoreFactory[] = await usable(selected(process.env.WASSAL_TEST_STORES));
+/** The selected stores that can run here (a selection that leaves none fails the file: see test/support/selection.ts). */
+export const paymentsStores: readonly PaymentsStoreFactory[] = await selectRunnable("WASSAL_TEST_STORES", process.env.WASSAL_TEST_STORES, ALL);
 
 /** True when the PostgreSQL store is selected and its server answers. */
 export const postgresSelected = paymentsStores.some((f) => f.name === "postgres");

@@ -1,7 +1,10 @@
 // What the race tests assert at the end of a run, over the lease journal (store.auditTrail()),
 // the final message rows and the business rows written by finalize. Each check returns a list of
-// problems (empty when all is well), so a failure names every message that went wrong.
+// problems (empty when all is well), so a failure names every message that went wrong. Also how
+// both race tests read the business rows back (the `effects` table, on either store).
 
+import Database from "better-sqlite3";
+import type pg from "pg";
 import type { AuditEntry, OutboxMessage } from "../../src/outbox/types.js";
 
 /** One business row, written by finalize inside a completion transaction. */
@@ -9,6 +12,23 @@ export interface BusinessRow {
   readonly messageId: string;
   readonly owner: string;
   readonly token: number;
+}
+
+/** The rows of the `effects` table in the SQLite file at `path`, read on a connection of its own. */
+export function readSqliteBusinessRows(path: string): BusinessRow[] {
+  const reader = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    return (reader.prepare("SELECT message_id, owner, token FROM effects ORDER BY rowid").all() as { message_id: number; owner: string; token: number }[])
+      .map((r) => ({ messageId: String(r.message_id), owner: r.owner, token: r.token }));
+  } finally {
+    reader.close();
+  }
+}
+
+/** The rows of `<schema>.effects`, read on `client`. */
+export async function readPostgresBusinessRows(client: pg.ClientBase, schema: string): Promise<BusinessRow[]> {
+  const { rows } = await client.query<{ message_id: string; owner: string; token: number }>(`SELECT message_id::text, owner, token FROM ${schema}.effects ORDER BY message_id, token`);
+  return rows.map((r) => ({ messageId: r.message_id, owner: r.owner, token: r.token }));
 }
 
 function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {

@@ -20,7 +20,6 @@
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes, randomInt } from "node:crypto";
-import Database from "better-sqlite3";
 import pg from "pg";
 import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
@@ -28,7 +27,7 @@ import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite
 import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { freshSchema, TEST_DATABASE_URL } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import type { BusinessRow } from "./race-checks.js";
+import { readPostgresBusinessRows, readSqliteBusinessRows, type BusinessRow } from "./race-checks.js";
 
 /** B parked between its read and its write while the test lets A's completion run. */
 export interface Gate {
@@ -105,13 +104,7 @@ export async function sqliteRig(clock: ManualClock): Promise<RaceRig> {
       (tx as SqliteTx).prepare("INSERT INTO effects (message_id, owner, token) VALUES (?, ?, ?)").run(Number(row.messageId), row.owner, row.token);
     },
     async businessRows() {
-      const reader = new Database(path, { readonly: true, fileMustExist: true });
-      try {
-        return (reader.prepare("SELECT message_id, owner, token FROM effects ORDER BY rowid").all() as { message_id: number; owner: string; token: number }[])
-          .map((r) => ({ messageId: String(r.message_id), owner: r.owner, token: r.token }));
-      } finally {
-        reader.close();
-      }
+      return readSqliteBusinessRows(path);
     },
     bBlocked(stop) {
       return new Promise<boolean>((resolve) => {
@@ -213,10 +206,7 @@ export async function postgresRig(clock: ManualClock): Promise<RaceRig> {
     async businessWrite(tx, row) {
       await (tx as PostgresTx).query(`INSERT INTO ${schema}.effects (message_id, owner, token) VALUES ($1, $2, $3)`, [row.messageId, row.owner, row.token]);
     },
-    async businessRows() {
-      const { rows } = await control.query<{ message_id: string; owner: string; token: number }>(`SELECT message_id::text, owner, token FROM ${schema}.effects ORDER BY message_id, token`);
-      return rows.map((r) => ({ messageId: r.message_id, owner: r.owner, token: r.token }));
-    },
+    businessRows: () => readPostgresBusinessRows(control, schema),
     bBlocked(stop) {
       return lockWait(appB, stop);
     },

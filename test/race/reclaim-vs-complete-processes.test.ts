@@ -14,21 +14,19 @@
 //
 // Needs `npm run build` first (`npm test` does it).
 
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
-import pg from "pg";
-import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { AuditEntry, MessageHolder, OutboxMessage } from "../../src/outbox/types.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
-import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { requireBuilt, ROOT } from "../support/cli.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { requireBuilt, ROOT } from "../multi-process/worker-process.js";
-import { businessProblems, journalProblems, unprocessed, type BusinessRow } from "./race-checks.js";
+import { within } from "../support/wait.js";
+import { killAll, startWorkerScript, type WorkerProcess } from "../multi-process/worker-process.js";
+import { businessProblems, journalProblems, readPostgresBusinessRows, readSqliteBusinessRows, unprocessed, type BusinessRow } from "./race-checks.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-race-mp-");
@@ -70,38 +68,14 @@ interface WorkerRecord {
   error: string | null;
 }
 
+/** A worker process and the file it writes its record to. */
 interface Child {
-  readonly name: string;
   readonly out: string;
-  readonly proc: ChildProcess;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  readonly ready: Promise<void>;
-  stderr(): string;
+  readonly process: WorkerProcess;
 }
 
 function startChild(config: Record<string, unknown> & { worker: string; out: string }): Child {
-  const proc = spawn(process.execPath, [WORKER, JSON.stringify(config)], { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
-  let stderr = "";
-  proc.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
-  const ready = new Promise<void>((resolve, reject) => {
-    createInterface({ input: proc.stdout! }).on("line", (line) => {
-      if (line.includes('"ready"')) resolve();
-    });
-    void exited.then((exit) => reject(new Error(`${config.worker} exited (${JSON.stringify(exit)}) before it was ready; stderr: ${stderr}`)));
-  });
-  return { name: config.worker, out: config.out, proc, exited, ready, stderr: () => stderr };
-}
-
-/** Resolves with `promise`, or rejects after `ms` (a deadline, not a pause). */
-function within<T>(what: string, promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-    }),
-  ]);
+  return { out: config.out, process: startWorkerScript(WORKER, config) };
 }
 
 const COMPLETER = "completer";
@@ -144,13 +118,7 @@ async function sqliteSetup(total: number): Promise<Setup> {
     store,
     ids,
     async businessRows() {
-      const reader = new Database(path, { readonly: true, fileMustExist: true });
-      try {
-        return (reader.prepare("SELECT message_id, owner, token FROM effects ORDER BY rowid").all() as { message_id: number; owner: string; token: number }[])
-          .map((r) => ({ messageId: String(r.message_id), owner: r.owner, token: r.token }));
-      } finally {
-        reader.close();
-      }
+      return readSqliteBusinessRows(path);
     },
     close: () => store.close(),
   };
@@ -171,16 +139,7 @@ async function postgresSetup(total: number): Promise<Setup> {
     target: { store: "postgres", url: url.toString(), schema },
     store,
     ids,
-    async businessRows() {
-      const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
-      await client.connect();
-      try {
-        const { rows } = await client.query<{ message_id: string; owner: string; token: number }>(`SELECT message_id::text, owner, token FROM ${schema}.effects ORDER BY message_id, token`);
-        return rows.map((r) => ({ messageId: r.message_id, owner: r.owner, token: r.token }));
-      } finally {
-        await client.end();
-      }
-    },
+    businessRows: () => withClient((client) => readPostgresBusinessRows(client, schema)),
     close: () => store.close(),
   };
 }
@@ -203,18 +162,18 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
     for (const name of RECLAIMERS) {
       children.push(startChild({ ...setup.target, role: "reclaimer", worker: name, target: COMPLETER, leaseMs: tuning.reclaimerLeaseMs, limit: tuning.reclaimerLimit, total: TOTAL, deadlineMs: DEADLINE_MS, out: join(dir, `${name}.json`) }));
     }
-    await within("every worker to be ready", Promise.all(children.map((c) => c.ready)), 20_000);
-    for (const c of children) c.proc.stdin!.write("go\n");
+    await Promise.all(children.map((c) => c.process.waitFor("ready", 20_000)));
+    for (const c of children) c.process.proc.stdin!.write("go\n");
     const completer = children[0]!;
-    const completerExit = await within("the completer to process every message", completer.exited, DEADLINE_MS + 5_000);
-    for (const c of children.slice(1)) c.proc.stdin!.end("stop\n");
-    const exits = [completerExit, ...(await within("the reclaimers to stop", Promise.all(children.slice(1).map((c) => c.exited)), 20_000))];
+    const completerExit = await within("the completer to process every message", completer.process.exited, DEADLINE_MS + 5_000);
+    for (const c of children.slice(1)) c.process.proc.stdin!.end("stop\n");
+    const exits = [completerExit, ...(await within("the reclaimers to stop", Promise.all(children.slice(1).map((c) => c.process.exited)), 20_000))];
     exits.forEach((exit, i) => {
-      const c = children[i]!;
+      const c = children[i]!.process;
       expect({ worker: c.name, ...exit, stderr: c.stderr() }).toEqual({ worker: c.name, code: 0, signal: null, stderr: "" });
     });
   } finally {
-    for (const c of children) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill("SIGKILL");
+    killAll(children.map((c) => c.process));
   }
   const elapsed = Math.round(performance.now() - started);
   const records = children.map((c) => JSON.parse(readFileSync(c.out, "utf8")) as WorkerRecord);

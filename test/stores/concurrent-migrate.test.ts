@@ -2,11 +2,10 @@
 // and leave every connection usable.
 
 import { join } from "node:path";
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
-import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 
 const PG = await postgresAvailable();
@@ -32,14 +31,8 @@ describe("concurrent migrations", () => {
     const stores = await Promise.all(Array.from({ length: 8 }, () => PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 })));
     try {
       await Promise.all(stores.map((s) => s.migrate()));
-      const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
-      await client.connect();
-      try {
-        const { rows } = await client.query<{ name: string }>(`SELECT name FROM ${schema}.wassal_migrations`);
-        expect(rows.map((r) => r.name)).toEqual(["outbox-001-create", "outbox-002-audit"]);
-      } finally {
-        await client.end();
-      }
+      const { rows } = await withClient((client) => client.query<{ name: string }>(`SELECT name FROM ${schema}.wassal_migrations`));
+      expect(rows.map((r) => r.name)).toEqual(["outbox-001-create", "outbox-002-audit"]);
       await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
       expect((await stores[5]!.countByStatus()).pending).toBe(1);
     } finally {

@@ -53,6 +53,17 @@ afterAll(async () => {
   }
 });
 
+/** Runs `work` on a connection of its own to the test server (application name "wassal-test-observer"), closed afterwards. */
+export async function withClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL, application_name: "wassal-test-observer" });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
 /** A new schema name, dropped (with everything in it) when the test file finishes. */
 export function freshSchema(prefix = "wassal_test"): string {
   const schema = `${prefix}_${randomBytes(6).toString("hex")}`;

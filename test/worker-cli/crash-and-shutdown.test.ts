@@ -9,9 +9,10 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSimulator } from "../../src/payments/provider-simulator.js";
+import { cliJson, killAll, requireBuiltCli, startCli, type CliProcess } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { cliJson, closeTargets, expectSettled, killAll, logLines, newTarget, requireBuiltCli, startCli, until, type CliProcess, type MessageRow, type StoreKind, type Target } from "./harness.js";
+import { closeTargets, countsOf, expectSettled, logLines, newTarget, waitForRows, type MessageRow, type StoreKind, type Target } from "./harness.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-wcli-crash-");
@@ -31,22 +32,6 @@ function worker(target: Target, dir: string, name: string, options: Record<strin
   const args = ["worker", ...target.args, "--name", name, "--log-level", logLevel];
   for (const [option, value] of Object.entries(options)) args.push(`--${option}`, String(value));
   return startCli(args, { cwd: dir });
-}
-
-/** Polls the database until `predicate` holds, failing early if one of `alive` exits. */
-async function waitForRows(target: Target, what: string, predicate: (rows: MessageRow[]) => boolean, alive: readonly CliProcess[] = [], timeoutMs = 20_000): Promise<MessageRow[]> {
-  let rows: MessageRow[] = [];
-  return until(what, async () => {
-    for (const p of alive) if (p.exit()) throw new Error(`wassal ${p.args[0]} exited early (${JSON.stringify(p.exit())}) while waiting for ${what}; stderr: ${p.stderr().slice(-2000)}`);
-    rows = await target.messages();
-    return predicate(rows) ? rows : false;
-  }, { timeoutMs, intervalMs: 25, last: () => countsOf(rows) });
-}
-
-function countsOf(rows: readonly MessageRow[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const row of rows) counts[row.status] = (counts[row.status] ?? 0) + 1;
-  return counts;
 }
 
 const processing = (rows: readonly MessageRow[]) => rows.filter((r) => r.status === "processing");

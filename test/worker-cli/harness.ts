@@ -1,212 +1,24 @@
-// Shared by the `wassal worker` / `wassal outbox` end-to-end tests: running the built CLI as real
-// processes (short commands and long-running workers), killing whatever is left after each test,
-// polling with deadlines instead of sleeping, and reading a database (a SQLite file or a
-// PostgreSQL schema) directly to check what the processes did.
+// Shared by the `wassal worker` / `wassal outbox` end-to-end tests: reading a database (a SQLite
+// file or a PostgreSQL schema) directly to check what the CLI processes did, polling it with a
+// deadline, and reading what they printed. Starting and stopping the processes is
+// test/support/cli.ts's.
 //
 // Needs `npm run build` first (`npm test` does it).
 
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { expect } from "vitest";
 import { openOutbox, type OpenedOutbox } from "../../src/stores/open-outbox.js";
 import type { StatusCounts } from "../../src/outbox/types.js";
+import type { CliProcess } from "../support/cli.js";
 import { freshSchema, TEST_DATABASE_URL } from "../support/postgres.js";
-
-export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-export const CLI = join(ROOT, "dist", "cli", "main.js");
-
-/** Throws (once, in beforeAll) when dist/ was not built. */
-export function requireBuiltCli(): void {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before these tests (npm test does)`);
-}
+import { until } from "../support/wait.js";
 
 // ---------------------------------------------------------------------------------------------
-// Polling with a deadline.
-
-/**
- * Calls `probe` every `intervalMs` until it returns something other than undefined (or false),
- * and returns that. Throws, naming `what` and the last value seen, when `timeoutMs` passes.
- */
-export async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, options: { timeoutMs?: number; intervalMs?: number; last?: () => unknown } = {}): Promise<T> {
-  const timeoutMs = options.timeoutMs ?? 20_000;
-  const intervalMs = options.intervalMs ?? 50;
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (performance.now() > deadline) {
-      const last = options.last ? ` (last seen: ${JSON.stringify(options.last())})` : "";
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Processes.
-
-export interface Exit {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  /** performance.now() when the process ended. */
-  readonly at: number;
-}
-
-export interface CliProcess {
-  readonly args: readonly string[];
-  readonly child: ChildProcess;
-  readonly pid: number;
-  stdout(): string;
-  stderr(): string;
-  /** Resolves when the process has ended and its output is closed. */
-  readonly exited: Promise<Exit>;
-  /** The exit, once it happened. */
-  exit(): Exit | undefined;
-  /** Sends a signal; returns performance.now() at the moment it was sent. */
-  signal(signal: NodeJS.Signals): number;
-  /** Waits for the exit, failing after `timeoutMs` (the process is left for afterEach to kill). */
-  waitForExit(timeoutMs: number): Promise<Exit>;
-  /** Waits until stderr contains `text`. */
-  waitForStderr(text: string | RegExp, timeoutMs?: number): Promise<void>;
-}
-
-const live = new Set<CliProcess>();
-
-/** The environment a CLI process gets: no inherited WASSAL_DEBUG or WASSAL_DATABASE_URL (which would redirect --db). */
-function cliEnv(extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.WASSAL_DEBUG;
-  delete env.WASSAL_DATABASE_URL;
-  return { ...env, ...extra };
-}
-
-/** Starts `node dist/cli/main.js …args` in `cwd`. Killed by `killAll` if still running. */
-export function startCli(args: readonly string[], options: { cwd: string; env?: Readonly<Record<string, string>> }): CliProcess {
-  return track(args, spawn(process.execPath, [CLI, ...args], { cwd: options.cwd, env: cliEnv(options.env), stdio: ["ignore", "pipe", "pipe"] }));
-}
-
-/**
- * Runs the CLI under `script`, so that its stdin, stdout and stderr are a terminal (as for a
- * person at a shell): what it prints only for terminals becomes visible. Output is merged.
- */
-export function startCliOnTerminal(args: readonly string[], options: { cwd: string }): CliProcess {
-  const command = [process.execPath, CLI, ...args].map(shellQuote).join(" ");
-  return track(args, spawn("script", ["-qec", command, "/dev/null"], { cwd: options.cwd, env: cliEnv(), stdio: ["ignore", "pipe", "pipe"] }));
-}
-
-export const SCRIPT_AVAILABLE = existsSync("/usr/bin/script") || existsSync("/bin/script");
-
-function shellQuote(word: string): string {
-  return `'${word.replaceAll("'", `'\\''`)}'`;
-}
-
-function track(args: readonly string[], child: ChildProcess): CliProcess {
-  let out = "";
-  let err = "";
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (out += chunk));
-  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (err += chunk));
-  let ended: Exit | undefined;
-  const exited = new Promise<Exit>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => {
-      ended = { code, signal, at: performance.now() };
-      live.delete(handle);
-      resolve(ended);
-    });
-  });
-  const handle: CliProcess = {
-    args,
-    child,
-    pid: child.pid ?? -1,
-    stdout: () => out,
-    stderr: () => err,
-    exited,
-    exit: () => ended,
-    signal(signal) {
-      const at = performance.now();
-      if (ended === undefined) child.kill(signal);
-      return at;
-    },
-    async waitForExit(timeoutMs) {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`wassal ${args.join(" ")} did not exit within ${timeoutMs} ms; stderr: ${err.slice(-2000)}`)), timeoutMs);
-      });
-      try {
-        return await Promise.race([exited, timeout]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-    async waitForStderr(text, timeoutMs = 15_000) {
-      await until(`stderr of wassal ${args.join(" ")} to show ${String(text)}`, () => {
-        if (typeof text === "string" ? err.includes(text) : text.test(err)) return true;
-        if (ended) throw new Error(`wassal ${args.join(" ")} exited (${JSON.stringify(ended)}) before printing ${String(text)}; stderr: ${err.slice(-2000)}`);
-        return false;
-      }, { timeoutMs });
-    },
-  };
-  live.add(handle);
-  return handle;
-}
-
-/** SIGKILLs every process these helpers started that is still running, and waits for them (afterEach). */
-export async function killAll(): Promise<void> {
-  const left = [...live];
-  for (const p of left) p.child.kill("SIGKILL");
-  await Promise.all(left.map((p) => p.exited.catch(() => undefined)));
-}
-
-export interface CliResult {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs a short CLI command to its end. */
-export async function runCli(args: readonly string[], options: { cwd: string; timeoutMs?: number; env?: Readonly<Record<string, string>> }): Promise<CliResult> {
-  const p = startCli(args, options);
-  const exit = await p.waitForExit(options.timeoutMs ?? 30_000);
-  return { code: exit.code, signal: exit.signal, stdout: p.stdout(), stderr: p.stderr() };
-}
-
-/** Runs a short CLI command that must succeed; returns its stdout. */
-export async function cliOk(args: readonly string[], options: { cwd: string; timeoutMs?: number }): Promise<string> {
-  const result = await runCli(args, options);
-  expect(result, `wassal ${args.join(" ")}`).toMatchObject({ code: 0, signal: null, stderr: "" });
-  return result.stdout;
-}
-
-/** Runs a short CLI command with --json that must succeed; returns its parsed output. */
-export async function cliJson<T = unknown>(args: readonly string[], options: { cwd: string; timeoutMs?: number }): Promise<T> {
-  return JSON.parse(await cliOk([...args, "--json"], options)) as T;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Output checks.
-
-/** Commander's hint after a usage error: allowed as a second line after the error itself. */
-export const HELP_HINT = "(run with --help for usage)";
-
-/** No "    at foo (file:line)" lines: errors are messages, not stack traces. */
-export function expectNoStack(text: string): void {
-  expect(text).not.toMatch(/^\s+at .+/m);
-  expect(text).not.toMatch(/node:internal|file:\/\/|\.js:\d+/);
-}
-
-/** The one error line of a failed command (the help hint aside), with no stack trace. */
-export function errorLine(stderr: string): string {
-  expectNoStack(stderr);
-  const lines = stderr.split("\n").filter((line) => line.trim() !== "" && line.trim() !== HELP_HINT);
-  expect(lines, `stderr: ${JSON.stringify(stderr)}`).toHaveLength(1);
-  return lines[0]!;
-}
+// Output.
 
 /** The JSON log lines (pino) a worker wrote on stderr. */
 export function logLines(stderr: string): { level: number; msg: string; event?: string; error?: string; messageId?: string; [key: string]: unknown }[] {
@@ -373,4 +185,38 @@ export function expectSettled(payments: readonly PaymentRow[], outcomeFor: (key:
   const ids = payments.flatMap((p) => (p.transactionId === null ? [] : [p.transactionId]));
   expect(ids.every((id) => /^TXN-[0-9A-F]{16}$/.test(id))).toBe(true);
   expect(new Set(ids).size, "transaction ids are unique").toBe(ids.length);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting for the database.
+
+/** How many rows have each status (for failure messages). */
+export function countsOf(rows: readonly MessageRow[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const row of rows) counts[row.status] = (counts[row.status] ?? 0) + 1;
+  return counts;
+}
+
+/**
+ * Polls the messages until `predicate` holds and returns them; fails early if one of `alive`
+ * exits meanwhile, and after `timeoutMs` with the last counts seen.
+ */
+export async function waitForRows(target: Target, what: string, predicate: (rows: MessageRow[]) => boolean, alive: readonly CliProcess[] = [], timeoutMs = 20_000): Promise<MessageRow[]> {
+  let rows: MessageRow[] = [];
+  return until(what, async () => {
+    for (const p of alive) if (p.exit()) throw new Error(`wassal ${p.args[0]} exited early (${JSON.stringify(p.exit())}) while waiting for ${what}; stderr: ${p.stderr().slice(-2000)}`);
+    rows = await target.messages();
+    return predicate(rows) ? rows : false;
+  }, { timeoutMs, intervalMs: 25, last: () => countsOf(rows) });
+}
+
+/** What `wassal outbox stats --json` prints. */
+export interface StatsJson {
+  db: string;
+  now: string;
+  counts: { pending: number; processing: number; processed: number; dead: number };
+  oldestPendingCreatedAt: string | null;
+  oldestPendingAgeMs: number | null;
+  leasesByOwner: { owner: string; held: number; expired: number }[];
+  expiredLeases: number;
 }

@@ -7,11 +7,12 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { errorLine } from "../support/assertions.js";
+import { killAll, requireBuiltCli, runCli, type CliResult } from "../support/cli.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { closeTargets, errorLine, killAll, newTarget, requireBuiltCli, runCli, type CliResult } from "./harness.js";
+import { closeTargets, newTarget } from "./harness.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-wcli-input-");
@@ -172,14 +173,8 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
       const dir = cwd();
       const schema = freshSchema("wassal_wcli_missing");
       const run = await runCli(["outbox", "stats", "--db", TEST_DATABASE_URL, "--schema", schema], { cwd: dir });
-      const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
-      await client.connect();
-      try {
-        const created = (await client.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema])).rowCount;
-        expect(created).toBe(0);
-      } finally {
-        await client.end();
-      }
+      const created = (await withClient((client) => client.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]))).rowCount;
+      expect(created).toBe(0);
       expect(run.code).toBe(2);
     });
   });

@@ -9,9 +9,12 @@ import { mkdtempSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { errorLine } from "../support/assertions.js";
+import { cliOk, killAll, requireBuiltCli, startCli } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { cliOk, closeTargets, errorLine, freePort, killAll, newTarget, requireBuiltCli, startCli, until, type StoreKind } from "./harness.js";
+import { until } from "../support/wait.js";
+import { closeTargets, freePort, newTarget, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-wcli-metrics-");

@@ -9,25 +9,11 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSimulator } from "../../src/payments/provider-simulator.js";
+import { cliJson, cliOk, killAll, requireBuiltCli, SCRIPT_AVAILABLE, startCli, startCliOnTerminal } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import {
-  cliJson,
-  cliOk,
-  closeTargets,
-  expectSettled,
-  killAll,
-  logLines,
-  newTarget,
-  requireBuiltCli,
-  SCRIPT_AVAILABLE,
-  startCli,
-  startCliOnTerminal,
-  until,
-  type MessageRow,
-  type StoreKind,
-  type Target,
-} from "./harness.js";
+import { until } from "../support/wait.js";
+import { closeTargets, expectSettled, logLines, newTarget, waitForRows, type MessageRow, type StatsJson, type StoreKind, type Target } from "./harness.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-wcli-admin-");
@@ -38,31 +24,12 @@ beforeAll(requireBuiltCli);
 afterEach(killAll);
 afterAll(closeTargets);
 
-interface StatsJson {
-  db: string;
-  now: string;
-  counts: { pending: number; processing: number; processed: number; dead: number };
-  oldestPendingCreatedAt: string | null;
-  oldestPendingAgeMs: number | null;
-  leasesByOwner: { owner: string; held: number; expired: number }[];
-  expiredLeases: number;
-}
-
 interface DeadJson {
   id: string;
   type: string;
   status: string;
   attempts: number;
   lastError: string | null;
-}
-
-async function waitForRows(target: Target, what: string, predicate: (rows: MessageRow[]) => boolean, alive: ReturnType<typeof startCli>, timeoutMs = 20_000): Promise<MessageRow[]> {
-  let rows: MessageRow[] = [];
-  return until(what, async () => {
-    if (alive.exit()) throw new Error(`the worker exited early (${JSON.stringify(alive.exit())}); stderr: ${alive.stderr().slice(-2000)}`);
-    rows = await target.messages();
-    return predicate(rows) ? rows : false;
-  }, { timeoutMs, last: () => rows.map((r) => r.status).join(",").slice(0, 300) });
 }
 
 const count = (rows: readonly MessageRow[], status: string) => rows.filter((r) => r.status === status).length;
@@ -91,11 +58,11 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       await cliOk(["payments", "seed", ...target.args, "--count", "30"], { cwd: dir });
 
       const w = startCli(["worker", ...target.args, "--name", "ops-worker", "--max-attempts", "5", "--poll-ms", "100", "--log-level", "warn"], { cwd: dir });
-      await waitForRows(target, "30 processed and 2 dead", (rows) => count(rows, "processed") === 30 && count(rows, "dead") === 2, w);
+      await waitForRows(target, "30 processed and 2 dead", (rows) => count(rows, "processed") === 30 && count(rows, "dead") === 2, [w]);
 
       // Still running: payments created now are processed too.
       await cliOk(["payments", "seed", ...target.args, "--count", "5", "--start", "31"], { cwd: dir });
-      await waitForRows(target, "35 processed", (rows) => count(rows, "processed") === 35, w);
+      await waitForRows(target, "35 processed", (rows) => count(rows, "processed") === 35, [w]);
       expect(w.exit()).toBeUndefined();
       w.signal("SIGTERM");
       expect((await w.waitForExit(10_000)).code).toBe(0);
@@ -208,7 +175,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
 
     it("the redriven messages are claimable again: a worker takes them at once (and dead-letters them again)", async () => {
       const w = startCli(["worker", ...target.args, "--name", "second-look", "--max-attempts", "1", "--poll-ms", "100", "--log-level", "warn"], { cwd: dir });
-      const rows = await waitForRows(target, "both dead again", (r) => count(r, "dead") === 2, w, 10_000);
+      const rows = await waitForRows(target, "both dead again", (r) => count(r, "dead") === 2, [w], 10_000);
       expect(rows.map((r) => [r.status, r.attempts, r.lockedBy, r.leaseToken])).toEqual([["dead", 1, "second-look", 2], ["dead", 1, "second-look", 2]]);
       w.signal("SIGTERM");
       expect((await w.waitForExit(10_000)).code).toBe(0);

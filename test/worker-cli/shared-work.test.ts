@@ -8,9 +8,11 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSimulator } from "../../src/payments/provider-simulator.js";
+import { cliJson, cliOk, killAll, requireBuiltCli, startCli } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { cliJson, cliOk, closeTargets, expectSettled, killAll, logLines, newTarget, requireBuiltCli, startCli, until, type StoreKind } from "./harness.js";
+import { until } from "../support/wait.js";
+import { closeTargets, expectSettled, logLines, newTarget, type StatsJson, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-wcli-shared-");
@@ -20,12 +22,6 @@ const provider = new ProviderSimulator();
 beforeAll(requireBuiltCli);
 afterEach(killAll);
 afterAll(closeTargets);
-
-interface StatsJson {
-  counts: { pending: number; processing: number; processed: number; dead: number };
-  leasesByOwner: { owner: string; held: number; expired: number }[];
-  expiredLeases: number;
-}
 
 for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
   describe.runIf(kind === "sqlite" || PG)(`${kind}: two worker processes`, () => {

@@ -5,13 +5,14 @@
 // Time only moves when a test advances the ManualClock. Where a test waits, it waits for
 // asynchronous progress (database round trips) by polling a condition with a deadline.
 
-import { afterEach, expect, vi } from "vitest";
+import { afterEach, expect } from "vitest";
 import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxEvent, OutboxEventType } from "../../src/outbox/events.js";
 import type { Handler, HandlerResult } from "../../src/outbox/process-lease.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { Lease, OutboxMessage } from "../../src/outbox/types.js";
 import { Worker, type WorkerOptions } from "../../src/outbox/worker.js";
+import { until } from "../support/wait.js";
 
 /** How long a test waits for asynchronous progress before it gives up (real time). */
 export const PROGRESS_DEADLINE_MS = 10_000;
@@ -21,12 +22,7 @@ export const PROGRESS_DEADLINE_MS = 10_000;
  * real time with `what` in the message. Never a fixed sleep: it returns as soon as the condition holds.
  */
 export async function waitUntil(what: string, condition: () => boolean | Promise<boolean>, timeout = PROGRESS_DEADLINE_MS): Promise<void> {
-  await vi.waitFor(
-    async () => {
-      if (!(await condition())) throw new Error(`still waiting for: ${what}`);
-    },
-    { timeout, interval: 2 },
-  );
+  await until(what, condition, { timeoutMs: timeout, intervalMs: 2 });
 }
 
 /** Whether `promise` settles within `ms` of real time (for "this must return, and promptly"). */
