@@ -15,10 +15,10 @@ export { EventHub, type EventListener, type OutboxEvent, type OutboxEventType } 
 export { processLease, type Handler, type HandlerResult } from "./outbox/process-lease.js";
 export type { OutboxStore, UnleasedAccess } from "./outbox/store.js";
 export type {
-  ClaimOneResult,
+  ClaimMessageResult,
   ClaimOptions,
   Completed,
-  DeadLettered,
+  MarkedDead,
   Finalize,
   JsonValue,
   Lease,

@@ -39,7 +39,7 @@ export class CompletionBatcher<Tx> {
    * PostgreSQL commits in parallel over its pool, and a second group flushing while the first
    * waits for its disk flush keeps the worker busy (default 4 there).
    */
-  constructor(store: OutboxStore<Tx>, maxBatch = 100, parallel = store.kind === "sqlite" ? 1 : 4) {
+  constructor(store: OutboxStore<Tx>, maxBatch = 100, parallel = store.capabilities.parallelCommits ? 4 : 1) {
     this.#store = store;
     this.#maxBatch = maxBatch;
     this.#parallel = parallel;

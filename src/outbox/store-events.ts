@@ -2,7 +2,7 @@
 // that every store reports the same events for the same outcome.
 
 import type { EventHub } from "./events.js";
-import type { ClaimOneResult, Lease, LeaseLost, MessageHolder } from "./types.js";
+import type { ClaimMessageResult, Lease, LeaseLost, MessageHolder } from "./types.js";
 
 export type LeaseOperation = "renew" | "complete" | "fail" | "release";
 
@@ -15,7 +15,7 @@ export function reportClaims(events: EventHub, owner: string, limit: number, at:
 }
 
 /** A claim of one named message: won, blocked, or (not claimable) empty. */
-export function reportClaimOne(events: EventHub, owner: string, messageId: string, at: Date, result: ClaimOneResult): void {
+export function reportClaimOne(events: EventHub, owner: string, messageId: string, at: Date, result: ClaimMessageResult): void {
   if (result.outcome === "claimed") {
     reportClaims(events, owner, 1, at, [result.lease]);
   } else if (result.outcome === "blocked") {

@@ -3,15 +3,16 @@
 // whoever drives the store (the worker, the lab). One conformance suite (test/conformance) holds
 // every store to it.
 
+import type { DriverCapabilities } from "./driver.js";
 import type { EventHub } from "./events.js";
 import type {
   AuditEntry,
-  ClaimOneResult,
+  ClaimMessageResult,
   ClaimOptions,
   Completed,
   CompletionRequest,
   CompletionResult,
-  DeadLettered,
+  MarkedDead,
   Finalize,
   JsonValue,
   Lease,
@@ -31,6 +32,8 @@ import type {
 export interface OutboxStore<Tx> {
   /** "sqlite" or "postgres". */
   readonly kind: string;
+  /** What the backend can do (parallel commits, database clock, cross-process wake-ups). */
+  readonly capabilities: DriverCapabilities;
   /** Every lease and processing event this store sees. */
   readonly events: EventHub;
 
@@ -57,7 +60,7 @@ export interface OutboxStore<Tx> {
   claim(owner: string, options: ClaimOptions): Promise<Lease[]>;
 
   /** Claims one named message if it is claimable now, or says who blocks it. */
-  claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimOneResult>;
+  claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimMessageResult>;
 
   /** Extends a held lease to now + leaseMs. */
   renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost>;
@@ -77,7 +80,7 @@ export interface OutboxStore<Tx> {
   completeMany(items: readonly CompletionRequest<Tx>[]): Promise<CompletionResult[]>;
 
   /** Gives the message back as pending after a delay, or marks it dead, recording the error. */
-  fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | DeadLettered | LeaseLost>;
+  fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | MarkedDead | LeaseLost>;
 
   /** Gives an unstarted message back at once (pending, due now), taking back the attempt its claim counted. */
   release(lease: Lease): Promise<Released | LeaseLost>;

@@ -90,7 +90,7 @@ export interface RetryScheduled {
   readonly availableAt: Date;
 }
 
-export interface DeadLettered {
+export interface MarkedDead {
   readonly outcome: "dead";
   readonly messageId: string;
 }
@@ -104,7 +104,7 @@ export interface Released {
 export type RetryDecision = { readonly retryInMs: number } | "dead";
 
 /** The result of trying to claim one named message. */
-export type ClaimOneResult =
+export type ClaimMessageResult =
   | { readonly outcome: "claimed"; readonly lease: Lease }
   | { readonly outcome: "blocked"; readonly messageId: string; readonly heldBy: string | null; readonly lockedUntil: Date | null; readonly token: number }
   | { readonly outcome: "not-claimable"; readonly messageId: string; readonly status: MessageStatus | "missing" };

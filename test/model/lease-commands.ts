@@ -13,7 +13,7 @@ import fc from "fast-check";
 import pg from "pg";
 import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
-import type { AuditEntry, ClaimOneResult, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
+import type { AuditEntry, ClaimMessageResult, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { TEST_DATABASE_URL } from "../support/postgres.js";
@@ -257,7 +257,7 @@ export function claimMessage(owner: string, pick: number, leaseMs: number): Step
     // One pick past the known ids names a message that does not exist.
     const index = pick % (w.ids.length + 1);
     const id = w.ids[index] ?? "999999";
-    const result: ClaimOneResult = await r.harness.store.claimMessage(owner, id, { leaseMs });
+    const result: ClaimMessageResult = await r.harness.store.claimMessage(owner, id, { leaseMs });
     const expected = w.spec.claimMessage(owner, id, leaseMs);
     const view =
       result.outcome === "claimed" ? { outcome: result.outcome, lease: realLease(result.lease) }

@@ -25,7 +25,7 @@
 
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
-import type { AuditEntry, ClaimOneResult, Completed, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
+import type { AuditEntry, ClaimMessageResult, Completed, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { nothingToRun, selectNamed } from "../support/selection.js";
 import { businessProblems, journalProblems, unprocessed, type BusinessRow } from "./race-checks.js";
@@ -53,7 +53,7 @@ type Variant =
 const ALWAYS_A: ReadonlySet<Variant> = new Set(["claim inside complete", "claimMessage inside complete", "gated claim", "gated claimMessage"]);
 
 /** What B's attempt returned, reduced to: did it take the message, and what did it say. */
-type BResult = { kind: "claim"; leases: Lease[] } | { kind: "claimMessage"; result: ClaimOneResult };
+type BResult = { kind: "claim"; leases: Lease[] } | { kind: "claimMessage"; result: ClaimMessageResult };
 
 interface Outcome {
   readonly variant: Variant;

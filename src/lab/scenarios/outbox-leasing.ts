@@ -5,7 +5,7 @@
 
 import type { Clock } from "../../outbox/clock.js";
 import { processLease } from "../../outbox/process-lease.js";
-import type { ClaimOneResult } from "../../outbox/types.js";
+import type { ClaimMessageResult } from "../../outbox/types.js";
 import type { LabBackend } from "../backend.js";
 import { computeMetrics } from "../metrics.js";
 import { check, renderChecks, renderClaimLedger, renderMessages, renderMetrics, renderOwnership, renderPayments, renderProcessingLedger, renderTimeline, ReportBuilder } from "../report.js";
@@ -32,7 +32,7 @@ async function leasingWorker<Tx>(worker: LabWorker<Tx>, clock: Clock): Promise<v
   }
 }
 
-const outcome = (r: ClaimOneResult) => (r.outcome === "claimed" ? (r.lease.reclaimedFrom ? `RECLAIMED from ${r.lease.reclaimedFrom}` : "CLAIMED") : r.outcome.toUpperCase());
+const outcome = (r: ClaimMessageResult) => (r.outcome === "claimed" ? (r.lease.reclaimedFrom ? `RECLAIMED from ${r.lease.reclaimedFrom}` : "CLAIMED") : r.outcome.toUpperCase());
 
 async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   const world = await createWorld(backend);

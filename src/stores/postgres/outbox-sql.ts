@@ -96,6 +96,9 @@ export function outboxSql(schema: string) {
 
     listen: `LISTEN ${channel}`,
 
+    /** $1 the qualified table name. */
+    installed: "SELECT to_regclass($1) IS NOT NULL AS installed",
+
     /**
      * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most
      * $2 rows (SKIP LOCKED passes over rows another claimer or completer holds) and the UPDATE
@@ -148,7 +151,7 @@ export function outboxSql(schema: string) {
     holder: `SELECT status, locked_by, locked_until, lease_token FROM ${table} WHERE id = $1`,
 
     /** $1 id, $2 token, $3 owner, $4 action, $5 at, $6 previous status, $7 previous owner, $8 previous expiry. */
-    journal: `INSERT INTO ${audit} (${AUDIT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    audit: `INSERT INTO ${audit} (${AUDIT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
     auditTrail: `SELECT ${AUDIT_COLUMNS} FROM ${audit} ORDER BY id`,
 
     /** $1 now, $2 id, $3 token, $4 lease ms. */
@@ -156,7 +159,7 @@ export function outboxSql(schema: string) {
       UPDATE ${table} m SET locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")}
       FROM clock
       WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
-      RETURNING ${M_COLUMNS}, clock.t AS now`,
+      RETURNING m.locked_until, clock.t AS now`,
 
     /** $1 now, $2 id, $3 token. Row-locks the message until the transaction ends. */
     complete: `WITH ${CLOCK}
@@ -171,12 +174,13 @@ export function outboxSql(schema: string) {
      * parameters, so that the statements can share one query; the values inlined are checked
      * integers (checked here) and a timestamp.
      */
-    completeInSavepoint: (release: boolean, now: Date | null, id: string, token: number): string => {
-      if (!/^[1-9][0-9]{0,18}$/.test(id) || !Number.isSafeInteger(token)) throw new Error(`completeInSavepoint: bad id ${id} or token ${token}`);
+    completeInSavepoint: (release: boolean, now: Date | null, id: string | null, token: number): string => {
+      // A null id (one no message can have) still opens the savepoint, so the next member can release it.
+      if ((id !== null && !/^[1-9][0-9]{0,18}$/.test(id)) || !Number.isSafeInteger(token)) throw new Error(`completeInSavepoint: bad id ${id} or token ${token}`);
       const clock = now === null ? "clock_timestamp()" : `'${now.toISOString()}'::timestamptz`;
       return `${release ? "RELEASE SAVEPOINT wassal_completion; " : ""}SAVEPOINT wassal_completion;
         UPDATE ${table} SET status = 'processed', processed_at = ${clock}, locked_until = NULL, last_error = NULL
-        WHERE id = ${id} AND lease_token = ${token} AND status = 'processing'
+        WHERE id = ${id ?? "NULL"} AND lease_token = ${token} AND status = 'processing'
         RETURNING ${EPOCH_MS("processed_at")} AS now_ms`;
     },
 
@@ -226,6 +230,9 @@ export function outboxSql(schema: string) {
       journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $4, 'release', now FROM changed WHERE $5::boolean)
       SELECT now FROM changed`,
 
+    /** A member's business write threw: undo it alone (the savepoint stays open until released or committed). */
+    rollbackToSavepoint: "ROLLBACK TO SAVEPOINT wassal_completion",
+
     clockNow: "SELECT coalesce($1::timestamptz, clock_timestamp()) AS now",
     getMessage: `SELECT ${COLUMNS} FROM ${table} WHERE id = $1`,
     listAll: `SELECT ${COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
@@ -256,6 +263,15 @@ export function outboxSql(schema: string) {
     purgeBatch: `WITH batch AS MATERIALIZED (
         SELECT id FROM ${table} WHERE status = 'processed' AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
+
+    /** describeSchema's catalogue reads: $1 the schema (tables, indexes) or the qualified table name (columns, constraints). */
+    schemaTables: "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
+    schemaColumns: `SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
+             pg_get_expr(d.adbin, d.adrelid) AS default
+      FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+      WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+    schemaConstraints: "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = $1::regclass ORDER BY contype, conname",
+    schemaIndexes: "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key' ORDER BY indexname",
 
     unleasedLoadPending: `SELECT ${COLUMNS} FROM ${table} WHERE status = 'pending' ORDER BY id`,
     /** $1 now, $2 id. */

@@ -1,0 +1,94 @@
+// The narrow contract between the one lease protocol (LeasedOutbox) and a database. A driver runs
+// SQL and reports what the database did; it checks no arguments, emits no events and decides no
+// outcome. Every method has the same name on every driver and takes one params object.
+//
+// Time: a driver owns its clock. SQLite reads the injected clock inside its write lock; PostgreSQL
+// uses the database's clock_timestamp() unless a clock was injected. Every write reports the time
+// it used (`at`), so the protocol can stamp its events without a clock of its own.
+
+import type { AuditEntry, ClaimMessageResult, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "./types.js";
+
+/** What a backend can do, declared once instead of checked by name. */
+export interface DriverCapabilities {
+  /** Commits on separate connections proceed at once (PostgreSQL); false when one write lock serialises them (SQLite). */
+  readonly parallelCommits: boolean;
+  /** Lease times come from the database's clock unless a clock is injected. */
+  readonly databaseClock: boolean;
+  /** A wake-up after enqueue reaches other processes too (LISTEN/NOTIFY), not only this one. */
+  readonly crossProcessWakeups: boolean;
+}
+
+/** Whether a completion opens a savepoint: none (alone in its transaction), a first one, or the next after a member that succeeded. */
+export type SavepointStep = "none" | "first" | "next";
+
+/** The leases a lease operation names, keyed by message and token (a stale and a fresh lease of one message may share a group). */
+export function leaseKey(messageId: string, token: number): string {
+  return `${messageId}#${token}`;
+}
+
+export interface OwnerLeaseCount {
+  readonly owner: string;
+  readonly held: number;
+  readonly expired: number;
+}
+
+export interface LeaseStats {
+  readonly now: Date;
+  readonly oldestPendingCreatedAt: Date | null;
+  readonly owners: readonly OwnerLeaseCount[];
+}
+
+export interface OutboxDriver<Tx> {
+  readonly capabilities: DriverCapabilities;
+
+  migrate(): Promise<void>;
+  isInstalled(): Promise<boolean>;
+  /** One write transaction: commits when `work` resolves, rolls back when it throws. */
+  transaction<T>(work: (tx: Tx) => T | Promise<T>): Promise<T>;
+  /** True when `tx` is inside an open transaction, so an insert would commit with the caller's writes. */
+  isInTransaction(tx: Tx): boolean;
+  /** What to tell a caller whose `tx` is not in a transaction (how to open one on this backend). */
+  readonly ownTransactionHint: string;
+
+  /** Inserts one message; the payload is JSON text; `availableAt` null means now. */
+  enqueue(params: { readonly tx: Tx; readonly type: string; readonly dedupeKey: string | null; readonly payload: string; readonly availableAt: Date | null }): Promise<OutboxMessage>;
+  /** True when `error` is the database refusing a second message with the same dedupe key. */
+  isDuplicate(error: unknown): boolean;
+
+  /** Claims up to `limit` claimable messages, oldest due first, in that order. */
+  claim(params: { readonly owner: string; readonly limit: number; readonly leaseMs: number; readonly audit: boolean }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
+  /** Claims one named message if it is claimable now; otherwise says who holds it or what state it is in. */
+  claimMessage(params: { readonly owner: string; readonly messageId: string; readonly leaseMs: number; readonly audit: boolean }): Promise<{ readonly at: Date; readonly result: ClaimMessageResult }>;
+  /** Extends the lease if its token is current: the new expiry, or null when the lease is gone. */
+  renew(params: { readonly lease: Lease; readonly leaseMs: number }): Promise<{ readonly at: Date; readonly lockedUntil: Date | null }>;
+
+  /**
+   * Completes leases that carry no business write, in one guarded statement: inside `tx`, or in a
+   * transaction of its own when `tx` is null. `completed` holds the leaseKey of each it completed.
+   */
+  completeBulk(params: { readonly tx: Tx | null; readonly leases: readonly Lease[]; readonly audit: boolean }): Promise<{ readonly at: Date; readonly completed: ReadonlySet<string> }>;
+  /** The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its time, or null when the lease is gone. */
+  completeOne(params: { readonly tx: Tx; readonly lease: Lease; readonly savepoint: SavepointStep; readonly audit: boolean }): Promise<Date | null>;
+  /** Undoes everything since the open savepoint (a member's business write threw). */
+  rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
+
+  /** Gives the message back (retry after `retryInMs`) or marks it dead (`retryInMs` null), if the token is current. */
+  fail(params: { readonly lease: Lease; readonly error: string; readonly retryInMs: number | null; readonly audit: boolean }): Promise<{ readonly at: Date; readonly changed: boolean; readonly availableAt: Date }>;
+  /** Gives an unstarted message back at once, taking back the attempt, if the token is current. */
+  release(params: { readonly lease: Lease; readonly audit: boolean }): Promise<{ readonly at: Date; readonly changed: boolean }>;
+  /** Who holds the message now (null when it does not exist), and the driver's time of looking. */
+  holder(params: { readonly messageId: string }): Promise<{ readonly at: Date; readonly holder: MessageHolder | null }>;
+
+  onNewMessages(params: { readonly wake: () => void }): Promise<() => Promise<void>>;
+  leaseStats(): Promise<LeaseStats>;
+  countByStatus(): Promise<Partial<StatusCounts>>;
+  /** Moves dead messages back to pending; returns how many moved. */
+  redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<number>;
+  /** Deletes one batch of processed messages processed before `before`; returns how many. */
+  purgeBatch(params: { readonly before: Date; readonly limit: number }): Promise<number>;
+  auditTrail(): Promise<AuditEntry[]>;
+  getMessage(params: { readonly messageId: string }): Promise<OutboxMessage | undefined>;
+  listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;
+  describeSchema(): Promise<string>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,292 @@
+// The outbox contract, implemented once over any driver. Here and only here: argument checks,
+// lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
+// runs the SQL and reports what the database did (src/outbox/driver.ts).
+
+import type { DriverCapabilities, OutboxDriver } from "./driver.js";
+import { leaseKey } from "./driver.js";
+import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "./errors.js";
+import { EventHub } from "./events.js";
+import { leaseLost, reportClaimOne, reportClaims, type LeaseOperation } from "./store-events.js";
+import type { OutboxStore, UnleasedAccess } from "./store.js";
+import {
+  MESSAGE_STATUSES,
+  type AuditEntry,
+  type ClaimMessageResult,
+  type ClaimOptions,
+  type Completed,
+  type CompletionRequest,
+  type CompletionResult,
+  type MarkedDead,
+  type Finalize,
+  type JsonValue,
+  type Lease,
+  type LeaseLost,
+  type MessageStatus,
+  type NewMessage,
+  type OutboxMessage,
+  type OutboxStats,
+  type PurgeOptions,
+  type Released,
+  type Renewed,
+  type RetryDecision,
+  type RetryScheduled,
+  type StatusCounts,
+} from "./types.js";
+import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLease, checkLeaseMs, checkMessageType, checkOwner, describeError } from "./validate.js";
+
+/** How one completion of a group ended inside its transaction. */
+type Outcome = { readonly done: Date } | "lost" | { readonly error: unknown };
+
+export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
+  readonly events = new EventHub();
+  abstract readonly kind: string;
+  abstract readonly unleased: UnleasedAccess<Tx>;
+  readonly #driver: OutboxDriver<Tx>;
+  readonly #audit: boolean;
+
+  protected constructor(driver: OutboxDriver<Tx>, options: { readonly audit?: boolean }) {
+    this.#driver = driver;
+    this.#audit = options.audit ?? false;
+  }
+
+  get capabilities(): DriverCapabilities {
+    return this.#driver.capabilities;
+  }
+
+  migrate(): Promise<void> {
+    return this.#driver.migrate();
+  }
+
+  isInstalled(): Promise<boolean> {
+    return this.#driver.isInstalled();
+  }
+
+  transaction<T>(work: (tx: Tx) => T | Promise<T>): Promise<T> {
+    return this.#driver.transaction(work);
+  }
+
+  async enqueue<P extends JsonValue>(tx: Tx, message: NewMessage<P>): Promise<OutboxMessage<P>> {
+    if (!this.#driver.isInTransaction(tx)) {
+      throw new NotInTransactionError(`enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`);
+    }
+    const type = checkMessageType(message.type);
+    const payload = JSON.stringify(message.payload);
+    if (payload === undefined) {
+      throw new InvalidArgumentError(`payload of a ${type} message must be JSON-serialisable (got ${typeof message.payload})`);
+    }
+    if (message.availableAt !== undefined && Number.isNaN(message.availableAt.getTime())) {
+      throw new InvalidArgumentError(`availableAt of a ${type} message is not a valid date`);
+    }
+    try {
+      const stored = await this.#driver.enqueue({ tx, type, dedupeKey: message.dedupeKey ?? null, payload, availableAt: message.availableAt ?? null });
+      return stored as OutboxMessage<P>;
+    } catch (error) {
+      if (message.dedupeKey !== undefined && this.#driver.isDuplicate(error)) throw new DuplicateMessageError(message.dedupeKey);
+      throw error;
+    }
+  }
+
+  async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
+    checkOwner(owner);
+    const { limit, leaseMs } = checkClaimOptions(options);
+    const { at, leases } = await this.#driver.claim({ owner, limit, leaseMs, audit: this.#audit });
+    reportClaims(this.events, owner, limit, at, leases);
+    return leases;
+  }
+
+  async claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimMessageResult> {
+    checkOwner(owner);
+    const leaseMs = checkLeaseMs(options.leaseMs);
+    const { at, result } = await this.#driver.claimMessage({ owner, messageId, leaseMs, audit: this.#audit });
+    reportClaimOne(this.events, owner, messageId, at, result);
+    return result;
+  }
+
+  /** Reads who holds the message now and reports the lease as lost. Called after the operation's transaction. */
+  async #lost(lease: Lease, operation: LeaseOperation): Promise<LeaseLost> {
+    const { at, holder } = await this.#driver.holder({ messageId: lease.messageId });
+    return leaseLost(this.events, lease, operation, at, holder);
+  }
+
+  async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
+    checkLease(lease);
+    checkLeaseMs(leaseMs);
+    const { at, lockedUntil } = await this.#driver.renew({ lease, leaseMs });
+    if (lockedUntil === null) return this.#lost(lease, "renew");
+    const renewed: Lease = { ...lease, lockedUntil, message: { ...lease.message, lockedUntil, availableAt: lockedUntil } };
+    this.events.emit({ type: "renewed", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil });
+    return { outcome: "renewed", lease: renewed };
+  }
+
+  async complete(lease: Lease, finalize?: Finalize<Tx>): Promise<Completed | LeaseLost> {
+    // One item: no savepoint, and a business write that throws rolls back and is rethrown.
+    const [result] = await this.completeMany([finalize ? { lease, finalize } : { lease }]);
+    return result as Completed | LeaseLost;
+  }
+
+  async completeMany(items: readonly CompletionRequest<Tx>[]): Promise<CompletionResult[]> {
+    for (const item of items) checkLease(item.lease); // before anything is written
+    if (items.length === 0) return [];
+    const outcomes = items.length === 1 ? await this.#completeAlone(items[0] as CompletionRequest<Tx>) : await this.#completeGroup(items);
+    const results: CompletionResult[] = [];
+    for (const [index, { lease }] of items.entries()) {
+      const outcome = outcomes[index] ?? "lost";
+      if (outcome === "lost") {
+        results.push(await this.#lost(lease, "complete"));
+      } else if ("done" in outcome) {
+        this.events.emit({ type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+        results.push({ outcome: "completed", messageId: lease.messageId, processedAt: outcome.done });
+      } else {
+        results.push({ outcome: "failed", messageId: lease.messageId, error: outcome.error });
+      }
+    }
+    return results;
+  }
+
+  /** One completion in a transaction of its own; a business write that throws rolls it back and is rethrown. */
+  async #completeAlone({ lease, finalize }: CompletionRequest<Tx>): Promise<Outcome[]> {
+    const outcome = await this.#driver.transaction(async (tx): Promise<Outcome> => {
+      // The guarded update first: if the lease is gone, the business write never runs.
+      const done = await this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit });
+      if (done === null) return "lost";
+      if (finalize) await finalize(tx);
+      return { done };
+    });
+    return [outcome];
+  }
+
+  /**
+   * Group commit. Completions without a business write share one guarded statement; each of the
+   * others runs in a savepoint of its own, so its failure undoes it alone. A lease named twice is
+   * left to the one-by-one path, which then finds it already completed, as two separate
+   * completions would. With no business write at all, the one statement is the whole transaction.
+   */
+  async #completeGroup(items: readonly CompletionRequest<Tx>[]): Promise<Outcome[]> {
+    const outcomes: Outcome[] = new Array<Outcome>(items.length);
+    const bulk: number[] = [];
+    const seen = new Set<string>();
+    for (const [index, { lease, finalize }] of items.entries()) {
+      const key = leaseKey(lease.messageId, lease.token);
+      if (finalize !== undefined || seen.has(key)) continue;
+      seen.add(key);
+      bulk.push(index);
+    }
+    const bulkLeases = bulk.map((index) => (items[index] as CompletionRequest<Tx>).lease);
+    const record = (at: Date, completed: ReadonlySet<string>) => {
+      for (const [i, index] of bulk.entries()) {
+        const lease = bulkLeases[i] as Lease;
+        outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost";
+      }
+    };
+    if (bulk.length === items.length) {
+      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases: bulkLeases, audit: this.#audit });
+      record(at, completed);
+      return outcomes;
+    }
+    await this.#driver.transaction(async (tx) => {
+      if (bulk.length > 0) {
+        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit });
+        record(at, completed);
+      }
+      let open = false; // a member's savepoint is open; the next member releases it, or the commit does
+      for (const [index, { lease, finalize }] of items.entries()) {
+        if (outcomes[index] !== undefined) continue; // done in bulk
+        // A savepoint only where a business write could fail: a lone guarded update cannot half-happen.
+        const savepoint = finalize === undefined ? "none" : open ? "next" : "first";
+        if (finalize !== undefined) open = true;
+        const done = await this.#driver.completeOne({ tx, lease, savepoint, audit: this.#audit });
+        if (done === null) {
+          outcomes[index] = "lost"; // nothing was changed, so the savepoint needs no rollback
+          continue;
+        }
+        try {
+          if (finalize) await finalize(tx);
+          outcomes[index] = { done };
+        } catch (error) {
+          await this.#driver.rollbackSavepoint({ tx });
+          outcomes[index] = { error };
+        }
+      }
+    });
+    return outcomes;
+  }
+
+  async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | MarkedDead | LeaseLost> {
+    checkLease(lease);
+    const retryInMs = decision === "dead" ? null : checkDelayMs(decision.retryInMs);
+    const text = describeError(error);
+    const { at, changed, availableAt } = await this.#driver.fail({ lease, error: text, retryInMs, audit: this.#audit });
+    if (!changed) return this.#lost(lease, "fail");
+    if (retryInMs === null) {
+      this.events.emit({ type: "dead-lettered", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
+      return { outcome: "dead", messageId: lease.messageId };
+    }
+    this.events.emit({ type: "retry-scheduled", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt, error: text });
+    return { outcome: "retry-scheduled", messageId: lease.messageId, availableAt };
+  }
+
+  async release(lease: Lease): Promise<Released | LeaseLost> {
+    checkLease(lease);
+    const { at, changed } = await this.#driver.release({ lease, audit: this.#audit });
+    if (!changed) return this.#lost(lease, "release");
+    this.events.emit({ type: "released", at, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+    return { outcome: "released", messageId: lease.messageId };
+  }
+
+  onNewMessages(wake: () => void): Promise<() => Promise<void>> {
+    return this.#driver.onNewMessages({ wake });
+  }
+
+  async stats(): Promise<OutboxStats> {
+    const counts = await this.countByStatus();
+    const { now, oldestPendingCreatedAt, owners } = await this.#driver.leaseStats();
+    return {
+      now,
+      counts,
+      oldestPendingCreatedAt,
+      leasesByOwner: owners.map((o) => ({ owner: o.owner, held: o.held, expired: o.expired })),
+      expiredLeases: owners.reduce((sum, o) => sum + o.expired, 0),
+    };
+  }
+
+  redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
+    return this.#driver.redrive({ messageIds: target === "all" ? "all" : target.messageIds, audit: this.#audit });
+  }
+
+  async purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {
+    const limit = checkBatchSize(options.batchSize ?? 1000);
+    if (Number.isNaN(before.getTime())) throw new InvalidArgumentError("purge cutoff is not a valid date");
+    let deleted = 0;
+    for (;;) {
+      const batch = await this.#driver.purgeBatch({ before, limit });
+      deleted += batch;
+      options.onProgress?.(deleted);
+      if (batch < limit) return deleted;
+    }
+  }
+
+  auditTrail(): Promise<AuditEntry[]> {
+    return this.#driver.auditTrail();
+  }
+
+  getMessage(messageId: string): Promise<OutboxMessage | undefined> {
+    return this.#driver.getMessage({ messageId });
+  }
+
+  listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {
+    return this.#driver.listMessages({ status: filter.status ?? null, limit: filter.limit ?? null });
+  }
+
+  async countByStatus(): Promise<StatusCounts> {
+    const counts = Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, 0])) as StatusCounts;
+    return { ...counts, ...(await this.#driver.countByStatus()) };
+  }
+
+  describeSchema(): Promise<string> {
+    return this.#driver.describeSchema();
+  }
+
+  close(): Promise<void> {
+    return this.#driver.close();
+  }
+}

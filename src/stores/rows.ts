@@ -1,0 +1,89 @@
+// Rows as the drivers read them, mapped to the library's shapes once. The two databases hand back
+// the same columns in different forms (SQLite: epoch milliseconds and JSON text; PostgreSQL: Date
+// objects and parsed jsonb), so each mapper takes the form it is given.
+
+import type { AuditAction, AuditEntry, JsonValue, MessageHolder, MessageStatus, OutboxMessage } from "../outbox/types.js";
+
+/** A time column: epoch milliseconds (SQLite) or a Date (PostgreSQL). */
+export type TimeValue = number | Date;
+
+export function toDate(value: TimeValue): Date {
+  return value instanceof Date ? value : new Date(value);
+}
+
+function toDateOrNull(value: TimeValue | null): Date | null {
+  return value === null ? null : toDate(value);
+}
+
+/** An outbox_messages row with every column. */
+export interface MessageRow {
+  id: number | string;
+  type: string;
+  dedupe_key: string | null;
+  /** JSON text (SQLite) or an already parsed value (PostgreSQL jsonb). */
+  payload: unknown;
+  status: string;
+  created_at: TimeValue;
+  available_at: TimeValue;
+  locked_by: string | null;
+  locked_until: TimeValue | null;
+  lease_token: number;
+  attempts: number;
+  last_error: string | null;
+  processed_at: TimeValue | null;
+}
+
+/** `payloadIsText`: the payload column holds JSON text to parse (SQLite), not a parsed value. */
+export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessage {
+  return {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    payload: (payloadIsText ? JSON.parse(row.payload as string) : row.payload) as JsonValue,
+    status: row.status as MessageStatus,
+    createdAt: toDate(row.created_at),
+    availableAt: toDate(row.available_at),
+    lockedBy: row.locked_by,
+    lockedUntil: toDateOrNull(row.locked_until),
+    leaseToken: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    processedAt: toDateOrNull(row.processed_at),
+  };
+}
+
+export interface HolderRow {
+  status: string;
+  locked_by: string | null;
+  locked_until: TimeValue | null;
+  lease_token: number;
+}
+
+export function toHolder(row: HolderRow | undefined): MessageHolder | null {
+  if (row === undefined) return null;
+  return { status: row.status as MessageStatus, lockedBy: row.locked_by, lockedUntil: toDateOrNull(row.locked_until), leaseToken: row.lease_token };
+}
+
+export interface AuditRow {
+  message_id: number | string;
+  lease_token: number;
+  owner: string;
+  action: string;
+  at: TimeValue;
+  previous_status: string | null;
+  previous_owner: string | null;
+  previous_locked_until: TimeValue | null;
+}
+
+export function toAuditEntry(row: AuditRow): AuditEntry {
+  return {
+    messageId: String(row.message_id),
+    token: row.lease_token,
+    owner: row.owner,
+    action: row.action as AuditAction,
+    at: toDate(row.at),
+    previousStatus: row.previous_status as MessageStatus | null,
+    previousOwner: row.previous_owner,
+    previousLockedUntil: toDateOrNull(row.previous_locked_until),
+  };
+}
