@@ -4,7 +4,7 @@
 // the last COMMIT, in this process, on a fresh empty store, after an untimed warm-up of a few
 // transactions of the same shape (a cold first repetition would otherwise be the minimum).
 
-import { openOutbox } from "wassal";
+import { openOutbox } from "wassal/lab";
 
 const WARM_UP_TRANSACTIONS = 5;
 

@@ -1,7 +1,8 @@
 // Enqueue → handler start latency at a steady rate, with wake-up on: the enqueuer and one worker
 // in this process, each message carrying the time it was enqueued (committed).
 
-import { Worker, openOutbox } from "wassal";
+import { Worker } from "wassal";
+import { openOutbox } from "wassal/lab";
 import { percentile } from "./stats.js";
 
 export interface LatencyResult {

@@ -11,7 +11,8 @@
 // groups commit at once over the pool, whose size the parent sets to keep all processes under the
 // server's max_connections.
 
-import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, Worker, openOutbox } from "wassal";
+import { Worker } from "wassal";
+import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, openOutbox } from "wassal/lab";
 
 const [db, schema, synchronous, concurrencyText, connectionsText] = process.argv.slice(2);
 if (!db || !connectionsText) throw new Error("usage: payments-child <db> <schema> <synchronous> <concurrency> <maxConnections>");

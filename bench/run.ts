@@ -39,7 +39,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import pg from "pg";
-import { PaymentsService, ProviderSimulator, openOutbox } from "wassal";
+import { PaymentsService, ProviderSimulator, openOutbox } from "wassal/lab";
 import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
 import { claimLatencies } from "./scale.js";

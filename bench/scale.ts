@@ -4,7 +4,7 @@
 import { execSync } from "node:child_process";
 import Database from "better-sqlite3";
 import pg from "pg";
-import { openOutbox } from "wassal";
+import { openOutbox } from "wassal/lab";
 import { spread, type Spread } from "./stats.js";
 
 /** Adds `count` processed rows straight into the table (bulk SQL: history, not work). */

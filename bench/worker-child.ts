@@ -3,7 +3,8 @@
 //   node bench/.build/worker-child.js <db> <schema> <synchronous> <concurrency> <groupCommit> <connections>
 // <connections>: the PostgreSQL pool's size (the server allows 100 connections, shared by all children).
 
-import { Worker, openOutbox } from "wassal";
+import { Worker } from "wassal";
+import { openOutbox } from "wassal/lab";
 
 const [db, schema, synchronous, concurrencyText, group, connectionsText] = process.argv.slice(2);
 if (!db) throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit> <connections>");

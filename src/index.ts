@@ -1,28 +1,42 @@
-// Wassal's public API. Everything a user imports comes from here.
+// Wassal's core: the outbox contract, the worker, the errors and the types. It loads no database
+// driver: each store has its own entry point ("wassal/sqlite", "wassal/postgres"), so an app that
+// uses one never loads the other's driver. Metrics and logging are in "wassal/observability".
 
 export { ManualClock, systemClock, type Clock } from "./outbox/clock.js";
+export { CompletionBatcher } from "./outbox/completion-batcher.js";
+export type { DriverCapabilities } from "./outbox/driver.js";
 export {
+  AttemptsExhaustedError,
   DatabaseOpenError,
   DuplicateMessageError,
   InvalidArgumentError,
   LeaseLostError,
   MessageNotFoundError,
   NotInTransactionError,
+  ShutdownError,
   StoreBusyError,
+  UnknownMessageTypeError,
+  UnrecoverableError,
   WassalError,
 } from "./outbox/errors.js";
 export { EventHub, type EventListener, type OutboxEvent, type OutboxEventType } from "./outbox/events.js";
-export { processLease, type Handler, type HandlerResult } from "./outbox/process-lease.js";
-export type { OutboxStore, UnleasedAccess } from "./outbox/store.js";
+export { processLease, type Handler, type HandlerResult, type ProcessOptions } from "./outbox/process-lease.js";
+export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js";
+export type { OutboxStore } from "./outbox/store.js";
 export type {
+  AuditAction,
+  AuditEntry,
   ClaimMessageResult,
   ClaimOptions,
   Completed,
-  MarkedDead,
+  CompletionFailed,
+  CompletionRequest,
+  CompletionResult,
   Finalize,
   JsonValue,
   Lease,
   LeaseLost,
+  MarkedDead,
   MessageHolder,
   MessageStatus,
   NewMessage,
@@ -38,23 +52,4 @@ export type {
 } from "./outbox/types.js";
 export { MESSAGE_STATUSES } from "./outbox/types.js";
 export { assertHeld, MAX_CLAIM_LIMIT } from "./outbox/validate.js";
-export { Worker, defaultWorkerName, type WorkerOptions } from "./outbox/worker.js";
-export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js";
-export { AttemptsExhaustedError, ShutdownError, UnknownMessageTypeError } from "./outbox/errors.js";
-export { outboxMetrics, serveMetrics, type OutboxMetrics } from "./observability/metrics.js";
-export { createLogger, logEvents } from "./observability/logging.js";
-export { openOutbox, withOutbox, type OpenedOutbox, type OpenOutboxOptions } from "./stores/open-outbox.js";
-
-export { SqliteOutboxStore, type SqliteStoreOptions, type SqliteTx } from "./stores/sqlite/sqlite-outbox-store.js";
-export { SqlitePaymentsRepository } from "./stores/sqlite/payments-repository.js";
-export type { Synchronous } from "./stores/sqlite/open-database.js";
-
-export { PostgresOutboxStore, type PostgresStoreOptions, type PostgresTx } from "./stores/postgres/postgres-outbox-store.js";
-export { PostgresPaymentsRepository } from "./stores/postgres/payments-repository.js";
-export type { PostgresConnectOptions } from "./stores/postgres/connect.js";
-
-export { IdempotencyConflictError, InvalidPayloadError, PaymentsService, type CreatePaymentResult, type PaymentProvider, type PaymentsServiceOptions } from "./payments/payments-service.js";
-export { ProviderError, ProviderSimulator, type ProviderCall, type ProviderOperation, type ProviderSimulatorOptions } from "./payments/provider-simulator.js";
-export { RECONCILE_MESSAGE_TYPE, type CreatePaymentRequest, type Payment, type PaymentOutcome, type PaymentStatus, type PaymentsRepository } from "./payments/types.js";
-
-export { findScenario, runScenario, SCENARIOS, type LabRunOptions, type LabRunResult } from "./lab/run-lab.js";
+export { defaultWorkerName, Worker, type WorkerOptions } from "./outbox/worker.js";

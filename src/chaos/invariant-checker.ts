@@ -1,4 +1,4 @@
-// Reads what a run left behind (the outbox, the lease journal, the payments, the provider's log)
+// Reads what a run left behind (the outbox, the audit trail, the payments, the provider's log)
 // and checks every promise the outbox makes. Nothing here trusts what the workers said they did.
 
 import type { AuditEntry, OutboxMessage } from "../outbox/types.js";
@@ -24,7 +24,7 @@ export interface InvariantReport {
 
 export interface CheckerInput {
   readonly messages: readonly OutboxMessage[];
-  readonly journal: readonly AuditEntry[];
+  readonly audit: readonly AuditEntry[];
   readonly payments: readonly Payment[];
   readonly providerLog: readonly ProviderCall[];
   /** Completions refused for a stale token, as the workers reported them (informational). */
@@ -61,7 +61,7 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   const note = (text: string) => {
     if (examples.length < 20) examples.push(text);
   };
-  const { messages, journal, payments, providerLog } = input;
+  const { messages, audit, payments, providerLog } = input;
 
   // --- Nothing lost --------------------------------------------------------------------------
   const unfinished = messages.filter((m) => m.status === "pending" || m.status === "processing");
@@ -72,9 +72,9 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   const dead = messages.filter((m) => m.status === "dead");
   const deadWithoutError = dead.filter((m) => !m.lastError);
 
-  // --- Ownership, replayed from the lease journal -------------------------------------------
+  // --- Ownership, replayed from the audit trail -------------------------------------------
   const byMessage = new Map<string, AuditEntry[]>();
-  for (const entry of journal) byMessage.set(entry.messageId, [...(byMessage.get(entry.messageId) ?? []), entry]);
+  for (const entry of audit) byMessage.set(entry.messageId, [...(byMessage.get(entry.messageId) ?? []), entry]);
   let ownershipViolations = 0;
   let explainedByExpiry = 0;
   let explainedByRetry = 0;
@@ -140,19 +140,19 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
       }
     }
   }
-  // Every processed row: exactly one journalled completion, by its recorded owner and token.
-  const completions = countBy(journal.filter((e) => e.action === "complete"), (e) => e.messageId);
+  // Every processed row: exactly one audited completion, by its recorded owner and token.
+  const completions = countBy(audit.filter((e) => e.action === "complete"), (e) => e.messageId);
   for (const m of messages) {
     const done = completions.get(m.id) ?? 0;
     if (m.status === "processed") {
-      const completion = journal.find((e) => e.action === "complete" && e.messageId === m.id);
+      const completion = audit.find((e) => e.action === "complete" && e.messageId === m.id);
       if (done !== 1 || completion?.token !== m.leaseToken || completion.owner !== m.lockedBy) {
         ownershipViolations += 1;
-        note(`message ${m.id}: processed with ${done} journalled completions (row ${m.lockedBy}#${m.leaseToken})`);
+        note(`message ${m.id}: processed with ${done} audited completions (row ${m.lockedBy}#${m.leaseToken})`);
       }
     } else if (done > 0) {
       ownershipViolations += 1;
-      note(`message ${m.id}: ${m.status} but the journal has a completion`);
+      note(`message ${m.id}: ${m.status} but the audit trail has a completion`);
     }
   }
 

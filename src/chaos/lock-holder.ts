@@ -2,7 +2,7 @@
 // while, longer than the workers' busy_timeout, then lets go. Run as its own process:
 //   node dist/chaos/lock-holder.js <database-file> <hold-ms>
 
-import Database from "better-sqlite3";
+import { holdWriteLock } from "../stores/sqlite/write-lock.js";
 
 const [path, holdText] = process.argv.slice(2);
 const holdMs = Number(holdText);
@@ -10,9 +10,4 @@ if (!path || !Number.isFinite(holdMs) || holdMs < 0) {
   process.stderr.write("usage: lock-holder <database-file> <hold-ms>\n");
   process.exit(2);
 }
-const db = new Database(path, { timeout: 10_000 });
-db.exec("BEGIN IMMEDIATE");
-// Block this process (and so keep the lock) without spinning.
-Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, holdMs);
-db.exec("COMMIT");
-db.close();
+holdWriteLock(path, holdMs);

@@ -10,12 +10,11 @@ import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
-import { isPostgresUrl, redactUrl } from "../stores/postgres/connect.js";
+import { dropSchema, isPostgresUrl, openConnectionKiller, redactUrl, type ConnectionKiller } from "../stores/admin.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { checkInvariants, type InvariantReport } from "./invariant-checker.js";
 
@@ -179,7 +178,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     if (ms > 0) timers.push(setInterval(() => void Promise.resolve(action()).catch(() => undefined), ms));
   };
 
-  let admin: pg.Client | undefined;
+  let killer: ConnectionKiller | undefined;
   try {
     for (const slot of slots) startWorker(slot);
 
@@ -205,13 +204,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }, Math.round(options.leaseMs * 1.5));
     });
     if (postgres) {
-      admin = new pg.Client({ connectionString: db });
-      admin.on("error", () => undefined);
-      await admin.connect();
-      const adminClient = admin;
+      const opened = await openConnectionKiller(db);
+      killer = opened;
       every(options.pgTerminateEveryMs, async () => {
-        const { rowCount } = await adminClient.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1", [`wassal-worker-chaos-${runId}-%`]);
-        figures.connectionKills += rowCount ?? 0;
+        figures.connectionKills += await opened.terminate(`wassal-worker-chaos-${runId}-%`);
       });
     } else {
       every(options.sqliteLockEveryMs, () => {
@@ -257,13 +253,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     stopping = true;
     for (const timer of timers) clearInterval(timer);
     await stopWorkers(slots);
-    await admin?.end().catch(() => undefined);
+    await killer?.close();
   }
 
-  const [messages, journal, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
+  const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
   const report = checkInvariants({
     messages,
-    journal,
+    audit,
     payments,
     providerLog: existsSync(providerLog) ? readProviderLog(providerLog) : [],
     staleCompletionsRejected: countStaleCompletions(workDir),
@@ -326,15 +322,6 @@ function countStaleCompletions(workDir: string): number {
   return count;
 }
 
-async function dropSchema(url: string, schema: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  } finally {
-    await client.end();
-  }
-}
 
 async function restartPostgres(): Promise<void> {
   const versions = existsSync("/etc/postgresql") ? readdirSync("/etc/postgresql") : [];

@@ -89,15 +89,15 @@ export function chaosCommand(): Command {
     }));
 
   chaos.addCommand(new Command("check")
-    .description("check the invariants of a database a chaos run (or anyone) left behind; needs the lease journal (--audit workers) and the provider log")
+    .description("check the invariants of a database a chaos run (or anyone) left behind; needs the audit trail (--audit workers) and the provider log")
     .addOption(dbOption().makeOptionMandatory())
     .addOption(schemaOption())
     .requiredOption("--provider-log <file>", "the provider log the workers wrote (--provider-log)")
     .option("--json", "print JSON")
     .action(async (o: { db: string; schema?: string; providerLog: string; json?: boolean }) => {
       await withOutbox(o.db, storeOptions(o, true), async (outbox) => {
-        const [messages, journal, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
-        const report = checkInvariants({ messages, journal, payments, providerLog: readProviderLog(o.providerLog) });
+        const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
+        const report = checkInvariants({ messages, audit, payments, providerLog: readProviderLog(o.providerLog) });
         if (o.json) printJson(report);
         else process.stdout.write(`${renderInvariants(report)}${report.passed ? "PASSED" : "FAILED"}\n`);
         process.exitCode = report.passed ? EXIT.ok : EXIT.failed;

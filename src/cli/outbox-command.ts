@@ -1,4 +1,4 @@
-// `wassal outbox`: operate an outbox on either store: stats, dead letters, redrive, purge.
+// `wassal outbox`: operate an outbox on either store: stats, dead messages, redrive, purge.
 
 import { Command } from "commander";
 import type { OutboxMessage } from "../outbox/types.js";
@@ -29,7 +29,7 @@ function deadLine(m: OutboxMessage): string {
 }
 
 export function outboxCommand(): Command {
-  const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead letters, redrive, purge");
+  const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead messages, redrive, purge");
 
   outbox.addCommand(common(new Command("stats"))
     .description("counts by state, oldest pending message, leases held and expired per owner")

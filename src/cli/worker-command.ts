@@ -49,7 +49,7 @@ export function workerCommand(): Command {
     .option("--metrics-port <port>", "serve Prometheus metrics on http://127.0.0.1:<port>/metrics (0 picks a free port)", integer(0, 65_535))
     .addOption(new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"))
     .option("--provider-latency-ms <ms>", "simulated payment provider latency per call", integer(0, 60_000), 0)
-    .option("--audit", "keep the lease journal: every claim, completion, retry, dead letter and release with its token")
+    .option("--audit", "keep the audit trail: every claim, completion, retry, dead message and release with its token")
     .option("--provider-log <file>", "append every simulated provider call to <file> as JSON lines")
     .option("--fault-seed <n>", "testing aid: seed of the injected faults below", integer(0), 1)
     .option("--fault-handler-error-rate <share>", "testing aid: share of handler runs that throw", rate)

@@ -69,7 +69,7 @@ export class Ledger {
         held.set(entry.messageId, { until: entry.lockedUntil.getTime(), active: true });
       } else if (entry.type === "renewed") {
         held.set(entry.messageId, { until: entry.lockedUntil.getTime(), active: true });
-      } else if (entry.type === "completed" || entry.type === "released" || entry.type === "retry-scheduled" || entry.type === "dead-lettered") {
+      } else if (entry.type === "completed" || entry.type === "released" || entry.type === "retry-scheduled" || entry.type === "dead") {
         held.set(entry.messageId, { until: 0, active: false });
       }
     }

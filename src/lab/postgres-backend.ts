@@ -3,7 +3,7 @@
 
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../outbox/clock.js";
-import { openPostgresPool, redactUrl } from "../stores/postgres/connect.js";
+import { dropSchema, postgresServerVersion, redactUrl } from "../stores/admin.js";
 import { PostgresPaymentsRepository } from "../stores/postgres/payments-repository.js";
 import { PostgresOutboxStore, type PostgresTx } from "../stores/postgres/postgres-outbox-store.js";
 import type { LabBackend, LabConnection } from "./backend.js";
@@ -26,13 +26,8 @@ export class PostgresLabBackend implements LabBackend<PostgresTx> {
 
   /** Checks the server is reachable (one clear error if not) and picks a fresh schema name. */
   static async open(url: string, keep: boolean): Promise<PostgresLabBackend> {
-    const pool = await openPostgresPool(url, { maxConnections: 1 });
-    try {
-      const version = (await pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? "?";
-      return new PostgresLabBackend(url, `wassal_lab_${randomBytes(5).toString("hex")}`, version, keep);
-    } finally {
-      await pool.end();
-    }
+    const version = await postgresServerVersion(url);
+    return new PostgresLabBackend(url, `wassal_lab_${randomBytes(5).toString("hex")}`, version, keep);
   }
 
   async connect(clock: Clock): Promise<LabConnection<PostgresTx>> {
@@ -47,12 +42,7 @@ export class PostgresLabBackend implements LabBackend<PostgresTx> {
   async dispose(): Promise<string> {
     for (const store of this.#connections) await store.close();
     if (this.#keep) return `schema ${this.#schema} kept (--keep-db)`;
-    const pool = await openPostgresPool(this.#url, { maxConnections: 1 });
-    try {
-      await pool.query(`DROP SCHEMA IF EXISTS ${this.#schema} CASCADE`);
-    } finally {
-      await pool.end();
-    }
+    await dropSchema(this.#url, this.#schema);
     return `temporary schema ${this.#schema} dropped`;
   }
 }

@@ -91,7 +91,7 @@ function describe(entry: LedgerEntry, labels: Labels): string | undefined {
       return `release ${labels(entry.messageId)}`;
     case "retry-scheduled":
       return `fail ${labels(entry.messageId)} -> retry at ${clockTime(entry.availableAt)} (${entry.error})`;
-    case "dead-lettered":
+    case "dead":
       return `fail ${labels(entry.messageId)} -> DEAD (${entry.error})`;
   }
 }

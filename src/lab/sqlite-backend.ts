@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../outbox/clock.js";
 import { DatabaseOpenError } from "../outbox/errors.js";
-import { listTables, openSqliteDatabase, sqliteVersion } from "../stores/sqlite/open-database.js";
+import { sqliteHoldsTables, sqliteVersion } from "../stores/admin.js";
 import { SqlitePaymentsRepository } from "../stores/sqlite/payments-repository.js";
 import { SqliteOutboxStore, type SqliteTx } from "../stores/sqlite/sqlite-outbox-store.js";
 import type { LabBackend, LabConnection } from "./backend.js";
@@ -29,13 +29,8 @@ export class SqliteLabBackend implements LabBackend<SqliteTx> {
 
   constructor(options: SqliteBackendOptions) {
     if (options.path !== undefined) {
-      const probe = openSqliteDatabase(options.path);
-      try {
-        if (listTables(probe).some((name) => name === "outbox_messages" || name === "payments")) {
-          throw new DatabaseOpenError(`${options.path} already holds Wassal tables; the lab needs an empty database (give a new file path, or leave out --db for a temporary one)`);
-        }
-      } finally {
-        probe.close();
+      if (sqliteHoldsTables(options.path, ["outbox_messages", "payments"])) {
+        throw new DatabaseOpenError(`${options.path} already holds Wassal tables; the lab needs an empty database (give a new file path, or leave out --db for a temporary one)`);
       }
       this.location = options.path;
       this.#tempDir = null;

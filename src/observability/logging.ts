@@ -22,7 +22,7 @@ export function logEvents(events: EventHub, logger: Logger): () => void {
       case "retry-scheduled":
         logger.warn(data, type);
         break;
-      case "dead-lettered":
+      case "dead":
       case "store-error":
         logger.error(data, type);
         break;

@@ -25,7 +25,7 @@ export function outboxMetrics(events: EventHub, options: { registry?: Registry; 
   const completions = new Counter({ name: "wassal_completions_total", help: "Messages completed under their lease.", registers: [registry] });
   const leaseLost = new Counter({ name: "wassal_lease_lost_total", help: "Lease operations refused because the lease token was no longer current.", labelNames: ["operation"], registers: [registry] });
   const retries = new Counter({ name: "wassal_retries_total", help: "Failed attempts scheduled for another try.", registers: [registry] });
-  const dead = new Counter({ name: "wassal_dead_letters_total", help: "Messages marked dead.", registers: [registry] });
+  const dead = new Counter({ name: "wassal_dead_total", help: "Messages marked dead.", registers: [registry] });
   const released = new Counter({ name: "wassal_releases_total", help: "Messages given back unfinished (shutdown).", registers: [registry] });
   const storeErrors = new Counter({ name: "wassal_store_errors_total", help: "Store operations that failed (connection lost, database busy).", labelNames: ["operation"], registers: [registry] });
   const duration = new Histogram({
@@ -81,7 +81,7 @@ export function outboxMetrics(events: EventHub, options: { registry?: Registry; 
       case "retry-scheduled":
         retries.inc();
         break;
-      case "dead-lettered":
+      case "dead":
         dead.inc();
         break;
       case "released":

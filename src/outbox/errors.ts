@@ -80,14 +80,14 @@ export class DuplicateMessageError extends WassalError {
 }
 
 /**
- * An error that retrying cannot fix (a malformed payload, say): the worker dead-letters the
- * message at once instead of spending its remaining attempts. Handlers may throw subclasses.
+ * An error that retrying cannot fix (a malformed payload, say): the worker marks the message dead
+ * at once instead of spending its remaining attempts. Handlers may throw subclasses.
  */
 export class UnrecoverableError extends WassalError {
   override name = "UnrecoverableError";
 }
 
-/** No handler is registered for a message's type: the message is dead-lettered, the worker carries on. */
+/** No handler is registered for a message's type: the message is dead, the worker carries on. */
 export class UnknownMessageTypeError extends WassalError {
   override name = "UnknownMessageTypeError";
   constructor(type: string, known: readonly string[]) {

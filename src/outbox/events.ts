@@ -9,7 +9,7 @@ export type OutboxEvent =
   | { readonly type: "completed"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number }
   | { readonly type: "lease-lost"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly operation: "renew" | "complete" | "fail" | "release"; readonly heldBy: string | null; readonly currentToken: number | null }
   | { readonly type: "retry-scheduled"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly availableAt: Date; readonly error: string }
-  | { readonly type: "dead-lettered"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly error: string }
+  | { readonly type: "dead"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly error: string }
   | { readonly type: "released"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number }
   /** Emitted by whoever runs a handler (the lab, the worker), not by a store. */
   | { readonly type: "processing-started"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number | null; readonly attempt: number }
@@ -22,9 +22,18 @@ export type OutboxEventType = OutboxEvent["type"];
 /** Receives events. It must not throw and must not block: it runs inside store operations. */
 export type EventListener = (event: OutboxEvent) => void;
 
-/** Fans events out to any number of listeners. */
+let publishTo: (hub: EventHub, event: OutboxEvent) => void;
+
+/**
+ * Fans events out to any number of listeners. Only the library publishes: a caller can listen but
+ * cannot forge an event (publish is internal, not exported from the package).
+ */
 export class EventHub {
   readonly #listeners = new Set<EventListener>();
+
+  static {
+    publishTo = (hub, event) => hub.#emit(event);
+  }
 
   /** Adds a listener; the returned function removes it. */
   subscribe(listener: EventListener): () => void {
@@ -32,9 +41,14 @@ export class EventHub {
     return () => this.#listeners.delete(listener);
   }
 
-  emit(event: OutboxEvent): void {
+  #emit(event: OutboxEvent): void {
     for (const listener of this.#listeners) {
       listener(event);
     }
   }
+}
+
+/** Sends `event` to every listener of `hub`. Internal to the library (stores, worker, lab). */
+export function publish(hub: EventHub, event: OutboxEvent): void {
+  publishTo(hub, event);
 }

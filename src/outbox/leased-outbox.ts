@@ -5,9 +5,8 @@
 import type { DriverCapabilities, OutboxDriver } from "./driver.js";
 import { leaseKey } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "./errors.js";
-import { EventHub } from "./events.js";
-import { leaseLost, reportClaimOne, reportClaims, type LeaseOperation } from "./store-events.js";
-import type { OutboxStore, UnleasedAccess } from "./store.js";
+import { EventHub, publish } from "./events.js";
+import type { OutboxStore } from "./store.js";
 import {
   MESSAGE_STATUSES,
   type AuditEntry,
@@ -21,6 +20,7 @@ import {
   type JsonValue,
   type Lease,
   type LeaseLost,
+  type MessageHolder,
   type MessageStatus,
   type NewMessage,
   type OutboxMessage,
@@ -34,13 +34,42 @@ import {
 } from "./types.js";
 import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLease, checkLeaseMs, checkMessageType, checkOwner, describeError } from "./validate.js";
 
+// How the protocol reports each outcome on the event stream, written once so that every store
+// reports the same events for the same outcome.
+
+type LeaseOperation = "renew" | "complete" | "fail" | "release";
+
+/** A claim of up to `limit` messages: one claim-won per lease, or one claim-empty. */
+function reportClaims(events: EventHub, owner: string, limit: number, at: Date, leases: readonly Lease[]): void {
+  if (leases.length === 0) publish(events, { type: "claim-empty", at, owner, limit });
+  for (const lease of leases) {
+    publish(events, { type: "claim-won", at, owner, messageId: lease.messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
+  }
+}
+
+/** A claim of one named message: won, blocked, or (not claimable) empty. */
+function reportClaimMessage(events: EventHub, owner: string, messageId: string, at: Date, result: ClaimMessageResult): void {
+  if (result.outcome === "claimed") {
+    reportClaims(events, owner, 1, at, [result.lease]);
+  } else if (result.outcome === "blocked") {
+    publish(events, { type: "claim-blocked", at, owner, messageId, heldBy: result.heldBy, lockedUntil: result.lockedUntil });
+  } else {
+    publish(events, { type: "claim-empty", at, owner, limit: 1 });
+  }
+}
+
+/** A lease operation that found its token no longer current: reports it and builds the result. */
+function leaseLost(events: EventHub, lease: Lease, operation: LeaseOperation, at: Date, current: MessageHolder | null): LeaseLost {
+  publish(events, { type: "lease-lost", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, operation, heldBy: current?.lockedBy ?? null, currentToken: current?.leaseToken ?? null });
+  return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current };
+}
+
 /** How one completion of a group ended inside its transaction. */
 type Outcome = { readonly done: Date } | "lost" | { readonly error: unknown };
 
 export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   readonly events = new EventHub();
   abstract readonly kind: string;
-  abstract readonly unleased: UnleasedAccess<Tx>;
   readonly #driver: OutboxDriver<Tx>;
   readonly #audit: boolean;
 
@@ -98,7 +127,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     checkOwner(owner);
     const leaseMs = checkLeaseMs(options.leaseMs);
     const { at, result } = await this.#driver.claimMessage({ owner, messageId, leaseMs, audit: this.#audit });
-    reportClaimOne(this.events, owner, messageId, at, result);
+    reportClaimMessage(this.events, owner, messageId, at, result);
     return result;
   }
 
@@ -114,7 +143,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const { at, lockedUntil } = await this.#driver.renew({ lease, leaseMs });
     if (lockedUntil === null) return this.#lost(lease, "renew");
     const renewed: Lease = { ...lease, lockedUntil, message: { ...lease.message, lockedUntil, availableAt: lockedUntil } };
-    this.events.emit({ type: "renewed", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil });
+    publish(this.events, { type: "renewed", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil });
     return { outcome: "renewed", lease: renewed };
   }
 
@@ -134,7 +163,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       if (outcome === "lost") {
         results.push(await this.#lost(lease, "complete"));
       } else if ("done" in outcome) {
-        this.events.emit({ type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+        publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
         results.push({ outcome: "completed", messageId: lease.messageId, processedAt: outcome.done });
       } else {
         results.push({ outcome: "failed", messageId: lease.messageId, error: outcome.error });
@@ -218,10 +247,10 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const { at, changed, availableAt } = await this.#driver.fail({ lease, error: text, retryInMs, audit: this.#audit });
     if (!changed) return this.#lost(lease, "fail");
     if (retryInMs === null) {
-      this.events.emit({ type: "dead-lettered", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
+      publish(this.events, { type: "dead", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
       return { outcome: "dead", messageId: lease.messageId };
     }
-    this.events.emit({ type: "retry-scheduled", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt, error: text });
+    publish(this.events, { type: "retry-scheduled", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, availableAt, error: text });
     return { outcome: "retry-scheduled", messageId: lease.messageId, availableAt };
   }
 
@@ -229,7 +258,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     checkLease(lease);
     const { at, changed } = await this.#driver.release({ lease, audit: this.#audit });
     if (!changed) return this.#lost(lease, "release");
-    this.events.emit({ type: "released", at, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+    publish(this.events, { type: "released", at, owner: lease.owner, messageId: lease.messageId, token: lease.token });
     return { outcome: "released", messageId: lease.messageId };
   }
 

@@ -3,6 +3,7 @@
 // that write commits with the token-guarded completion or not at all. Both the lab and the
 // worker use this, so processing is reported the same way everywhere.
 
+import { publish } from "./events.js";
 import type { Clock } from "./clock.js";
 import type { OutboxStore } from "./store.js";
 import type { Completed, Finalize, Lease, LeaseLost, OutboxMessage } from "./types.js";
@@ -43,12 +44,12 @@ export async function processLease<Tx>(
     },
   };
   const { owner, messageId, token } = lease; // spelled out in each event: spreading showed in the worker's profile
-  store.events.emit({ type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
+  publish(store.events, { type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
   let handled: HandlerResult<Tx>;
   try {
     handled = await handler(lease.message, context);
   } catch (error) {
-    store.events.emit({ type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: error instanceof Error ? error.message : String(error) });
+    publish(store.events, { type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: error instanceof Error ? error.message : String(error) });
     throw error;
   }
   const summary = handled.summary ?? "";
@@ -58,10 +59,10 @@ export async function processLease<Tx>(
     result = options.complete ? await options.complete(lease, handled.finalize) : await store.complete(lease, handled.finalize);
   } catch (error) {
     // The business write failed: nothing was committed, the message is still ours to fail or retry.
-    store.events.emit({ type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: `business write failed: ${error instanceof Error ? error.message : String(error)}` });
+    publish(store.events, { type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: `business write failed: ${error instanceof Error ? error.message : String(error)}` });
     throw error;
   }
-  store.events.emit({
+  publish(store.events, {
     type: "processing-finished",
     at: clock.now(),
     owner,

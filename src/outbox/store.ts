@@ -101,7 +101,7 @@ export interface OutboxStore<Tx> {
   /** Deletes processed messages processed before `before`, in short batches. Returns how many. */
   purgeProcessed(before: Date, options?: PurgeOptions): Promise<number>;
 
-  /** The lease journal, oldest first (empty unless the store was opened with `audit: true`). */
+  /** The audit trail, oldest first (empty unless the store was opened with `audit: true`). */
   auditTrail(): Promise<AuditEntry[]>;
 
   getMessage(messageId: string): Promise<OutboxMessage | undefined>;
@@ -110,20 +110,6 @@ export interface OutboxStore<Tx> {
   /** The schema as the database reports it (DDL text), for reports and support. */
   describeSchema(): Promise<string>;
 
-  /**
-   * Access that ignores leases. It exists only so the lab can show the race that leases
-   * prevent; production code has no use for it.
-   */
-  readonly unleased: UnleasedAccess<Tx>;
-
   /** Closes the store's connections. */
   close(): Promise<void>;
-}
-
-/** The naive outbox loop of the BEFORE scenario: read every pending row, write without a guard. */
-export interface UnleasedAccess<Tx> {
-  /** Every pending message, oldest first, without claiming any. */
-  loadPending(): Promise<OutboxMessage[]>;
-  /** Runs `finalize` and marks the message processed, whoever else may be working on it. */
-  markProcessed(messageId: string, finalize?: Finalize<Tx>): Promise<void>;
 }

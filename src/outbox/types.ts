@@ -165,11 +165,11 @@ export interface PurgeOptions {
   readonly onProgress?: (deletedSoFar: number) => void;
 }
 
-/** What the lease journal records. */
+/** What the audit trail records. */
 export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive";
 
 /**
- * One row of the lease journal, written in the same transaction as the change it records (when
+ * One row of the audit trail, written in the same transaction as the change it records (when
  * the store was opened with `audit: true`). Checkers use it to prove every result was written
  * under the current token and to explain every repeated attempt.
  */

@@ -1,12 +1,13 @@
 // The long-running worker: claims up to its free slots in one call, runs each message's handler
 // with an AbortSignal that fires when the lease is lost, renews leases on a heartbeat while
 // handlers run, completes through the guarded transaction, retries failures with exponential
-// backoff and jitter, dead-letters after the last attempt, wakes on new messages (polling stays
+// backoff and jitter, marks dead after the last attempt, wakes on new messages (polling stays
 // the fallback and catches expired leases), and shuts down gracefully.
 //
 // Every wait goes through the injected clock, so tests drive heartbeats, backoff and polling
 // with a ManualClock instead of sleeping.
 
+import { publish } from "./events.js";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
@@ -20,7 +21,7 @@ import { checkLeaseMs, checkOwner, describeError, MAX_CLAIM_LIMIT } from "./vali
 
 export interface WorkerOptions<Tx> {
   readonly store: OutboxStore<Tx>;
-  /** One handler per message type. A message of another type is dead-lettered. */
+  /** One handler per message type. A message of another type is marked dead. */
   readonly handlers: Readonly<Record<string, Handler<Tx>>>;
   /** The owner name written on every lease (default: host-pid-random). */
   readonly name?: string;
@@ -32,7 +33,7 @@ export interface WorkerOptions<Tx> {
   readonly renewIntervalMs?: number;
   /** The longest wait between claims when nothing wakes the worker (default 1 000 ms). */
   readonly pollIntervalMs?: number;
-  /** Retries and dead-lettering (defaults: 5 attempts, 1 s doubling to 5 min, ±20 % jitter). */
+  /** Retries and marking dead (defaults: 5 attempts, 1 s doubling to 5 min, ±20 % jitter). */
   readonly retry?: Partial<RetryPolicy>;
   /** How long `stop` lets running handlers finish before releasing their messages (default 10 000 ms). */
   readonly shutdownGraceMs?: number;
@@ -219,7 +220,7 @@ export class Worker<Tx> {
   }
 
   #storeError(operation: string, error: unknown): void {
-    this.store.events.emit({ type: "store-error", at: this.#clock.now(), owner: this.name, operation, error: describeError(error) });
+    publish(this.store.events, { type: "store-error", at: this.#clock.now(), owner: this.name, operation, error: describeError(error) });
   }
 
   async #claimLoop(): Promise<void> {

@@ -13,7 +13,7 @@ import { RECONCILE_MESSAGE_TYPE, type CreatePaymentRequest, type Payment, type P
 export class InvalidPayloadError extends UnrecoverableError {
   override name = "InvalidPayloadError";
   constructor(messageId: string, detail: string) {
-    super("INVALID_PAYLOAD", `message ${messageId} has an invalid ${RECONCILE_MESSAGE_TYPE} payload: ${detail}; it cannot be processed and should be dead-lettered`);
+    super("INVALID_PAYLOAD", `message ${messageId} has an invalid ${RECONCILE_MESSAGE_TYPE} payload: ${detail}; it cannot be processed and should be marked dead`);
   }
 }
 

@@ -29,7 +29,7 @@ export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   readonly providerLatencyMs?: number;
   /** Append every provider call to this file (shared by processes; read by the chaos checker). */
   readonly providerLog?: string;
-  /** Keep the lease journal (outbox_audit). */
+  /** Keep the audit trail (outbox_audit). */
   readonly audit?: boolean;
   /** Faults to inject, for chaos runs. */
   readonly faults?: WorkerFaults;

@@ -25,7 +25,7 @@ export interface OpenOutboxOptions {
   readonly applicationName?: string;
   /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
   readonly mustExist?: boolean;
-  /** Keep the lease journal (outbox_audit). */
+  /** Keep the audit trail (outbox_audit). */
   readonly audit?: boolean;
 }
 

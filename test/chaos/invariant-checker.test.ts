@@ -28,7 +28,7 @@ function clean(): CheckerInput {
   return {
     messages: [message("1", "K1")],
     payments: [payment("K1")],
-    journal: [entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }), entry("1", "complete", 1, "w1", 5)],
+    audit: [entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }), entry("1", "complete", 1, "w1", 5)],
     providerLog: [call("createPayment", "K1", "created PRV-K1"), call("checkStatus", "K1", "Paid TXN-K1")],
   };
 }
@@ -42,44 +42,44 @@ describe("invariant checker", () => {
 
   it("flags a message left pending and a payment without a message", () => {
     const input = clean();
-    expect(failing({ ...input, journal: [], providerLog: [], messages: [message("1", "K1", { status: "pending", lockedBy: null })] })).toEqual(["messages not finished (still pending or processing)", "transaction ids not from the provider, or not on Paid"]);
+    expect(failing({ ...input, audit: [], providerLog: [], messages: [message("1", "K1", { status: "pending", lockedBy: null })] })).toEqual(["messages not finished (still pending or processing)", "transaction ids not from the provider, or not on Paid"]);
     expect(failing({ ...input, payments: [...input.payments, payment("K2")] })).toContain("payments without an outbox message (lost at creation)");
   });
 
   it("flags a completion under a stale token", () => {
     const input = clean();
-    const journal = [
+    const audit = [
       entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
       entry("1", "claim", 2, "w2", 20, { previousStatus: "processing", previousOwner: "w1", previousLockedUntil: t(10) }),
       entry("1", "complete", 1, "w1", 25),
     ];
-    expect(failing({ ...input, journal, messages: [message("1", "K1", { leaseToken: 2, attempts: 2 })], providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")] })).toContain("ownership violations (result without the current token)");
+    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, attempts: 2 })], providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")] })).toContain("ownership violations (result without the current token)");
   });
 
   it("flags a reclaim before the previous lease expired", () => {
     const input = clean();
-    const journal = [
+    const audit = [
       entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
       entry("1", "claim", 2, "w2", 5, { previousStatus: "processing", previousOwner: "w1", previousLockedUntil: t(10) }),
       entry("1", "complete", 2, "w2", 8),
     ];
-    expect(failing({ ...input, journal, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2", attempts: 2 })] })).toContain("ownership violations (result without the current token)");
+    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2", attempts: 2 })] })).toContain("ownership violations (result without the current token)");
   });
 
   it("flags a claim after completion, and two completions", () => {
     const input = clean();
-    const journal = [...input.journal, entry("1", "claim", 2, "w2", 30, { previousStatus: "processed" }), entry("1", "complete", 2, "w2", 35)];
-    expect(failing({ ...input, journal, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain("ownership violations (result without the current token)");
+    const audit = [...input.audit, entry("1", "claim", 2, "w2", 30, { previousStatus: "processed" }), entry("1", "complete", 2, "w2", 35)];
+    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain("ownership violations (result without the current token)");
   });
 
   it("flags a second claim while the first lease is running, with no expiry, retry or release between", () => {
     const input = clean();
-    const journal = [
+    const audit = [
       entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
       entry("1", "claim", 2, "w2", 1, { previousStatus: "pending" }),
       entry("1", "complete", 2, "w2", 5),
     ];
-    expect(failing({ ...input, journal, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain("ownership violations (result without the current token)");
+    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain("ownership violations (result without the current token)");
   });
 
   it("flags a claim of a dead message that was never redriven, and accepts one that was", () => {
@@ -87,8 +87,8 @@ describe("invariant checker", () => {
     const dead = [entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }), entry("1", "dead", 1, "w1", 2)];
     const again = [entry("1", "claim", 2, "w2", 10, { previousStatus: "pending" }), entry("1", "complete", 2, "w2", 12)];
     const messages = [message("1", "K1", { leaseToken: 2, lockedBy: "w2", attempts: 1 })];
-    expect(failing({ ...input, messages, journal: [...dead, ...again] })).toContain("ownership violations (result without the current token)");
-    expect(failing({ ...input, messages, journal: [...dead, entry("1", "redrive", 1, "operator", 5), ...again] })).toEqual([]);
+    expect(failing({ ...input, messages, audit: [...dead, ...again] })).toContain("ownership violations (result without the current token)");
+    expect(failing({ ...input, messages, audit: [...dead, entry("1", "redrive", 1, "operator", 5), ...again] })).toEqual([]);
   });
 
   it("flags more provider checks than claims", () => {
@@ -112,7 +112,7 @@ describe("invariant checker", () => {
 
   it("counts reclaims after expiry, retries and releases as explained repeats", () => {
     const input = clean();
-    const journal = [
+    const audit = [
       entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
       entry("1", "retry", 1, "w1", 2),
       entry("1", "claim", 2, "w1", 10, { previousStatus: "pending" }),
@@ -121,7 +121,7 @@ describe("invariant checker", () => {
       entry("1", "claim", 4, "w3", 40, { previousStatus: "processing", previousOwner: "w2", previousLockedUntil: t(30) }),
       entry("1", "complete", 4, "w3", 45),
     ];
-    const report = checkInvariants({ ...input, journal, messages: [message("1", "K1", { leaseToken: 4, lockedBy: "w3", attempts: 4 })] });
+    const report = checkInvariants({ ...input, audit, messages: [message("1", "K1", { leaseToken: 4, lockedBy: "w3", attempts: 4 })] });
     expect(report.passed).toBe(true);
     const observed = (name: string) => report.rows.find((r) => r.name.trim().startsWith(name))?.observed;
     expect([observed("explained by an expired lease"), observed("explained by a retry"), observed("explained by a release"), observed("explained by a redrive")]).toEqual([1, 1, 1, 0]);

@@ -1,4 +1,4 @@
-// The lease journal: every claim, completion, failure and release is recorded with the token it
+// The audit trail: every claim, completion, failure and release is recorded with the token it
 // used, in the same transaction as the change, so a checker can prove ownership afterwards.
 
 import { expect, it } from "vitest";
@@ -6,7 +6,7 @@ import { claimOne, describeEachStore, enqueueMessage, useStoreHarness } from "./
 
 const LEASE_MS = 1_000;
 
-describeEachStore("lease journal", (factory) => {
+describeEachStore("audit trail", (factory) => {
   const ctx = useStoreHarness(factory);
 
   it("records a claim with the new token and the state it took the message from", async () => {
@@ -58,7 +58,7 @@ describeEachStore("lease journal", (factory) => {
     expect(completions.map((e) => [e.owner, e.token])).toEqual([["worker-a", fresh.token]]);
   });
 
-  it("rolls the completion's journal row back with a business write that fails", async () => {
+  it("rolls the completion's audit row back with a business write that fails", async () => {
     const { store } = ctx();
     await enqueueMessage(store);
     const lease = await claimOne(store, "worker-a", LEASE_MS);
@@ -66,7 +66,7 @@ describeEachStore("lease journal", (factory) => {
     expect((await store.auditTrail()).map((e) => e.action)).toEqual(["claim"]);
   });
 
-  it("records retries, dead letters and releases with their tokens", async () => {
+  it("records retries, dead messages and releases with their tokens", async () => {
     const { store } = ctx();
     await enqueueMessage(store, { dedupeKey: "a" });
     await enqueueMessage(store, { dedupeKey: "b" });
@@ -84,7 +84,7 @@ describeEachStore("lease journal", (factory) => {
   });
 });
 
-describeEachStore("lease journal: redrive", (factory) => {
+describeEachStore("audit trail: redrive", (factory) => {
   const ctx = useStoreHarness(factory);
 
   it("records a redrive of a dead message under its last token, as the operator's act", async () => {

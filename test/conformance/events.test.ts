@@ -120,7 +120,7 @@ describeEachStore("events", (factory) => {
     ]);
   });
 
-  it("emits renewed, retry-scheduled, dead-lettered and released for the other lease operations", async () => {
+  it("emits renewed, retry-scheduled, dead and released for the other lease operations", async () => {
     const { store, clock } = ctx();
     const [a, b, c] = [await enqueueMessage(store), await enqueueMessage(store), await enqueueMessage(store)];
     const [la, lb, lc] = await store.claim("worker-a", { limit: 3, leaseMs: LEASE_MS });
@@ -135,7 +135,7 @@ describeEachStore("events", (factory) => {
     expect(events).toMatchObject([
       { type: "renewed", at: at(100), owner: "worker-a", messageId: a!.id, token: 1, lockedUntil: at(100 + LEASE_MS) },
       { type: "retry-scheduled", at: at(100), owner: "worker-a", messageId: a!.id, token: 1, availableAt: at(1_100) },
-      { type: "dead-lettered", at: at(100), owner: "worker-a", messageId: b!.id, token: 1 },
+      { type: "dead", at: at(100), owner: "worker-a", messageId: b!.id, token: 1 },
       { type: "released", at: at(100), owner: "worker-a", messageId: c!.id, token: 1 },
     ]);
     expect(events[1]).toMatchObject({ error: expect.stringContaining("later") });

@@ -1,4 +1,4 @@
-// Failing (retry after a delay, or dead-letter with the last error) and releasing (back to
+// Failing (retry after a delay, or mark dead with the last error) and releasing (back to
 // pending at once, the attempt given back).
 
 import { expect, it } from "vitest";
@@ -48,7 +48,7 @@ describeEachStore("failing and releasing", (factory) => {
     expect((await claimOne(store, "worker-b", LEASE_MS)).messageId).toBe(message.id);
   });
 
-  it("dead-letters a message with its last error, and never offers it again", async () => {
+  it("marks a message dead with its last error, and never offers it again", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
     const lease = await claimOne(store, "worker-a", LEASE_MS);

@@ -91,7 +91,7 @@ describeEachStore("fencing by lease token", (factory) => {
     expect(assertHeld(completed)).toBe(completed);
   });
 
-  it("refuses to fail with a stale token, for a retry and for a dead-letter, and changes nothing", async () => {
+  it("refuses to fail with a stale token, for a retry and for marking dead, and changes nothing", async () => {
     const { store, clock } = ctx();
     const { message, stale, fresh } = await staleAndFresh(store, clock);
 

@@ -94,7 +94,7 @@ describeEachStore("group commit (completeMany)", (factory) => {
 describeEachStore("group commit without business writes", (factory) => {
   const ctx = useStoreHarness(factory);
 
-  it("completes the held leases of the group and refuses the stale one, journalling only what committed", async () => {
+  it("completes the held leases of the group and refuses the stale one, auditing only what committed", async () => {
     const { store, clock } = ctx();
     await enqueueMessages(store, clock, 3);
     const stale = await claimOne(store, "worker-a", LEASE_MS);

@@ -9,7 +9,7 @@
 // the store under test, plus the few things a store-agnostic test cannot do by itself (a business
 // write inside the caller's transaction, counting committed business rows, restarting the store,
 // opening more connections). Business writes need store-specific SQL, which is fine here.
-// Every store here keeps the lease journal (audit: true), so the journal is checked everywhere.
+// Every store here keeps the audit trail (audit: true), so the audit trail is checked everywhere.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

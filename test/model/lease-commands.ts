@@ -1,6 +1,6 @@
 // The commands of the model-based test: each one does the same thing to a real store and to the
 // model (lease-model.ts), checks that the operation's result agrees, then checks the whole state
-// (every message, the business rows, the lease journal, the exclusivity invariants).
+// (every message, the business rows, the audit trail, the exclusivity invariants).
 //
 // Several simulated workers each remember the leases they were handed, stale ones included: a
 // worker presents them again after a completion, a failure, a release, an expiry or a reclaim,
@@ -18,7 +18,7 @@ import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.j
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { TEST_DATABASE_URL } from "../support/postgres.js";
 import { START, type StoreHarness } from "../conformance/stores.js";
-import { LeaseModel, type FinalizeKind, type Holder, type JournalEntry, type LeaseLost as ModelLeaseLost, type ModelLease, type ModelMessage } from "./lease-model.js";
+import { LeaseModel, type FinalizeKind, type Holder, type ModelAuditEntry, type LeaseLost as ModelLeaseLost, type ModelLease, type ModelMessage } from "./lease-model.js";
 
 export const OWNERS = ["w1", "w2", "w3"] as const;
 
@@ -103,10 +103,10 @@ function modelLease(l: ModelLease, spec: LeaseModel) {
 function holder(h: Holder | LeaseLost["current"]) {
   return h === null ? null : { status: h.status, lockedBy: h.lockedBy, lockedUntil: rel(h.lockedUntil), leaseToken: h.leaseToken };
 }
-function realJournal(e: AuditEntry) {
+function realAudit(e: AuditEntry) {
   return { messageId: e.messageId, token: e.token, owner: e.owner, action: e.action, at: rel(e.at), previousStatus: e.previousStatus, previousOwner: e.previousOwner, previousLockedUntil: rel(e.previousLockedUntil) };
 }
-function modelJournal(e: JournalEntry) {
+function modelAudit(e: ModelAuditEntry) {
   return { ...e, at: rel(e.at), previousLockedUntil: rel(e.previousLockedUntil) };
 }
 
@@ -143,8 +143,8 @@ export async function checkState(w: World, r: Real): Promise<void> {
     if (n !== (row.status === "processed" ? 1 : 0)) throw new Error(`invariant: message #${row.id} is ${row.status} with ${n} business row(s)`);
   }
 
-  const journal = await store.auditTrail();
-  same(journal.map(realJournal), w.spec.journal.map(modelJournal), "lease journal");
+  const audit = await store.auditTrail();
+  same(audit.map(realAudit), w.spec.audit.map(modelAudit), "audit trail");
 
   // Exclusive: at most one unexpired lease per message among everything the workers hold that the
   // store would honour, and every reclaim came at or after the previous lease's expiry.
@@ -153,7 +153,7 @@ export async function checkState(w: World, r: Real): Promise<void> {
     const live = [...w.workers.values()].flat().filter((l) => l.messageId === row.id && l.token === row.leaseToken);
     if (live.length > 1) throw new Error(`invariant: message #${row.id} has ${live.length} unexpired leases: ${live.map((l) => `${l.owner}@${l.token}`).join(", ")}`);
   }
-  for (const e of journal) {
+  for (const e of audit) {
     if (e.action === "claim" && e.previousStatus === "processing" && e.previousLockedUntil!.getTime() > e.at.getTime()) {
       throw new Error(`invariant: #${e.messageId} reclaimed by ${e.owner} at +${rel(e.at)} while ${e.previousOwner}'s lease ran until +${rel(e.previousLockedUntil)}`);
     }

@@ -57,8 +57,8 @@ export interface LeaseLost {
 
 export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release";
 
-/** One row of the lease journal (the previous* fields are set on claims only). */
-export interface JournalEntry {
+/** One row of the audit trail (the previous* fields are set on claims only). */
+export interface ModelAuditEntry {
   readonly messageId: string;
   readonly token: number;
   readonly owner: string;
@@ -83,8 +83,8 @@ export type FailOutcome = { readonly outcome: "retry-scheduled"; readonly availa
 export class LeaseModel {
   /** Every message, in enqueue (= id) order. */
   readonly messages = new Map<string, ModelMessage>();
-  /** The lease journal the store must have written, oldest first. */
-  readonly journal: JournalEntry[] = [];
+  /** The audit trail the store must have written, oldest first. */
+  readonly audit: ModelAuditEntry[] = [];
   /** Committed business rows per message id. */
   readonly businessRows = new Map<string, number>();
 
@@ -121,7 +121,7 @@ export class LeaseModel {
 
   #take(m: ModelMessage, owner: string, leaseMs: number): ModelLease {
     const reclaimedFrom = m.status === "processing" ? m.lockedBy : null;
-    this.journal.push({ messageId: m.id, token: m.token + 1, owner, action: "claim", at: this.now, previousStatus: m.status, previousOwner: m.lockedBy, previousLockedUntil: m.lockedUntil });
+    this.audit.push({ messageId: m.id, token: m.token + 1, owner, action: "claim", at: this.now, previousStatus: m.status, previousOwner: m.lockedBy, previousLockedUntil: m.lockedUntil });
     m.status = "processing";
     m.lockedBy = owner;
     m.token += 1;
@@ -158,7 +158,7 @@ export class LeaseModel {
     m.lockedUntil = null;
     m.lastError = null;
     this.businessRows.set(m.id, (this.businessRows.get(m.id) ?? 0) + 1);
-    this.#journalResult(lease, "complete");
+    this.#auditResult(lease, "complete");
     return { outcome: "completed", processedAt: this.now };
   }
 
@@ -170,13 +170,13 @@ export class LeaseModel {
     if (decision === "dead") {
       m.status = "dead"; // lockedBy stays: who gave up on it
       m.availableAt = this.now;
-      this.#journalResult(lease, "dead");
+      this.#auditResult(lease, "dead");
       return { outcome: "dead" };
     }
     m.status = "pending";
     m.lockedBy = null;
     m.availableAt = this.now + decision.retryInMs;
-    this.#journalResult(lease, "retry");
+    this.#auditResult(lease, "retry");
     return { outcome: "retry-scheduled", availableAt: m.availableAt };
   }
 
@@ -188,11 +188,11 @@ export class LeaseModel {
     m.lockedUntil = null;
     m.availableAt = this.now;
     m.attempts = Math.max(m.attempts - 1, 0);
-    this.#journalResult(lease, "release");
+    this.#auditResult(lease, "release");
     return { outcome: "released" };
   }
 
-  #journalResult(lease: PresentedLease, action: AuditAction): void {
-    this.journal.push({ messageId: lease.messageId, token: lease.token, owner: lease.owner, action, at: this.now, previousStatus: null, previousOwner: null, previousLockedUntil: null });
+  #auditResult(lease: PresentedLease, action: AuditAction): void {
+    this.audit.push({ messageId: lease.messageId, token: lease.token, owner: lease.owner, action, at: this.now, previousStatus: null, previousOwner: null, previousLockedUntil: null });
   }
 }

@@ -6,7 +6,7 @@
 // fresh database and on the in-memory model of lease-model.ts. After every command it compares
 // the operation's result and the whole state: every message's status, owner, token, attempts,
 // expiry, due time, last error and processed time; the business rows (exactly one per processed
-// message, none for any other); the lease journal; and the exclusivity invariants.
+// message, none for any other); the audit trail; and the exclusivity invariants.
 //
 // Environment:
 //   WASSAL_TEST_STORES=sqlite|postgres  which stores run (default: both; see test/conformance/stores.ts)

@@ -1,4 +1,4 @@
-// What the race tests assert at the end of a run, over the lease journal (store.auditTrail()),
+// What the race tests assert at the end of a run, over the audit trail (store.auditTrail()),
 // the final message rows and the business rows written by finalize. Each check returns a list of
 // problems (empty when all is well), so a failure names every message that went wrong. Also how
 // both race tests read the business rows back (the `effects` table, on either store).
@@ -45,7 +45,7 @@ function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, 
 const show = (e: AuditEntry) => `${e.action}#${e.token}@${e.owner}`;
 
 /**
- * The lease journal against the final rows. For every message, in journal order:
+ * The audit trail against the final rows. For every message, in audit order:
  * - no claim after a completion (the property under test);
  * - a processed message has exactly one completion, whose token is the row's final lease token
  *   and whose owner is the row's final owner; any other message has none;
@@ -54,11 +54,11 @@ const show = (e: AuditEntry) => `${e.action}#${e.token}@${e.owner}`;
  *   the previous claim's expired lease;
  * - nothing but claims and completions happened (the race tests never fail or release).
  */
-export function journalProblems(journal: readonly AuditEntry[], messages: readonly OutboxMessage[]): string[] {
+export function auditProblems(audit: readonly AuditEntry[], messages: readonly OutboxMessage[]): string[] {
   const problems: string[] = [];
-  const byMessage = groupBy(journal, (e) => e.messageId);
+  const byMessage = groupBy(audit, (e) => e.messageId);
   const known = new Set(messages.map((m) => m.id));
-  for (const id of byMessage.keys()) if (!known.has(id)) problems.push(`journal names unknown message ${id}`);
+  for (const id of byMessage.keys()) if (!known.has(id)) problems.push(`audit trail names unknown message ${id}`);
   for (const message of messages) {
     const entries = byMessage.get(message.id) ?? [];
     const trail = entries.map(show).join(", ");
@@ -70,17 +70,17 @@ export function journalProblems(journal: readonly AuditEntry[], messages: readon
     const completes = entries.filter((e) => e.action === "complete");
     if (message.status === "processed") {
       if (completes.length !== 1) {
-        problems.push(`message ${message.id}: ${completes.length} completions in the journal, expected 1 (${trail})`);
+        problems.push(`message ${message.id}: ${completes.length} completions in the audit trail, expected 1 (${trail})`);
       } else {
         const done = completes[0]!;
         if (done.token !== message.leaseToken) problems.push(`message ${message.id}: completed under token ${done.token} but its final lease token is ${message.leaseToken} (${trail})`);
         if (done.owner !== message.lockedBy) problems.push(`message ${message.id}: completed by ${done.owner} but the row names ${String(message.lockedBy)} (${trail})`);
       }
     } else if (completes.length > 0) {
-      problems.push(`message ${message.id}: status ${message.status} yet ${completes.length} completions in the journal (${trail})`);
+      problems.push(`message ${message.id}: status ${message.status} yet ${completes.length} completions in the audit trail (${trail})`);
     }
     const others = entries.filter((e) => e.action !== "claim" && e.action !== "complete");
-    if (others.length > 0) problems.push(`message ${message.id}: unexpected journal actions (${trail})`);
+    if (others.length > 0) problems.push(`message ${message.id}: unexpected audited actions (${trail})`);
     const claims = entries.filter((e) => e.action === "claim");
     const tokens = claims.map((e) => e.token);
     const expected = Array.from({ length: message.leaseToken }, (_, n) => n + 1);

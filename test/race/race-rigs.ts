@@ -1,5 +1,5 @@
 // Two connections to one outbox, for the in-process race tests: worker A's store (the completer)
-// and worker B's store (the reclaimer), both on one ManualClock, both keeping the lease journal,
+// and worker B's store (the reclaimer), both on one ManualClock, both keeping the audit trail,
 // plus what only store-specific code can do: a business write inside the completion transaction,
 // reading the business rows back, and telling when B's operation is stuck waiting for A.
 //

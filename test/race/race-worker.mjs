@@ -1,5 +1,5 @@
 // A real OS process in the reclaim-versus-completion race, working one outbox through the built
-// library (dist/) with the lease journal on (audit: true). One JSON argument:
+// library (dist/) with the audit trail on (audit: true). One JSON argument:
 //
 //   { store: "sqlite" | "postgres", db (sqlite file) | url + schema (postgres),
 //     role: "completer" | "reclaimer", worker, leaseMs, limit, total, out, deadlineMs,
@@ -31,10 +31,10 @@ const send = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 let store;
 try {
   if (storeKind === "postgres") {
-    const { PostgresOutboxStore } = await import(new URL("../../dist/stores/postgres/postgres-outbox-store.js", import.meta.url).href);
+    const { PostgresOutboxStore } = await import(new URL("../../dist/postgres.js", import.meta.url).href);
     store = await PostgresOutboxStore.connect({ url, schema, audit: true, maxConnections: completeConcurrency + 1, applicationName: applicationName ?? worker });
   } else {
-    const { SqliteOutboxStore } = await import(new URL("../../dist/stores/sqlite/sqlite-outbox-store.js", import.meta.url).href);
+    const { SqliteOutboxStore } = await import(new URL("../../dist/sqlite.js", import.meta.url).href);
     // NORMAL: no flush per commit (durability is not under test; locking is the same).
     store = new SqliteOutboxStore({ path: db, audit: true, synchronous: "NORMAL" });
   }

@@ -1,5 +1,5 @@
 // Reclaim versus completion with real concurrency: separate OS processes on one database, through
-// the built library (dist/), each with its own connection and the lease journal on. One process
+// the built library (dist/), each with its own connection and the audit trail on. One process
 // (the completer) claims batches under leases of a few milliseconds and completes them one by one,
 // with a business write in the completion transaction; by the time it gets to most of them the
 // lease has expired. Two other processes (the reclaimers) claim in a loop all the while, taking
@@ -7,10 +7,10 @@
 // and a reclaim of the same message are in flight at once. SQLite: the system clock; PostgreSQL:
 // the database's clock.
 //
-// At the end, from the database and the lease journal: every message is processed, with exactly
+// At the end, from the database and the audit trail: every message is processed, with exactly
 // one completion, under its final lease token; no message has a claim after its completion;
 // exactly one business row per message, written under that token; and the processes' own records
-// agree with the journal.
+// agree with the audit trail.
 //
 // Needs `npm run build` first (`npm test` does it).
 
@@ -26,7 +26,7 @@ import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from ".
 import { tempDir } from "../support/temp.js";
 import { within } from "../support/wait.js";
 import { killAll, startWorkerScript, type WorkerProcess } from "../multi-process/worker-process.js";
-import { businessProblems, journalProblems, readPostgresBusinessRows, readSqliteBusinessRows, unprocessed, type BusinessRow } from "./race-checks.js";
+import { businessProblems, auditProblems, readPostgresBusinessRows, readSqliteBusinessRows, unprocessed, type BusinessRow } from "./race-checks.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-race-mp-");
@@ -85,7 +85,7 @@ const DEADLINE_MS = 40_000;
 interface Setup {
   /** Config keys that point a worker at the database. */
   readonly target: Record<string, unknown>;
-  /** A store on the database, journal on (for auditTrail and the final rows). */
+  /** A store on the database, audit on (for auditTrail and the final rows). */
   readonly store: OutboxStore<unknown>;
   readonly ids: string[];
   businessRows(): Promise<BusinessRow[]>;
@@ -181,26 +181,26 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
   // From the database: every message processed, exactly one completion each under its final lease
   // token, no claim after a completion, exactly one business row each under that token.
   const messages: OutboxMessage[] = await setup.store.listMessages();
-  const journal: AuditEntry[] = await setup.store.auditTrail();
+  const audit: AuditEntry[] = await setup.store.auditTrail();
   const business = await setup.businessRows();
   expect(messages.map((m) => m.id)).toEqual(setup.ids);
-  expect(journalProblems(journal, messages)).toEqual([]);
+  expect(auditProblems(audit, messages)).toEqual([]);
   expect(businessProblems(business, messages)).toEqual([]);
   expect(unprocessed(messages)).toEqual([]);
 
-  // From the processes: the completer's successful completions are exactly the journal's, one per
+  // From the processes: the completer's successful completions are exactly the audit trail's, one per
   // message; nobody ever claimed a message under a token above the one it was completed with;
-  // every claim a process saw is in the journal and vice versa.
+  // every claim a process saw is in the audit trail and vice versa.
   const completer = records[0]!;
   const completed = completer.completions.filter((c) => c.outcome === "completed");
   const lost = completer.completions.filter((c) => c.outcome === "lease-lost");
-  expect(completed.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(journal.filter((e) => e.action === "complete").map((e) => `${e.messageId}#${e.token}`).sort());
+  expect(completed.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(audit.filter((e) => e.action === "complete").map((e) => `${e.messageId}#${e.token}`).sort());
   expect(new Set(completed.map((c) => c.messageId)).size).toBe(TOTAL);
   const completedToken = new Map(completed.map((c) => [c.messageId, c.token]));
   const claims = records.flatMap((r) => r.claims);
   const lateClaims = claims.filter((c) => c.token > (completedToken.get(c.messageId) ?? Infinity));
   expect(lateClaims, "claims under a token above the completed one").toEqual([]);
-  expect(claims.map((c) => `${c.messageId}#${c.token}@${c.owner}`).sort()).toEqual(journal.filter((e) => e.action === "claim").map((e) => `${e.messageId}#${e.token}@${e.owner}`).sort());
+  expect(claims.map((c) => `${c.messageId}#${c.token}@${c.owner}`).sort()).toEqual(audit.filter((e) => e.action === "claim").map((e) => `${e.messageId}#${e.token}@${e.owner}`).sort());
   // Each lease the completer held ended exactly one way: its completion went through, or another
   // process reclaimed the message (the next token, taken over from the completer) and the
   // completion was refused. Never both, never neither.
@@ -220,7 +220,7 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
   // reclaims by name that read the message as the completer's and found it processed when they
   // went to write (the completion landed between the reclaimer's read and its write).
   const claimedUntil = new Map(claims.map((c) => [`${c.messageId}#${c.token}`, c.lockedUntil]));
-  const completeAt = new Map(journal.filter((e) => e.action === "complete").map((e) => [`${e.messageId}#${e.token}`, e.at.getTime()]));
+  const completeAt = new Map(audit.filter((e) => e.action === "complete").map((e) => [`${e.messageId}#${e.token}`, e.at.getTime()]));
   const wonExpired = completed.filter((c) => (completeAt.get(`${c.messageId}#${c.token}`) ?? 0) >= (claimedUntil.get(`${c.messageId}#${c.token}`) ?? Infinity)).length;
   const reclaims = claims.filter((c) => c.reclaimedFrom !== null);
   const reclaimsOfCompleter = reclaims.filter((c) => c.reclaimedFrom === COMPLETER).length;
@@ -229,7 +229,7 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
   const summary = {
     elapsedMs: elapsed, messages: TOTAL, claims: claims.length, reclaims: reclaims.length, reclaimsOfCompleter,
     completionAttempts: completer.completions.length, completedOnExpiredLease: wonExpired, refusedLeaseLost: lost.length,
-    namedReclaimsOvertakenByCompletion: overtaken, journalRows: journal.length,
+    namedReclaimsOvertakenByCompletion: overtaken, auditRows: audit.length,
     claimCalls: records.map((r) => `${r.worker} ${r.claimCalls} (${r.emptyClaims} empty)`).join(", "),
     claimMessageByName: reclaimers.map((r) => `${r.worker} ${JSON.stringify(r.namedClaims)}`).join(", "),
   };

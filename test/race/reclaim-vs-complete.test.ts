@@ -3,7 +3,7 @@
 // message is claimable by anyone), and A's completion races worker B's reclaim on another
 // connection. Whatever the order, exactly one of them wins: A's completion succeeds and B gets
 // nothing, or B's reclaim comes first and A's completion is refused (lease-lost). Never both; a
-// processed message never appears in a later claim; the lease journal never shows a claim after
+// processed message never appears in a later claim; the audit trail never shows a claim after
 // a completion.
 //
 // The interleavings, cycled over the messages:
@@ -28,7 +28,7 @@ import { ManualClock } from "../../src/outbox/clock.js";
 import type { AuditEntry, ClaimMessageResult, Completed, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { nothingToRun, selectNamed } from "../support/selection.js";
-import { businessProblems, journalProblems, unprocessed, type BusinessRow } from "./race-checks.js";
+import { businessProblems, auditProblems, unprocessed, type BusinessRow } from "./race-checks.js";
 import { postgresRig, sqliteRig, type RaceRig } from "./race-rigs.js";
 
 const PG = await postgresAvailable();
@@ -236,30 +236,30 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
   const lateClaims = events.filter((e) => e.kind === "claim" && (completedAt.get(e.messageId) ?? Infinity) < e.seq);
   expect(lateClaims, "claims of a message after its completion").toEqual([]);
 
-  // The lease journal and the business rows, against the final rows.
+  // The audit trail and the business rows, against the final rows.
   const messages: OutboxMessage[] = await a.listMessages();
-  const journal: AuditEntry[] = await a.auditTrail();
+  const audit: AuditEntry[] = await a.auditTrail();
   const business: BusinessRow[] = await rig.businessRows();
   expect(messages).toHaveLength(count);
-  expect(journalProblems(journal, messages)).toEqual([]);
+  expect(auditProblems(audit, messages)).toEqual([]);
   expect(businessProblems(business, messages)).toEqual([]);
   expect(unprocessed(messages)).toEqual([]);
-  // The journal and what the test saw agree, claim for claim and completion for completion.
+  // The audit and what the test saw agree, claim for claim and completion for completion.
   const seen = events.map((e) => `${e.kind}:${e.messageId}#${e.token}@${e.owner}`).sort();
-  const journaled = journal.map((e) => `${e.action}:${e.messageId}#${e.token}@${e.owner}`).sort();
-  expect(journaled).toEqual(seen);
+  const audited = audit.map((e) => `${e.action}:${e.messageId}#${e.token}@${e.owner}`).sort();
+  expect(audited).toEqual(seen);
 
   // Both sides really won races: A's completion under fire, and B's reclaim before it.
   const aWins = [...tally].filter(([k]) => k.endsWith("A completed")).reduce((s, [, v]) => s + v, 0);
   const bWins = [...tally].filter(([k]) => k.endsWith("B reclaimed")).reduce((s, [, v]) => s + v, 0);
   expect(aWins, "races A's completion won").toBeGreaterThan(count / 4);
   if (variants.includes("complete‖claim") || variants.includes("claim‖complete")) expect(bWins, "races B's reclaim won").toBeGreaterThan(count / 20);
-  return { tally, claims: events.filter((e) => e.kind === "claim").length, journal: journal.length };
+  return { tally, claims: events.filter((e) => e.kind === "claim").length, audit: audit.length };
 }
 
 function report(store: string, count: number, startedAt: number, result: Awaited<ReturnType<typeof runRace>>): void {
   const split = [...result.tally].sort(([x], [y]) => x.localeCompare(y)).map(([k, v]) => `${k} ${v}`).join("; ");
-  console.info(`${store} reclaim-vs-complete: ${count} races in ${Math.round(performance.now() - startedAt)} ms (${result.claims} claims, ${result.journal} journal rows): ${split}`);
+  console.info(`${store} reclaim-vs-complete: ${count} races in ${Math.round(performance.now() - startedAt)} ms (${result.claims} claims, ${result.audit} audit rows): ${split}`);
 }
 
 /** The interleavings each store runs (the gated ones need PostgreSQL's read-to-write window). */

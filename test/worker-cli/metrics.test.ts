@@ -71,7 +71,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       expect(m.get('wassal_claims_total{result="blocked"}')).toBe(0);
       expect(m.get("wassal_processing_attempts_total")).toBe(COUNT);
       expect(m.get("wassal_completions_total")).toBe(COUNT);
-      expect(m.get("wassal_dead_letters_total")).toBe(0);
+      expect(m.get("wassal_dead_total")).toBe(0);
       expect(m.get("wassal_retries_total")).toBe(0);
       expect(m.get('wassal_handler_duration_seconds_count{result="completed"}')).toBe(COUNT);
       expect(m.get('wassal_handler_duration_seconds_bucket{le="+Inf",result="completed"}')).toBe(COUNT);

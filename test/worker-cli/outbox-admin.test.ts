@@ -1,5 +1,5 @@
 // `wassal outbox stats | dead | redrive | purge`, in text and with --json, against what a real
-// `wassal worker` process left behind: dead letters with clear errors (an unknown message type, a
+// `wassal worker` process left behind: dead messages with clear errors (an unknown message type, a
 // malformed payment payload) while the worker carries on with the rest, redrive by id and --all,
 // purge in batches, and leases per owner. On a SQLite file and on a PostgreSQL schema.
 //
@@ -42,7 +42,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     let unknownId: string;
     let malformedId: string;
 
-    it("a worker dead-letters an unknown type and a malformed payload at their first attempt (retrying cannot fix them), with clear errors, and keeps processing the rest", async () => {
+    it("a worker marks an unknown type and a malformed payload dead at their first attempt (retrying cannot fix them), with clear errors, and keeps processing the rest", async () => {
       target = newTarget(kind, FILE_TMP);
       dir = cwd();
       // Two messages the CLI cannot make, enqueued through the library, ahead of the payments.
@@ -67,9 +67,9 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       w.signal("SIGTERM");
       expect((await w.waitForExit(10_000)).code).toBe(0);
 
-      // The worker logged each dead letter once, as an error naming the message and the cause; nothing else.
+      // The worker logged each dead message once, as an error naming the message and the cause; nothing else.
       const logs = logLines(w.stderr());
-      expect(logs.map((l) => [l.level, l.msg, l.messageId])).toEqual(expect.arrayContaining([[50, "dead-lettered", unknownId], [50, "dead-lettered", malformedId]]));
+      expect(logs.map((l) => [l.level, l.msg, l.messageId])).toEqual(expect.arrayContaining([[50, "dead", unknownId], [50, "dead", malformedId]]));
       expect(logs).toHaveLength(2);
 
       const rows = await target.messages();
@@ -173,7 +173,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       expect(await cliOk(["outbox", "purge", ...target.args, "--processed-before", "0s"], { cwd: dir })).toMatch(/^deleted 0 processed messages processed before /);
     });
 
-    it("the redriven messages are claimable again: a worker takes them at once (and dead-letters them again)", async () => {
+    it("the redriven messages are claimable again: a worker takes them at once (and marks them dead again)", async () => {
       const w = startCli(["worker", ...target.args, "--name", "second-look", "--max-attempts", "1", "--poll-ms", "100", "--log-level", "warn"], { cwd: dir });
       const rows = await waitForRows(target, "both dead again", (r) => count(r, "dead") === 2, [w], 10_000);
       expect(rows.map((r) => [r.status, r.attempts, r.lockedBy, r.leaseToken])).toEqual([["dead", 1, "second-look", 2], ["dead", 1, "second-look", 2]]);

@@ -54,7 +54,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
         expect({ worker: names[i], code: exit.code, signal: exit.signal }).toEqual({ worker: names[i], code: 0, signal: null });
         expect(exit.at - sent[i]!, `${names[i]} took too long to stop`).toBeLessThan(5_000);
       });
-      // At --log-level warn a clean run says nothing: no lease lost, no retry, no dead letter, no store error.
+      // At --log-level warn a clean run says nothing: no lease lost, no retry, no dead message, no store error.
       for (const w of workers) expect(logLines(w.stderr()).map((l) => `${l.msg} ${l.error ?? ""}`)).toEqual([]);
 
       // Every message: processed, claimed once (token 1, attempt 1), by one of the two workers.

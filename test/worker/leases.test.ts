@@ -100,7 +100,7 @@ describeEachStore("worker lease heartbeat", (factory) => {
     expect(await harness.countBusinessRows("stale-result")).toBe(0);
     // The worker recorded no failure: the message is the rescuer's, as it was.
     expect(await mustGet(store, message.id)).toMatchObject({ status: "processing", lockedBy: "rescuer", leaseToken: 2, attempts: 2, lastError: null });
-    expect(log.count("retry-scheduled") + log.count("dead-lettered") + log.count("completed")).toBe(0);
+    expect(log.count("retry-scheduled") + log.count("dead") + log.count("completed")).toBe(0);
     expect(renewCalls).toBe(1); // the heartbeat stopped at the loss
 
     const done = await rescuer.complete(defined(taken, "the rescuer's lease"), (tx) => harness.businessWrite(tx, "fresh-result"));

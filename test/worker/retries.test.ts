@@ -1,4 +1,4 @@
-// Failures: retries on the exponential backoff schedule (on the manual clock), dead letters after
+// Failures: retries on the exponential backoff schedule (on the manual clock), dead messages after
 // the last attempt, redrive, unknown message types, and attempts counted at claim.
 
 import { expect, it, vi } from "vitest";
@@ -16,7 +16,7 @@ const POLICY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 1_000, maxDelayMs: 60
 /** The middle of the jitter range: every delay is exactly its nominal value. */
 const NO_JITTER = () => 0.5;
 
-describeEachStore("worker retries and dead letters", (factory) => {
+describeEachStore("worker retries and dead messages", (factory) => {
   const ctx = useStoreHarness(factory);
   const workers = useWorkers(() => ctx().clock);
 
@@ -73,7 +73,7 @@ describeEachStore("worker retries and dead letters", (factory) => {
     }
 
     // The fourth attempt is the last (maxAttempts 4): its failure is final.
-    await log.waitFor("dead-lettered");
+    await log.waitFor("dead");
     expect(log.of("claim-won")[3]).toMatchObject({ token: 4, at: new Date(claimedAt) });
     expect(flaky.calls.map((m) => m.attempts)).toEqual([1, 2, 3, 4]);
     expect(await mustGet(store, message.id)).toMatchObject({ status: "dead", attempts: 4, leaseToken: 4, lastError: "Error: boom 4" });
@@ -95,7 +95,7 @@ describeEachStore("worker retries and dead letters", (factory) => {
     expect((await mustGet(store, message.id)).availableAt).toEqual(at(500));
   });
 
-  it("dead-letters after the last attempt with the last error, never claims it again, and processes it after a redrive", async () => {
+  it("marks a message dead after the last attempt with the last error, never claims it again, and processes it after a redrive", async () => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);
     const message = await enqueueMessage(store);
@@ -107,9 +107,9 @@ describeEachStore("worker retries and dead letters", (factory) => {
     });
     await log.waitFor("retry-scheduled");
     clock.advance(1_000);
-    await log.waitFor("dead-lettered");
+    await log.waitFor("dead");
     await waitForSleepers(clock, 1, () => worker.inFlight === 0); // only the poll: no retry timer for a dead message
-    expect(log.of("dead-lettered")).toEqual([expect.objectContaining({ owner: "dlq-worker", messageId: message.id, token: 2, error: "Error: boom 2", at: at(1_000) })]);
+    expect(log.of("dead")).toEqual([expect.objectContaining({ owner: "dlq-worker", messageId: message.id, token: 2, error: "Error: boom 2", at: at(1_000) })]);
     expect(await mustGet(store, message.id)).toMatchObject({ status: "dead", attempts: 2, leaseToken: 2, lastError: "Error: boom 2", lockedUntil: null });
 
     // Ten polls later, nobody has claimed it.
@@ -134,7 +134,7 @@ describeEachStore("worker retries and dead letters", (factory) => {
     expect(flaky.calls.map((m) => m.attempts)).toEqual([1, 2, 1]);
   });
 
-  it("dead-letters at once, with attempts left, a message whose handler throws an UnrecoverableError", async () => {
+  it("marks a message dead at once, with attempts left, when its handler throws an UnrecoverableError", async () => {
     const { store, clock } = ctx();
     const log = new EventLog(store);
     const message = await enqueueMessage(store);
@@ -152,10 +152,10 @@ describeEachStore("worker retries and dead letters", (factory) => {
     await waitForSleepers(clock, 1, () => worker.inFlight === 0); // no retry timer
     expect(runs).toBe(1);
     expect(log.count("retry-scheduled")).toBe(0);
-    expect(log.of("dead-lettered")).toEqual([expect.objectContaining({ owner: "strict-worker", token: 1, error: "UnrecoverableError: payload has no amount" })]);
+    expect(log.of("dead")).toEqual([expect.objectContaining({ owner: "strict-worker", token: 1, error: "UnrecoverableError: payload has no amount" })]);
   });
 
-  it("dead-letters a message of an unknown type with UnknownMessageTypeError and keeps processing the others", async () => {
+  it("marks a message of an unknown type dead with UnknownMessageTypeError and keeps processing the others", async () => {
     const { store, clock } = ctx();
     const log = new EventLog(store);
     const mystery = await enqueueMessage(store, { type: "mystery.type" });
@@ -182,10 +182,10 @@ describeEachStore("worker retries and dead letters", (factory) => {
     expect(handled).toEqual([known1.id, known2.id, known3.id]);
     expect(log.count("processing-started", (e) => e.messageId === mystery.id)).toBe(0);
     expect(log.count("retry-scheduled")).toBe(0);
-    expect(log.of("dead-lettered").map((e) => e.messageId)).toEqual([mystery.id]);
+    expect(log.of("dead").map((e) => e.messageId)).toEqual([mystery.id]);
   });
 
-  it("dead-letters a message its crashed owners already claimed maxAttempts times, without running the handler", async () => {
+  it("marks dead, without running the handler, a message its crashed owners already claimed maxAttempts times", async () => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);
     const message = await enqueueMessage(store);
@@ -207,7 +207,7 @@ describeEachStore("worker retries and dead letters", (factory) => {
     expect(dead).toMatchObject({ attempts: 4, leaseToken: 4, lockedBy: "survivor" });
     expect(dead.lastError).toMatch(/^AttemptsExhaustedError: claimed 4 times, more than the 3 allowed, without finishing/);
     expect(log.of("claim-won")).toEqual([expect.objectContaining({ owner: "survivor", token: 4, reclaimedFrom: "crashed-3" })]);
-    expect(log.of("dead-lettered")).toEqual([expect.objectContaining({ owner: "survivor", token: 4 })]);
+    expect(log.of("dead")).toEqual([expect.objectContaining({ owner: "survivor", token: 4 })]);
     expect(handlerRuns).toBe(0);
     expect(log.count("processing-started")).toBe(0);
   });

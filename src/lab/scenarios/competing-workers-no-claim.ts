@@ -2,6 +2,8 @@
 // Both load every pending row before either processes (a two-party barrier makes the race
 // certain), so every message is processed twice, and the final rows still look perfect.
 
+import { publish } from "../../outbox/events.js";
+import { unleasedAccess } from "../../stores/unleased.js";
 import type { LabBackend } from "../backend.js";
 import { computeMetrics } from "../metrics.js";
 import { check, renderChecks, renderClaimLedger, renderMessages, renderMetrics, renderOwnership, renderPayments, renderProcessingLedger, renderTimeline, ReportBuilder } from "../report.js";
@@ -28,16 +30,16 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   const arrive = barrier(2);
 
   const naiveWorker = async (worker: LabWorker<Tx>) => {
-    const pending = await worker.store.unleased.loadPending();
+    const pending = await unleasedAccess(worker.store).loadPending();
     loaded[worker.name] = pending.length;
     ledger.note(clock.now(), worker.name, `load pending rows -> ${pending.length} (${pending.map((m) => labels(m.id)).join(", ")}); nothing marked yet`);
     ledger.note(clock.now(), worker.name, "wait at the barrier until the other instance has loaded too");
     await arrive();
     for (const message of pending) {
-      worker.store.events.emit({ type: "processing-started", at: clock.now(), owner: worker.name, messageId: message.id, token: null, attempt: message.attempts });
+      publish(worker.store.events, { type: "processing-started", at: clock.now(), owner: worker.name, messageId: message.id, token: null, attempt: message.attempts });
       const { outcome, finalize } = await worker.payments.reconcile(message);
-      await worker.store.unleased.markProcessed(message.id, finalize);
-      worker.store.events.emit({ type: "processing-finished", at: clock.now(), owner: worker.name, messageId: message.id, token: null, result: "unguarded-write", detail: outcome.status });
+      await unleasedAccess(worker.store).markProcessed(message.id, finalize);
+      publish(worker.store.events, { type: "processing-finished", at: clock.now(), owner: worker.name, messageId: message.id, token: null, result: "unguarded-write", detail: outcome.status });
     }
   };
 

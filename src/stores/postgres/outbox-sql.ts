@@ -42,7 +42,7 @@ CREATE INDEX outbox_messages_claimable ON ${schema}.outbox_messages (available_a
     {
       name: "outbox-002-audit",
       sql: `
--- The lease journal: written only by stores opened with audit enabled.
+-- The audit trail: written only by stores opened with audit enabled.
 CREATE TABLE ${schema}.outbox_audit (
   id                    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   message_id            bigint      NOT NULL,
@@ -123,7 +123,7 @@ export function outboxSql(schema: string) {
         WHERE m.id = c.id
         RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, c.old_available_at, clock.t AS now
       ),
-      journal AS (
+      audited AS (
         INSERT INTO ${audit} (${AUDIT_COLUMNS})
         SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
       )
@@ -185,7 +185,7 @@ export function outboxSql(schema: string) {
     },
 
     /**
-     * $1 now, $2 ids, $3 tokens, $4 owners, $5 journal?: many guarded completions in one statement
+     * $1 now, $2 ids, $3 tokens, $4 owners, $5 audit?: many guarded completions in one statement
      * (for completions without business writes, which cannot fail one by one).
      */
     completeBulk: `WITH ${CLOCK},
@@ -195,10 +195,10 @@ export function outboxSql(schema: string) {
         FROM clock, wanted w
         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing'
         RETURNING m.id, w.token, w.owner, clock.t AS now),
-      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)
       SELECT id::text AS id, token, ${EPOCH_MS("now")} AS now_ms FROM done`,
 
-    /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 journal? */
+    /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 audit? */
     failRetry: `WITH ${CLOCK},
       changed AS (
         UPDATE ${table} m
@@ -206,20 +206,20 @@ export function outboxSql(schema: string) {
         FROM clock
         WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
         RETURNING m.id, m.available_at, clock.t AS now),
-      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $6, 'retry', now FROM changed WHERE $7::boolean)
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $6, 'retry', now FROM changed WHERE $7::boolean)
       SELECT available_at, now FROM changed`,
 
-    /** $1 now, $2 id, $3 token, $4 error, $5 owner, $6 journal? */
+    /** $1 now, $2 id, $3 token, $4 error, $5 owner, $6 audit? */
     failDead: `WITH ${CLOCK},
       changed AS (
         UPDATE ${table} m SET status = 'dead', locked_until = NULL, last_error = $4, available_at = clock.t
         FROM clock
         WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
         RETURNING m.id, clock.t AS now),
-      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $5, 'dead', now FROM changed WHERE $6::boolean)
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $5, 'dead', now FROM changed WHERE $6::boolean)
       SELECT now FROM changed`,
 
-    /** $1 now, $2 id, $3 token, $4 owner, $5 journal? */
+    /** $1 now, $2 id, $3 token, $4 owner, $5 audit? */
     release: `WITH ${CLOCK},
       changed AS (
         UPDATE ${table} m
@@ -227,7 +227,7 @@ export function outboxSql(schema: string) {
         FROM clock
         WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
         RETURNING m.id, clock.t AS now),
-      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $4, 'release', now FROM changed WHERE $5::boolean)
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $4, 'release', now FROM changed WHERE $5::boolean)
       SELECT now FROM changed`,
 
     /** A member's business write threw: undo it alone (the savepoint stays open until released or committed). */
@@ -245,19 +245,19 @@ export function outboxSql(schema: string) {
       SELECT m.locked_by AS owner, count(*) FILTER (WHERE m.locked_until > clock.t)::int AS held,
              count(*) FILTER (WHERE m.locked_until <= clock.t)::int AS expired
       FROM ${table} m, clock WHERE m.status = 'processing' GROUP BY m.locked_by ORDER BY m.locked_by`,
-    /** $1 now, $2 journal?. Owner "redrive" marks an operator's act in the journal. */
+    /** $1 now, $2 audit?. Owner "redrive" marks an operator's act in the audit trail. */
     redriveAll: `WITH ${CLOCK},
       moved AS (
         UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
         FROM clock WHERE m.status = 'dead' RETURNING m.id, m.lease_token, clock.t AS now),
-      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT count(*)::int AS moved FROM moved`,
-    /** $1 now, $2 journal?, $3 ids. */
+    /** $1 now, $2 audit?, $3 ids. */
     redriveSome: `WITH ${CLOCK},
       moved AS (
         UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
         FROM clock WHERE m.status = 'dead' AND m.id = ANY($3::bigint[]) RETURNING m.id, m.lease_token, clock.t AS now),
-      journal AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT count(*)::int AS moved FROM moved`,
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeBatch: `WITH batch AS MATERIALIZED (

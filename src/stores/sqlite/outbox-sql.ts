@@ -34,7 +34,7 @@ CREATE INDEX outbox_messages_claimable ON outbox_messages (available_at, id)
   {
     name: "outbox-002-audit",
     sql: `
--- The lease journal: written only by stores opened with audit enabled.
+-- The audit trail: written only by stores opened with audit enabled.
 CREATE TABLE outbox_audit (
   id                    INTEGER PRIMARY KEY AUTOINCREMENT,
   message_id            INTEGER NOT NULL,
@@ -135,10 +135,10 @@ export const SQL = {
   oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
   leasesByOwner: `SELECT locked_by AS owner, sum(locked_until > @now) AS held, sum(locked_until <= @now) AS expired
                   FROM outbox_messages WHERE status = 'processing' GROUP BY locked_by ORDER BY locked_by`,
-  /** Journal rows for a redrive, written before it (same transaction); owner "redrive" marks an operator's act. */
-  journalRedriveAll: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
+  /** Audit rows for a redrive, written before it (same transaction); owner "redrive" marks an operator's act. */
+  auditRedriveAll: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
                       SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages WHERE status = 'dead'`,
-  journalRedriveOne: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
+  auditRedriveOne: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
                       SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages WHERE id = @id AND status = 'dead'`,
   redriveAll: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
                WHERE status = 'dead'`,

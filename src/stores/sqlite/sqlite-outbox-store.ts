@@ -11,8 +11,8 @@ import type { DriverCapabilities, LeaseStats, OutboxDriver, SavepointStep } from
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
-import type { UnleasedAccess } from "../../outbox/store.js";
 import type { AuditAction, AuditEntry, ClaimMessageResult, JsonValue, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "../../outbox/types.js";
+import type { UnleasedAccess } from "../unleased.js";
 import { toAuditEntry, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
@@ -299,14 +299,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return this.writeLock.run(() => {
       const now = this.now();
       if (messageIds === "all") {
-        if (audit) this.#stmt("journalRedriveAll").run({ now });
+        if (audit) this.#stmt("auditRedriveAll").run({ now });
         return this.#stmt("redriveAll").run({ now }).changes;
       }
       let moved = 0;
       for (const messageId of messageIds) {
         const id = rowId(messageId);
         if (id === -1) continue;
-        if (audit) this.#stmt("journalRedriveOne").run({ id, now });
+        if (audit) this.#stmt("auditRedriveOne").run({ id, now });
         moved += this.#stmt("redriveOne").run({ id, now }).changes;
       }
       return moved;
@@ -360,16 +360,22 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 }
 
+/** Lab-only access that ignores leases, kept off the store's public members (see stores/unleased.ts). */
+const unleasedOf = new WeakMap<SqliteOutboxStore, UnleasedAccess<SqliteTx>>();
+
+export function sqliteUnleased(store: SqliteOutboxStore): UnleasedAccess<SqliteTx> {
+  return unleasedOf.get(store) as UnleasedAccess<SqliteTx>;
+}
+
 export class SqliteOutboxStore extends LeasedOutbox<SqliteTx> {
   readonly kind = "sqlite";
   readonly #driver: SqliteDriver;
-  readonly unleased: UnleasedAccess<SqliteTx>;
 
   constructor(options: SqliteStoreOptions) {
     const driver = new SqliteDriver(options);
     super(driver, options);
     this.#driver = driver;
-    this.unleased = driver.unleased();
+    unleasedOf.set(this, driver.unleased());
   }
 
   /** Path of the SQLite file. */

@@ -4,7 +4,7 @@
 // connection's async transactions from interleaving.
 
 import { AsyncLocalStorage } from "node:async_hooks";
-import type Database from "better-sqlite3";
+import Database from "better-sqlite3";
 import { StoreBusyError, WassalError } from "../../outbox/errors.js";
 
 function isBusy(error: unknown): boolean {
@@ -108,5 +108,21 @@ export class WriteLock {
       throw error;
     }
     return value;
+  }
+}
+
+/**
+ * Takes the write lock of the SQLite file at `path` on a connection of its own and holds it for
+ * `holdMs`, blocking this thread (the chaos harness's competing writer runs it in its own process).
+ */
+export function holdWriteLock(path: string, holdMs: number): void {
+  const db = new Database(path, { timeout: 10_000 });
+  try {
+    db.exec("BEGIN IMMEDIATE");
+    // Block (and so keep the lock) without spinning.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, holdMs);
+    db.exec("COMMIT");
+  } finally {
+    db.close();
   }
 }

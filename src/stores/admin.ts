@@ -1,0 +1,61 @@
+// Database chores of the lab and the chaos harness, kept here so that SQL and database drivers
+// stay under stores/: the server's version, a schema dropped after a run, connections terminated
+// on purpose, a SQLite file checked for someone else's tables.
+
+import pg from "pg";
+import { openPostgresPool } from "./postgres/connect.js";
+import { checkSchema } from "./postgres/postgres-outbox-store.js";
+import { listTables, openSqliteDatabase } from "./sqlite/open-database.js";
+
+export { sqliteVersion } from "./sqlite/open-database.js";
+export { isPostgresUrl, redactUrl } from "./postgres/connect.js";
+
+/** The PostgreSQL server's version; one clear DatabaseOpenError when it cannot be reached. */
+export async function postgresServerVersion(url: string): Promise<string> {
+  const pool = await openPostgresPool(url, { maxConnections: 1 });
+  try {
+    return (await pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? "?";
+  } finally {
+    await pool.end();
+  }
+}
+
+/** Drops a schema and everything in it (a lab or chaos run's own schema, at its end). */
+export async function dropSchema(url: string, schema: string): Promise<void> {
+  const pool = await openPostgresPool(url, { maxConnections: 1 });
+  try {
+    await pool.query(`DROP SCHEMA IF EXISTS ${checkSchema(schema)} CASCADE`);
+  } finally {
+    await pool.end();
+  }
+}
+
+/** A connection that terminates other connections by application name, for fault injection. */
+export interface ConnectionKiller {
+  /** Terminates every backend whose application_name matches the LIKE pattern; returns how many. */
+  terminate(applicationNameLike: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+export async function openConnectionKiller(url: string): Promise<ConnectionKiller> {
+  const admin = new pg.Client({ connectionString: url });
+  admin.on("error", () => undefined);
+  await admin.connect();
+  return {
+    async terminate(applicationNameLike) {
+      const { rowCount } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1", [applicationNameLike]);
+      return rowCount ?? 0;
+    },
+    close: () => admin.end().catch(() => undefined),
+  };
+}
+
+/** True when the SQLite file at `path` (created if missing) already has one of these tables. */
+export function sqliteHoldsTables(path: string, names: readonly string[]): boolean {
+  const probe = openSqliteDatabase(path);
+  try {
+    return listTables(probe).some((name) => names.includes(name));
+  } finally {
+    probe.close();
+  }
+}
