@@ -8,7 +8,10 @@ import { openOutbox } from "wassal/lab";
 
 const WARM_UP_TRANSACTIONS = 5;
 
-export async function enqueueRate(db: string, options: { schema?: string; synchronous: "FULL" | "NORMAL"; messages: number; perTransaction: number }): Promise<number> {
+export async function enqueueRate(
+  db: string,
+  options: { schema?: string; synchronous: "FULL" | "NORMAL"; messages: number; perTransaction: number },
+): Promise<number> {
   const outbox = await openOutbox(db, { ...(options.schema ? { schema: options.schema } : {}), synchronous: options.synchronous, maxConnections: 2 });
   const enqueue = async (from: number, to: number) => {
     for (let done = from; done < to; done += options.perTransaction) {

@@ -25,7 +25,11 @@ await runOnce({
   maxPoolSize: 25,
   logger,
   noHandleSignals: true,
-  taskList: { [PEER_QUEUE]: async () => { processed += 1; } },
+  taskList: {
+    [PEER_QUEUE]: async () => {
+      processed += 1;
+    },
+  },
   preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
 });
 process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);

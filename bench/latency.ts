@@ -15,7 +15,10 @@ export interface LatencyResult {
 
 const nowMs = () => performance.timeOrigin + performance.now();
 
-export async function measureLatency(db: string, options: { schema?: string; synchronous: "FULL" | "NORMAL"; rate: number; seconds: number }): Promise<LatencyResult> {
+export async function measureLatency(
+  db: string,
+  options: { schema?: string; synchronous: "FULL" | "NORMAL"; rate: number; seconds: number },
+): Promise<LatencyResult> {
   const outbox = await openOutbox(db, { ...(options.schema ? { schema: options.schema } : {}), synchronous: options.synchronous, maxConnections: 4 });
   const samples: number[] = [];
   const worker = new Worker({

@@ -49,4 +49,6 @@ await worker.start();
 await idle;
 await worker.stop({ graceMs: 1000 });
 await outbox.close();
-process.stdout.write(`${JSON.stringify({ processed, failed, statusChecks: provider.statusChecks(), maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ processed, failed, statusChecks: provider.statusChecks(), maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`,
+);

@@ -35,7 +35,10 @@ export async function preparePeer(peer: Peer, messages: number, postgresUrl: str
     const sqlite = new Database(db);
     const queue = defineQueue({ connection: better(sqlite), logger: silentLogger });
     for (let done = 0; done < messages; done += 1000) {
-      queue.addMany(PEER_QUEUE, Array.from({ length: Math.min(1000, messages - done) }, (_, i) => ({ n: done + i })));
+      queue.addMany(
+        PEER_QUEUE,
+        Array.from({ length: Math.min(1000, messages - done) }, (_, i) => ({ n: done + i })),
+      );
     }
     queue.close();
     return { db, schema: "-", cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
@@ -49,7 +52,10 @@ export async function preparePeer(peer: Peer, messages: number, postgresUrl: str
       await boss.start();
       await boss.createQueue(PEER_QUEUE);
       for (let done = 0; done < messages; done += 1000) {
-        await boss.insert(PEER_QUEUE, Array.from({ length: Math.min(1000, messages - done) }, (_, i) => ({ data: { n: done + i } })));
+        await boss.insert(
+          PEER_QUEUE,
+          Array.from({ length: Math.min(1000, messages - done) }, (_, i) => ({ data: { n: done + i } })),
+        );
       }
       await boss.stop({ graceful: false });
     } else {

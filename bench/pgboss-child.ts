@@ -30,7 +30,9 @@ await boss.work(PEER_QUEUE, { batchSize: 1000, burstWhenBatchFull: true, polling
 });
 for (;;) {
   const { rows } = await probe.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM ${schema}.job WHERE name = $1 AND state IN ('created', 'retry', 'active')`, [PEER_QUEUE]);
+    `SELECT count(*)::int AS n FROM ${schema}.job WHERE name = $1 AND state IN ('created', 'retry', 'active')`,
+    [PEER_QUEUE],
+  );
   if ((rows[0]?.n ?? 0) === 0) break;
   await new Promise((resolve) => setTimeout(resolve, 10));
 }

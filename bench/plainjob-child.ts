@@ -17,7 +17,13 @@ const [file] = process.argv.slice(2);
 if (!file) throw new Error("usage: plainjob-child <sqliteFile>");
 const queue = defineQueue({ connection: better(new Database(file)), logger: silentLogger });
 let processed = 0;
-const worker = defineWorker(PEER_QUEUE, async () => { processed += 1; }, { queue, pollIntervall: 20, logger: silentLogger });
+const worker = defineWorker(
+  PEER_QUEUE,
+  async () => {
+    processed += 1;
+  },
+  { queue, pollIntervall: 20, logger: silentLogger },
+);
 process.stdout.write("ready\n");
 await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
 

@@ -26,9 +26,14 @@ if (db.startsWith("postgres")) {
                                  ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
        UPDATE ${t} m SET status = 'processing', locked_by = 'raw', locked_until = now() + interval '30 s', available_at = now() + interval '30 s',
               lease_token = m.lease_token + 1, attempts = m.attempts + 1
-       FROM c WHERE m.id = c.id RETURNING m.id`, [batch]);
+       FROM c WHERE m.id = c.id RETURNING m.id`,
+      [batch],
+    );
     if (rows.length === 0) break;
-    await client.query(`UPDATE ${t} SET status = 'processed', processed_at = now(), locked_until = NULL WHERE id = ANY($1::bigint[]) AND status = 'processing'`, [rows.map((r) => r.id)]);
+    await client.query(
+      `UPDATE ${t} SET status = 'processed', processed_at = now(), locked_until = NULL WHERE id = ANY($1::bigint[]) AND status = 'processing'`,
+      [rows.map((r) => r.id)],
+    );
     processed += rows.length;
   }
   await client.end();

@@ -118,7 +118,10 @@ function positive(name: string): (value: string) => number {
 
 function listOf<T extends string>(name: string, valid: readonly T[]): (value: string) => T[] {
   return (value) => {
-    const items = value.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    const items = value
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== "");
     const unknown = items.filter((s) => !(valid as readonly string[]).includes(s));
     if (items.length === 0 || unknown.length > 0) refuse(`${name} takes a comma-separated list of ${valid.join(", ")} (got ${JSON.stringify(value)})`);
     return items as T[];
@@ -134,7 +137,13 @@ const PEER_TUNING: Record<Peer, { script: string; batch: number; tuning: string 
 };
 const isPeer = (system: Config["system"]): system is Peer => system in PEER_TUNING;
 const systemName = (c: Config) =>
-  isPeer(c.system) ? `${c.system} (${PEER_TUNING[c.system].tuning})` : c.payments ? `${c.system} (payments handler)` : c.groupCommit === false ? `${c.system} (no group commit)` : c.system;
+  isPeer(c.system)
+    ? `${c.system} (${PEER_TUNING[c.system].tuning})`
+    : c.payments
+      ? `${c.system} (payments handler)`
+      : c.groupCommit === false
+        ? `${c.system} (no group commit)`
+        : c.system;
 const shortName = (c: Config) => (c.payments ? "wassal-payments" : c.groupCommit === false ? "wassal-no-gc" : c.system);
 const label = (c: Config) => `${shortName(c).padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
@@ -158,9 +167,11 @@ function prepareEmpty(store: string, settings: Settings) {
 /** Runs `work(0)` … `work(total - 1)`, at most `parallel` at a time. */
 async function inParallel(total: number, parallel: number, work: (n: number) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(parallel, total) }, async () => {
-    while (next < total) await work(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(parallel, total) }, async () => {
+      while (next < total) await work(next++);
+    }),
+  );
 }
 
 /**
@@ -169,7 +180,11 @@ async function inParallel(total: number, parallel: number, work: (n: number) => 
  * through PaymentsService.create (one transaction per payment, as an application would).
  * Seeding is untimed; on PostgreSQL a few transactions run at once to shorten it.
  */
-async function prepare(store: string, settings: Settings, content: "noop" | "payments" = "noop"): Promise<{ db: string; schema: string; cleanup: () => Promise<void> }> {
+async function prepare(
+  store: string,
+  settings: Settings,
+  content: "noop" | "payments" = "noop",
+): Promise<{ db: string; schema: string; cleanup: () => Promise<void> }> {
   let db: string;
   let schema = "-";
   let dir: string | undefined;
@@ -190,9 +205,12 @@ async function prepare(store: string, settings: Settings, content: "noop" | "pay
         if (!created) throw new Error(`payments seed: bench-${n} was not created`);
       });
     } else {
-      await inParallel(Math.ceil(settings.messages / 1000), parallel, (chunk) => outbox.store.transaction(async (tx) => {
-        for (let n = chunk * 1000; n < Math.min(settings.messages, (chunk + 1) * 1000); n += 1) await outbox.store.enqueue(tx, { type: "bench.noop", payload: { n } });
-      }));
+      await inParallel(Math.ceil(settings.messages / 1000), parallel, (chunk) =>
+        outbox.store.transaction(async (tx) => {
+          for (let n = chunk * 1000; n < Math.min(settings.messages, (chunk + 1) * 1000); n += 1)
+            await outbox.store.enqueue(tx, { type: "bench.noop", payload: { n } });
+        }),
+      );
     }
   } finally {
     await outbox.close();
@@ -226,7 +244,9 @@ async function verifyPayments(db: string, schema: string, expected: number): Pro
     const failed = payments.filter((p) => p.status === "Failed").length;
     const counts = await outbox.store.countByStatus();
     if (payments.length !== expected || paid + failed !== expected || counts.processed !== expected) {
-      throw new Error(`payments run: ${payments.length} payments (${paid} Paid, ${failed} Failed, ${payments.length - paid - failed} not final) and ${counts.processed} messages processed, expected ${expected} of each (message counts ${JSON.stringify(counts)})`);
+      throw new Error(
+        `payments run: ${payments.length} payments (${paid} Paid, ${failed} Failed, ${payments.length - paid - failed} not final) and ${counts.processed} messages processed, expected ${expected} of each (message counts ${JSON.stringify(counts)})`,
+      );
     }
     return { paid, failed };
   } finally {
@@ -238,13 +258,16 @@ async function verifyPayments(db: string, schema: string, expected: number): Pro
 async function race(script: string, args: readonly string[], count: number): Promise<{ seconds: number; reports: ChildReport[] }> {
   const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
   const outputs = children.map(() => "");
-  const ready = children.map((child, i) => new Promise<void>((resolve, reject) => {
-    child.stdout.on("data", (chunk: Buffer) => {
-      outputs[i] += chunk.toString();
-      if (outputs[i]?.startsWith("ready\n")) resolve();
-    });
-    child.on("exit", (code) => (code === 0 ? undefined : reject(new Error(`${script} exited ${code}`))));
-  }));
+  const ready = children.map(
+    (child, i) =>
+      new Promise<void>((resolve, reject) => {
+        child.stdout.on("data", (chunk: Buffer) => {
+          outputs[i] += chunk.toString();
+          if (outputs[i]?.startsWith("ready\n")) resolve();
+        });
+        child.on("exit", (code) => (code === 0 ? undefined : reject(new Error(`${script} exited ${code}`))));
+      }),
+  );
   const exited = children.map((child) => new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))));
   await Promise.all(ready);
   const started = performance.now();
@@ -274,7 +297,9 @@ async function analyze(url: string): Promise<void> {
 async function runOnce(config: Config, all: Settings): Promise<{ rate: number; maxRssMb: number }> {
   const system = config.system;
   const settings = { ...all, messages: config.messages ?? all.messages };
-  const { db, schema, cleanup } = isPeer(system) ? await preparePeer(system, settings.messages, settings.postgresUrl) : await prepare(config.store, settings, config.payments ? "payments" : "noop");
+  const { db, schema, cleanup } = isPeer(system)
+    ? await preparePeer(system, settings.messages, settings.postgresUrl)
+    : await prepare(config.store, settings, config.payments ? "payments" : "noop");
   if (config.store === "postgres") await analyze(settings.postgresUrl);
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
@@ -284,7 +309,11 @@ async function runOnce(config: Config, all: Settings): Promise<{ rate: number; m
       : config.payments
         ? await race("payments-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(connections)], config.processes)
         : system === "wassal"
-          ? await race("worker-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(config.groupCommit ?? config.batch > 1), String(connections)], config.processes)
+          ? await race(
+              "worker-child.js",
+              [db, schema, synchronous, String(concurrencyOf(config)), String(config.groupCommit ?? config.batch > 1), String(connections)],
+              config.processes,
+            )
           : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);
@@ -299,7 +328,11 @@ async function main(): Promise<void> {
   const options = new Command("bench")
     .description("measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, and its enqueue rate")
     .option("--quick", "a smoke run: 500 messages, 2 repetitions, 1 and 4 processes (payments: 1), 500 single enqueues, shorter latency and scale runs")
-    .option("--messages <n>", "messages per run, and batched enqueues per run (default 20,000; 500 with --quick); rows bound by one commit per message (batch 1, no group commit) run at most 2,000, payments rows at most 5,000", positive("--messages"))
+    .option(
+      "--messages <n>",
+      "messages per run, and batched enqueues per run (default 20,000; 500 with --quick); rows bound by one commit per message (batch 1, no group commit) run at most 2,000, payments rows at most 5,000",
+      positive("--messages"),
+    )
     .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
     .option("--stores <list>", `comma-separated: ${STORES.join(", ")}`, listOf("--stores", STORES), [...STORES])
     .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")}`, listOf("--sections", SECTIONS), [...SECTIONS])
@@ -333,7 +366,16 @@ async function main(): Promise<void> {
           { system: "raw", store, processes, batch: 100, section },
         );
         // What group commit is worth: the same batch with every completion committed on its own.
-        if (processes === 1) configs.push({ system: "wassal", store, processes, batch: BATCH, groupCommit: false, messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages), section });
+        if (processes === 1)
+          configs.push({
+            system: "wassal",
+            store,
+            processes,
+            batch: BATCH,
+            groupCommit: false,
+            messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages),
+            section,
+          });
         for (const peer of Object.keys(PEER_TUNING) as Peer[]) {
           if (PEER_STORE[peer] === store && options.peers) configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch, section });
         }
@@ -341,7 +383,16 @@ async function main(): Promise<void> {
         // The no-op reference the payments handler is compared with, interleaved with it.
         configs.push({ system: "wassal", store, processes, batch: BATCH, section: "payments" });
       }
-      if (payments) configs.push({ system: "wassal", store, processes, batch: BATCH, payments: true, messages: Math.min(PAYMENTS_MESSAGES, settings.messages), section: "payments" });
+      if (payments)
+        configs.push({
+          system: "wassal",
+          store,
+          processes,
+          batch: BATCH,
+          payments: true,
+          messages: Math.min(PAYMENTS_MESSAGES, settings.messages),
+          section: "payments",
+        });
     }
   }
   process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
@@ -355,9 +406,16 @@ async function main(): Promise<void> {
     const prepared = await prepareEmpty(store, settings);
     execSync("sync");
     try {
-      const result = await measureLatency(prepared.db, { ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL", rate, seconds });
+      const result = await measureLatency(prepared.db, {
+        ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
+        synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL",
+        rate,
+        seconds,
+      });
       latency[store] = result;
-      latencyRows.push(`| ${store} | ${rate} | ${result.messages} | ${result.p50.toFixed(2)} | ${result.p95.toFixed(2)} | ${result.p99.toFixed(2)} | ${result.max.toFixed(2)} |`);
+      latencyRows.push(
+        `| ${store} | ${rate} | ${result.messages} | ${result.p50.toFixed(2)} | ${result.p95.toFixed(2)} | ${result.p99.toFixed(2)} | ${result.max.toFixed(2)} |`,
+      );
       process.stderr.write(`latency ${store}: p99 ${result.p99.toFixed(2)} ms\n`);
     } finally {
       await prepared.cleanup();
@@ -379,14 +437,27 @@ async function main(): Promise<void> {
   });
   /** The no-op Wassal row at batch 100 with group commit: what the ratios compare against. */
   const wassalBest = (store: string, processes: number) =>
-    rows.find((r) => r.config.system === "wassal" && !r.config.payments && r.config.store === store && r.config.processes === processes && r.config.batch === BATCH && r.config.groupCommit !== false)?.throughput.median ?? 0;
+    rows.find(
+      (r) =>
+        r.config.system === "wassal" &&
+        !r.config.payments &&
+        r.config.store === store &&
+        r.config.processes === processes &&
+        r.config.batch === BATCH &&
+        r.config.groupCommit !== false,
+    )?.throughput.median ?? 0;
   const fmt = (s: Spread) => `${Math.round(s.median)} (${Math.round(s.min)}–${Math.round(s.max)})`;
   const lines: string[] = [];
   if (run("throughput")) {
     const table = [
       `| system | store | processes | batch | messages | messages/s median (min–max) | Wassal batch ${BATCH} ÷ this | peak RSS MB |`,
       "|---|---|---|---|---|---|---|---|",
-      ...rows.filter((r) => r.config.section === "throughput").map((r) => `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`),
+      ...rows
+        .filter((r) => r.config.section === "throughput")
+        .map(
+          (r) =>
+            `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`,
+        ),
     ];
     lines.push(...table);
     process.stdout.write(`\n${table.join("\n")}\n`);
@@ -401,7 +472,12 @@ async function main(): Promise<void> {
         return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(r.throughput.median / noop).toFixed(2)} (${Math.round(noop)}) | ${r.peakRssMb} |`;
       }),
     ];
-    lines.push(...(lines.length > 0 ? [""] : []), "Payments reconciliation handler (provider at zero latency, Paid/Failed written in the completion transaction), every run verified:", "", ...table);
+    lines.push(
+      ...(lines.length > 0 ? [""] : []),
+      "Payments reconciliation handler (provider at zero latency, Paid/Failed written in the completion transaction), every run verified:",
+      "",
+      ...table,
+    );
     process.stdout.write(`\n${table.join("\n")}\n`);
   }
 
@@ -423,7 +499,9 @@ async function main(): Promise<void> {
           });
           const key = `${store} ${variant.perTransaction}`;
           enqueueSamples.set(key, [...(enqueueSamples.get(key) ?? []), rate]);
-          process.stderr.write(`rep ${rep}/${settings.reps}  enqueue ${store.padEnd(13)} ${String(variant.perTransaction).padStart(3)} per transaction  ${Math.round(rate)} msg/s\n`);
+          process.stderr.write(
+            `rep ${rep}/${settings.reps}  enqueue ${store.padEnd(13)} ${String(variant.perTransaction).padStart(3)} per transaction  ${Math.round(rate)} msg/s\n`,
+          );
         } finally {
           await prepared.cleanup();
         }
@@ -431,11 +509,15 @@ async function main(): Promise<void> {
     }
   }
   const enqueue: Record<string, { perTransaction: number; messages: number; rate: Spread }[]> = {};
-  const enqueueRows: string[] = ["| store | messages per transaction | messages | messages/s median (min–max) | ÷ 1 per transaction |", "|---|---|---|---|---|"];
+  const enqueueRows: string[] = [
+    "| store | messages per transaction | messages | messages/s median (min–max) | ÷ 1 per transaction |",
+    "|---|---|---|---|---|",
+  ];
   for (const store of run("enqueue") ? settings.stores : []) {
     enqueue[store] = enqueueVariants.map((v) => ({ ...v, rate: spread(enqueueSamples.get(`${store} ${v.perTransaction}`) ?? []) }));
     const single = enqueue[store]?.[0]?.rate.median ?? 0;
-    for (const v of enqueue[store] ?? []) enqueueRows.push(`| ${store} | ${v.perTransaction} | ${v.messages} | ${fmt(v.rate)} | ${(v.rate.median / single).toFixed(2)} |`);
+    for (const v of enqueue[store] ?? [])
+      enqueueRows.push(`| ${store} | ${v.perTransaction} | ${v.messages} | ${fmt(v.rate)} | ${(v.rate.median / single).toFixed(2)} |`);
   }
   if (run("enqueue")) {
     lines.push(...(lines.length > 0 ? [""] : []), "Enqueue (store.transaction + store.enqueue):", "", ...enqueueRows);
@@ -455,7 +537,11 @@ async function main(): Promise<void> {
     const prepared = [await prepareEmpty(store, settings), await prepareEmpty(store, settings)];
     let results: Spread[];
     try {
-      results = await claimLatencies(prepared.map((p, i) => ({ db: p.db, schema: p.schema !== "-" ? p.schema : undefined, history: i === 0 ? 10_000 : big })), 100, 5);
+      results = await claimLatencies(
+        prepared.map((p, i) => ({ db: p.db, schema: p.schema !== "-" ? p.schema : undefined, history: i === 0 ? 10_000 : big })),
+        100,
+        5,
+      );
     } finally {
       for (const p of prepared) await p.cleanup();
     }

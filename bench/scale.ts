@@ -12,8 +12,11 @@ async function addHistory(db: string, schema: string | undefined, count: number)
   if (schema) {
     const client = new pg.Client({ connectionString: db });
     await client.connect();
-    await client.query(`INSERT INTO ${schema}.outbox_messages (type, payload, status, created_at, available_at, locked_by, lease_token, attempts, processed_at)
-      SELECT 'bench.history', '{}'::jsonb, 'processed', now(), now(), 'history', 1, 1, now() FROM generate_series(1, $1)`, [count]);
+    await client.query(
+      `INSERT INTO ${schema}.outbox_messages (type, payload, status, created_at, available_at, locked_by, lease_token, attempts, processed_at)
+      SELECT 'bench.history', '{}'::jsonb, 'processed', now(), now(), 'history', 1, 1, now() FROM generate_series(1, $1)`,
+      [count],
+    );
     await client.query(`VACUUM ANALYZE ${schema}.outbox_messages`);
     await client.end();
     return;

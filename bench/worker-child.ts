@@ -20,7 +20,12 @@ const worker = new Worker({
   groupCommit: group === "true",
   pollIntervalMs: 20,
   wakeOnNewMessages: false,
-  handlers: { "bench.noop": async () => { processed += 1; return {}; } },
+  handlers: {
+    "bench.noop": async () => {
+      processed += 1;
+      return {};
+    },
+  },
 });
 process.stdout.write("ready\n");
 await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));

@@ -5,7 +5,21 @@
 export { openOutbox, withOutbox, type OpenedOutbox, type OpenOutboxOptions } from "./stores/open-outbox.js";
 export { SqlitePaymentsRepository } from "./stores/sqlite/payments-repository.js";
 export { PostgresPaymentsRepository } from "./stores/postgres/payments-repository.js";
-export { IdempotencyConflictError, InvalidPayloadError, PaymentsService, type CreatePaymentResult, type PaymentProvider, type PaymentsServiceOptions } from "./payments/payments-service.js";
+export {
+  IdempotencyConflictError,
+  InvalidPayloadError,
+  PaymentsService,
+  type CreatePaymentResult,
+  type PaymentProvider,
+  type PaymentsServiceOptions,
+} from "./payments/payments-service.js";
 export { ProviderError, ProviderSimulator, type ProviderCall, type ProviderOperation, type ProviderSimulatorOptions } from "./payments/provider-simulator.js";
-export { RECONCILE_MESSAGE_TYPE, type CreatePaymentRequest, type Payment, type PaymentOutcome, type PaymentStatus, type PaymentsRepository } from "./payments/types.js";
+export {
+  RECONCILE_MESSAGE_TYPE,
+  type CreatePaymentRequest,
+  type Payment,
+  type PaymentOutcome,
+  type PaymentStatus,
+  type PaymentsRepository,
+} from "./payments/types.js";
 export { findScenario, runScenario, SCENARIOS, type LabRunOptions, type LabRunResult } from "./lab/run-lab.js";

@@ -127,7 +127,9 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
       // complete, retry, dead, release: must be the current lease's own act.
       if (replay.status !== "processing" || e.token !== replay.token || e.owner !== replay.owner) {
         ownershipViolations += 1;
-        note(`message ${messageId}: ${e.action} by ${e.owner} under token ${e.token} while the current lease is ${replay.owner}#${replay.token} (${replay.status})`);
+        note(
+          `message ${messageId}: ${e.action} by ${e.owner} under token ${e.token} while the current lease is ${replay.owner}#${replay.token} (${replay.status})`,
+        );
       }
       if (e.action === "complete") {
         replay.status = "processed";
@@ -141,7 +143,10 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     }
   }
   // Every processed row: exactly one audited completion, by its recorded owner and token.
-  const completions = countBy(audit.filter((e) => e.action === "complete"), (e) => e.messageId);
+  const completions = countBy(
+    audit.filter((e) => e.action === "complete"),
+    (e) => e.messageId,
+  );
   for (const m of messages) {
     const done = completions.get(m.id) ?? 0;
     if (m.status === "processed") {
@@ -172,7 +177,10 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
       note(`payment ${key}: ${n} provider status checks but ${claimsPerKey.get(key) ?? 0} claims`);
     }
   }
-  const creationsPerKey = countBy(providerLog.filter((c) => c.operation === "createPayment" && c.result.startsWith("created")), (c) => c.idempotencyKey);
+  const creationsPerKey = countBy(
+    providerLog.filter((c) => c.operation === "createPayment" && c.result.startsWith("created")),
+    (c) => c.idempotencyKey,
+  );
   const maxCreations = Math.max(0, ...creationsPerKey.values());
   const paidIds = new Map<string, Set<string>>();
   for (const c of checks) {
@@ -183,7 +191,8 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     if (p.status !== "Paid") return p.transactionId !== null;
     return p.transactionId === null || !(paidIds.get(p.idempotencyKey)?.has(p.transactionId) ?? false);
   });
-  for (const p of badTransactionIds.slice(0, 5)) note(`payment ${p.idempotencyKey}: ${p.status} with transaction id ${p.transactionId ?? "none"} (not one the provider answered)`);
+  for (const p of badTransactionIds.slice(0, 5))
+    note(`payment ${p.idempotencyKey}: ${p.status} with transaction id ${p.transactionId ?? "none"} (not one the provider answered)`);
   const paymentsPerKey = countBy(payments, (p) => p.idempotencyKey);
   const maxPaymentsPerKey = Math.max(0, ...paymentsPerKey.values());
   const messageCounts = payments.map((p) => messagesPerPayment.get(p.idempotencyKey) ?? 0);
@@ -194,7 +203,13 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   const row = (name: string, observed: number, expected: string, ok: boolean, detail = ""): InvariantRow => ({ name, observed, expected, ok, detail });
   const rows: InvariantRow[] = [
     row("payments without an outbox message (lost at creation)", paymentsWithoutMessage.length, "0", paymentsWithoutMessage.length === 0),
-    row("messages not finished (still pending or processing)", unfinished.length, "0", unfinished.length === 0, input.timedOut ? "the run timed out before the workers finished: raise --timeout or soften the faults" : ""),
+    row(
+      "messages not finished (still pending or processing)",
+      unfinished.length,
+      "0",
+      unfinished.length === 0,
+      input.timedOut ? "the run timed out before the workers finished: raise --timeout or soften the faults" : "",
+    ),
     row("dead messages (each with its last error)", dead.length, "info", deadWithoutError.length === 0, `${deadWithoutError.length} without an error`),
     row("ownership violations (result without the current token)", ownershipViolations, "0", ownershipViolations === 0),
     row("stale completions rejected", input.staleCompletionsRejected ?? 0, "info", true, "refused by the token guard, as the workers reported"),
@@ -205,8 +220,18 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     row("  explained by a redrive of a dead message", explainedByRedrive, "info", true),
     row("  payments checked more often than claimed", checksBeyondClaims, "0", checksBeyondClaims === 0),
     row("payments per idempotency key (max)", maxPaymentsPerKey, "<= 1", maxPaymentsPerKey <= 1),
-    row("messages per payment (min)", Math.min(...(messageCounts.length ? messageCounts : [1])), "1", messageCounts.every((n) => n >= 1)),
-    row("messages per payment (max)", Math.max(0, ...messageCounts), "<= 1", messageCounts.every((n) => n <= 1)),
+    row(
+      "messages per payment (min)",
+      Math.min(...(messageCounts.length ? messageCounts : [1])),
+      "1",
+      messageCounts.every((n) => n >= 1),
+    ),
+    row(
+      "messages per payment (max)",
+      Math.max(0, ...messageCounts),
+      "<= 1",
+      messageCounts.every((n) => n <= 1),
+    ),
     row("transaction ids not from the provider, or not on Paid", badTransactionIds.length, "0", badTransactionIds.length === 0),
     row("payments left Pending after their message was processed", unsettled.length, "0", unsettled.length === 0),
     row("provider-side creations per key (max)", maxCreations, "<= 1", maxCreations <= 1),
@@ -215,7 +240,10 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
 }
 
 export function renderInvariants(report: InvariantReport): string {
-  const table = textTable(["", "invariant", "observed", "expected", "detail"], report.rows.map((r) => [r.ok ? "ok" : "FAIL", r.name, r.observed, r.expected, r.detail]));
+  const table = textTable(
+    ["", "invariant", "observed", "expected", "detail"],
+    report.rows.map((r) => [r.ok ? "ok" : "FAIL", r.name, r.observed, r.expected, r.detail]),
+  );
   const problems = report.examples.length ? `\n\nProblems found (first ${report.examples.length}):\n${report.examples.map((e) => `  - ${e}`).join("\n")}` : "";
   return `${table}${problems}\n`;
 }

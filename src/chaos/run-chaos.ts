@@ -102,11 +102,17 @@ function checkChaosOptions(o: ChaosOptions): void {
   whole("workers", o.workers, 1);
   whole("payments", o.payments, 1);
   whole("leaseMs", o.leaseMs, 100);
-  for (const [name, value] of Object.entries({ handlerErrorRate: o.handlerErrorRate, providerFailureRate: o.providerFailureRate, providerTimeoutRate: o.providerTimeoutRate, latencySpikeRate: o.latencySpikeRate })) {
+  for (const [name, value] of Object.entries({
+    handlerErrorRate: o.handlerErrorRate,
+    providerFailureRate: o.providerFailureRate,
+    providerTimeoutRate: o.providerTimeoutRate,
+    latencySpikeRate: o.latencySpikeRate,
+  })) {
     if (!(value >= 0 && value <= 1)) throw new InvalidArgumentError(`${name} must be between 0 and 1 (got ${value})`);
   }
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of payments per second (got ${o.rate})`);
-  if (o.store !== "sqlite" && !isPostgresUrl(o.store)) throw new InvalidArgumentError(`store must be "sqlite" or a postgres:// URL (got ${JSON.stringify(o.store)})`);
+  if (o.store !== "sqlite" && !isPostgresUrl(o.store))
+    throw new InvalidArgumentError(`store must be "sqlite" or a postgres:// URL (got ${JSON.stringify(o.store)})`);
 }
 
 interface WorkerSlot {
@@ -134,8 +140,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const provider = new ProviderSimulator({ logFile: providerLog });
   const service = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider });
   let timedOut = false;
-  const figures = { paymentsCreated: 0, processed: 0, dead: 0, kills: 0, pauses: 0, connectionKills: 0, serverRestarts: 0, lockHolds: 0, workerStarts: 0, seconds: 0 };
-  const slots: WorkerSlot[] = Array.from({ length: options.workers }, (_, index) => ({ index, generation: 0, process: undefined, paused: false, startedAt: 0 }));
+  const figures = {
+    paymentsCreated: 0,
+    processed: 0,
+    dead: 0,
+    kills: 0,
+    pauses: 0,
+    connectionKills: 0,
+    serverRestarts: 0,
+    lockHolds: 0,
+    workerStarts: 0,
+    seconds: 0,
+  };
+  const slots: WorkerSlot[] = Array.from({ length: options.workers }, (_, index) => ({
+    index,
+    generation: 0,
+    process: undefined,
+    paused: false,
+    startedAt: 0,
+  }));
   let stopping = false;
 
   const startWorker = (slot: WorkerSlot) => {
@@ -144,16 +167,42 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const name = `chaos-${runId}-w${slot.index}-g${slot.generation}`;
     const log = openSync(join(workDir, `${name}.log`), "a");
     const args = [
-      CLI, "worker", "--db", db, ...(schema ? ["--schema", schema] : []),
-      "--name", name, "--audit", "--provider-log", providerLog,
-      "--concurrency", "4", "--lease-ms", String(options.leaseMs), "--poll-ms", "200",
-      "--max-attempts", "100", "--retry-base-ms", "20", "--grace-ms", "500", "--log-level", process.env.WASSAL_CHAOS_LOG_LEVEL ?? "warn",
-      "--fault-seed", String(options.seed * 1000 + slot.index * 100 + slot.generation),
-      "--fault-handler-error-rate", String(options.handlerErrorRate),
-      "--fault-provider-failure-rate", String(options.providerFailureRate),
-      "--fault-provider-timeout-rate", String(options.providerTimeoutRate),
-      "--fault-latency-spike-rate", String(options.latencySpikeRate),
-      "--fault-latency-spike-ms", String(options.latencySpikeMs),
+      CLI,
+      "worker",
+      "--db",
+      db,
+      ...(schema ? ["--schema", schema] : []),
+      "--name",
+      name,
+      "--audit",
+      "--provider-log",
+      providerLog,
+      "--concurrency",
+      "4",
+      "--lease-ms",
+      String(options.leaseMs),
+      "--poll-ms",
+      "200",
+      "--max-attempts",
+      "100",
+      "--retry-base-ms",
+      "20",
+      "--grace-ms",
+      "500",
+      "--log-level",
+      process.env.WASSAL_CHAOS_LOG_LEVEL ?? "warn",
+      "--fault-seed",
+      String(options.seed * 1000 + slot.index * 100 + slot.generation),
+      "--fault-handler-error-rate",
+      String(options.handlerErrorRate),
+      "--fault-provider-failure-rate",
+      String(options.providerFailureRate),
+      "--fault-provider-timeout-rate",
+      String(options.providerTimeoutRate),
+      "--fault-latency-spike-rate",
+      String(options.latencySpikeRate),
+      "--fault-latency-spike-ms",
+      String(options.latencySpikeMs),
     ];
     const child = spawn(process.execPath, args, { stdio: ["ignore", log, log] });
     closeSync(log);
@@ -198,10 +247,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       slot.paused = true;
       const child = slot.process;
       child.kill("SIGSTOP");
-      setTimeout(() => {
-        child.kill("SIGCONT"); // it wakes up believing it still owns its leases
-        slot.paused = false;
-      }, Math.round(options.leaseMs * 1.5));
+      setTimeout(
+        () => {
+          child.kill("SIGCONT"); // it wakes up believing it still owns its leases
+          slot.paused = false;
+        },
+        Math.round(options.leaseMs * 1.5),
+      );
     });
     if (postgres) {
       const opened = await openConnectionKiller(db);
@@ -300,15 +352,20 @@ async function createWithRetry(service: PaymentsService<unknown>, key: string): 
 
 async function stopWorkers(slots: readonly WorkerSlot[]): Promise<void> {
   const running = slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null);
-  await Promise.all(running.map((child) => new Promise<void>((resolve) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill("SIGCONT");
-    child.kill("SIGTERM");
-  })));
+  await Promise.all(
+    running.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+          child.once("exit", () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          child.kill("SIGCONT");
+          child.kill("SIGTERM");
+        }),
+    ),
+  );
 }
 
 /** Completions the token guard refused, counted from the workers' logs. */
@@ -321,7 +378,6 @@ function countStaleCompletions(workDir: string): number {
   }
   return count;
 }
-
 
 async function restartPostgres(): Promise<void> {
   const versions = existsSync("/etc/postgresql") ? readdirSync("/etc/postgresql") : [];

@@ -38,70 +38,100 @@ export function chaosCommand(): Command {
   const chaos = new Command("chaos").description("prove the outbox under faults: workers killed, paused, cut off, failing; then check every invariant");
   const d = CHAOS_DEFAULTS;
 
-  chaos.addCommand(new Command("run")
-    .description("start workers against one store, create payments at a steady rate, inject faults, then check the invariants (exit 0 only if all hold)")
-    .addOption(new Option("--store <sqlite|url>", "\"sqlite\" (a temporary file) or a postgres:// URL (a temporary schema there)").default("sqlite"))
-    .option("--workers <n>", "worker processes", integer(1, 64), d.workers)
-    .option("--payments <n>", "payments to create", integer(1, 10_000_000), d.payments)
-    .option("--rate <n>", "payments created per second", integer(1, 1_000_000), d.rate)
-    .option("--seed <n>", "seed of every random choice (replay a run with it)", integer(0), d.seed)
-    .option("--lease-ms <ms>", "workers' lease", integer(100, 600_000), d.leaseMs)
-    .option("--kill-every <ms>", "SIGKILL a random worker (and restart it) this often; 0: never", integer(0), d.killEveryMs)
-    .option("--pause-every <ms>", "SIGSTOP a random worker for 1.5 leases, then SIGCONT, this often; 0: never", integer(0), d.pauseEveryMs)
-    .option("--handler-errors <share>", "share of handler runs that throw", share, d.handlerErrorRate)
-    .option("--provider-failures <share>", "share of provider status checks that fail", share, d.providerFailureRate)
-    .option("--provider-timeouts <share>", "share of provider status checks that time out after the provider answered", share, d.providerTimeoutRate)
-    .option("--latency-spikes <share>", "share of provider calls slowed by --latency-spike-ms", share, d.latencySpikeRate)
-    .option("--latency-spike-ms <ms>", "length of a latency spike", integer(0), d.latencySpikeMs)
-    .option("--pg-terminate-every <ms>", "PostgreSQL: pg_terminate_backend on the workers' connections this often; 0: never", integer(0), d.pgTerminateEveryMs)
-    .option("--pg-restart", "PostgreSQL: restart the server once, mid-run (needs root and a local cluster; disturbs anything else using it)")
-    .option("--sqlite-lock-every <ms>", "SQLite: a competing writer holds the write lock this often; 0: never", integer(0), d.sqliteLockEveryMs)
-    .option("--sqlite-lock-ms <ms>", "SQLite: how long the competing writer holds it", integer(0), d.sqliteLockMs)
-    .option("--timeout <ms>", "give up waiting for the workers after this long", integer(1000), d.timeoutMs)
-    .option("--keep", "keep the database, the provider log and the workers' logs (their folder is printed)")
-    .option("--json", "print one JSON object instead of the table")
-    .action(async (o: RunOptions) => {
-      const result = await runChaos({
-        store: o.store, workers: o.workers, payments: o.payments, rate: o.rate, seed: o.seed, leaseMs: o.leaseMs,
-        killEveryMs: o.killEvery, pauseEveryMs: o.pauseEvery, handlerErrorRate: o.handlerErrors, providerFailureRate: o.providerFailures,
-        providerTimeoutRate: o.providerTimeouts, latencySpikeRate: o.latencySpikes, latencySpikeMs: o.latencySpikeMs,
-        pgTerminateEveryMs: o.pgTerminateEvery, pgRestart: o.pgRestart ?? false, sqliteLockEveryMs: o.sqliteLockEvery,
-        sqliteLockMs: o.sqliteLockMs, timeoutMs: o.timeout, keep: o.keep ?? false,
-        onProgress: o.json ? undefined : (line) => process.stderr.write(`chaos: ${line}\n`),
-      });
-      if (o.json) {
-        printJson(result);
-      } else {
-        const f = result.figures;
-        process.stdout.write([
-          `chaos run on ${result.location}`,
-          `settings: ${Object.entries(result.settings).map(([k, v]) => `${k}=${v}`).join(" ")}`,
-          "",
-          textTable(["figure", "value"], Object.entries(f).map(([k, v]) => [k, v])),
-          "",
-          renderInvariants(result.report),
-          result.workDir ? `kept: ${result.workDir}` : "",
-          `${result.passed ? "PASSED" : "FAILED"}: ${result.passed ? "every invariant held" : "an invariant was broken (see above)"}`,
-          "",
-        ].join("\n"));
-      }
-      process.exitCode = result.passed ? EXIT.ok : EXIT.failed;
-    }));
+  chaos.addCommand(
+    new Command("run")
+      .description("start workers against one store, create payments at a steady rate, inject faults, then check the invariants (exit 0 only if all hold)")
+      .addOption(new Option("--store <sqlite|url>", '"sqlite" (a temporary file) or a postgres:// URL (a temporary schema there)').default("sqlite"))
+      .option("--workers <n>", "worker processes", integer(1, 64), d.workers)
+      .option("--payments <n>", "payments to create", integer(1, 10_000_000), d.payments)
+      .option("--rate <n>", "payments created per second", integer(1, 1_000_000), d.rate)
+      .option("--seed <n>", "seed of every random choice (replay a run with it)", integer(0), d.seed)
+      .option("--lease-ms <ms>", "workers' lease", integer(100, 600_000), d.leaseMs)
+      .option("--kill-every <ms>", "SIGKILL a random worker (and restart it) this often; 0: never", integer(0), d.killEveryMs)
+      .option("--pause-every <ms>", "SIGSTOP a random worker for 1.5 leases, then SIGCONT, this often; 0: never", integer(0), d.pauseEveryMs)
+      .option("--handler-errors <share>", "share of handler runs that throw", share, d.handlerErrorRate)
+      .option("--provider-failures <share>", "share of provider status checks that fail", share, d.providerFailureRate)
+      .option("--provider-timeouts <share>", "share of provider status checks that time out after the provider answered", share, d.providerTimeoutRate)
+      .option("--latency-spikes <share>", "share of provider calls slowed by --latency-spike-ms", share, d.latencySpikeRate)
+      .option("--latency-spike-ms <ms>", "length of a latency spike", integer(0), d.latencySpikeMs)
+      .option(
+        "--pg-terminate-every <ms>",
+        "PostgreSQL: pg_terminate_backend on the workers' connections this often; 0: never",
+        integer(0),
+        d.pgTerminateEveryMs,
+      )
+      .option("--pg-restart", "PostgreSQL: restart the server once, mid-run (needs root and a local cluster; disturbs anything else using it)")
+      .option("--sqlite-lock-every <ms>", "SQLite: a competing writer holds the write lock this often; 0: never", integer(0), d.sqliteLockEveryMs)
+      .option("--sqlite-lock-ms <ms>", "SQLite: how long the competing writer holds it", integer(0), d.sqliteLockMs)
+      .option("--timeout <ms>", "give up waiting for the workers after this long", integer(1000), d.timeoutMs)
+      .option("--keep", "keep the database, the provider log and the workers' logs (their folder is printed)")
+      .option("--json", "print one JSON object instead of the table")
+      .action(async (o: RunOptions) => {
+        const result = await runChaos({
+          store: o.store,
+          workers: o.workers,
+          payments: o.payments,
+          rate: o.rate,
+          seed: o.seed,
+          leaseMs: o.leaseMs,
+          killEveryMs: o.killEvery,
+          pauseEveryMs: o.pauseEvery,
+          handlerErrorRate: o.handlerErrors,
+          providerFailureRate: o.providerFailures,
+          providerTimeoutRate: o.providerTimeouts,
+          latencySpikeRate: o.latencySpikes,
+          latencySpikeMs: o.latencySpikeMs,
+          pgTerminateEveryMs: o.pgTerminateEvery,
+          pgRestart: o.pgRestart ?? false,
+          sqliteLockEveryMs: o.sqliteLockEvery,
+          sqliteLockMs: o.sqliteLockMs,
+          timeoutMs: o.timeout,
+          keep: o.keep ?? false,
+          onProgress: o.json ? undefined : (line) => process.stderr.write(`chaos: ${line}\n`),
+        });
+        if (o.json) {
+          printJson(result);
+        } else {
+          const f = result.figures;
+          process.stdout.write(
+            [
+              `chaos run on ${result.location}`,
+              `settings: ${Object.entries(result.settings)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(" ")}`,
+              "",
+              textTable(
+                ["figure", "value"],
+                Object.entries(f).map(([k, v]) => [k, v]),
+              ),
+              "",
+              renderInvariants(result.report),
+              result.workDir ? `kept: ${result.workDir}` : "",
+              `${result.passed ? "PASSED" : "FAILED"}: ${result.passed ? "every invariant held" : "an invariant was broken (see above)"}`,
+              "",
+            ].join("\n"),
+          );
+        }
+        process.exitCode = result.passed ? EXIT.ok : EXIT.failed;
+      }),
+  );
 
-  chaos.addCommand(new Command("check")
-    .description("check the invariants of a database a chaos run (or anyone) left behind; needs the audit trail (--audit workers) and the provider log")
-    .addOption(dbOption().makeOptionMandatory())
-    .addOption(schemaOption())
-    .requiredOption("--provider-log <file>", "the provider log the workers wrote (--provider-log)")
-    .option("--json", "print JSON")
-    .action(async (o: { db: string; schema?: string; providerLog: string; json?: boolean }) => {
-      await withOutbox(o.db, storeOptions(o, true), async (outbox) => {
-        const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
-        const report = checkInvariants({ messages, audit, payments, providerLog: readProviderLog(o.providerLog) });
-        if (o.json) printJson(report);
-        else process.stdout.write(`${renderInvariants(report)}${report.passed ? "PASSED" : "FAILED"}\n`);
-        process.exitCode = report.passed ? EXIT.ok : EXIT.failed;
-      });
-    }));
+  chaos.addCommand(
+    new Command("check")
+      .description("check the invariants of a database a chaos run (or anyone) left behind; needs the audit trail (--audit workers) and the provider log")
+      .addOption(dbOption().makeOptionMandatory())
+      .addOption(schemaOption())
+      .requiredOption("--provider-log <file>", "the provider log the workers wrote (--provider-log)")
+      .option("--json", "print JSON")
+      .action(async (o: { db: string; schema?: string; providerLog: string; json?: boolean }) => {
+        await withOutbox(o.db, storeOptions(o, true), async (outbox) => {
+          const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
+          const report = checkInvariants({ messages, audit, payments, providerLog: readProviderLog(o.providerLog) });
+          if (o.json) printJson(report);
+          else process.stdout.write(`${renderInvariants(report)}${report.passed ? "PASSED" : "FAILED"}\n`);
+          process.exitCode = report.passed ? EXIT.ok : EXIT.failed;
+        });
+      }),
+  );
   return chaos;
 }

@@ -4,7 +4,7 @@ import { Command, Option } from "commander";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { findScenario, runScenario, SCENARIOS, type LabRunResult } from "../lab/run-lab.js";
 import type { Scenario } from "../lab/scenario.js";
-import { isPostgresUrl } from "../stores/postgres/connect.js";
+import { isPostgresUrl } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
 
 interface LabOptions {
@@ -16,7 +16,7 @@ interface LabOptions {
 }
 
 function scenarioList(): string {
-  return SCENARIOS.map((s) => `  ${s.name.padEnd(40)} ${s.phase}: ${s.summary}`).join("\n") + `\n  ${"all".padEnd(40)} every scenario above, in order`;
+  return `${SCENARIOS.map((s) => `  ${s.name.padEnd(40)} ${s.phase}: ${s.summary}`).join("\n")}\n  ${"all".padEnd(40)} every scenario above, in order`;
 }
 
 function pick(name: string | undefined): Scenario[] {
@@ -48,9 +48,17 @@ export function labCommand(): Command {
     .description("run the Wassal payments lab: scenarios that show the problem and the fix, check every figure, and save a report")
     .argument("[scenario]", `a scenario name, or "all" (see --list)`)
     .option("--list", "list the scenarios and exit")
-    .option("--json", "print one JSON object (scenario, passed, reportPath, databasePath, checks, metrics) instead of the text report; with \"all\", an object holding every scenario's")
+    .option(
+      "--json",
+      'print one JSON object (scenario, passed, reportPath, databasePath, checks, metrics) instead of the text report; with "all", an object holding every scenario\'s',
+    )
     .option("--reports <dir>", "save reports under <dir>/Reports/Session-15/", ".")
-    .addOption(new Option("--db <url-or-path>", "a postgres:// URL (each run gets a temporary schema there), or a SQLite file to run on (created if missing, must hold no Wassal tables, kept afterwards); default: a temporary SQLite file").env("WASSAL_DATABASE_URL"))
+    .addOption(
+      new Option(
+        "--db <url-or-path>",
+        "a postgres:// URL (each run gets a temporary schema there), or a SQLite file to run on (created if missing, must hold no Wassal tables, kept afterwards); default: a temporary SQLite file",
+      ).env("WASSAL_DATABASE_URL"),
+    )
     .option("--keep-db", "keep the temporary database (SQLite file or PostgreSQL schema) instead of deleting it")
     .addHelpText("after", `\nScenarios:\n${scenarioList()}\n\nExit codes: 0 every check passed, 1 a check failed, 2 bad input.`)
     .action(async (name: string | undefined, options: LabOptions) => {
@@ -60,7 +68,9 @@ export function labCommand(): Command {
       }
       const scenarios = pick(name);
       if (scenarios.length > 1 && options.db !== undefined && !isPostgresUrl(options.db)) {
-        throw new InvalidArgumentError("--db names one database file, and each scenario needs an empty one: run one scenario at a time with --db, or leave --db out for temporary files");
+        throw new InvalidArgumentError(
+          "--db names one database file, and each scenario needs an empty one: run one scenario at a time with --db, or leave --db out for temporary files",
+        );
       }
       const results: LabRunResult[] = [];
       // Ctrl-C (or SIGTERM) mid-run: remove the temporary database, then stop.
@@ -68,10 +78,12 @@ export function labCommand(): Command {
       const onSignal = (signal: NodeJS.Signals) => {
         const pending = cleanup;
         const done = pending ? pending() : Promise.resolve("nothing to clean up");
-        void done.then(
-          (fate) => process.stderr.write(`wassal: interrupted by ${signal}; ${fate}\n`),
-          (error: unknown) => process.stderr.write(`wassal: interrupted by ${signal}; clean-up failed: ${String(error)}\n`),
-        ).finally(() => process.exit(EXIT.interrupted));
+        void done
+          .then(
+            (fate) => process.stderr.write(`wassal: interrupted by ${signal}; ${fate}\n`),
+            (error: unknown) => process.stderr.write(`wassal: interrupted by ${signal}; clean-up failed: ${String(error)}\n`),
+          )
+          .finally(() => process.exit(EXIT.interrupted));
       };
       process.once("SIGINT", onSignal);
       process.once("SIGTERM", onSignal);
@@ -96,7 +108,7 @@ export function labCommand(): Command {
         const payload = results.length === 1 && name !== "all" ? asJson(results[0] as LabRunResult) : { passed, scenarios: results.map(asJson) };
         process.stdout.write(`${JSON.stringify(payload, null, 2)}\n`);
       } else if (results.length > 1) {
-        process.stdout.write(results.map((r) => `${r.passed ? "PASSED" : "FAILED"}  ${r.scenario}`).join("\n") + "\n");
+        process.stdout.write(`${results.map((r) => `${r.passed ? "PASSED" : "FAILED"}  ${r.scenario}`).join("\n")}\n`);
       }
       process.exitCode = passed ? EXIT.ok : EXIT.failed;
     });

@@ -8,7 +8,9 @@ export function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: str
   return (value) => {
     const n = Number(value);
     if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-      throw new CommanderInvalidArgument(max === Number.MAX_SAFE_INTEGER ? `expected a whole number >= ${min}` : `expected a whole number from ${min} to ${max}`);
+      throw new CommanderInvalidArgument(
+        max === Number.MAX_SAFE_INTEGER ? `expected a whole number >= ${min}` : `expected a whole number from ${min} to ${max}`,
+      );
     }
     return n;
   };

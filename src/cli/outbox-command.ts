@@ -31,77 +31,87 @@ function deadLine(m: OutboxMessage): string {
 export function outboxCommand(): Command {
   const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead messages, redrive, purge");
 
-  outbox.addCommand(common(new Command("stats"))
-    .description("counts by state, oldest pending message, leases held and expired per owner")
-    .action(async (options: Common) => {
-      await withOutbox(options.db, storeOptions(options, true), async ({ store, location }) => {
-        const stats = await store.stats();
-        const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
-        if (options.json) {
-          printJson({ db: location, ...stats, oldestPendingAgeMs });
-          return;
-        }
-        const c = stats.counts;
-        const lines = [
-          `outbox ${location} at ${stats.now.toISOString()}`,
-          `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`,
-          `  oldest pending: ${oldestPendingAgeMs === null ? "none" : `${age(oldestPendingAgeMs)} old`}`,
-          `  expired leases: ${stats.expiredLeases}`,
-          `  leases by owner:${stats.leasesByOwner.length === 0 ? " none" : ""}`,
-          ...stats.leasesByOwner.map((o) => `    ${o.owner}: ${o.held} held, ${o.expired} expired`),
-        ];
-        process.stdout.write(`${lines.join("\n")}\n`);
-      });
-    }));
-
-  outbox.addCommand(common(new Command("dead"))
-    .description("list dead messages with their last errors")
-    .option("--limit <n>", "show at most n", integer(1), 100)
-    .action(async (options: Common & { limit: number }) => {
-      await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
-        const dead = await store.listMessages({ status: ["dead"], limit: options.limit });
-        if (options.json) printJson(dead);
-        else process.stdout.write(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
-      });
-    }));
-
-  outbox.addCommand(common(new Command("redrive"))
-    .description("move dead messages back to pending (due now, attempts reset)")
-    .argument("[ids...]", "message ids to redrive")
-    .option("--all", "redrive every dead message")
-    .action(async (ids: string[], options: Common & { all?: boolean }) => {
-      if (Boolean(options.all) === (ids.length > 0)) {
-        throw new InvalidArgumentError("name the dead message ids to redrive, or pass --all (not both)");
-      }
-      const malformed = ids.filter((id) => !/^[1-9][0-9]*$/.test(id));
-      if (malformed.length > 0) {
-        throw new InvalidArgumentError(`message ids are positive whole numbers (got ${malformed.map((id) => JSON.stringify(id)).join(", ")}); see them with: wassal outbox dead`);
-      }
-      await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
-        const moved = await store.redrive(options.all ? "all" : { messageIds: ids });
-        if (options.json) printJson({ redriven: moved });
-        else process.stdout.write(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
-      });
-    }));
-
-  outbox.addCommand(common(new Command("purge"))
-    .description("delete processed messages older than a duration, in short batches (no long locks)")
-    .requiredOption("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
-    .option("--batch-size <n>", "rows deleted per transaction", integer(1, 100_000), 1000)
-    .action(async (options: Common & { processedBefore: number; batchSize: number }) => {
-      await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
-        const cutoff = new Date((await store.stats()).now.getTime() - options.processedBefore);
-        const deleted = await store.purgeProcessed(cutoff, {
-          batchSize: options.batchSize,
-          onProgress: (n) => {
-            if (!options.json && process.stderr.isTTY) process.stderr.write(`\rdeleted ${n}…`);
-          },
+  outbox.addCommand(
+    common(new Command("stats"))
+      .description("counts by state, oldest pending message, leases held and expired per owner")
+      .action(async (options: Common) => {
+        await withOutbox(options.db, storeOptions(options, true), async ({ store, location }) => {
+          const stats = await store.stats();
+          const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
+          if (options.json) {
+            printJson({ db: location, ...stats, oldestPendingAgeMs });
+            return;
+          }
+          const c = stats.counts;
+          const lines = [
+            `outbox ${location} at ${stats.now.toISOString()}`,
+            `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`,
+            `  oldest pending: ${oldestPendingAgeMs === null ? "none" : `${age(oldestPendingAgeMs)} old`}`,
+            `  expired leases: ${stats.expiredLeases}`,
+            `  leases by owner:${stats.leasesByOwner.length === 0 ? " none" : ""}`,
+            ...stats.leasesByOwner.map((o) => `    ${o.owner}: ${o.held} held, ${o.expired} expired`),
+          ];
+          process.stdout.write(`${lines.join("\n")}\n`);
         });
-        if (!options.json && process.stderr.isTTY) process.stderr.write("\n");
-        if (options.json) printJson({ deleted, processedBefore: cutoff.toISOString() });
-        else process.stdout.write(`deleted ${deleted} processed message${deleted === 1 ? "" : "s"} processed before ${cutoff.toISOString()}\n`);
-      });
-    }));
+      }),
+  );
+
+  outbox.addCommand(
+    common(new Command("dead"))
+      .description("list dead messages with their last errors")
+      .option("--limit <n>", "show at most n", integer(1), 100)
+      .action(async (options: Common & { limit: number }) => {
+        await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
+          const dead = await store.listMessages({ status: ["dead"], limit: options.limit });
+          if (options.json) printJson(dead);
+          else process.stdout.write(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
+        });
+      }),
+  );
+
+  outbox.addCommand(
+    common(new Command("redrive"))
+      .description("move dead messages back to pending (due now, attempts reset)")
+      .argument("[ids...]", "message ids to redrive")
+      .option("--all", "redrive every dead message")
+      .action(async (ids: string[], options: Common & { all?: boolean }) => {
+        if (Boolean(options.all) === ids.length > 0) {
+          throw new InvalidArgumentError("name the dead message ids to redrive, or pass --all (not both)");
+        }
+        const malformed = ids.filter((id) => !/^[1-9][0-9]*$/.test(id));
+        if (malformed.length > 0) {
+          throw new InvalidArgumentError(
+            `message ids are positive whole numbers (got ${malformed.map((id) => JSON.stringify(id)).join(", ")}); see them with: wassal outbox dead`,
+          );
+        }
+        await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
+          const moved = await store.redrive(options.all ? "all" : { messageIds: ids });
+          if (options.json) printJson({ redriven: moved });
+          else process.stdout.write(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
+        });
+      }),
+  );
+
+  outbox.addCommand(
+    common(new Command("purge"))
+      .description("delete processed messages older than a duration, in short batches (no long locks)")
+      .requiredOption("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
+      .option("--batch-size <n>", "rows deleted per transaction", integer(1, 100_000), 1000)
+      .action(async (options: Common & { processedBefore: number; batchSize: number }) => {
+        await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
+          const cutoff = new Date((await store.stats()).now.getTime() - options.processedBefore);
+          const deleted = await store.purgeProcessed(cutoff, {
+            batchSize: options.batchSize,
+            onProgress: (n) => {
+              if (!options.json && process.stderr.isTTY) process.stderr.write(`\rdeleted ${n}…`);
+            },
+          });
+          if (!options.json && process.stderr.isTTY) process.stderr.write("\n");
+          if (options.json) printJson({ deleted, processedBefore: cutoff.toISOString() });
+          else process.stdout.write(`deleted ${deleted} processed message${deleted === 1 ? "" : "s"} processed before ${cutoff.toISOString()}\n`);
+        });
+      }),
+  );
 
   return outbox;
 }

@@ -17,7 +17,8 @@ interface Common {
 
 function withPayments<T>(options: Common, mustExist: boolean, work: (outbox: OpenedOutbox, service: PaymentsService<unknown>) => Promise<T>): Promise<T> {
   return withOutbox(options.db, storeOptions(options, mustExist), (outbox) =>
-    work(outbox, new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ answerUnknownKeys: true }) })));
+    work(outbox, new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ answerUnknownKeys: true }) })),
+  );
 }
 
 function common(command: Command): Command {
@@ -27,58 +28,73 @@ function common(command: Command): Command {
 export function paymentsCommand(): Command {
   const payments = new Command("payments").description("create and list payments: each payment commits with its reconciliation message");
 
-  payments.addCommand(common(new Command("create"))
-    .description("create one payment (a known idempotency key returns the existing one and writes nothing)")
-    .requiredOption("--key <idempotency-key>", "the idempotency key, e.g. PAY-001")
-    .requiredOption("--amount <minor-units>", "amount in minor units, e.g. 12500 for 125.00", integer(1))
-    .requiredOption("--currency <code>", "ISO 4217 code in capitals, e.g. EUR")
-    .action(async (options: Common & { key: string; amount: number; currency: string }) => {
-      // Refuse a bad request before anything is opened or created.
-      const request = checkCreateRequest({ idempotencyKey: options.key, amount: options.amount, currency: options.currency });
-      await withPayments(options, false, async (_outbox, service) => {
-        const result = await service.create(request);
-        if (options.json) printJson(result);
-        else process.stdout.write(`${result.created ? "created" : "already exists"}: payment ${result.payment.id} ${result.payment.idempotencyKey} ${result.payment.amount} ${result.payment.currency} (${result.payment.status})\n`);
-      });
-    }));
+  payments.addCommand(
+    common(new Command("create"))
+      .description("create one payment (a known idempotency key returns the existing one and writes nothing)")
+      .requiredOption("--key <idempotency-key>", "the idempotency key, e.g. PAY-001")
+      .requiredOption("--amount <minor-units>", "amount in minor units, e.g. 12500 for 125.00", integer(1))
+      .requiredOption("--currency <code>", "ISO 4217 code in capitals, e.g. EUR")
+      .action(async (options: Common & { key: string; amount: number; currency: string }) => {
+        // Refuse a bad request before anything is opened or created.
+        const request = checkCreateRequest({ idempotencyKey: options.key, amount: options.amount, currency: options.currency });
+        await withPayments(options, false, async (_outbox, service) => {
+          const result = await service.create(request);
+          if (options.json) printJson(result);
+          else
+            process.stdout.write(
+              `${result.created ? "created" : "already exists"}: payment ${result.payment.id} ${result.payment.idempotencyKey} ${result.payment.amount} ${result.payment.currency} (${result.payment.status})\n`,
+            );
+        });
+      }),
+  );
 
-  payments.addCommand(common(new Command("seed"))
-    .description("create many payments with keys <prefix>-000001, <prefix>-000002, … (existing keys are left alone)")
-    .requiredOption("--count <n>", "how many payments", integer(1, 10_000_000))
-    .option("--prefix <prefix>", "key prefix", "PAY")
-    .option("--start <n>", "first number", integer(1), 1)
-    .option("--amount <minor-units>", "amount of each payment", integer(1), 1000)
-    .option("--currency <code>", "currency of each payment", "EUR")
-    .action(async (options: Common & { count: number; prefix: string; start: number; amount: number; currency: string }) => {
-      checkCreateRequest({ idempotencyKey: `${options.prefix}-000001`, amount: options.amount, currency: options.currency });
-      await withPayments(options, false, async (outbox, service) => {
-        const bar = process.stderr.isTTY && !options.json ? new cliProgress.SingleBar({ format: "seeding {bar} {value}/{total} payments, {eta}s left", stream: process.stderr }, cliProgress.Presets.shades_classic) : undefined;
-        bar?.start(options.count, 0);
-        let created = 0;
-        for (let n = 0; n < options.count; n += 1) {
-          const key = `${options.prefix}-${String(options.start + n).padStart(6, "0")}`;
-          const result = await service.create({ idempotencyKey: key, amount: options.amount, currency: options.currency });
-          if (result.created) created += 1;
-          bar?.increment();
-        }
-        bar?.stop();
-        const summary = { db: outbox.location, requested: options.count, created, existing: options.count - created };
-        if (options.json) printJson(summary);
-        else process.stdout.write(`created ${created} payments (${summary.existing} already existed) in ${outbox.location}\n`);
-      });
-    }));
+  payments.addCommand(
+    common(new Command("seed"))
+      .description("create many payments with keys <prefix>-000001, <prefix>-000002, … (existing keys are left alone)")
+      .requiredOption("--count <n>", "how many payments", integer(1, 10_000_000))
+      .option("--prefix <prefix>", "key prefix", "PAY")
+      .option("--start <n>", "first number", integer(1), 1)
+      .option("--amount <minor-units>", "amount of each payment", integer(1), 1000)
+      .option("--currency <code>", "currency of each payment", "EUR")
+      .action(async (options: Common & { count: number; prefix: string; start: number; amount: number; currency: string }) => {
+        checkCreateRequest({ idempotencyKey: `${options.prefix}-000001`, amount: options.amount, currency: options.currency });
+        await withPayments(options, false, async (outbox, service) => {
+          const bar =
+            process.stderr.isTTY && !options.json
+              ? new cliProgress.SingleBar(
+                  { format: "seeding {bar} {value}/{total} payments, {eta}s left", stream: process.stderr },
+                  cliProgress.Presets.shades_classic,
+                )
+              : undefined;
+          bar?.start(options.count, 0);
+          let created = 0;
+          for (let n = 0; n < options.count; n += 1) {
+            const key = `${options.prefix}-${String(options.start + n).padStart(6, "0")}`;
+            const result = await service.create({ idempotencyKey: key, amount: options.amount, currency: options.currency });
+            if (result.created) created += 1;
+            bar?.increment();
+          }
+          bar?.stop();
+          const summary = { db: outbox.location, requested: options.count, created, existing: options.count - created };
+          if (options.json) printJson(summary);
+          else process.stdout.write(`created ${created} payments (${summary.existing} already existed) in ${outbox.location}\n`);
+        });
+      }),
+  );
 
-  payments.addCommand(common(new Command("list"))
-    .description("list payments")
-    .option("--limit <n>", "show at most n (newest last)", integer(1), 100)
-    .action(async (options: Common & { limit: number }) => {
-      await withPayments(options, true, async (_outbox, service) => {
-        const all = await service.list();
-        const shown = all.slice(-options.limit);
-        if (options.json) printJson(shown);
-        else for (const p of shown) process.stdout.write(`${p.id}\t${p.idempotencyKey}\t${p.amount} ${p.currency}\t${p.status}\t${p.transactionId ?? "-"}\n`);
-      });
-    }));
+  payments.addCommand(
+    common(new Command("list"))
+      .description("list payments")
+      .option("--limit <n>", "show at most n (newest last)", integer(1), 100)
+      .action(async (options: Common & { limit: number }) => {
+        await withPayments(options, true, async (_outbox, service) => {
+          const all = await service.list();
+          const shown = all.slice(-options.limit);
+          if (options.json) printJson(shown);
+          else for (const p of shown) process.stdout.write(`${p.id}\t${p.idempotencyKey}\t${p.amount} ${p.currency}\t${p.status}\t${p.transactionId ?? "-"}\n`);
+        });
+      }),
+  );
 
   return payments;
 }

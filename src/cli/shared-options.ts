@@ -22,5 +22,8 @@ export function schemaOption(): Option {
 }
 
 export function synchronousOption(): Option {
-  return new Option("--synchronous <mode>", "SQLite durability: FULL flushes every commit (default), NORMAL is faster and may lose the last commits on power loss").argParser(oneOf(["FULL", "NORMAL"] as const));
+  return new Option(
+    "--synchronous <mode>",
+    "SQLite durability: FULL flushes every commit (default), NORMAL is faster and may lose the last commits on power loss",
+  ).argParser(oneOf(["FULL", "NORMAL"] as const));
 }

@@ -57,7 +57,10 @@ export function workerCommand(): Command {
     .option("--fault-provider-timeout-rate <share>", "testing aid: share of provider status checks that time out after the provider answered", rate)
     .option("--fault-latency-spike-rate <share>", "testing aid: share of provider calls slowed by --fault-latency-spike-ms", rate)
     .option("--fault-latency-spike-ms <ms>", "testing aid: length of a latency spike", integer(0, 600_000))
-    .addHelpText("after", "\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work")
+    .addHelpText(
+      "after",
+      "\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work",
+    )
     .action(async (options: WorkerOptions) => {
       const logger = createLogger(options.logLevel);
       const running = await startPaymentsWorker({
@@ -85,7 +88,10 @@ export function workerCommand(): Command {
         logger,
       });
       const { worker } = running;
-      logger.info({ worker: worker.name, db: running.location, concurrency: worker.concurrency, leaseMs: worker.leaseMs, metrics: running.metricsUrl }, "worker started");
+      logger.info(
+        { worker: worker.name, db: running.location, concurrency: worker.concurrency, leaseMs: worker.leaseMs, metrics: running.metricsUrl },
+        "worker started",
+      );
       await new Promise<void>((resolve) => {
         let signals = 0;
         const onSignal = (signal: NodeJS.Signals) => {
@@ -96,16 +102,19 @@ export function workerCommand(): Command {
             process.exit(EXIT.interrupted);
           }
           logger.info({ signal, inFlight: worker.inFlight, graceMs: options.graceMs }, "stopping: no new claims; finishing or releasing in-flight messages");
-          running.stop().then(() => {
-            logger.info("worker stopped");
-            logger.flush();
-            // Nothing of ours is left running; do not wait for stray timers or sockets.
-            process.exit(process.exitCode ?? EXIT.ok);
-          }, (error: unknown) => {
-            logger.error({ error: String(error) }, "error while stopping");
-            process.exitCode = EXIT.failed;
-            resolve();
-          });
+          running.stop().then(
+            () => {
+              logger.info("worker stopped");
+              logger.flush();
+              // Nothing of ours is left running; do not wait for stray timers or sockets.
+              process.exit(process.exitCode ?? EXIT.ok);
+            },
+            (error: unknown) => {
+              logger.error({ error: String(error) }, "error while stopping");
+              process.exitCode = EXIT.failed;
+              resolve();
+            },
+          );
         };
         process.on("SIGTERM", onSignal);
         process.on("SIGINT", onSignal);

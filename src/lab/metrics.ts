@@ -92,9 +92,7 @@ export function computeMetrics(input: MetricInputs): LabMetrics {
     uniqueMessagesProcessed: attempts.size,
     messagesProcessedMoreThanOnce: [...attempts.values()].filter((n) => n > 1).length,
     providerStatusChecks: input.provider.statusChecks(),
-    ownershipViolations: input.leased
-      ? ledger.unownedCompletions().length + ledger.overlappingClaims().length + rowsWithoutOwner(finalMessages, ledger)
-      : null,
+    ownershipViolations: input.leased ? ledger.unownedCompletions().length + ledger.overlappingClaims().length + rowsWithoutOwner(finalMessages, ledger) : null,
     paid: payStatus("Paid"),
     failed: payStatus("Failed"),
     stillPending: payStatus("Pending"),

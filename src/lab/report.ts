@@ -40,10 +40,12 @@ export class ReportBuilder {
 export type Labels = (messageId: string) => string;
 
 export function labelsFrom(messages: readonly OutboxMessage[]): Labels {
-  const byId = new Map(messages.map((m) => {
-    const payload = m.payload as { idempotencyKey?: unknown } | null;
-    return [m.id, typeof payload?.idempotencyKey === "string" ? payload.idempotencyKey : `message ${m.id}`];
-  }));
+  const byId = new Map(
+    messages.map((m) => {
+      const payload = m.payload as { idempotencyKey?: unknown } | null;
+      return [m.id, typeof payload?.idempotencyKey === "string" ? payload.idempotencyKey : `message ${m.id}`];
+    }),
+  );
   return (id) => byId.get(id) ?? `message ${id}`;
 }
 
@@ -143,10 +145,23 @@ export function renderProcessingLedger(ledger: Ledger, labels: Labels): string {
 }
 
 export function renderMetrics(metrics: LabMetrics): string {
-  const show = (value: unknown) => (value === null ? "n/a" : typeof value === "object" ? Object.entries(value as Record<string, number>).map(([k, v]) => `${k} ${v}`).join(", ") || "-" : String(value));
-  return textTable(["metric", "value"], Object.entries(metrics).map(([name, value]) => [name, show(value)]));
+  const show = (value: unknown) =>
+    value === null
+      ? "n/a"
+      : typeof value === "object"
+        ? Object.entries(value as Record<string, number>)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(", ") || "-"
+        : String(value);
+  return textTable(
+    ["metric", "value"],
+    Object.entries(metrics).map(([name, value]) => [name, show(value)]),
+  );
 }
 
 export function renderChecks(checks: readonly Check[]): string {
-  return textTable(["", "check", "observed"], checks.map((c) => [c.passed ? "PASS" : "FAIL", c.name, c.observed]));
+  return textTable(
+    ["", "check", "observed"],
+    checks.map((c) => [c.passed ? "PASS" : "FAIL", c.name, c.observed]),
+  );
 }

@@ -11,7 +11,7 @@ import { competingWorkersNoClaim } from "./scenarios/competing-workers-no-claim.
 import { outboxLeasing } from "./scenarios/outbox-leasing.js";
 import { SqliteLabBackend } from "./sqlite-backend.js";
 import { PostgresLabBackend } from "./postgres-backend.js";
-import { isPostgresUrl } from "../stores/postgres/connect.js";
+import { isPostgresUrl } from "../stores/admin.js";
 
 /** Every scenario, BEFORE first. */
 export const SCENARIOS: readonly Scenario[] = [competingWorkersNoClaim, outboxLeasing];
@@ -63,7 +63,11 @@ export async function createBackend(scenario: Scenario, options: LabRunOptions):
   if (options.db !== undefined && isPostgresUrl(options.db)) {
     return (await PostgresLabBackend.open(options.db, options.keepDb ?? false)) as LabBackend<unknown>;
   }
-  return new SqliteLabBackend({ label: scenario.name, keep: options.keepDb ?? false, ...(options.db === undefined ? {} : { path: options.db }) }) as LabBackend<unknown>;
+  return new SqliteLabBackend({
+    label: scenario.name,
+    keep: options.keepDb ?? false,
+    ...(options.db === undefined ? {} : { path: options.db }),
+  }) as LabBackend<unknown>;
 }
 
 export async function runScenario(scenario: Scenario, options: LabRunOptions = {}): Promise<LabRunResult> {

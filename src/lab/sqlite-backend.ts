@@ -30,7 +30,9 @@ export class SqliteLabBackend implements LabBackend<SqliteTx> {
   constructor(options: SqliteBackendOptions) {
     if (options.path !== undefined) {
       if (sqliteHoldsTables(options.path, ["outbox_messages", "payments"])) {
-        throw new DatabaseOpenError(`${options.path} already holds Wassal tables; the lab needs an empty database (give a new file path, or leave out --db for a temporary one)`);
+        throw new DatabaseOpenError(
+          `${options.path} already holds Wassal tables; the lab needs an empty database (give a new file path, or leave out --db for a temporary one)`,
+        );
       }
       this.location = options.path;
       this.#tempDir = null;

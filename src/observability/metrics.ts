@@ -17,17 +17,35 @@ export interface OutboxMetrics {
  * Registers Wassal's metrics on `registry` (a new one by default) and keeps them up to date from
  * `events`. `countByStatus`, if given, is read at each scrape for the queue-depth gauge.
  */
-export function outboxMetrics(events: EventHub, options: { registry?: Registry; countByStatus?: () => Promise<StatusCounts>; processMetrics?: boolean } = {}): OutboxMetrics {
+export function outboxMetrics(
+  events: EventHub,
+  options: { registry?: Registry; countByStatus?: () => Promise<StatusCounts>; processMetrics?: boolean } = {},
+): OutboxMetrics {
   const registry = options.registry ?? new Registry();
   if (options.processMetrics) collectDefaultMetrics({ register: registry });
-  const claims = new Counter({ name: "wassal_claims_total", help: "Claim results: won (one per message), empty, blocked.", labelNames: ["result"], registers: [registry] });
+  const claims = new Counter({
+    name: "wassal_claims_total",
+    help: "Claim results: won (one per message), empty, blocked.",
+    labelNames: ["result"],
+    registers: [registry],
+  });
   const attempts = new Counter({ name: "wassal_processing_attempts_total", help: "Handler runs started.", registers: [registry] });
   const completions = new Counter({ name: "wassal_completions_total", help: "Messages completed under their lease.", registers: [registry] });
-  const leaseLost = new Counter({ name: "wassal_lease_lost_total", help: "Lease operations refused because the lease token was no longer current.", labelNames: ["operation"], registers: [registry] });
+  const leaseLost = new Counter({
+    name: "wassal_lease_lost_total",
+    help: "Lease operations refused because the lease token was no longer current.",
+    labelNames: ["operation"],
+    registers: [registry],
+  });
   const retries = new Counter({ name: "wassal_retries_total", help: "Failed attempts scheduled for another try.", registers: [registry] });
   const dead = new Counter({ name: "wassal_dead_total", help: "Messages marked dead.", registers: [registry] });
   const released = new Counter({ name: "wassal_releases_total", help: "Messages given back unfinished (shutdown).", registers: [registry] });
-  const storeErrors = new Counter({ name: "wassal_store_errors_total", help: "Store operations that failed (connection lost, database busy).", labelNames: ["operation"], registers: [registry] });
+  const storeErrors = new Counter({
+    name: "wassal_store_errors_total",
+    help: "Store operations that failed (connection lost, database busy).",
+    labelNames: ["operation"],
+    registers: [registry],
+  });
   const duration = new Histogram({
     name: "wassal_handler_duration_seconds",
     help: "From handler start to the end of the guarded completion.",
@@ -111,9 +129,13 @@ export async function serveMetrics(registry: Registry, port: number, host = "127
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) => {
-      reject(error.code === "EADDRINUSE" || error.code === "EACCES"
-        ? new InvalidArgumentError(`cannot serve metrics on ${host}:${port} (${error.code === "EADDRINUSE" ? "the port is already in use" : "permission denied"}); choose another --metrics-port, or 0 for any free port`)
-        : error);
+      reject(
+        error.code === "EADDRINUSE" || error.code === "EACCES"
+          ? new InvalidArgumentError(
+              `cannot serve metrics on ${host}:${port} (${error.code === "EADDRINUSE" ? "the port is already in use" : "permission denied"}); choose another --metrics-port, or 0 for any free port`,
+            )
+          : error,
+      );
     });
     server.listen(port, host, () => resolve());
   });

@@ -27,10 +27,13 @@ export const systemClock: Clock = {
         clearTimeout(timer);
         resolve();
       };
-      const timer = setTimeout(() => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      }, Math.max(0, ms));
+      const timer = setTimeout(
+        () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+        Math.max(0, ms),
+      );
       signal?.addEventListener("abort", onAbort, { once: true });
     }),
 };
@@ -108,7 +111,9 @@ export class ManualClock implements Clock {
   set(time: Date | string | number): Date {
     const ms = new Date(time).getTime();
     if (Number.isNaN(ms) || ms < this.#ms) {
-      throw new RangeError(`ManualClock.set: ${JSON.stringify(time)} is invalid or earlier than ${this.now().toISOString()}; a manual clock only moves forward`);
+      throw new RangeError(
+        `ManualClock.set: ${JSON.stringify(time)} is invalid or earlier than ${this.now().toISOString()}; a manual clock only moves forward`,
+      );
     }
     this.#ms = ms;
     this.#wake();

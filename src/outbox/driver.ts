@@ -51,14 +51,30 @@ export interface OutboxDriver<Tx> {
   readonly ownTransactionHint: string;
 
   /** Inserts one message; the payload is JSON text; `availableAt` null means now. */
-  enqueue(params: { readonly tx: Tx; readonly type: string; readonly dedupeKey: string | null; readonly payload: string; readonly availableAt: Date | null }): Promise<OutboxMessage>;
+  enqueue(params: {
+    readonly tx: Tx;
+    readonly type: string;
+    readonly dedupeKey: string | null;
+    readonly payload: string;
+    readonly availableAt: Date | null;
+  }): Promise<OutboxMessage>;
   /** True when `error` is the database refusing a second message with the same dedupe key. */
   isDuplicate(error: unknown): boolean;
 
   /** Claims up to `limit` claimable messages, oldest due first, in that order. */
-  claim(params: { readonly owner: string; readonly limit: number; readonly leaseMs: number; readonly audit: boolean }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
+  claim(params: {
+    readonly owner: string;
+    readonly limit: number;
+    readonly leaseMs: number;
+    readonly audit: boolean;
+  }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
   /** Claims one named message if it is claimable now; otherwise says who holds it or what state it is in. */
-  claimMessage(params: { readonly owner: string; readonly messageId: string; readonly leaseMs: number; readonly audit: boolean }): Promise<{ readonly at: Date; readonly result: ClaimMessageResult }>;
+  claimMessage(params: {
+    readonly owner: string;
+    readonly messageId: string;
+    readonly leaseMs: number;
+    readonly audit: boolean;
+  }): Promise<{ readonly at: Date; readonly result: ClaimMessageResult }>;
   /** Extends the lease if its token is current: the new expiry, or null when the lease is gone. */
   renew(params: { readonly lease: Lease; readonly leaseMs: number }): Promise<{ readonly at: Date; readonly lockedUntil: Date | null }>;
 
@@ -66,14 +82,23 @@ export interface OutboxDriver<Tx> {
    * Completes leases that carry no business write, in one guarded statement: inside `tx`, or in a
    * transaction of its own when `tx` is null. `completed` holds the leaseKey of each it completed.
    */
-  completeBulk(params: { readonly tx: Tx | null; readonly leases: readonly Lease[]; readonly audit: boolean }): Promise<{ readonly at: Date; readonly completed: ReadonlySet<string> }>;
+  completeBulk(params: {
+    readonly tx: Tx | null;
+    readonly leases: readonly Lease[];
+    readonly audit: boolean;
+  }): Promise<{ readonly at: Date; readonly completed: ReadonlySet<string> }>;
   /** The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its time, or null when the lease is gone. */
   completeOne(params: { readonly tx: Tx; readonly lease: Lease; readonly savepoint: SavepointStep; readonly audit: boolean }): Promise<Date | null>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 
   /** Gives the message back (retry after `retryInMs`) or marks it dead (`retryInMs` null), if the token is current. */
-  fail(params: { readonly lease: Lease; readonly error: string; readonly retryInMs: number | null; readonly audit: boolean }): Promise<{ readonly at: Date; readonly changed: boolean; readonly availableAt: Date }>;
+  fail(params: {
+    readonly lease: Lease;
+    readonly error: string;
+    readonly retryInMs: number | null;
+    readonly audit: boolean;
+  }): Promise<{ readonly at: Date; readonly changed: boolean; readonly availableAt: Date }>;
   /** Gives an unstarted message back at once, taking back the attempt, if the token is current. */
   release(params: { readonly lease: Lease; readonly audit: boolean }): Promise<{ readonly at: Date; readonly changed: boolean }>;
   /** Who holds the message now (null when it does not exist), and the driver's time of looking. */

@@ -55,7 +55,10 @@ export class LeaseLostError extends WassalError {
   readonly token: number;
 
   constructor(messageId: string, token: number, detail: string) {
-    super("LEASE_LOST", `lease on message ${messageId} (token ${token}) is no longer held: ${detail}. Nothing was written; drop the work, another owner has it or it is already finished`);
+    super(
+      "LEASE_LOST",
+      `lease on message ${messageId} (token ${token}) is no longer held: ${detail}. Nothing was written; drop the work, another owner has it or it is already finished`,
+    );
     this.messageId = messageId;
     this.token = token;
   }
@@ -74,7 +77,10 @@ export class DuplicateMessageError extends WassalError {
   override name = "DuplicateMessageError";
   readonly dedupeKey: string;
   constructor(dedupeKey: string) {
-    super("DUPLICATE_MESSAGE", `an outbox message with dedupe key ${JSON.stringify(dedupeKey)} already exists; each dedupe key is enqueued once (look the existing one up instead)`);
+    super(
+      "DUPLICATE_MESSAGE",
+      `an outbox message with dedupe key ${JSON.stringify(dedupeKey)} already exists; each dedupe key is enqueued once (look the existing one up instead)`,
+    );
     this.dedupeKey = dedupeKey;
   }
 }
@@ -91,7 +97,10 @@ export class UnrecoverableError extends WassalError {
 export class UnknownMessageTypeError extends WassalError {
   override name = "UnknownMessageTypeError";
   constructor(type: string, known: readonly string[]) {
-    super("UNKNOWN_MESSAGE_TYPE", `no handler for message type ${JSON.stringify(type)} (this worker handles: ${known.length ? known.join(", ") : "nothing"}); register one, then redrive the message`);
+    super(
+      "UNKNOWN_MESSAGE_TYPE",
+      `no handler for message type ${JSON.stringify(type)} (this worker handles: ${known.length ? known.join(", ") : "nothing"}); register one, then redrive the message`,
+    );
   }
 }
 
@@ -99,7 +108,10 @@ export class UnknownMessageTypeError extends WassalError {
 export class AttemptsExhaustedError extends WassalError {
   override name = "AttemptsExhaustedError";
   constructor(attempts: number, maxAttempts: number, lastError: string | null) {
-    super("ATTEMPTS_EXHAUSTED", `claimed ${attempts} times, more than the ${maxAttempts} allowed, without finishing (a worker died or lost its lease each time)${lastError ? `; last error: ${lastError}` : ""}`);
+    super(
+      "ATTEMPTS_EXHAUSTED",
+      `claimed ${attempts} times, more than the ${maxAttempts} allowed, without finishing (a worker died or lost its lease each time)${lastError ? `; last error: ${lastError}` : ""}`,
+    );
   }
 }
 

@@ -2,20 +2,67 @@
 // and metrics are all built by listening to it, so there is only one bookkeeping.
 
 export type OutboxEvent =
-  | { readonly type: "claim-won"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly lockedUntil: Date; readonly reclaimedFrom: string | null }
+  | {
+      readonly type: "claim-won";
+      readonly at: Date;
+      readonly owner: string;
+      readonly messageId: string;
+      readonly token: number;
+      readonly lockedUntil: Date;
+      readonly reclaimedFrom: string | null;
+    }
   | { readonly type: "claim-empty"; readonly at: Date; readonly owner: string; readonly limit: number }
-  | { readonly type: "claim-blocked"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly heldBy: string | null; readonly lockedUntil: Date | null }
+  | {
+      readonly type: "claim-blocked";
+      readonly at: Date;
+      readonly owner: string;
+      readonly messageId: string;
+      readonly heldBy: string | null;
+      readonly lockedUntil: Date | null;
+    }
   | { readonly type: "renewed"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly lockedUntil: Date }
   | { readonly type: "completed"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number }
-  | { readonly type: "lease-lost"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly operation: "renew" | "complete" | "fail" | "release"; readonly heldBy: string | null; readonly currentToken: number | null }
-  | { readonly type: "retry-scheduled"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly availableAt: Date; readonly error: string }
+  | {
+      readonly type: "lease-lost";
+      readonly at: Date;
+      readonly owner: string;
+      readonly messageId: string;
+      readonly token: number;
+      readonly operation: "renew" | "complete" | "fail" | "release";
+      readonly heldBy: string | null;
+      readonly currentToken: number | null;
+    }
+  | {
+      readonly type: "retry-scheduled";
+      readonly at: Date;
+      readonly owner: string;
+      readonly messageId: string;
+      readonly token: number;
+      readonly availableAt: Date;
+      readonly error: string;
+    }
   | { readonly type: "dead"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly error: string }
   | { readonly type: "released"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number }
   /** Emitted by whoever runs a handler (the lab, the worker), not by a store. */
-  | { readonly type: "processing-started"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number | null; readonly attempt: number }
+  | {
+      readonly type: "processing-started";
+      readonly at: Date;
+      readonly owner: string;
+      readonly messageId: string;
+      readonly token: number | null;
+      readonly attempt: number;
+    }
   /** A store operation failed (lost connection, busy database); the worker backs off and carries on. */
   | { readonly type: "store-error"; readonly at: Date; readonly owner: string; readonly operation: string; readonly error: string }
-  | { readonly type: "processing-finished"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number | null; readonly result: "completed" | "lease-lost" | "failed" | "unguarded-write"; readonly detail: string };
+  | {
+      readonly type: "processing-finished";
+      readonly at: Date;
+      readonly owner: string;
+      readonly messageId: string;
+      readonly token: number | null;
+      readonly result: "completed" | "lease-lost" | "failed" | "unguarded-write";
+      readonly detail: string;
+    };
 
 export type OutboxEventType = OutboxEvent["type"];
 

@@ -43,7 +43,15 @@ type LeaseOperation = "renew" | "complete" | "fail" | "release";
 function reportClaims(events: EventHub, owner: string, limit: number, at: Date, leases: readonly Lease[]): void {
   if (leases.length === 0) publish(events, { type: "claim-empty", at, owner, limit });
   for (const lease of leases) {
-    publish(events, { type: "claim-won", at, owner, messageId: lease.messageId, token: lease.token, lockedUntil: lease.lockedUntil, reclaimedFrom: lease.reclaimedFrom });
+    publish(events, {
+      type: "claim-won",
+      at,
+      owner,
+      messageId: lease.messageId,
+      token: lease.token,
+      lockedUntil: lease.lockedUntil,
+      reclaimedFrom: lease.reclaimedFrom,
+    });
   }
 }
 
@@ -60,7 +68,16 @@ function reportClaimMessage(events: EventHub, owner: string, messageId: string, 
 
 /** A lease operation that found its token no longer current: reports it and builds the result. */
 function leaseLost(events: EventHub, lease: Lease, operation: LeaseOperation, at: Date, current: MessageHolder | null): LeaseLost {
-  publish(events, { type: "lease-lost", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, operation, heldBy: current?.lockedBy ?? null, currentToken: current?.leaseToken ?? null });
+  publish(events, {
+    type: "lease-lost",
+    at,
+    owner: lease.owner,
+    messageId: lease.messageId,
+    token: lease.token,
+    operation,
+    heldBy: current?.lockedBy ?? null,
+    currentToken: current?.leaseToken ?? null,
+  });
   return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current };
 }
 
@@ -96,7 +113,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async enqueue<P extends JsonValue>(tx: Tx, message: NewMessage<P>): Promise<OutboxMessage<P>> {
     if (!this.#driver.isInTransaction(tx)) {
-      throw new NotInTransactionError(`enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`);
+      throw new NotInTransactionError(
+        `enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`,
+      );
     }
     const type = checkMessageType(message.type);
     const payload = JSON.stringify(message.payload);

@@ -49,7 +49,15 @@ export async function processLease<Tx>(
   try {
     handled = await handler(lease.message, context);
   } catch (error) {
-    publish(store.events, { type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: error instanceof Error ? error.message : String(error) });
+    publish(store.events, {
+      type: "processing-finished",
+      at: clock.now(),
+      owner,
+      messageId,
+      token,
+      result: "failed",
+      detail: error instanceof Error ? error.message : String(error),
+    });
     throw error;
   }
   const summary = handled.summary ?? "";
@@ -59,7 +67,15 @@ export async function processLease<Tx>(
     result = options.complete ? await options.complete(lease, handled.finalize) : await store.complete(lease, handled.finalize);
   } catch (error) {
     // The business write failed: nothing was committed, the message is still ours to fail or retry.
-    publish(store.events, { type: "processing-finished", at: clock.now(), owner, messageId, token, result: "failed", detail: `business write failed: ${error instanceof Error ? error.message : String(error)}` });
+    publish(store.events, {
+      type: "processing-finished",
+      at: clock.now(),
+      owner,
+      messageId,
+      token,
+      result: "failed",
+      detail: `business write failed: ${error instanceof Error ? error.message : String(error)}`,
+    });
     throw error;
   }
   publish(store.events, {

@@ -20,8 +20,10 @@ export function checkRetryPolicy(policy: RetryPolicy): RetryPolicy {
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1000) {
     throw new InvalidArgumentError(`maxAttempts must be a whole number from 1 to 1000 (got ${String(maxAttempts)})`);
   }
-  if (!Number.isFinite(baseDelayMs) || baseDelayMs < 0) throw new InvalidArgumentError(`baseDelayMs must be a number of milliseconds >= 0 (got ${String(baseDelayMs)})`);
-  if (!Number.isFinite(maxDelayMs) || maxDelayMs < baseDelayMs) throw new InvalidArgumentError(`maxDelayMs must be a number of milliseconds >= baseDelayMs (got ${String(maxDelayMs)})`);
+  if (!Number.isFinite(baseDelayMs) || baseDelayMs < 0)
+    throw new InvalidArgumentError(`baseDelayMs must be a number of milliseconds >= 0 (got ${String(baseDelayMs)})`);
+  if (!Number.isFinite(maxDelayMs) || maxDelayMs < baseDelayMs)
+    throw new InvalidArgumentError(`maxDelayMs must be a number of milliseconds >= baseDelayMs (got ${String(maxDelayMs)})`);
   if (!Number.isFinite(jitter) || jitter < 0 || jitter > 1) throw new InvalidArgumentError(`jitter must be between 0 and 1 (got ${String(jitter)})`);
   return policy;
 }

@@ -61,9 +61,10 @@ export function describeError(error: unknown): string {
 export function assertHeld<R extends { readonly outcome: string }>(result: R | LeaseLost): R {
   if (result.outcome === "lease-lost") {
     const lost = result as LeaseLost;
-    const detail = lost.current === null
-      ? "the message no longer exists"
-      : `the message is ${lost.current.status}, held by ${lost.current.lockedBy ?? "nobody"} under token ${lost.current.leaseToken}`;
+    const detail =
+      lost.current === null
+        ? "the message no longer exists"
+        : `the message is ${lost.current.status}, held by ${lost.current.lockedBy ?? "nobody"} under token ${lost.current.leaseToken}`;
     throw new LeaseLostError(lost.messageId, lost.token, detail);
   }
   return result as R;

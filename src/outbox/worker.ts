@@ -137,7 +137,9 @@ export class Worker<Tx> {
     this.leaseMs = checkLeaseMs(options.leaseMs ?? 30_000);
     this.renewIntervalMs = positiveInteger("renewIntervalMs", options.renewIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
     if (this.renewIntervalMs >= this.leaseMs) {
-      throw new InvalidArgumentError(`renewIntervalMs (${this.renewIntervalMs}) must be shorter than leaseMs (${this.leaseMs}), or leases expire between renewals`);
+      throw new InvalidArgumentError(
+        `renewIntervalMs (${this.renewIntervalMs}) must be shorter than leaseMs (${this.leaseMs}), or leases expire between renewals`,
+      );
     }
     this.pollIntervalMs = positiveInteger("pollIntervalMs", options.pollIntervalMs ?? 1_000);
     this.retry = checkRetryPolicy({ ...DEFAULT_RETRY, ...options.retry });
@@ -207,13 +209,15 @@ export class Worker<Tx> {
     if (first === "grace-over") {
       const left = [...this.#running.values()];
       for (const running of left) running.abort.abort(new ShutdownError());
-      await Promise.all(left.map(async (running) => {
-        try {
-          await this.store.release(running.lease);
-        } catch (error) {
-          this.#storeError("release", error); // the lease will expire and the message be reclaimed
-        }
-      }));
+      await Promise.all(
+        left.map(async (running) => {
+          try {
+            await this.store.release(running.lease);
+          } catch (error) {
+            this.#storeError("release", error); // the lease will expire and the message be reclaimed
+          }
+        }),
+      );
       // Their heartbeats stop with the abort, so nothing of ours touches the store after this,
       // even if a handler ignores its signal and runs on.
     }
@@ -315,7 +319,7 @@ export class Worker<Tx> {
   #heartbeat(lease: Lease, handler: LazyAbort): () => Promise<void> {
     let stopped = false;
     let inFlight: Promise<void> | undefined;
-    let cancel = () => undefined as void;
+    let cancel: () => void = () => undefined;
     const beat = () => {
       if (handler.aborted) return; // shut down (or lost): renewing would keep a dead lease alive
       inFlight = (async () => {

@@ -7,13 +7,23 @@ import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { Finalize, OutboxMessage } from "../outbox/types.js";
 import type { ProviderSimulator } from "./provider-simulator.js";
-import { RECONCILE_MESSAGE_TYPE, type CreatePaymentRequest, type Payment, type PaymentOutcome, type PaymentsRepository, type ReconcilePayload } from "./types.js";
+import {
+  RECONCILE_MESSAGE_TYPE,
+  type CreatePaymentRequest,
+  type Payment,
+  type PaymentOutcome,
+  type PaymentsRepository,
+  type ReconcilePayload,
+} from "./types.js";
 
 /** A reconciliation message whose payload is not what this version of Wassal wrote. */
 export class InvalidPayloadError extends UnrecoverableError {
   override name = "InvalidPayloadError";
   constructor(messageId: string, detail: string) {
-    super("INVALID_PAYLOAD", `message ${messageId} has an invalid ${RECONCILE_MESSAGE_TYPE} payload: ${detail}; it cannot be processed and should be marked dead`);
+    super(
+      "INVALID_PAYLOAD",
+      `message ${messageId} has an invalid ${RECONCILE_MESSAGE_TYPE} payload: ${detail}; it cannot be processed and should be marked dead`,
+    );
   }
 }
 
@@ -22,7 +32,10 @@ export class IdempotencyConflictError extends WassalError {
   override name = "IdempotencyConflictError";
   readonly idempotencyKey: string;
   constructor(key: string, existing: Payment, request: CreatePaymentRequest) {
-    super("IDEMPOTENCY_CONFLICT", `idempotency key ${key} already belongs to a payment of ${existing.amount} ${existing.currency}; this request asks for ${request.amount} ${request.currency}. Use a new key for a new payment`);
+    super(
+      "IDEMPOTENCY_CONFLICT",
+      `idempotency key ${key} already belongs to a payment of ${existing.amount} ${existing.currency}; this request asks for ${request.amount} ${request.currency}. Use a new key for a new payment`,
+    );
     this.idempotencyKey = key;
   }
 }
@@ -57,7 +70,9 @@ const KEY_PATTERN = /^[A-Za-z0-9._:-]{1,100}$/;
 export function checkCreateRequest(request: CreatePaymentRequest): CreatePaymentRequest {
   const { idempotencyKey, amount, currency } = request;
   if (typeof idempotencyKey !== "string" || !KEY_PATTERN.test(idempotencyKey)) {
-    throw new InvalidArgumentError(`idempotency key must be 1 to 100 characters of letters, digits, '.', '_', ':' or '-' (got ${JSON.stringify(idempotencyKey)})`);
+    throw new InvalidArgumentError(
+      `idempotency key must be 1 to 100 characters of letters, digits, '.', '_', ':' or '-' (got ${JSON.stringify(idempotencyKey)})`,
+    );
   }
   if (typeof amount !== "number" || !Number.isSafeInteger(amount) || amount <= 0) {
     throw new InvalidArgumentError(`amount must be a positive whole number of minor units, e.g. 12500 for 125.00 (got ${String(amount)})`);
@@ -118,7 +133,8 @@ export class PaymentsService<Tx> {
     });
     if (outcome === undefined) {
       const winner = await this.#repository.findByKey(checked.idempotencyKey);
-      if (winner === undefined) throw new WassalError("PAYMENT_VANISHED", `payment ${checked.idempotencyKey} was created concurrently but cannot be read back; retry the request`);
+      if (winner === undefined)
+        throw new WassalError("PAYMENT_VANISHED", `payment ${checked.idempotencyKey} was created concurrently but cannot be read back; retry the request`);
       return { payment: sameRequest(winner, checked), created: false, message: null };
     }
     return { payment: outcome.payment, created: true, message: outcome.message };

@@ -207,7 +207,9 @@ export class ProviderSimulator {
     const injected = this.#takeFault("checkStatus", key);
     const random = this.#chance(this.#randomFaults?.statusFailureRate)
       ? { afterEffect: false }
-      : this.#chance(this.#randomFaults?.statusTimeoutAfterSuccessRate) ? { afterEffect: true } : undefined;
+      : this.#chance(this.#randomFaults?.statusTimeoutAfterSuccessRate)
+        ? { afterEffect: true }
+        : undefined;
     const fault = injected ?? random;
     if (fault && !fault.afterEffect) {
       this.#record("checkStatus", key, "error (injected, before effect)");

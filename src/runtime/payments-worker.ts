@@ -95,12 +95,13 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       store,
       name,
       handlers: {
-        [RECONCILE_MESSAGE_TYPE]: handlerErrorRate > 0
-          ? async (message, context) => {
-              if (chance() < handlerErrorRate) throw new InjectedFaultError("injected handler error (chaos)");
-              return handler(message, context);
-            }
-          : handler,
+        [RECONCILE_MESSAGE_TYPE]:
+          handlerErrorRate > 0
+            ? async (message, context) => {
+                if (chance() < handlerErrorRate) throw new InjectedFaultError("injected handler error (chaos)");
+                return handler(message, context);
+              }
+            : handler,
       },
       ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),

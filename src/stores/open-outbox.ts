@@ -7,6 +7,8 @@ import { DatabaseOpenError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { PaymentsRepository } from "../payments/types.js";
 import { isPostgresUrl, redactUrl } from "./postgres/connect.js";
+
+export { isPostgresUrl } from "./postgres/connect.js";
 import { PostgresPaymentsRepository } from "./postgres/payments-repository.js";
 import { PostgresOutboxStore } from "./postgres/postgres-outbox-store.js";
 import { fileHasTable, type Synchronous } from "./sqlite/open-database.js";

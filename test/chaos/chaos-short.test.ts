@@ -30,10 +30,29 @@ function row(result: ChaosJson, name: string): number {
   return found.observed;
 }
 
-const COMMON = ["--workers", "3", "--payments", "400", "--rate", "400", "--lease-ms", "600", "--kill-every", "250", "--pause-every", "700", "--seed", "7", "--timeout", "60000"];
+const COMMON = [
+  "--workers",
+  "3",
+  "--payments",
+  "400",
+  "--rate",
+  "400",
+  "--lease-ms",
+  "600",
+  "--kill-every",
+  "250",
+  "--pause-every",
+  "700",
+  "--seed",
+  "7",
+  "--timeout",
+  "60000",
+];
 
 describe("short chaos runs", () => {
-  it("sqlite: workers killed, paused past their lease and failing, a competing writer: nothing lost, no ownership violation", { timeout: 150_000 }, async () => {
+  it("sqlite: workers killed, paused past their lease and failing, a competing writer: nothing lost, no ownership violation", {
+    timeout: 150_000,
+  }, async () => {
     const { code, result } = await runChaos([...COMMON, "--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
     expect(result.report.examples).toEqual([]);
     expect(result.passed).toBe(true);

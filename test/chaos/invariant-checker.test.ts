@@ -11,17 +11,47 @@ const t = (ms: number) => new Date(Date.UTC(2026, 0, 1, 9) + ms);
 
 function message(id: string, key: string, over: Partial<OutboxMessage> = {}): OutboxMessage {
   return {
-    id, type: "payment.reconcile", dedupeKey: `payment.reconcile:${key}`, payload: { paymentId: id, idempotencyKey: key }, status: "processed",
-    createdAt: t(0), availableAt: t(0), lockedBy: "w1", lockedUntil: null, leaseToken: 1, attempts: 1, lastError: null, processedAt: t(10), ...over,
+    id,
+    type: "payment.reconcile",
+    dedupeKey: `payment.reconcile:${key}`,
+    payload: { paymentId: id, idempotencyKey: key },
+    status: "processed",
+    createdAt: t(0),
+    availableAt: t(0),
+    lockedBy: "w1",
+    lockedUntil: null,
+    leaseToken: 1,
+    attempts: 1,
+    lastError: null,
+    processedAt: t(10),
+    ...over,
   };
 }
 function payment(key: string, over: Partial<Payment> = {}): Payment {
-  return { id: key, idempotencyKey: key, amount: 100, currency: "EUR", status: "Paid", transactionId: `TXN-${key}`, providerReference: `PRV-${key}`, createdAt: t(0), updatedAt: t(10), ...over };
+  return {
+    id: key,
+    idempotencyKey: key,
+    amount: 100,
+    currency: "EUR",
+    status: "Paid",
+    transactionId: `TXN-${key}`,
+    providerReference: `PRV-${key}`,
+    createdAt: t(0),
+    updatedAt: t(10),
+    ...over,
+  };
 }
 function entry(messageId: string, action: AuditEntry["action"], token: number, owner: string, at: number, previous?: Partial<AuditEntry>): AuditEntry {
   return { messageId, token, owner, action, at: t(at), previousStatus: null, previousOwner: null, previousLockedUntil: null, ...previous };
 }
-const call = (operation: ProviderCall["operation"], key: string, result: string): ProviderCall => ({ pid: 1, at: t(0).toISOString(), seq: 0, operation, idempotencyKey: key, result });
+const call = (operation: ProviderCall["operation"], key: string, result: string): ProviderCall => ({
+  pid: 1,
+  at: t(0).toISOString(),
+  seq: 0,
+  operation,
+  idempotencyKey: key,
+  result,
+});
 
 /** One message, claimed once and completed by w1: everything holds. */
 function clean(): CheckerInput {
@@ -33,7 +63,10 @@ function clean(): CheckerInput {
   };
 }
 
-const failing = (input: CheckerInput) => checkInvariants(input).rows.filter((r) => !r.ok).map((r) => r.name.trim());
+const failing = (input: CheckerInput) =>
+  checkInvariants(input)
+    .rows.filter((r) => !r.ok)
+    .map((r) => r.name.trim());
 
 describe("invariant checker", () => {
   it("passes a clean run", () => {
@@ -42,7 +75,10 @@ describe("invariant checker", () => {
 
   it("flags a message left pending and a payment without a message", () => {
     const input = clean();
-    expect(failing({ ...input, audit: [], providerLog: [], messages: [message("1", "K1", { status: "pending", lockedBy: null })] })).toEqual(["messages not finished (still pending or processing)", "transaction ids not from the provider, or not on Paid"]);
+    expect(failing({ ...input, audit: [], providerLog: [], messages: [message("1", "K1", { status: "pending", lockedBy: null })] })).toEqual([
+      "messages not finished (still pending or processing)",
+      "transaction ids not from the provider, or not on Paid",
+    ]);
     expect(failing({ ...input, payments: [...input.payments, payment("K2")] })).toContain("payments without an outbox message (lost at creation)");
   });
 
@@ -53,7 +89,14 @@ describe("invariant checker", () => {
       entry("1", "claim", 2, "w2", 20, { previousStatus: "processing", previousOwner: "w1", previousLockedUntil: t(10) }),
       entry("1", "complete", 1, "w1", 25),
     ];
-    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, attempts: 2 })], providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")] })).toContain("ownership violations (result without the current token)");
+    expect(
+      failing({
+        ...input,
+        audit,
+        messages: [message("1", "K1", { leaseToken: 2, attempts: 2 })],
+        providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")],
+      }),
+    ).toContain("ownership violations (result without the current token)");
   });
 
   it("flags a reclaim before the previous lease expired", () => {
@@ -63,13 +106,17 @@ describe("invariant checker", () => {
       entry("1", "claim", 2, "w2", 5, { previousStatus: "processing", previousOwner: "w1", previousLockedUntil: t(10) }),
       entry("1", "complete", 2, "w2", 8),
     ];
-    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2", attempts: 2 })] })).toContain("ownership violations (result without the current token)");
+    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2", attempts: 2 })] })).toContain(
+      "ownership violations (result without the current token)",
+    );
   });
 
   it("flags a claim after completion, and two completions", () => {
     const input = clean();
     const audit = [...input.audit, entry("1", "claim", 2, "w2", 30, { previousStatus: "processed" }), entry("1", "complete", 2, "w2", 35)];
-    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain("ownership violations (result without the current token)");
+    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain(
+      "ownership violations (result without the current token)",
+    );
   });
 
   it("flags a second claim while the first lease is running, with no expiry, retry or release between", () => {
@@ -79,7 +126,9 @@ describe("invariant checker", () => {
       entry("1", "claim", 2, "w2", 1, { previousStatus: "pending" }),
       entry("1", "complete", 2, "w2", 5),
     ];
-    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain("ownership violations (result without the current token)");
+    expect(failing({ ...input, audit, messages: [message("1", "K1", { leaseToken: 2, lockedBy: "w2" })] })).toContain(
+      "ownership violations (result without the current token)",
+    );
   });
 
   it("flags a claim of a dead message that was never redriven, and accepts one that was", () => {
@@ -93,7 +142,9 @@ describe("invariant checker", () => {
 
   it("flags more provider checks than claims", () => {
     const input = clean();
-    expect(failing({ ...input, providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")] })).toContain("payments checked more often than claimed");
+    expect(failing({ ...input, providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")] })).toContain(
+      "payments checked more often than claimed",
+    );
   });
 
   it("flags a transaction id the provider never gave, an id on Failed, and a Paid without one", () => {
@@ -106,8 +157,12 @@ describe("invariant checker", () => {
   it("flags two payments for one key, two messages for one payment, and two provider creations for one key", () => {
     const input = clean();
     expect(failing({ ...input, payments: [payment("K1"), payment("K1", { id: "K1b" })] })).toContain("payments per idempotency key (max)");
-    expect(failing({ ...input, messages: [message("1", "K1"), message("2", "K1", { status: "dead", lastError: "x", lockedBy: null })] })).toContain("messages per payment (max)");
-    expect(failing({ ...input, providerLog: [...input.providerLog, call("createPayment", "K1", "created PRV-K1")] })).toContain("provider-side creations per key (max)");
+    expect(failing({ ...input, messages: [message("1", "K1"), message("2", "K1", { status: "dead", lastError: "x", lockedBy: null })] })).toContain(
+      "messages per payment (max)",
+    );
+    expect(failing({ ...input, providerLog: [...input.providerLog, call("createPayment", "K1", "created PRV-K1")] })).toContain(
+      "provider-side creations per key (max)",
+    );
   });
 
   it("counts reclaims after expiry, retries and releases as explained repeats", () => {
@@ -124,6 +179,11 @@ describe("invariant checker", () => {
     const report = checkInvariants({ ...input, audit, messages: [message("1", "K1", { leaseToken: 4, lockedBy: "w3", attempts: 4 })] });
     expect(report.passed).toBe(true);
     const observed = (name: string) => report.rows.find((r) => r.name.trim().startsWith(name))?.observed;
-    expect([observed("explained by an expired lease"), observed("explained by a retry"), observed("explained by a release"), observed("explained by a redrive")]).toEqual([1, 1, 1, 0]);
+    expect([
+      observed("explained by an expired lease"),
+      observed("explained by a retry"),
+      observed("explained by a release"),
+      observed("explained by a redrive"),
+    ]).toEqual([1, 1, 1, 0]);
   });
 });

@@ -66,7 +66,10 @@ describe("names, options and help", () => {
     const run = await runCli(["lab", "--list"], box);
     expect(run.code).toBe(0);
     expect(run.stderr).toBe("");
-    const names = run.stdout.split("\n").filter((l) => l.trim() !== "").map((l) => l.trim().split(/\s+/)[0]);
+    const names = run.stdout
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => l.trim().split(/\s+/)[0]);
     expect(names).toEqual([BEFORE, AFTER, "all"]);
     expectNothingRan(box);
   });
@@ -228,7 +231,13 @@ describe("--reports that cannot be written", () => {
     const reports = join(blocker, "sub");
     const run = await runCli(["lab", AFTER, "--json", "--reports", reports], box);
     expect(run.code).toBe(0);
-    const result = JSON.parse(run.stdout) as { passed: boolean; reportPath: string | null; reportError: string | null; databasePath: string; checks: { passed: boolean }[] };
+    const result = JSON.parse(run.stdout) as {
+      passed: boolean;
+      reportPath: string | null;
+      reportError: string | null;
+      databasePath: string;
+      checks: { passed: boolean }[];
+    };
     expect(result.passed).toBe(true);
     expect(result.checks.every((c) => c.passed)).toBe(true);
     expect(result.reportPath).toBeNull();

@@ -52,15 +52,19 @@ async function interruptMidRun(signal: NodeJS.Signals, newRun: () => Run): Promi
     const where = sandbox(root);
     const run = newRun();
     const lab = startCli(["lab", AFTER, ...run.args], where);
-    const caught = await until("the lab's temporary database", async () => {
-      if (lab.exit() !== undefined) return "finished";
-      if ((await run.progress(where.tmp)) === undefined) return false;
-      lab.signal("SIGSTOP");
-      const processed = await run.progress(where.tmp);
-      if (processed !== undefined) return processed < AFTER_FIGURES.pendingMessagesSeeded ? "mid-run" : "too far";
-      lab.signal("SIGCONT");
-      return false;
-    }, { timeoutMs: 15_000, intervalMs: 5, last: () => lab.stderr() });
+    const caught = await until(
+      "the lab's temporary database",
+      async () => {
+        if (lab.exit() !== undefined) return "finished";
+        if ((await run.progress(where.tmp)) === undefined) return false;
+        lab.signal("SIGSTOP");
+        const processed = await run.progress(where.tmp);
+        if (processed !== undefined) return processed < AFTER_FIGURES.pendingMessagesSeeded ? "mid-run" : "too far";
+        lab.signal("SIGCONT");
+        return false;
+      },
+      { timeoutMs: 15_000, intervalMs: 5, last: () => lab.stderr() },
+    );
     if (caught === "mid-run") {
       lab.signal(signal);
       lab.signal("SIGCONT");

@@ -37,7 +37,11 @@ const SHOWN_URL = testUrlWith((url) => {
 
 /** Every schema named like the lab's temporary ones. */
 function labSchemas(): Promise<string[]> {
-  return withClient(async (client) => (await client.query<{ name: string }>(String.raw`SELECT nspname AS name FROM pg_namespace WHERE nspname LIKE 'wassal\_lab\_%' ORDER BY 1`)).rows.map((r) => r.name));
+  return withClient(async (client) =>
+    (await client.query<{ name: string }>(String.raw`SELECT nspname AS name FROM pg_namespace WHERE nspname LIKE 'wassal\_lab\_%' ORDER BY 1`)).rows.map(
+      (r) => r.name,
+    ),
+  );
 }
 
 /** The run's schema, read from its databasePath ("postgres://… (schema wassal_lab_…)"). */
@@ -124,8 +128,13 @@ describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
       expectSavedPostgresReport(result, box.cwd, "kept");
       expect(await labSchemas()).toContain(schema);
       await withClient(async (client) => {
-        expect((await client.query(`SELECT status, count(*)::int AS n FROM ${schema}.outbox_messages GROUP BY status`)).rows).toEqual([{ status: "processed", n: 6 }]);
-        expect((await client.query(`SELECT payment_status AS status, count(*)::int AS n FROM ${schema}.payments GROUP BY payment_status ORDER BY payment_status`)).rows).toEqual([
+        expect((await client.query(`SELECT status, count(*)::int AS n FROM ${schema}.outbox_messages GROUP BY status`)).rows).toEqual([
+          { status: "processed", n: 6 },
+        ]);
+        expect(
+          (await client.query(`SELECT payment_status AS status, count(*)::int AS n FROM ${schema}.payments GROUP BY payment_status ORDER BY payment_status`))
+            .rows,
+        ).toEqual([
           { status: "Failed", n: 2 },
           { status: "Paid", n: 4 },
         ]);
@@ -194,11 +203,19 @@ async function expectRefused(args: readonly string[], env: Record<string, string
 
 describe("--db postgres://… that cannot be used (no server needed)", () => {
   it.each<[string, string, RegExp]>([
-    ["a malformed URL: no host, a port beyond 65535", "postgres://user@:99999/x", /^wassal: malformed PostgreSQL URL "postgres:\/\/user@:99999\/x"; expected postgres:\/\/user\[:password\]@host\[:port\]\/database$/],
+    [
+      "a malformed URL: no host, a port beyond 65535",
+      "postgres://user@:99999/x",
+      /^wassal: malformed PostgreSQL URL "postgres:\/\/user@:99999\/x"; expected postgres:\/\/user\[:password\]@host\[:port\]\/database$/,
+    ],
     ["a port beyond 65535", "postgres://postgres@127.0.0.1:99999/test", /^wassal: malformed PostgreSQL URL .*127\.0\.0\.1:99999/],
     ["a URL naming no host", "postgresql://", /^wassal: PostgreSQL URL postgresql:\/\/ names no host/],
     ["a host that is a broken percent-escape", "postgres://%zz", /^wassal: cannot connect to PostgreSQL at postgres:\/\/%zz: host %zz not found$/],
-    ["a refused connection (port 1)", "postgres://postgres@127.0.0.1:1/test", /^wassal: cannot connect to PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:1\/test: connection refused; is the server running and listening there\?$/],
+    [
+      "a refused connection (port 1)",
+      "postgres://postgres@127.0.0.1:1/test",
+      /^wassal: cannot connect to PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:1\/test: connection refused; is the server running and listening there\?$/,
+    ],
   ])("%s: exit 2 with one line naming the problem", async (_label, url, naming) => {
     expect(await expectRefused(["lab", AFTER, "--db", url])).toMatch(naming);
   });
@@ -234,7 +251,9 @@ describe.skipIf(!PG)("--db postgres://… that the server refuses", () => {
     });
     const before = await labSchemas();
     const line = await expectRefused(["lab", "all", "--json", "--db", url]);
-    expect(line).toMatch(/^wassal: PostgreSQL database no_such_db_wassal does not exist at postgres:\/\/.*\/no_such_db_wassal; create it \(createdb no_such_db_wassal\) or name another in the URL$/);
+    expect(line).toMatch(
+      /^wassal: PostgreSQL database no_such_db_wassal does not exist at postgres:\/\/.*\/no_such_db_wassal; create it \(createdb no_such_db_wassal\) or name another in the URL$/,
+    );
     expect(await labSchemas()).toEqual(before);
   });
 
@@ -244,7 +263,9 @@ describe.skipIf(!PG)("--db postgres://… that the server refuses", () => {
       u.password = "";
     });
     const line = await expectRefused(["lab", AFTER, "--db", url]);
-    expect(line).toMatch(/^wassal: PostgreSQL at postgres:\/\/no_such_role_wassal@.* does not allow user no_such_role_wassal to connect \(.*role "no_such_role_wassal" does not exist.*\)$/);
+    expect(line).toMatch(
+      /^wassal: PostgreSQL at postgres:\/\/no_such_role_wassal@.* does not allow user no_such_role_wassal to connect \(.*role "no_such_role_wassal" does not exist.*\)$/,
+    );
   });
 
   // A wrong password (28P01) cannot be provoked here: the test server trusts every local role.

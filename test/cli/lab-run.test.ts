@@ -43,7 +43,7 @@ function expectSavedReport(result: ScenarioJson, reportsRoot: string): string {
 
 /** The temporary database (and its folder) is gone, and nothing else was left in TMPDIR. */
 function expectTempDbDeleted(result: ScenarioJson, tmp: string): void {
-  expect(result.databasePath.startsWith(tmp + "/")).toBe(true);
+  expect(result.databasePath.startsWith(`${tmp}/`)).toBe(true);
   expect(existsSync(result.databasePath)).toBe(false);
   expect(existsSync(dirname(result.databasePath))).toBe(false);
   expect(readdirSync(tmp).filter((name) => name.startsWith("wassal-"))).toEqual([]);
@@ -108,7 +108,7 @@ describe("wassal lab --json", () => {
     expect(run.code).toBe(0);
     const result = JSON.parse(run.stdout) as ScenarioJson;
     expect(result.passed).toBe(true);
-    expect(result.databasePath.startsWith(box.tmp + "/")).toBe(true);
+    expect(result.databasePath.startsWith(`${box.tmp}/`)).toBe(true);
     expect(existsSync(result.databasePath)).toBe(true);
     const report = readFileSync(result.reportPath!, "utf8");
     expect(report).toContain(`database kept at ${result.databasePath} (--keep-db)`);
@@ -190,7 +190,16 @@ describe("wassal lab (text)", () => {
     const box = sandbox();
     const run = await runCli(["lab", BEFORE], box);
     expect(run.code).toBe(0);
-    expectInOrder(run.stdout, ["CREATE TABLE outbox_messages", "== Timeline", "== Per-message ownership", "== Claim ledger", "== Processing ledger", "== Checks", "== Verdict", "VERDICT: DURABLE, BUT NOT OWNED"]);
+    expectInOrder(run.stdout, [
+      "CREATE TABLE outbox_messages",
+      "== Timeline",
+      "== Per-message ownership",
+      "== Claim ledger",
+      "== Processing ledger",
+      "== Checks",
+      "== Verdict",
+      "VERDICT: DURABLE, BUT NOT OWNED",
+    ]);
     expect(run.stdout).toContain("WITHOUT any ownership check");
     expect(run.stdout).not.toMatch(/^FAIL\b/m);
   });

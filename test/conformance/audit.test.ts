@@ -33,7 +33,10 @@ describeEachStore("audit trail", (factory) => {
     clock.advance(LEASE_MS);
     const second = await claimOne(store, "worker-b", LEASE_MS);
     const trail = await store.auditTrail();
-    expect(trail.map((e) => [e.action, e.owner, e.token])).toEqual([["claim", "worker-a", first.token], ["claim", "worker-b", second.token]]);
+    expect(trail.map((e) => [e.action, e.owner, e.token])).toEqual([
+      ["claim", "worker-a", first.token],
+      ["claim", "worker-b", second.token],
+    ]);
     expect(trail[1]).toMatchObject({ previousStatus: "processing", previousOwner: "worker-a", previousLockedUntil: first.lockedUntil });
     expect(trail[1]!.at.getTime()).toBeGreaterThanOrEqual(first.lockedUntil.getTime());
   });
@@ -62,7 +65,11 @@ describeEachStore("audit trail", (factory) => {
     const { store } = ctx();
     await enqueueMessage(store);
     const lease = await claimOne(store, "worker-a", LEASE_MS);
-    await expect(store.complete(lease, () => { throw new Error("business write failed"); })).rejects.toThrow("business write failed");
+    await expect(
+      store.complete(lease, () => {
+        throw new Error("business write failed");
+      }),
+    ).rejects.toThrow("business write failed");
     expect((await store.auditTrail()).map((e) => e.action)).toEqual(["claim"]);
   });
 
@@ -97,6 +104,9 @@ describeEachStore("audit trail: redrive", (factory) => {
     expect(await store.redrive({ messageIds: [a!.messageId] })).toBe(1);
     expect(await store.redrive("all")).toBe(1);
     const redrives = (await store.auditTrail()).filter((e) => e.action === "redrive");
-    expect(redrives.map((e) => [e.messageId, e.token, e.owner])).toEqual([[a!.messageId, a!.token, "redrive"], [b!.messageId, b!.token, "redrive"]]);
+    expect(redrives.map((e) => [e.messageId, e.token, e.owner])).toEqual([
+      [a!.messageId, a!.token, "redrive"],
+      [b!.messageId, b!.token, "redrive"],
+    ]);
   });
 });

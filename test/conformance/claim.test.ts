@@ -110,7 +110,9 @@ describeEachStore("claiming", (factory) => {
     ];
     for (const owner of badOwners) {
       await expect(store.claim(owner as string, { limit: 1, leaseMs: LEASE_MS }), `owner ${String(owner)}`).rejects.toBeInstanceOf(InvalidArgumentError);
-      await expect(store.claimMessage(owner as string, message.id, { leaseMs: LEASE_MS }), `owner ${String(owner)}`).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(store.claimMessage(owner as string, message.id, { leaseMs: LEASE_MS }), `owner ${String(owner)}`).rejects.toBeInstanceOf(
+        InvalidArgumentError,
+      );
     }
     for (const options of badOptions) {
       await expect(store.claim("worker-a", options as ClaimOptions), JSON.stringify(options)).rejects.toBeInstanceOf(InvalidArgumentError);
@@ -199,7 +201,10 @@ describeEachStore("exclusive, expiring leases", (factory) => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
     const result = await store.claimMessage("worker-a", message.id, { leaseMs: LEASE_MS });
-    expect(result).toMatchObject({ outcome: "claimed", lease: { messageId: message.id, owner: "worker-a", token: 1, reclaimedFrom: null, lockedUntil: at(LEASE_MS) } });
+    expect(result).toMatchObject({
+      outcome: "claimed",
+      lease: { messageId: message.id, owner: "worker-a", token: 1, reclaimedFrom: null, lockedUntil: at(LEASE_MS) },
+    });
   });
 
   it("gives each message to exactly one of several connections claiming at the same time", async () => {
@@ -239,7 +244,11 @@ describeEachStore("exclusive, expiring leases", (factory) => {
     const message = await enqueueMessage(store);
     await store.complete(await claimOne(store, "worker-a", LEASE_MS));
     clock.advance(10 * LEASE_MS);
-    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({ outcome: "not-claimable", messageId: message.id, status: "processed" });
+    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({
+      outcome: "not-claimable",
+      messageId: message.id,
+      status: "processed",
+    });
   });
 
   it("says a dead message is not claimable", async () => {
@@ -247,7 +256,11 @@ describeEachStore("exclusive, expiring leases", (factory) => {
     const message = await enqueueMessage(store);
     await store.fail(await claimOne(store, "worker-a", LEASE_MS), new Error("poison"), "dead");
     clock.advance(10 * LEASE_MS);
-    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({ outcome: "not-claimable", messageId: message.id, status: "dead" });
+    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({
+      outcome: "not-claimable",
+      messageId: message.id,
+      status: "dead",
+    });
   });
 
   it("says a message id that does not exist is missing", async () => {

@@ -126,9 +126,11 @@ describeEachStore("completing", (factory) => {
     const [first, second] = [await enqueueMessage(store), await enqueueMessage(store)];
     const leases = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS });
     expect(leases).toHaveLength(2);
-    await expect(store.complete(leases[0]!, () => {
-      throw new Error("first fails");
-    })).rejects.toThrow("first fails");
+    await expect(
+      store.complete(leases[0]!, () => {
+        throw new Error("first fails");
+      }),
+    ).rejects.toThrow("first fails");
     await store.complete(leases[1]!, (tx) => harness.businessWrite(tx, "second"));
 
     expect((await mustGet(store, first!.id)).status).toBe("processing");

@@ -92,7 +92,10 @@ describeEachStore("atomic enqueue", (factory) => {
 
     const outside = await harness.outsideTransaction();
     const enqueued = store.enqueue(outside, { type: "test.message", payload: 1, dedupeKey: "outside" });
-    const settled = enqueued.then(() => "enqueued", (error: unknown) => error);
+    const settled = enqueued.then(
+      () => "enqueued",
+      (error: unknown) => error,
+    );
     openGate();
     await expect(completing).rejects.toThrow("finalize failed");
 
@@ -141,7 +144,11 @@ describeEachStore("atomic enqueue", (factory) => {
     expect(message.availableAt).toEqual(at(60_000));
 
     expect(await store.claim("worker-a", { limit: 10, leaseMs: 30_000 })).toEqual([]);
-    expect(await store.claimMessage("worker-a", message.id, { leaseMs: 30_000 })).toEqual({ outcome: "not-claimable", messageId: message.id, status: "pending" });
+    expect(await store.claimMessage("worker-a", message.id, { leaseMs: 30_000 })).toEqual({
+      outcome: "not-claimable",
+      messageId: message.id,
+      status: "pending",
+    });
     clock.set(at(59_999));
     expect(await store.claim("worker-a", { limit: 10, leaseMs: 30_000 })).toEqual([]);
 
@@ -178,7 +185,10 @@ describeEachStore("atomic enqueue", (factory) => {
       { type: "test.message", payload: 1, availableAt: new Date(Number.NaN) },
     ];
     for (const message of bad) {
-      await expect(store.transaction((tx) => store.enqueue(tx, message)), JSON.stringify(message)).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(
+        store.transaction((tx) => store.enqueue(tx, message)),
+        JSON.stringify(message),
+      ).rejects.toBeInstanceOf(InvalidArgumentError);
     }
     expect(await store.listMessages()).toEqual([]);
   });

@@ -89,9 +89,11 @@ describeEachStore("events", (factory) => {
     const lease = await claimOne(store, "worker-a", LEASE_MS);
     const events = record(store);
 
-    await expect(store.complete(lease, () => {
-      throw new Error("rolled back");
-    })).rejects.toThrow("rolled back");
+    await expect(
+      store.complete(lease, () => {
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow("rolled back");
     expect(events).toEqual([]);
   });
 

@@ -31,7 +31,11 @@ describeEachStore("failing and releasing", (factory) => {
     await store.fail(await claimOne(store, "worker-a", LEASE_MS), new Error("try later"), { retryInMs: 5_000 });
 
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
-    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({ outcome: "not-claimable", messageId: message.id, status: "pending" });
+    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({
+      outcome: "not-claimable",
+      messageId: message.id,
+      status: "pending",
+    });
     clock.set(at(4_999));
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
 
@@ -75,7 +79,12 @@ describeEachStore("failing and releasing", (factory) => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
     const lease = await claimOne(store, "worker-a", LEASE_MS);
-    const bad: RetryDecision[] = [{ retryInMs: -1 }, { retryInMs: Number.NaN }, { retryInMs: Number.POSITIVE_INFINITY }, { retryInMs: "5" as unknown as number }];
+    const bad: RetryDecision[] = [
+      { retryInMs: -1 },
+      { retryInMs: Number.NaN },
+      { retryInMs: Number.POSITIVE_INFINITY },
+      { retryInMs: "5" as unknown as number },
+    ];
     for (const decision of bad) {
       await expect(store.fail(lease, new Error("x"), decision), JSON.stringify(decision)).rejects.toBeInstanceOf(InvalidArgumentError);
     }

@@ -95,8 +95,18 @@ describeEachStore("fencing by lease token", (factory) => {
     const { store, clock } = ctx();
     const { message, stale, fresh } = await staleAndFresh(store, clock);
 
-    expect(await store.fail(stale, new Error("stale retry"), { retryInMs: 0 })).toMatchObject({ outcome: "lease-lost", messageId: message.id, token: 1, current: { leaseToken: 2 } });
-    expect(await store.fail(stale, new Error("stale dead"), "dead")).toMatchObject({ outcome: "lease-lost", messageId: message.id, token: 1, current: { leaseToken: 2 } });
+    expect(await store.fail(stale, new Error("stale retry"), { retryInMs: 0 })).toMatchObject({
+      outcome: "lease-lost",
+      messageId: message.id,
+      token: 1,
+      current: { leaseToken: 2 },
+    });
+    expect(await store.fail(stale, new Error("stale dead"), "dead")).toMatchObject({
+      outcome: "lease-lost",
+      messageId: message.id,
+      token: 1,
+      current: { leaseToken: 2 },
+    });
     expect(await store.getMessage(message.id)).toEqual(fresh.message);
     expect(await store.claim("worker-2", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
   });
@@ -105,7 +115,12 @@ describeEachStore("fencing by lease token", (factory) => {
     const { store, clock } = ctx();
     const { message, stale, fresh } = await staleAndFresh(store, clock);
 
-    expect(await store.release(stale)).toMatchObject({ outcome: "lease-lost", messageId: message.id, token: 1, current: { status: "processing", leaseToken: 2 } });
+    expect(await store.release(stale)).toMatchObject({
+      outcome: "lease-lost",
+      messageId: message.id,
+      token: 1,
+      current: { status: "processing", leaseToken: 2 },
+    });
     expect(await store.getMessage(message.id)).toEqual(fresh.message);
     expect(await store.claim("worker-2", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
   });

@@ -14,7 +14,9 @@ describeEachStore("group commit (completeMany)", (factory) => {
     const { store, clock, harness } = ctx();
     await enqueueMessages(store, clock, 3);
     const leases = await store.claim("worker-a", { limit: 3, leaseMs: LEASE_MS });
-    const results = await store.completeMany(leases.map((lease) => ({ lease, finalize: (tx: unknown) => harness.businessWrite(tx, `done-${lease.messageId}`) })));
+    const results = await store.completeMany(
+      leases.map((lease) => ({ lease, finalize: (tx: unknown) => harness.businessWrite(tx, `done-${lease.messageId}`) })),
+    );
     expect(results.map((r) => [r.outcome, r.messageId])).toEqual(leases.map((l) => ["completed", l.messageId]));
     for (const lease of leases) {
       expect((await store.getMessage(lease.messageId))?.status).toBe("processed");
@@ -33,7 +35,13 @@ describeEachStore("group commit (completeMany)", (factory) => {
 
     const results = await store.completeMany([
       { lease: stale, finalize: (tx: unknown) => harness.businessWrite(tx, "stale") },
-      { lease: b!, finalize: async (tx: unknown) => { await harness.businessWrite(tx, "b"); throw new Error("constraint violated"); } },
+      {
+        lease: b!,
+        finalize: async (tx: unknown) => {
+          await harness.businessWrite(tx, "b");
+          throw new Error("constraint violated");
+        },
+      },
       { lease: c!, finalize: (tx: unknown) => harness.businessWrite(tx, "c") },
     ]);
     expect(results.map((r) => r.outcome)).toEqual(["lease-lost", "failed", "completed"]);
@@ -43,7 +51,7 @@ describeEachStore("group commit (completeMany)", (factory) => {
     expect(await harness.countBusinessRows("c")).toBe(1);
     expect((await store.getMessage(b!.messageId))?.status).toBe("processing"); // still b's to fail or retry
     expect((await store.getMessage(c!.messageId))?.status).toBe("processed");
-    expect((await store.getMessage(stale.messageId))).toMatchObject({ status: "processing", lockedBy: "worker-b", leaseToken: fresh.token });
+    expect(await store.getMessage(stale.messageId)).toMatchObject({ status: "processing", lockedBy: "worker-b", leaseToken: fresh.token });
     const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
     expect(completions.map((e) => e.messageId)).toEqual([c!.messageId]);
   });
@@ -55,7 +63,13 @@ describeEachStore("group commit (completeMany)", (factory) => {
     const results = await store.completeMany([
       { lease: a!, finalize: (tx: unknown) => harness.businessWrite(tx, "a") },
       // NOT NULL violation, raised by the database itself after a write that succeeded.
-      { lease: b!, finalize: async (tx: unknown) => { await harness.businessWrite(tx, "b"); await harness.businessWrite(tx, null as unknown as string); } },
+      {
+        lease: b!,
+        finalize: async (tx: unknown) => {
+          await harness.businessWrite(tx, "b");
+          await harness.businessWrite(tx, null as unknown as string);
+        },
+      },
       { lease: c!, finalize: (tx: unknown) => harness.businessWrite(tx, "c") },
     ]);
     expect(results.map((r) => r.outcome)).toEqual(["completed", "failed", "completed"]);
@@ -69,7 +83,9 @@ describeEachStore("group commit (completeMany)", (factory) => {
     await enqueueMessages(store, clock, 2);
     const [a, b] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS });
     const forged = { ...b!, token: 1.5 };
-    await expect(store.completeMany([{ lease: a!, finalize: (tx: unknown) => harness.businessWrite(tx, "a") }, { lease: forged }])).rejects.toThrow(InvalidArgumentError);
+    await expect(store.completeMany([{ lease: a!, finalize: (tx: unknown) => harness.businessWrite(tx, "a") }, { lease: forged }])).rejects.toThrow(
+      InvalidArgumentError,
+    );
     await expect(store.complete(forged)).rejects.toThrow(/lease\.token must be a whole number >= 1 \(got 1\.5\)/);
     await expect(store.renew(forged, LEASE_MS)).rejects.toThrow(InvalidArgumentError);
     await expect(store.fail(forged, new Error("x"), "dead")).rejects.toThrow(InvalidArgumentError);
@@ -102,10 +118,19 @@ describeEachStore("group commit without business writes", (factory) => {
     clock.advance(LEASE_MS);
     const fresh = await claimOne(store, "worker-b", LEASE_MS);
     const results = await store.completeMany([{ lease: b! }, { lease: stale }, { lease: c! }]);
-    expect(results.map((r) => [r.outcome, r.messageId])).toEqual([["completed", b!.messageId], ["lease-lost", stale.messageId], ["completed", c!.messageId]]);
+    expect(results.map((r) => [r.outcome, r.messageId])).toEqual([
+      ["completed", b!.messageId],
+      ["lease-lost", stale.messageId],
+      ["completed", c!.messageId],
+    ]);
     expect(await store.getMessage(stale.messageId)).toMatchObject({ status: "processing", leaseToken: fresh.token });
     const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
-    expect(completions.map((e) => [e.messageId, e.token, e.owner]).sort()).toEqual([[b!.messageId, b!.token, "worker-a"], [c!.messageId, c!.token, "worker-a"]].sort());
+    expect(completions.map((e) => [e.messageId, e.token, e.owner]).sort()).toEqual(
+      [
+        [b!.messageId, b!.token, "worker-a"],
+        [c!.messageId, c!.token, "worker-a"],
+      ].sort(),
+    );
   });
 });
 

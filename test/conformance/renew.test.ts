@@ -24,7 +24,11 @@ describeEachStore("renewing leases", (factory) => {
     clock.set(at(30_000)); // the old expiry
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
     clock.set(at(49_999));
-    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toMatchObject({ outcome: "blocked", heldBy: "worker-a", lockedUntil: at(50_000) });
+    expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toMatchObject({
+      outcome: "blocked",
+      heldBy: "worker-a",
+      lockedUntil: at(50_000),
+    });
 
     clock.set(at(50_000)); // the new expiry
     const taken = await claimOne(store, "worker-b", LEASE_MS);

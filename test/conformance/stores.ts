@@ -229,7 +229,10 @@ export function useStoreHarness(factory: StoreFactory): () => StoreContext {
 }
 
 /** Enqueues one message in its own committed transaction. */
-export async function enqueueMessage<P extends JsonValue = JsonValue>(store: OutboxStore<unknown>, message?: Partial<NewMessage<P>>): Promise<OutboxMessage<P>> {
+export async function enqueueMessage<P extends JsonValue = JsonValue>(
+  store: OutboxStore<unknown>,
+  message?: Partial<NewMessage<P>>,
+): Promise<OutboxMessage<P>> {
   const full = { type: "test.message", payload: { n: 1 } as JsonValue, ...message } as NewMessage<P>;
   return store.transaction((tx) => store.enqueue(tx, full));
 }

@@ -18,7 +18,15 @@ import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.j
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { TEST_DATABASE_URL } from "../support/postgres.js";
 import { START, type StoreHarness } from "../conformance/stores.js";
-import { LeaseModel, type FinalizeKind, type Holder, type ModelAuditEntry, type LeaseLost as ModelLeaseLost, type ModelLease, type ModelMessage } from "./lease-model.js";
+import {
+  LeaseModel,
+  type FinalizeKind,
+  type Holder,
+  type ModelAuditEntry,
+  type LeaseLost as ModelLeaseLost,
+  type ModelLease,
+  type ModelMessage,
+} from "./lease-model.js";
 
 export const OWNERS = ["w1", "w2", "w3"] as const;
 
@@ -89,22 +97,65 @@ export async function openBusinessRowsReader(store: OutboxStore<unknown>): Promi
 const rel = (t: Date | number | null): number | null => (t === null ? null : (typeof t === "number" ? t : t.getTime()) - START.getTime());
 
 function realMessage(m: OutboxMessage) {
-  return { id: m.id, status: m.status, lockedBy: m.lockedBy, token: m.leaseToken, attempts: m.attempts, lockedUntil: rel(m.lockedUntil), availableAt: rel(m.availableAt), lastError: m.lastError, processedAt: rel(m.processedAt) };
+  return {
+    id: m.id,
+    status: m.status,
+    lockedBy: m.lockedBy,
+    token: m.leaseToken,
+    attempts: m.attempts,
+    lockedUntil: rel(m.lockedUntil),
+    availableAt: rel(m.availableAt),
+    lastError: m.lastError,
+    processedAt: rel(m.processedAt),
+  };
 }
 function modelMessage(m: ModelMessage) {
-  return { id: m.id, status: m.status, lockedBy: m.lockedBy, token: m.token, attempts: m.attempts, lockedUntil: rel(m.lockedUntil), availableAt: rel(m.availableAt), lastError: m.lastError, processedAt: rel(m.processedAt) };
+  return {
+    id: m.id,
+    status: m.status,
+    lockedBy: m.lockedBy,
+    token: m.token,
+    attempts: m.attempts,
+    lockedUntil: rel(m.lockedUntil),
+    availableAt: rel(m.availableAt),
+    lastError: m.lastError,
+    processedAt: rel(m.processedAt),
+  };
 }
 function realLease(l: Lease) {
-  return { messageId: l.messageId, owner: l.owner, token: l.token, lockedUntil: rel(l.lockedUntil), reclaimedFrom: l.reclaimedFrom, message: realMessage(l.message) };
+  return {
+    messageId: l.messageId,
+    owner: l.owner,
+    token: l.token,
+    lockedUntil: rel(l.lockedUntil),
+    reclaimedFrom: l.reclaimedFrom,
+    message: realMessage(l.message),
+  };
 }
 function modelLease(l: ModelLease, spec: LeaseModel) {
-  return { messageId: l.messageId, owner: l.owner, token: l.token, lockedUntil: rel(l.lockedUntil), reclaimedFrom: l.reclaimedFrom, message: modelMessage(spec.messages.get(l.messageId)!) };
+  return {
+    messageId: l.messageId,
+    owner: l.owner,
+    token: l.token,
+    lockedUntil: rel(l.lockedUntil),
+    reclaimedFrom: l.reclaimedFrom,
+    message: modelMessage(spec.messages.get(l.messageId)!),
+  };
 }
 function holder(h: Holder | LeaseLost["current"]) {
   return h === null ? null : { status: h.status, lockedBy: h.lockedBy, lockedUntil: rel(h.lockedUntil), leaseToken: h.leaseToken };
 }
 function realAudit(e: AuditEntry) {
-  return { messageId: e.messageId, token: e.token, owner: e.owner, action: e.action, at: rel(e.at), previousStatus: e.previousStatus, previousOwner: e.previousOwner, previousLockedUntil: rel(e.previousLockedUntil) };
+  return {
+    messageId: e.messageId,
+    token: e.token,
+    owner: e.owner,
+    action: e.action,
+    at: rel(e.at),
+    previousStatus: e.previousStatus,
+    previousOwner: e.previousOwner,
+    previousLockedUntil: rel(e.previousLockedUntil),
+  };
 }
 function modelAudit(e: ModelAuditEntry) {
   return { ...e, at: rel(e.at), previousLockedUntil: rel(e.previousLockedUntil) };
@@ -114,9 +165,10 @@ function modelAudit(e: ModelAuditEntry) {
 function same(actual: unknown, expected: unknown, what: string): void {
   if (isDeepStrictEqual(actual, expected)) return;
   const show = (label: string, store: unknown, model: unknown) => `\n  ${label}store: ${JSON.stringify(store)}\n  ${label}model: ${JSON.stringify(model)}`;
-  const detail = Array.isArray(actual) && Array.isArray(expected) && actual.length === expected.length
-    ? actual.map((item, i) => (isDeepStrictEqual(item, expected[i]) ? "" : show(`[${i}] `, item, expected[i]))).join("")
-    : show("", actual, expected);
+  const detail =
+    Array.isArray(actual) && Array.isArray(expected) && actual.length === expected.length
+      ? actual.map((item, i) => (isDeepStrictEqual(item, expected[i]) ? "" : show(`[${i}] `, item, expected[i]))).join("")
+      : show("", actual, expected);
   throw new Error(`${what}: the store disagrees with the model${detail}`);
 }
 
@@ -151,11 +203,14 @@ export async function checkState(w: World, r: Real): Promise<void> {
   for (const row of rows) {
     if (row.status !== "processing" || row.lockedUntil!.getTime() <= now) continue;
     const live = [...w.workers.values()].flat().filter((l) => l.messageId === row.id && l.token === row.leaseToken);
-    if (live.length > 1) throw new Error(`invariant: message #${row.id} has ${live.length} unexpired leases: ${live.map((l) => `${l.owner}@${l.token}`).join(", ")}`);
+    if (live.length > 1)
+      throw new Error(`invariant: message #${row.id} has ${live.length} unexpired leases: ${live.map((l) => `${l.owner}@${l.token}`).join(", ")}`);
   }
   for (const e of audit) {
     if (e.action === "claim" && e.previousStatus === "processing" && e.previousLockedUntil!.getTime() > e.at.getTime()) {
-      throw new Error(`invariant: #${e.messageId} reclaimed by ${e.owner} at +${rel(e.at)} while ${e.previousOwner}'s lease ran until +${rel(e.previousLockedUntil)}`);
+      throw new Error(
+        `invariant: #${e.messageId} reclaimed by ${e.owner} at +${rel(e.at)} while ${e.previousOwner}'s lease ran until +${rel(e.previousLockedUntil)}`,
+      );
     }
   }
 }
@@ -227,51 +282,77 @@ function claimed(w: World, r: Real, owner: string, lease: Lease): void {
 }
 
 export function enqueue(delayMs: number | undefined): Step {
-  return new Step(`enqueue(${delayMs === undefined ? "due now" : `availableAt now${delayMs < 0 ? "" : "+"}${delayMs}`})`, () => true, async (w, r) => {
-    const store = r.harness.store;
-    const availableAt = delayMs === undefined ? undefined : new Date(w.spec.now + delayMs);
-    const message = await store.transaction((tx) => store.enqueue(tx, { type: "model.message", payload: { n: w.ids.length }, ...(availableAt && { availableAt }) }));
-    if (w.spec.messages.has(message.id)) throw new Error(`enqueue returned id ${message.id} twice`);
-    w.ids.push(message.id);
-    w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now);
-    same(realMessage(message), modelMessage(w.spec.messages.get(message.id)!), "enqueued message");
-    return `#${message.id}`;
-  });
+  return new Step(
+    `enqueue(${delayMs === undefined ? "due now" : `availableAt now${delayMs < 0 ? "" : "+"}${delayMs}`})`,
+    () => true,
+    async (w, r) => {
+      const store = r.harness.store;
+      const availableAt = delayMs === undefined ? undefined : new Date(w.spec.now + delayMs);
+      const message = await store.transaction((tx) =>
+        store.enqueue(tx, { type: "model.message", payload: { n: w.ids.length }, ...(availableAt && { availableAt }) }),
+      );
+      if (w.spec.messages.has(message.id)) throw new Error(`enqueue returned id ${message.id} twice`);
+      w.ids.push(message.id);
+      w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now);
+      same(realMessage(message), modelMessage(w.spec.messages.get(message.id)!), "enqueued message");
+      return `#${message.id}`;
+    },
+  );
 }
 
 export function claim(owner: string, limit: number, leaseMs: number): Step {
-  return new Step(`${owner} claim(limit ${limit}, lease ${leaseMs}ms)`, () => true, async (w, r) => {
-    const leases = await r.harness.store.claim(owner, { limit, leaseMs });
-    const expected = w.spec.claim(owner, limit, leaseMs);
-    const note = leases.length === 0 ? "nothing" : leases.map(brief).join(", ");
-    same(leases.map((l) => `#${l.messageId}`).join(", "), expected.map((l) => `#${l.messageId}`).join(", "), `${owner}'s claim: the messages claimed, in order`);
-    same(leases.map(realLease), expected.map((l) => modelLease(l, w.spec)), `${owner}'s claim: the leases`);
-    for (const lease of leases) claimed(w, r, owner, lease);
-    tally(r, leases.length === 0 ? "claim:empty" : leases.length === 1 ? "claim:one" : "claim:several");
-    return note;
-  });
+  return new Step(
+    `${owner} claim(limit ${limit}, lease ${leaseMs}ms)`,
+    () => true,
+    async (w, r) => {
+      const leases = await r.harness.store.claim(owner, { limit, leaseMs });
+      const expected = w.spec.claim(owner, limit, leaseMs);
+      const note = leases.length === 0 ? "nothing" : leases.map(brief).join(", ");
+      same(
+        leases.map((l) => `#${l.messageId}`).join(", "),
+        expected.map((l) => `#${l.messageId}`).join(", "),
+        `${owner}'s claim: the messages claimed, in order`,
+      );
+      same(
+        leases.map(realLease),
+        expected.map((l) => modelLease(l, w.spec)),
+        `${owner}'s claim: the leases`,
+      );
+      for (const lease of leases) claimed(w, r, owner, lease);
+      tally(r, leases.length === 0 ? "claim:empty" : leases.length === 1 ? "claim:one" : "claim:several");
+      return note;
+    },
+  );
 }
 
 export function claimMessage(owner: string, pick: number, leaseMs: number): Step {
-  return new Step(`${owner} claimMessage(message pick ${pick}, lease ${leaseMs}ms)`, () => true, async (w, r) => {
-    // One pick past the known ids names a message that does not exist.
-    const index = pick % (w.ids.length + 1);
-    const id = w.ids[index] ?? "999999";
-    const result: ClaimMessageResult = await r.harness.store.claimMessage(owner, id, { leaseMs });
-    const expected = w.spec.claimMessage(owner, id, leaseMs);
-    const view =
-      result.outcome === "claimed" ? { outcome: result.outcome, lease: realLease(result.lease) }
-      : result.outcome === "blocked" ? { outcome: result.outcome, messageId: result.messageId, heldBy: result.heldBy, lockedUntil: rel(result.lockedUntil), token: result.token }
-      : { outcome: result.outcome, messageId: result.messageId, status: result.status };
-    const model =
-      expected.outcome === "claimed" ? { outcome: expected.outcome, lease: modelLease(expected.lease, w.spec) }
-      : expected.outcome === "blocked" ? { outcome: expected.outcome, messageId: id, heldBy: expected.heldBy, lockedUntil: rel(expected.lockedUntil), token: expected.token }
-      : { outcome: expected.outcome, messageId: id, status: expected.status };
-    same(view, model, `${owner}'s claim of #${id}`);
-    if (result.outcome === "claimed") claimed(w, r, owner, result.lease);
-    tally(r, `claimMessage:${result.outcome}`);
-    return `#${id}: ${result.outcome === "claimed" ? brief(result.lease) : result.outcome}`;
-  });
+  return new Step(
+    `${owner} claimMessage(message pick ${pick}, lease ${leaseMs}ms)`,
+    () => true,
+    async (w, r) => {
+      // One pick past the known ids names a message that does not exist.
+      const index = pick % (w.ids.length + 1);
+      const id = w.ids[index] ?? "999999";
+      const result: ClaimMessageResult = await r.harness.store.claimMessage(owner, id, { leaseMs });
+      const expected = w.spec.claimMessage(owner, id, leaseMs);
+      const view =
+        result.outcome === "claimed"
+          ? { outcome: result.outcome, lease: realLease(result.lease) }
+          : result.outcome === "blocked"
+            ? { outcome: result.outcome, messageId: result.messageId, heldBy: result.heldBy, lockedUntil: rel(result.lockedUntil), token: result.token }
+            : { outcome: result.outcome, messageId: result.messageId, status: result.status };
+      const model =
+        expected.outcome === "claimed"
+          ? { outcome: expected.outcome, lease: modelLease(expected.lease, w.spec) }
+          : expected.outcome === "blocked"
+            ? { outcome: expected.outcome, messageId: id, heldBy: expected.heldBy, lockedUntil: rel(expected.lockedUntil), token: expected.token }
+            : { outcome: expected.outcome, messageId: id, status: expected.status };
+      same(view, model, `${owner}'s claim of #${id}`);
+      if (result.outcome === "claimed") claimed(w, r, owner, result.lease);
+      tally(r, `claimMessage:${result.outcome}`);
+      return `#${id}: ${result.outcome === "claimed" ? brief(result.lease) : result.outcome}`;
+    },
+  );
 }
 
 export function renew(pick: number, leaseMs: number): Step {
@@ -282,7 +363,17 @@ export function renew(pick: number, leaseMs: number): Step {
     same(
       result.outcome === "renewed" ? { outcome: result.outcome, lease: realLease(result.lease) } : lostView(result),
       expected.outcome === "renewed"
-        ? { outcome: expected.outcome, lease: { messageId: lease.messageId, owner, token: lease.token, lockedUntil: rel(expected.lockedUntil), reclaimedFrom: lease.reclaimedFrom, message: modelMessage(w.spec.messages.get(lease.messageId)!) } }
+        ? {
+            outcome: expected.outcome,
+            lease: {
+              messageId: lease.messageId,
+              owner,
+              token: lease.token,
+              lockedUntil: rel(expected.lockedUntil),
+              reclaimedFrom: lease.reclaimedFrom,
+              message: modelMessage(w.spec.messages.get(lease.messageId)!),
+            },
+          }
         : lostView(expected),
       `${owner}'s renewal of #${lease.messageId}@${lease.token}`,
     );
@@ -309,7 +400,15 @@ export function complete(pick: number, finalize: FinalizeKind): Step {
       view = { outcome: "finalize-threw" };
     }
     const expected = w.spec.complete(lease, finalize);
-    same(view, expected.outcome === "completed" ? { outcome: expected.outcome, messageId: lease.messageId, processedAt: rel(expected.processedAt) } : expected.outcome === "finalize-threw" ? expected : lostView(expected), `${owner}'s completion of #${lease.messageId}@${lease.token}`);
+    same(
+      view,
+      expected.outcome === "completed"
+        ? { outcome: expected.outcome, messageId: lease.messageId, processedAt: rel(expected.processedAt) }
+        : expected.outcome === "finalize-threw"
+          ? expected
+          : lostView(expected),
+      `${owner}'s completion of #${lease.messageId}@${lease.token}`,
+    );
     // A stale token never writes: finalize runs only under the current lease.
     same(finalizeCalls, expected.outcome === "lease-lost" ? 0 : 1, `finalize calls for #${lease.messageId}@${lease.token}`);
     tally(r, `complete:${(view as { outcome: string }).outcome}`);
@@ -326,12 +425,16 @@ export function fail(pick: number, decision: { readonly retryInMs: number } | "d
     const result = await r.harness.store.fail(lease, error, decision);
     const expected = w.spec.fail(lease, `Error: boom ${w.failures}`, decision);
     same(
-      result.outcome === "retry-scheduled" ? { outcome: result.outcome, messageId: result.messageId, availableAt: rel(result.availableAt) }
-      : result.outcome === "dead" ? { outcome: result.outcome, messageId: result.messageId }
-      : lostView(result),
-      expected.outcome === "retry-scheduled" ? { outcome: expected.outcome, messageId: lease.messageId, availableAt: rel(expected.availableAt) }
-      : expected.outcome === "dead" ? { outcome: expected.outcome, messageId: lease.messageId }
-      : lostView(expected),
+      result.outcome === "retry-scheduled"
+        ? { outcome: result.outcome, messageId: result.messageId, availableAt: rel(result.availableAt) }
+        : result.outcome === "dead"
+          ? { outcome: result.outcome, messageId: result.messageId }
+          : lostView(result),
+      expected.outcome === "retry-scheduled"
+        ? { outcome: expected.outcome, messageId: lease.messageId, availableAt: rel(expected.availableAt) }
+        : expected.outcome === "dead"
+          ? { outcome: expected.outcome, messageId: lease.messageId }
+          : lostView(expected),
       `${owner}'s failure of #${lease.messageId}@${lease.token}`,
     );
     tally(r, `fail:${result.outcome}`);
@@ -355,19 +458,27 @@ export function release(pick: number): Step {
 }
 
 export function crash(owner: string): Step {
-  return new Step(`${owner} crash (forgets its leases)`, (w) => w.workers.get(owner)!.length > 0, async (w) => {
-    const forgotten = w.workers.get(owner)!.map((l) => `#${l.messageId}@${l.token}`);
-    w.workers.set(owner, []);
-    return `forgot ${forgotten.join(", ")}`;
-  });
+  return new Step(
+    `${owner} crash (forgets its leases)`,
+    (w) => w.workers.get(owner)!.length > 0,
+    async (w) => {
+      const forgotten = w.workers.get(owner)!.map((l) => `#${l.messageId}@${l.token}`);
+      w.workers.set(owner, []);
+      return `forgot ${forgotten.join(", ")}`;
+    },
+  );
 }
 
 export function advance(ms: number): Step {
-  return new Step(`advance(${ms}ms)`, () => true, async (w, r) => {
-    r.clock.advance(ms);
-    w.spec.advance(ms);
-    return `now +${rel(w.spec.now)}`;
-  });
+  return new Step(
+    `advance(${ms}ms)`,
+    () => true,
+    async (w, r) => {
+      r.clock.advance(ms);
+      w.spec.advance(ms);
+      return `now +${rel(w.spec.now)}`;
+    },
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -384,7 +495,18 @@ export const commandArb: fc.Arbitrary<Step> = fc.oneof(
   { weight: 2, arbitrary: fc.tuple(owner, fc.nat(9), leaseMs).map(([o, p, ms]) => claimMessage(o, p, ms)) },
   { weight: 2, arbitrary: fc.tuple(pick, leaseMs).map(([p, ms]) => renew(p, ms)) },
   { weight: 3, arbitrary: fc.tuple(pick, fc.constantFrom<FinalizeKind>("write", "write", "write", "write-then-throw")).map(([p, f]) => complete(p, f)) },
-  { weight: 2, arbitrary: fc.tuple(pick, fc.oneof(fc.constant("dead" as const), fc.constantFrom(0, 5, 10, 25).map((retryInMs) => ({ retryInMs })))).map(([p, d]) => fail(p, d)) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(
+        pick,
+        fc.oneof(
+          fc.constant("dead" as const),
+          fc.constantFrom(0, 5, 10, 25).map((retryInMs) => ({ retryInMs })),
+        ),
+      )
+      .map(([p, d]) => fail(p, d)),
+  },
   { weight: 1, arbitrary: pick.map(release) },
   { weight: 1, arbitrary: owner.map(crash) },
   { weight: 5, arbitrary: fc.oneof(fc.constantFrom(0, 1, 5, 10, 20), fc.integer({ min: 0, max: 40 })).map(advance) },

@@ -121,7 +121,16 @@ export class LeaseModel {
 
   #take(m: ModelMessage, owner: string, leaseMs: number): ModelLease {
     const reclaimedFrom = m.status === "processing" ? m.lockedBy : null;
-    this.audit.push({ messageId: m.id, token: m.token + 1, owner, action: "claim", at: this.now, previousStatus: m.status, previousOwner: m.lockedBy, previousLockedUntil: m.lockedUntil });
+    this.audit.push({
+      messageId: m.id,
+      token: m.token + 1,
+      owner,
+      action: "claim",
+      at: this.now,
+      previousStatus: m.status,
+      previousOwner: m.lockedBy,
+      previousLockedUntil: m.lockedUntil,
+    });
     m.status = "processing";
     m.lockedBy = owner;
     m.token += 1;
@@ -138,7 +147,12 @@ export class LeaseModel {
 
   #lost(lease: PresentedLease): LeaseLost {
     const m = this.messages.get(lease.messageId)!;
-    return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current: { status: m.status, lockedBy: m.lockedBy, lockedUntil: m.lockedUntil, leaseToken: m.token } };
+    return {
+      outcome: "lease-lost",
+      messageId: lease.messageId,
+      token: lease.token,
+      current: { status: m.status, lockedBy: m.lockedBy, lockedUntil: m.lockedUntil, leaseToken: m.token },
+    };
   }
 
   renew(lease: PresentedLease, leaseMs: number): { readonly outcome: "renewed"; readonly lockedUntil: number } | LeaseLost {
@@ -193,6 +207,15 @@ export class LeaseModel {
   }
 
   #auditResult(lease: PresentedLease, action: AuditAction): void {
-    this.audit.push({ messageId: lease.messageId, token: lease.token, owner: lease.owner, action, at: this.now, previousStatus: null, previousOwner: null, previousLockedUntil: null });
+    this.audit.push({
+      messageId: lease.messageId,
+      token: lease.token,
+      owner: lease.owner,
+      action,
+      at: this.now,
+      previousStatus: null,
+      previousOwner: null,
+      previousLockedUntil: null,
+    });
   }
 }

@@ -47,12 +47,25 @@ function envInt(name: string): number | undefined {
  */
 const GATE_SEQUENCES = 150;
 const MUST_SEE = [
-  "claim:empty", "claim:one", "claim:several", "lease:fresh", "lease:reclaimed-own", "lease:reclaimed-other",
-  "claimMessage:claimed", "claimMessage:blocked", "claimMessage:not-claimable",
-  "renew:renewed", "renew:lease-lost",
-  "complete:completed", "complete:lease-lost", "complete:finalize-threw",
-  "fail:retry-scheduled", "fail:dead", "fail:lease-lost",
-  "release:released", "release:lease-lost",
+  "claim:empty",
+  "claim:one",
+  "claim:several",
+  "lease:fresh",
+  "lease:reclaimed-own",
+  "lease:reclaimed-other",
+  "claimMessage:claimed",
+  "claimMessage:blocked",
+  "claimMessage:not-claimable",
+  "renew:renewed",
+  "renew:lease-lost",
+  "complete:completed",
+  "complete:lease-lost",
+  "complete:finalize-threw",
+  "fail:retry-scheduled",
+  "fail:dead",
+  "fail:lease-lost",
+  "release:released",
+  "release:lease-lost",
 ];
 
 async function runModel(factory: StoreFactory): Promise<void> {
@@ -60,7 +73,9 @@ async function runModel(factory: StoreFactory): Promise<void> {
   const seed = envInt("WASSAL_MODEL_SEED") ?? Math.floor(Math.random() * 0x7fffffff);
   const numRuns = envInt("WASSAL_MODEL_RUNS") ?? settings.numRuns;
   const replayPath = env.WASSAL_MODEL_REPLAY_PATH || undefined;
-  console.info(`[model] ${factory.name}: seed ${seed}, ${replaying ? `replaying path ${env.WASSAL_MODEL_PATH}` : `${numRuns} runs of up to ${settings.maxCommands} commands`}`);
+  console.info(
+    `[model] ${factory.name}: seed ${seed}, ${replaying ? `replaying path ${env.WASSAL_MODEL_PATH}` : `${numRuns} runs of up to ${settings.maxCommands} commands`}`,
+  );
 
   const seen = new Map<string, number>();
   let sequences = 0;
@@ -82,7 +97,8 @@ async function runModel(factory: StoreFactory): Promise<void> {
       for (const id of model.ids) {
         const rows = await harness.countBusinessRows(id);
         const processed = model.spec.messages.get(id)!.status === "processed";
-        if (rows !== (processed ? 1 : 0)) throw new Error(`invariant: message #${id} (${processed ? "processed" : "not processed"}) has ${rows} business row(s)`);
+        if (rows !== (processed ? 1 : 0))
+          throw new Error(`invariant: message #${id} (${processed ? "processed" : "not processed"}) has ${rows} business row(s)`);
       }
     } finally {
       await business?.close();
@@ -102,17 +118,31 @@ async function runModel(factory: StoreFactory): Promise<void> {
       "npx vitest run test/model",
     ].join(" ");
     const failure = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
-    throw new Error(`The ${factory.name} store disagrees with the lease model.\nReplay this case with:\n  ${replay}\n\n${report}\n\nWhat failed on the shrunk counterexample:\n${failure}`);
+    throw new Error(
+      `The ${factory.name} store disagrees with the lease model.\nReplay this case with:\n  ${replay}\n\n${report}\n\nWhat failed on the shrunk counterexample:\n${failure}`,
+    );
   }
 
-  const coverage = [...seen.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `${k} ${n}`).join(", ");
-  console.info(`[model] ${factory.name}: passed, ${sequences} sequences, ${commandsRun} commands run (${(commandsRun / Math.max(sequences, 1)).toFixed(1)} per sequence); outcomes seen: ${coverage}`);
+  const coverage = [...seen.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, n]) => `${k} ${n}`)
+    .join(", ");
+  console.info(
+    `[model] ${factory.name}: passed, ${sequences} sequences, ${commandsRun} commands run (${(commandsRun / Math.max(sequences, 1)).toFixed(1)} per sequence); outcomes seen: ${coverage}`,
+  );
   if (!replaying && sequences >= GATE_SEQUENCES) {
-    expect(MUST_SEE.filter((key) => !seen.has(key)), "outcomes the generator never reached").toEqual([]);
+    expect(
+      MUST_SEE.filter((key) => !seen.has(key)),
+      "outcomes the generator never reached",
+    ).toEqual([]);
   }
 }
 
 describeEachStore("the lease protocol against its model", (factory) => {
   // Generous: a failure shrinks on a real database, and only a finished shrink prints the replay line.
-  it("agrees with the model after every command of any sequence of claims, renewals, completions, failures, releases, crashes and clock steps", () => runModel(factory), 600_000);
+  it(
+    "agrees with the model after every command of any sequence of claims, renewals, completions, failures, releases, crashes and clock steps",
+    () => runModel(factory),
+    600_000,
+  );
 });

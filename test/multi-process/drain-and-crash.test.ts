@@ -59,8 +59,14 @@ function readState(path: string): { rows: Row[]; effects: { message_id: number; 
   const db = new Database(path, { readonly: true });
   try {
     return {
-      rows: db.prepare("SELECT id, status, locked_by, locked_until, lease_token, attempts, processed_at, last_error FROM outbox_messages ORDER BY id").all() as Row[],
-      effects: db.prepare("SELECT message_id, worker, token FROM effects ORDER BY message_id, token").all() as { message_id: number; worker: string; token: number }[],
+      rows: db
+        .prepare("SELECT id, status, locked_by, locked_until, lease_token, attempts, processed_at, last_error FROM outbox_messages ORDER BY id")
+        .all() as Row[],
+      effects: db.prepare("SELECT message_id, worker, token FROM effects ORDER BY message_id, token").all() as {
+        message_id: number;
+        worker: string;
+        token: number;
+      }[],
     };
   } finally {
     db.close();
@@ -86,7 +92,20 @@ describe("several worker processes drain one SQLite outbox in parallel", () => {
     const workers = Array.from({ length: WORKERS }, (_, i) => {
       const name = `worker-${i + 1}`;
       const out = join(dir, `${name}.json`);
-      return { out, process: startWorker({ db: dbPath, worker: name, mode: "drain", leaseMs: LEASE_MS, limit: LIMIT, out, waitForGo: true, emptyRoundsToStop: 5, deadlineMs: 45_000 }) };
+      return {
+        out,
+        process: startWorker({
+          db: dbPath,
+          worker: name,
+          mode: "drain",
+          leaseMs: LEASE_MS,
+          limit: LIMIT,
+          out,
+          waitForGo: true,
+          emptyRoundsToStop: 5,
+          deadlineMs: 45_000,
+        }),
+      };
     });
     // A start line: every process has opened its connection before any of them claims.
     await Promise.all(workers.map((w) => w.process.waitFor("ready")));
@@ -105,7 +124,10 @@ describe("several worker processes drain one SQLite outbox in parallel", () => {
       expect(record.writeLock, `${record.worker} write-lock figures`).not.toBeNull();
       expect(record.errors, `${record.worker} errors`).toEqual([]);
       expect(record.leaseLost, `${record.worker} lease-lost events`).toEqual([]);
-      expect(record.completions.every((c) => c.outcome === "completed"), `${record.worker} completions`).toBe(true);
+      expect(
+        record.completions.every((c) => c.outcome === "completed"),
+        `${record.worker} completions`,
+      ).toBe(true);
     }
 
     // Claims: never more than the limit per call (and batching really happened), exactly one
@@ -132,7 +154,14 @@ describe("several worker processes drain one SQLite outbox in parallel", () => {
     expect(rows).toHaveLength(MESSAGES);
     const claimedBy = new Map(claims.map((c) => [c.messageId, c.owner]));
     for (const row of rows) {
-      expect(row).toMatchObject({ status: "processed", attempts: 1, lease_token: 1, locked_until: null, last_error: null, locked_by: claimedBy.get(String(row.id)) });
+      expect(row).toMatchObject({
+        status: "processed",
+        attempts: 1,
+        lease_token: 1,
+        locked_until: null,
+        last_error: null,
+        locked_by: claimedBy.get(String(row.id)),
+      });
       expect(row.processed_at).not.toBeNull();
     }
     expect(effects).toHaveLength(MESSAGES);
@@ -142,7 +171,9 @@ describe("several worker processes drain one SQLite outbox in parallel", () => {
     expect(effectsPerMessage.size).toBe(MESSAGES);
     for (const e of effects) expect({ worker: e.worker, token: e.token }).toEqual({ worker: claimedBy.get(String(e.message_id)), token: 1 });
 
-    const split = records.map((r) => `${r.worker} ${r.claims.length} (lock waits ${r.writeLock?.contended}, longest ${Math.round(r.writeLock?.longestWaitMs ?? NaN)} ms)`).join("; ");
+    const split = records
+      .map((r) => `${r.worker} ${r.claims.length} (lock waits ${r.writeLock?.contended}, longest ${Math.round(r.writeLock?.longestWaitMs ?? NaN)} ms)`)
+      .join("; ");
     console.info(`parallel drain of ${MESSAGES} messages: ${split}`);
   });
 });
@@ -157,7 +188,14 @@ describe("a worker process killed mid-batch loses its messages only to lease exp
     const SHORT_LEASE_MS = 300;
     const ids = await seedOutbox(dbPath, TOTAL, 30);
 
-    const victim = startWorker({ db: dbPath, worker: "worker-A", mode: "claim-and-hang", leaseMs: SHORT_LEASE_MS, limit: BATCH, completeFirst: DONE_BEFORE_KILL });
+    const victim = startWorker({
+      db: dbPath,
+      worker: "worker-A",
+      mode: "claim-and-hang",
+      leaseMs: SHORT_LEASE_MS,
+      limit: BATCH,
+      completeFirst: DONE_BEFORE_KILL,
+    });
     const holding = (await victim.waitFor("holding")) as unknown as { claims: ClaimRecord[]; completed: { messageId: string; outcome: string }[] };
     expect(victim.proc.kill("SIGKILL")).toBe(true);
     expect(await victim.exited).toEqual({ code: null, signal: "SIGKILL" });
@@ -172,10 +210,16 @@ describe("a worker process killed mid-batch loses its messages only to lease exp
 
     // Right after the kill: the batch is still on the rows, nothing was lost or released.
     const afterKill = readState(dbPath);
-    expect(afterKill.rows.filter((r) => r.status === "processed").map((r) => String(r.id)).sort()).toEqual([...completedByVictim].sort());
+    expect(
+      afterKill.rows
+        .filter((r) => r.status === "processed")
+        .map((r) => String(r.id))
+        .sort(),
+    ).toEqual([...completedByVictim].sort());
     const processing = afterKill.rows.filter((r) => r.status === "processing");
     expect(processing.map((r) => String(r.id)).sort()).toEqual(heldByVictim.map((c) => c.messageId).sort());
-    for (const row of processing) expect(row).toMatchObject({ locked_by: "worker-A", lease_token: 1, attempts: 1, locked_until: victimLease.get(String(row.id))!.lockedUntil });
+    for (const row of processing)
+      expect(row).toMatchObject({ locked_by: "worker-A", lease_token: 1, attempts: 1, locked_until: victimLease.get(String(row.id))!.lockedUntil });
     expect(afterKill.rows.filter((r) => r.status === "pending")).toHaveLength(TOTAL - BATCH);
     expect(afterKill.effects).toHaveLength(DONE_BEFORE_KILL);
 
@@ -214,13 +258,21 @@ describe("a worker process killed mid-batch loses its messages only to lease exp
         : held.has(id)
           ? { locked_by: "worker-B", lease_token: 2, attempts: 2 }
           : { locked_by: "worker-B", lease_token: 1, attempts: 1 };
-      expect({ id, status: row.status, locked_by: row.locked_by, lease_token: row.lease_token, attempts: row.attempts }).toEqual({ id, status: "processed", ...expected });
+      expect({ id, status: row.status, locked_by: row.locked_by, lease_token: row.lease_token, attempts: row.attempts }).toEqual({
+        id,
+        status: "processed",
+        ...expected,
+      });
     }
     expect(effects).toHaveLength(TOTAL);
     expect(new Set(effects.map((e) => e.message_id)).size).toBe(TOTAL);
     for (const e of effects) {
       const id = String(e.message_id);
-      expect({ id, worker: e.worker, token: e.token }).toEqual({ id, worker: completedByVictim.has(id) ? "worker-A" : "worker-B", token: held.has(id) ? 2 : 1 });
+      expect({ id, worker: e.worker, token: e.token }).toEqual({
+        id,
+        worker: completedByVictim.has(id) ? "worker-A" : "worker-B",
+        token: held.has(id) ? 2 : 1,
+      });
     }
   });
 

@@ -54,8 +54,19 @@ describe.runIf(PG)("worker processes survive their PostgreSQL connections being 
         workers.push({
           out,
           process: startWorker({
-            store: "postgres", url: TEST_DATABASE_URL, schema: SCHEMA, applicationName: appName, maxConnections: 2,
-            worker: name, mode: "drain", leaseMs: LEASE_MS, limit: LIMIT, out, waitForGo: true, emptyRoundsToStop: 5, deadlineMs: 50_000,
+            store: "postgres",
+            url: TEST_DATABASE_URL,
+            schema: SCHEMA,
+            applicationName: appName,
+            maxConnections: 2,
+            worker: name,
+            mode: "drain",
+            leaseMs: LEASE_MS,
+            limit: LIMIT,
+            out,
+            waitForGo: true,
+            emptyRoundsToStop: 5,
+            deadlineMs: 50_000,
             retryConnectionErrors: true,
           }),
         });
@@ -74,7 +85,9 @@ describe.runIf(PG)("worker processes survive their PostgreSQL connections being 
         const processed = (await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${SCHEMA}.outbox_messages WHERE status = 'processed'`)).rows[0]!.n;
         if (processed >= KILL_AT[kills.length]! * MESSAGES) {
           const { rows } = await admin.query<{ terminated: boolean }>(
-            "SELECT pg_terminate_backend(pid) AS terminated FROM pg_stat_activity WHERE application_name = $1", [appName]);
+            "SELECT pg_terminate_backend(pid) AS terminated FROM pg_stat_activity WHERE application_name = $1",
+            [appName],
+          );
           kills.push({ processedBefore: processed, terminated: rows.filter((r) => r.terminated).length });
         } else {
           await new Promise((resolve) => setTimeout(resolve, 15));
@@ -85,8 +98,12 @@ describe.runIf(PG)("worker processes survive their PostgreSQL connections being 
         const w = workers[i]!;
         // A worker must survive its connections being terminated: a failed operation is retried, and
         // no 'error' event of a pg client may go unhandled (that would crash the process).
-        expect({ worker: w.process.name, ...exit, stderr: w.process.stderr() }, `${w.process.name} must survive losing its connections`)
-          .toEqual({ worker: w.process.name, code: 0, signal: null, stderr: "" });
+        expect({ worker: w.process.name, ...exit, stderr: w.process.stderr() }, `${w.process.name} must survive losing its connections`).toEqual({
+          worker: w.process.name,
+          code: 0,
+          signal: null,
+          stderr: "",
+        });
       });
     } finally {
       killAll(workers.map((w) => w.process));

@@ -20,7 +20,9 @@ import { expectTakenOverAfterExpiry, killAll, startWorker, type ClaimRecord, typ
 
 const PG = await postgresAvailable();
 // A schema per test (each named while the file is collected, all dropped when it finishes).
-const SCHEMAS = PG ? { kill: freshSchema("wassal_mp_kill"), live: freshSchema("wassal_mp_live"), open: freshSchema("wassal_mp_opentx") } : { kill: "", live: "", open: "" };
+const SCHEMAS = PG
+  ? { kill: freshSchema("wassal_mp_kill"), live: freshSchema("wassal_mp_live"), open: freshSchema("wassal_mp_opentx") }
+  : { kill: "", live: "", open: "" };
 const FILE_TMP = tempDir("wassal-mp-pg-crash-");
 
 beforeAll(() => requireBuilt("stores/postgres/postgres-outbox-store.js"));
@@ -32,10 +34,22 @@ interface Holding {
 }
 
 /** Starts the victim (worker-A), waits until it holds its batch, SIGKILLs it. */
-async function killVictim(schema: string, options: { leaseMs: number; limit: number; completeFirst: number; hangInComplete?: boolean; applicationName: string }): Promise<Holding> {
+async function killVictim(
+  schema: string,
+  options: { leaseMs: number; limit: number; completeFirst: number; hangInComplete?: boolean; applicationName: string },
+): Promise<Holding> {
   const victim = startWorker({
-    store: "postgres", url: TEST_DATABASE_URL, schema, applicationName: options.applicationName, maxConnections: 2,
-    worker: "worker-A", mode: "claim-and-hang", leaseMs: options.leaseMs, limit: options.limit, completeFirst: options.completeFirst, hangInComplete: options.hangInComplete ?? false,
+    store: "postgres",
+    url: TEST_DATABASE_URL,
+    schema,
+    applicationName: options.applicationName,
+    maxConnections: 2,
+    worker: "worker-A",
+    mode: "claim-and-hang",
+    leaseMs: options.leaseMs,
+    limit: options.limit,
+    completeFirst: options.completeFirst,
+    hangInComplete: options.hangInComplete ?? false,
   });
   try {
     const holding = (await victim.waitFor("holding")) as unknown as Holding;
@@ -51,7 +65,18 @@ async function killVictim(schema: string, options: { leaseMs: number; limit: num
 async function drainWith(schema: string, out: string, limit: number): Promise<WorkerRecord> {
   let rescuer: WorkerProcess | undefined;
   try {
-    rescuer = startWorker({ store: "postgres", url: TEST_DATABASE_URL, schema, worker: "worker-B", mode: "drain", leaseMs: 30_000, limit, out, emptyRoundsToStop: 3, deadlineMs: 40_000 });
+    rescuer = startWorker({
+      store: "postgres",
+      url: TEST_DATABASE_URL,
+      schema,
+      worker: "worker-B",
+      mode: "drain",
+      leaseMs: 30_000,
+      limit,
+      out,
+      emptyRoundsToStop: 3,
+      deadlineMs: 40_000,
+    });
     const exit = await rescuer.exited;
     expect({ ...exit, stderr: rescuer.stderr() }).toEqual({ code: 0, signal: null, stderr: "" });
   } finally {
@@ -66,8 +91,14 @@ async function drainWith(schema: string, out: string, limit: number): Promise<Wo
 
 /** Live leases on the database's clock. */
 async function liveLeases(schema: string): Promise<number> {
-  return withClient(async (client) =>
-    (await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${schema}.outbox_messages WHERE status = 'processing' AND locked_until > clock_timestamp()`)).rows[0]!.n);
+  return withClient(
+    async (client) =>
+      (
+        await client.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM ${schema}.outbox_messages WHERE status = 'processing' AND locked_until > clock_timestamp()`,
+        )
+      ).rows[0]!.n,
+  );
 }
 
 async function databaseNow(): Promise<number> {
@@ -84,7 +115,12 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
     const SHORT_LEASE_MS = 1000;
     const ids = await seedPostgresOutbox(schema, TOTAL);
 
-    const holding = await killVictim(schema, { leaseMs: SHORT_LEASE_MS, limit: BATCH, completeFirst: DONE_BEFORE_KILL, applicationName: `wassal_mp_kill_${randomBytes(4).toString("hex")}` });
+    const holding = await killVictim(schema, {
+      leaseMs: SHORT_LEASE_MS,
+      limit: BATCH,
+      completeFirst: DONE_BEFORE_KILL,
+      applicationName: `wassal_mp_kill_${randomBytes(4).toString("hex")}`,
+    });
     expect(holding.claims).toHaveLength(BATCH);
     for (const claim of holding.claims) {
       expect(claim).toMatchObject({ owner: "worker-A", token: 1, reclaimedFrom: null });
@@ -99,7 +135,12 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
 
     // Right after the kill: the batch is still on the rows, nothing was lost or released.
     const afterKill = await readPgState(schema);
-    expect(afterKill.rows.filter((r) => r.status === "processed").map((r) => r.id).sort()).toEqual([...completedByVictim].sort());
+    expect(
+      afterKill.rows
+        .filter((r) => r.status === "processed")
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual([...completedByVictim].sort());
     const processing = afterKill.rows.filter((r) => r.status === "processing");
     expect(processing.map((r) => r.id).sort()).toEqual(heldByVictim.map((c) => c.messageId).sort());
     for (const row of processing) {
@@ -131,7 +172,11 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
         : held.has(row.id)
           ? { locked_by: "worker-B", lease_token: 2, attempts: 2 }
           : { locked_by: "worker-B", lease_token: 1, attempts: 1 };
-      expect({ id: row.id, status: row.status, locked_by: row.locked_by, lease_token: row.lease_token, attempts: row.attempts }).toEqual({ id: row.id, status: "processed", ...expected });
+      expect({ id: row.id, status: row.status, locked_by: row.locked_by, lease_token: row.lease_token, attempts: row.attempts }).toEqual({
+        id: row.id,
+        status: "processed",
+        ...expected,
+      });
     }
   });
 
@@ -143,7 +188,12 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
     const LEASE_MS = 3000;
     await seedPostgresOutbox(schema, TOTAL);
 
-    const holding = await killVictim(schema, { leaseMs: LEASE_MS, limit: BATCH, completeFirst: 0, applicationName: `wassal_mp_live_${randomBytes(4).toString("hex")}` });
+    const holding = await killVictim(schema, {
+      leaseMs: LEASE_MS,
+      limit: BATCH,
+      completeFirst: 0,
+      applicationName: `wassal_mp_live_${randomBytes(4).toString("hex")}`,
+    });
     expect(holding.claims).toHaveLength(BATCH);
     const expiry = new Map(holding.claims.map((c) => [c.messageId, c.lockedUntil]));
     const firstExpiry = Math.min(...expiry.values());
@@ -174,7 +224,13 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
     const appName = `wassal_mp_opentx_${randomBytes(4).toString("hex")}`;
     const ids = await seedPostgresOutbox(schema, TOTAL);
 
-    const holding = await killVictim(schema, { leaseMs: SHORT_LEASE_MS, limit: BATCH, completeFirst: DONE_BEFORE_KILL, hangInComplete: true, applicationName: appName });
+    const holding = await killVictim(schema, {
+      leaseMs: SHORT_LEASE_MS,
+      limit: BATCH,
+      completeFirst: DONE_BEFORE_KILL,
+      hangInComplete: true,
+      applicationName: appName,
+    });
     expect(holding.claims).toHaveLength(BATCH);
     expect(holding.completed.map((c) => c.outcome)).toEqual(Array(DONE_BEFORE_KILL).fill("completed"));
     const hanging = holding.hangingIn!;
@@ -184,7 +240,11 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
 
     // The server notices the dead client and ends its backend, rolling the open transaction back.
     await until("the killed worker's backends to end", () =>
-      withClient(async (client) => (await client.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [appName])).rows[0]!.n === 0));
+      withClient(
+        async (client) =>
+          (await client.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [appName])).rows[0]!.n === 0,
+      ),
+    );
     const afterKill = await readPgState(schema);
     // Only the committed completions left a business row; the open one's insert is gone.
     expect(afterKill.effects.map((e) => e.message_id).sort()).toEqual([...completedByVictim].sort());
@@ -194,7 +254,12 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
     await until("the killed worker's leases to expire", async () => (await liveLeases(schema)) === 0);
     const record = await drainWith(schema, join(dir, "worker-B.json"), 8);
     const heldByVictim = holding.claims.filter((c) => !completedByVictim.has(c.messageId));
-    expect(record.claims.filter((c) => c.reclaimedFrom !== null).map((c) => c.messageId).sort()).toEqual(heldByVictim.map((c) => c.messageId).sort());
+    expect(
+      record.claims
+        .filter((c) => c.reclaimedFrom !== null)
+        .map((c) => c.messageId)
+        .sort(),
+    ).toEqual(heldByVictim.map((c) => c.messageId).sort());
     expect(record.claims.filter((c) => c.messageId === hanging.messageId)).toMatchObject([{ owner: "worker-B", token: 2, reclaimedFrom: "worker-A" }]);
     expect(overlappingClaims([...holding.claims, ...record.claims])).toEqual([]);
 

@@ -10,7 +10,12 @@ import { TEST_DATABASE_URL, withClient } from "../support/postgres.js";
  * in `transactions` transactions running side by side. Returns the ids, in id order.
  */
 export async function seedPostgresOutbox(schema: string, count: number, transactions = 1): Promise<string[]> {
-  const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: Math.max(2, transactions), applicationName: "wassal-test-seed" });
+  const store = await PostgresOutboxStore.connect({
+    url: TEST_DATABASE_URL,
+    schema,
+    maxConnections: Math.max(2, transactions),
+    applicationName: "wassal-test-seed",
+  });
   try {
     await store.migrate();
     await store.transaction(async (tx) => {
@@ -54,10 +59,15 @@ export interface PgEffect {
 /** Every message row and every effects row, in id order. */
 export async function readPgState(schema: string): Promise<{ rows: PgRow[]; effects: PgEffect[] }> {
   return withClient(async (client) => ({
-    rows: (await client.query<PgRow>(
-      `SELECT m.id::text AS id, status, locked_by, locked_until, lease_token, attempts, processed_at, last_error
-       FROM ${schema}.outbox_messages m ORDER BY m.id`)).rows,
-    effects: (await client.query<PgEffect>(`SELECT e.message_id::text AS message_id, e.worker, e.token FROM ${schema}.effects e ORDER BY e.message_id, e.token`)).rows,
+    rows: (
+      await client.query<PgRow>(
+        `SELECT m.id::text AS id, status, locked_by, locked_until, lease_token, attempts, processed_at, last_error
+       FROM ${schema}.outbox_messages m ORDER BY m.id`,
+      )
+    ).rows,
+    effects: (
+      await client.query<PgEffect>(`SELECT e.message_id::text AS message_id, e.worker, e.token FROM ${schema}.effects e ORDER BY e.message_id, e.token`)
+    ).rows,
   }));
 }
 

@@ -174,9 +174,19 @@ export function expectWorkedInParallel(records: readonly WorkerRecord[]): void {
  * `unfinished`), each under token 2 and only once the dead owner's lease had run out, and no two
  * leases of a message overlapped (`victimClaims`: every claim the dead owner made).
  */
-export function expectTakenOverAfterExpiry(record: WorkerRecord, deadOwner: string, victimClaims: readonly ClaimRecord[], unfinished: readonly ClaimRecord[] = victimClaims): void {
+export function expectTakenOverAfterExpiry(
+  record: WorkerRecord,
+  deadOwner: string,
+  victimClaims: readonly ClaimRecord[],
+  unfinished: readonly ClaimRecord[] = victimClaims,
+): void {
   const expiry = new Map(unfinished.map((c) => [c.messageId, c.lockedUntil]));
-  expect(record.claims.filter((c) => c.reclaimedFrom !== null).map((c) => c.messageId).sort()).toEqual([...expiry.keys()].sort());
+  expect(
+    record.claims
+      .filter((c) => c.reclaimedFrom !== null)
+      .map((c) => c.messageId)
+      .sort(),
+  ).toEqual([...expiry.keys()].sort());
   const takenOver = record.claims.filter((c) => expiry.has(c.messageId));
   expect(takenOver).toHaveLength(unfinished.length);
   for (const claim of takenOver) {

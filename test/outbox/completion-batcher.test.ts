@@ -46,11 +46,14 @@ describe("CompletionBatcher", () => {
   it("rejects only the caller whose business write failed; the others commit", async () => {
     const { store, leases } = await setup("one-fails", 3);
     const batcher = new CompletionBatcher(store);
-    const settled = await Promise.allSettled(leases.map((lease, i) =>
-      batcher.complete(lease, (tx) => {
-        if (i === 1) throw new Error("constraint violated");
-        tx.prepare("INSERT INTO effects VALUES (?)").run(i);
-      })));
+    const settled = await Promise.allSettled(
+      leases.map((lease, i) =>
+        batcher.complete(lease, (tx) => {
+          if (i === 1) throw new Error("constraint violated");
+          tx.prepare("INSERT INTO effects VALUES (?)").run(i);
+        }),
+      ),
+    );
     expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect((settled[1] as PromiseRejectedResult).reason).toEqual(new Error("constraint violated"));
     expect(store.db.prepare("SELECT n FROM effects ORDER BY n").pluck().all()).toEqual([0, 2]);

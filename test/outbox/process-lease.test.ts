@@ -38,7 +38,16 @@ describe("processLease", () => {
 
   it("reports a failed attempt when the handler throws, and lets the error through", async () => {
     const { clock, store, lease, events } = await setup("handler-throws");
-    await expect(processLease(store, lease, async () => { throw new Error("provider down"); }, clock)).rejects.toThrow("provider down");
+    await expect(
+      processLease(
+        store,
+        lease,
+        async () => {
+          throw new Error("provider down");
+        },
+        clock,
+      ),
+    ).rejects.toThrow("provider down");
     expect(events.map((e) => e.type)).toEqual(["processing-started", "processing-finished"]);
     expect(events.at(-1)).toMatchObject({ result: "failed", detail: "provider down" });
     expect((await store.getMessage(lease.messageId))?.status).toBe("processing");
@@ -46,7 +55,11 @@ describe("processLease", () => {
 
   it("reports a failed attempt when the business write throws, and commits nothing", async () => {
     const { clock, store, lease, events } = await setup("finalize-throws");
-    const handler = async () => ({ finalize: () => { throw new Error("constraint"); } });
+    const handler = async () => ({
+      finalize: () => {
+        throw new Error("constraint");
+      },
+    });
     await expect(processLease(store, lease, handler, clock)).rejects.toThrow("constraint");
     expect(events.map((e) => e.type)).toEqual(["processing-started", "processing-finished"]);
     expect(events.at(-1)).toMatchObject({ result: "failed", detail: "business write failed: constraint" });

@@ -8,10 +8,25 @@ import { DuplicateMessageError, InvalidArgumentError } from "../../src/outbox/er
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import type { JsonValue, Lease, OutboxMessage } from "../../src/outbox/types.js";
-import { IdempotencyConflictError, InvalidPayloadError, PaymentsService, parseReconcilePayload, type CreatePaymentResult, type PaymentProvider } from "../../src/payments/payments-service.js";
+import {
+  IdempotencyConflictError,
+  InvalidPayloadError,
+  PaymentsService,
+  parseReconcilePayload,
+  type CreatePaymentResult,
+  type PaymentProvider,
+} from "../../src/payments/payments-service.js";
 import { ProviderError, ProviderSimulator } from "../../src/payments/provider-simulator.js";
 import { RECONCILE_MESSAGE_TYPE, type CreatePaymentRequest, type PaymentsRepository } from "../../src/payments/types.js";
-import { closeOpenedStores, openPostgresPayments, openSqlitePayments, paymentsStores, postgresSelected, sqliteSelected, type PaymentsStoreFactory } from "./payments-stores.js";
+import {
+  closeOpenedStores,
+  openPostgresPayments,
+  openSqlitePayments,
+  paymentsStores,
+  postgresSelected,
+  sqliteSelected,
+  type PaymentsStoreFactory,
+} from "./payments-stores.js";
 
 afterEach(closeOpenedStores);
 
@@ -69,7 +84,15 @@ function describeStore(factory: PaymentsStoreFactory): void {
         updatedAt: clock.now(),
       });
       expect(result.payment.providerReference).toMatch(/^PRV-/);
-      expect(provider.log()).toEqual([expect.objectContaining({ seq: 1, pid: process.pid, operation: "createPayment", idempotencyKey: "pay-001", result: `created ${result.payment.providerReference}` })]);
+      expect(provider.log()).toEqual([
+        expect.objectContaining({
+          seq: 1,
+          pid: process.pid,
+          operation: "createPayment",
+          idempotencyKey: "pay-001",
+          result: `created ${result.payment.providerReference}`,
+        }),
+      ]);
       expect(result.message).toMatchObject({
         type: RECONCILE_MESSAGE_TYPE,
         dedupeKey: "payment.reconcile:pay-001",
@@ -161,9 +184,15 @@ function describeStore(factory: PaymentsStoreFactory): void {
       };
       const service = new PaymentsService({ store, repository, provider, clock });
 
-      const first = service.create(REQUEST).then(() => "created", (error: unknown) => error);
+      const first = service.create(REQUEST).then(
+        () => "created",
+        (error: unknown) => error,
+      );
       await inserted;
-      const second = service.create(REQUEST).then((result) => result, (error: unknown) => error);
+      const second = service.create(REQUEST).then(
+        (result) => result,
+        (error: unknown) => error,
+      );
       openGate();
 
       // The first create's enqueue hits the taken dedupe key and rolls its payment back; the second
@@ -338,7 +367,12 @@ function describeStore(factory: PaymentsStoreFactory): void {
       });
       await expect(fake).rejects.toMatchObject({ code: factory.checkViolation });
       expect(await repository.findByKey("pay-001")).toMatchObject({ status: "Pending", transactionId: null });
-      expect(await store.getMessage(lease!.messageId)).toMatchObject({ status: "processing", lockedBy: "worker-a", leaseToken: lease!.token, processedAt: null });
+      expect(await store.getMessage(lease!.messageId)).toMatchObject({
+        status: "processing",
+        lockedBy: "worker-a",
+        leaseToken: lease!.token,
+        processedAt: null,
+      });
 
       // The lease still holds: the real outcome completes under it.
       const { finalize } = await service.reconcile(lease!.message);
@@ -428,7 +462,9 @@ describe.skipIf(!sqliteSelected)("sqlite store: payments table (raw SQL)", () =>
   it("refuses a transaction id on a payment that is not Paid", async () => {
     const { store } = await openSqlitePayments(new ManualClock(START));
     for (const status of ["Pending", "Failed"]) {
-      expect(() => store.db.prepare(INSERT).run(`raw-${status}`, 100, "EUR", status, "TXN-FAKE")).toThrow(expect.objectContaining({ code: "SQLITE_CONSTRAINT_CHECK" }));
+      expect(() => store.db.prepare(INSERT).run(`raw-${status}`, 100, "EUR", status, "TXN-FAKE")).toThrow(
+        expect.objectContaining({ code: "SQLITE_CONSTRAINT_CHECK" }),
+      );
     }
     expect(countRows(store)).toBe(0);
   });
@@ -454,7 +490,11 @@ describe.skipIf(!sqliteSelected)("sqlite store: payments table (raw SQL)", () =>
     const { store } = await openSqlitePayments(new ManualClock(START));
     store.db.prepare(INSERT).run("raw-pending", 100, "EUR", "Pending", null);
     const update = store.db.prepare("UPDATE payments SET payment_status = ?, transaction_id = ? WHERE idempotency_key = 'raw-pending'");
-    for (const [status, txn] of [["Paid", null], ["Paid", ""], ["Failed", "TXN-FAKE"]] as const) {
+    for (const [status, txn] of [
+      ["Paid", null],
+      ["Paid", ""],
+      ["Failed", "TXN-FAKE"],
+    ] as const) {
       expect(() => update.run(status, txn), `${status} ${String(txn)}`).toThrow(expect.objectContaining({ code: "SQLITE_CONSTRAINT_CHECK" }));
     }
     expect(store.db.prepare("SELECT payment_status, transaction_id FROM payments").all()).toEqual([{ payment_status: "Pending", transaction_id: null }]);
@@ -508,7 +548,10 @@ describe.skipIf(!postgresSelected)("postgres store: payments table (raw SQL)", (
 
   it("refuses an unknown status, a non-positive amount, a currency not of three letters and a duplicate idempotency key", async () => {
     const db = await open();
-    await expect(insert(db, "raw-1", 100, "EUR", "Refunded", null)).rejects.toMatchObject({ code: CHECK_VIOLATION, constraint: "payments_payment_status_check" });
+    await expect(insert(db, "raw-1", 100, "EUR", "Refunded", null)).rejects.toMatchObject({
+      code: CHECK_VIOLATION,
+      constraint: "payments_payment_status_check",
+    });
     await expect(insert(db, "raw-2", 0, "EUR", "Pending", null)).rejects.toMatchObject({ code: CHECK_VIOLATION, constraint: "payments_amount_check" });
     await expect(insert(db, "raw-3", 100, "EURO", "Pending", null)).rejects.toMatchObject({ code: CHECK_VIOLATION, constraint: "payments_currency_check" });
     await insert(db, "raw-4", 100, "EUR", "Pending", null);
@@ -520,10 +563,19 @@ describe.skipIf(!postgresSelected)("postgres store: payments table (raw SQL)", (
     const db = await open();
     await insert(db, "raw-pending", 100, "EUR", "Pending", null);
     const update = (status: string, transactionId: string | null) =>
-      db.store.pool.query(`UPDATE ${db.schema}.payments SET payment_status = $1, transaction_id = $2 WHERE idempotency_key = 'raw-pending'`, [status, transactionId]);
-    for (const [status, txn] of [["Paid", null], ["Paid", ""], ["Failed", "TXN-FAKE"]] as const) {
+      db.store.pool.query(`UPDATE ${db.schema}.payments SET payment_status = $1, transaction_id = $2 WHERE idempotency_key = 'raw-pending'`, [
+        status,
+        transactionId,
+      ]);
+    for (const [status, txn] of [
+      ["Paid", null],
+      ["Paid", ""],
+      ["Failed", "TXN-FAKE"],
+    ] as const) {
       await expect(update(status, txn), `${status} ${String(txn)}`).rejects.toMatchObject({ code: CHECK_VIOLATION, constraint: TXN_CHECK });
     }
-    expect((await db.store.pool.query(`SELECT payment_status, transaction_id FROM ${db.schema}.payments`)).rows).toEqual([{ payment_status: "Pending", transaction_id: null }]);
+    expect((await db.store.pool.query(`SELECT payment_status, transaction_id FROM ${db.schema}.payments`)).rows).toEqual([
+      { payment_status: "Pending", transaction_id: null },
+    ]);
   });
 });

@@ -7,7 +7,7 @@
 // and PostgreSQL is skipped loudly when no server answers (fatal under CI: see test/support/postgres.ts).
 
 import { join } from "node:path";
-import { ManualClock } from "../../src/outbox/clock.js";
+import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { PaymentsRepository } from "../../src/payments/types.js";
 import { PostgresPaymentsRepository } from "../../src/stores/postgres/payments-repository.js";

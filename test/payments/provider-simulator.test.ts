@@ -104,8 +104,18 @@ describe("ProviderSimulator", () => {
     expect(provider.statusChecks("key-paid")).toBe(2);
     expect(provider.statusChecks("key-failed")).toBe(1);
     expect(provider.statusChecks()).toBe(3);
-    expect(provider.createCallsByKey()).toEqual(new Map([["key-paid", 2], ["key-failed", 1]]));
-    expect(provider.statusChecksByKey()).toEqual(new Map([["key-paid", 2], ["key-failed", 1]]));
+    expect(provider.createCallsByKey()).toEqual(
+      new Map([
+        ["key-paid", 2],
+        ["key-failed", 1],
+      ]),
+    );
+    expect(provider.statusChecksByKey()).toEqual(
+      new Map([
+        ["key-paid", 2],
+        ["key-failed", 1],
+      ]),
+    );
   });
 
   it("refuses a status check for a payment it never created, and still counts the call", async () => {
@@ -125,7 +135,12 @@ describe("ProviderSimulator", () => {
     const created = await provider.createPayment(request("key-1"));
     expect(provider.creations()).toBe(1);
     expect(provider.createCalls("key-1")).toBe(2);
-    expect(provider.log().filter((call) => call.operation === "createPayment").map((call) => call.result)).toEqual(["error (injected, before effect)", `created ${created.providerReference}`]);
+    expect(
+      provider
+        .log()
+        .filter((call) => call.operation === "createPayment")
+        .map((call) => call.result),
+    ).toEqual(["error (injected, before effect)", `created ${created.providerReference}`]);
   });
 
   it("fails createPayment after its effect when told to: the caller sees an error, the payment exists", async () => {
@@ -272,7 +287,12 @@ describe("ProviderSimulator shared log and random faults", () => {
       const provider = new ProviderSimulator({ answerUnknownKeys: true, randomFaults: { seed, statusFailureRate: 0.2, statusTimeoutAfterSuccessRate: 0.1 } });
       const results: string[] = [];
       for (let n = 0; n < 500; n += 1) {
-        results.push(await provider.checkStatus(`key-${n}`).then(() => "ok", (e: Error) => (e.message.includes("after it answered") ? "timeout-after" : "failed")));
+        results.push(
+          await provider.checkStatus(`key-${n}`).then(
+            () => "ok",
+            (e: Error) => (e.message.includes("after it answered") ? "timeout-after" : "failed"),
+          ),
+        );
       }
       return results;
     };

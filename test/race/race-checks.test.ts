@@ -9,12 +9,30 @@ const T = new Date("2026-01-01T09:00:00.000Z");
 
 function message(id: string, over: Partial<OutboxMessage> = {}): OutboxMessage {
   return {
-    id, type: "race.message", dedupeKey: null, payload: {}, status: "processed", createdAt: T, availableAt: T,
-    lockedBy: "A", lockedUntil: null, leaseToken: 2, attempts: 2, lastError: null, processedAt: T, ...over,
+    id,
+    type: "race.message",
+    dedupeKey: null,
+    payload: {},
+    status: "processed",
+    createdAt: T,
+    availableAt: T,
+    lockedBy: "A",
+    lockedUntil: null,
+    leaseToken: 2,
+    attempts: 2,
+    lastError: null,
+    processedAt: T,
+    ...over,
   };
 }
 
-function entry(messageId: string, action: AuditEntry["action"], token: number, owner: string, previous: [AuditEntry["previousStatus"], string | null] = [null, null]): AuditEntry {
+function entry(
+  messageId: string,
+  action: AuditEntry["action"],
+  token: number,
+  owner: string,
+  previous: [AuditEntry["previousStatus"], string | null] = [null, null],
+): AuditEntry {
   return { messageId, token, owner, action, at: T, previousStatus: previous[0], previousOwner: previous[1], previousLockedUntil: null };
 }
 
@@ -34,8 +52,9 @@ describe("race checks", () => {
 
   it("name a claim after the completion", () => {
     const audit = [...goodAudit, entry("1", "claim", 3, "B", ["processed", "A"])];
-    expect(auditProblems(audit, [message("1", { status: "processing", lockedBy: "B", leaseToken: 3, lockedUntil: T })]).join("\n"))
-      .toMatch(/message 1: claimed again after its completion/);
+    expect(auditProblems(audit, [message("1", { status: "processing", lockedBy: "B", leaseToken: 3, lockedUntil: T })]).join("\n")).toMatch(
+      /message 1: claimed again after its completion/,
+    );
     // Even when the message ends processed again (a second completion).
     const twice = [...audit, entry("1", "complete", 3, "B")];
     const problems = auditProblems(twice, [message("1", { lockedBy: "B", leaseToken: 3 })]).join("\n");
@@ -66,12 +85,15 @@ describe("race checks", () => {
   it("name a missing, a doubled or a stale business row", () => {
     const rows = (...list: BusinessRow[]) => list;
     expect(businessProblems(rows(), [message("1")])).toEqual(["message 1: 0 business rows (), expected 1"]);
-    expect(businessProblems(rows({ messageId: "1", owner: "A", token: 2 }, { messageId: "1", owner: "B", token: 1 }), [message("1")]))
-      .toEqual(["message 1: 2 business rows (A#2, B#1), expected 1"]);
-    expect(businessProblems(rows({ messageId: "1", owner: "B", token: 1 }), [message("1")]))
-      .toEqual(["message 1: business row by B#1, but the message was completed as A#2"]);
-    expect(businessProblems(rows({ messageId: "1", owner: "A", token: 2 }), [message("1", { status: "processing", lockedUntil: T })]))
-      .toEqual(["message 1: status processing yet business rows A#2"]);
+    expect(businessProblems(rows({ messageId: "1", owner: "A", token: 2 }, { messageId: "1", owner: "B", token: 1 }), [message("1")])).toEqual([
+      "message 1: 2 business rows (A#2, B#1), expected 1",
+    ]);
+    expect(businessProblems(rows({ messageId: "1", owner: "B", token: 1 }), [message("1")])).toEqual([
+      "message 1: business row by B#1, but the message was completed as A#2",
+    ]);
+    expect(businessProblems(rows({ messageId: "1", owner: "A", token: 2 }), [message("1", { status: "processing", lockedUntil: T })])).toEqual([
+      "message 1: status processing yet business rows A#2",
+    ]);
   });
 
   it("name a message left unprocessed", () => {

@@ -18,8 +18,9 @@ export interface BusinessRow {
 export function readSqliteBusinessRows(path: string): BusinessRow[] {
   const reader = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    return (reader.prepare("SELECT message_id, owner, token FROM effects ORDER BY rowid").all() as { message_id: number; owner: string; token: number }[])
-      .map((r) => ({ messageId: String(r.message_id), owner: r.owner, token: r.token }));
+    return (reader.prepare("SELECT message_id, owner, token FROM effects ORDER BY rowid").all() as { message_id: number; owner: string; token: number }[]).map(
+      (r) => ({ messageId: String(r.message_id), owner: r.owner, token: r.token }),
+    );
   } finally {
     reader.close();
   }
@@ -27,7 +28,9 @@ export function readSqliteBusinessRows(path: string): BusinessRow[] {
 
 /** The rows of `<schema>.effects`, read on `client`. */
 export async function readPostgresBusinessRows(client: pg.ClientBase, schema: string): Promise<BusinessRow[]> {
-  const { rows } = await client.query<{ message_id: string; owner: string; token: number }>(`SELECT message_id::text, owner, token FROM ${schema}.effects ORDER BY message_id, token`);
+  const { rows } = await client.query<{ message_id: string; owner: string; token: number }>(
+    `SELECT message_id::text, owner, token FROM ${schema}.effects ORDER BY message_id, token`,
+  );
   return rows.map((r) => ({ messageId: r.message_id, owner: r.owner, token: r.token }));
 }
 
@@ -73,8 +76,10 @@ export function auditProblems(audit: readonly AuditEntry[], messages: readonly O
         problems.push(`message ${message.id}: ${completes.length} completions in the audit trail, expected 1 (${trail})`);
       } else {
         const done = completes[0]!;
-        if (done.token !== message.leaseToken) problems.push(`message ${message.id}: completed under token ${done.token} but its final lease token is ${message.leaseToken} (${trail})`);
-        if (done.owner !== message.lockedBy) problems.push(`message ${message.id}: completed by ${done.owner} but the row names ${String(message.lockedBy)} (${trail})`);
+        if (done.token !== message.leaseToken)
+          problems.push(`message ${message.id}: completed under token ${done.token} but its final lease token is ${message.leaseToken} (${trail})`);
+        if (done.owner !== message.lockedBy)
+          problems.push(`message ${message.id}: completed by ${done.owner} but the row names ${String(message.lockedBy)} (${trail})`);
       }
     } else if (completes.length > 0) {
       problems.push(`message ${message.id}: status ${message.status} yet ${completes.length} completions in the audit trail (${trail})`);
@@ -91,7 +96,9 @@ export function auditProblems(audit: readonly AuditEntry[], messages: readonly O
       const previous = n === 0 ? null : claims[n - 1]!;
       const wanted = previous === null ? { status: "pending", owner: null } : { status: "processing", owner: previous.owner };
       if (claim.previousStatus !== wanted.status || claim.previousOwner !== wanted.owner) {
-        problems.push(`message ${message.id}: claim #${claim.token} by ${claim.owner} took over ${String(claim.previousStatus)}/${String(claim.previousOwner)}, expected ${wanted.status}/${String(wanted.owner)} (${trail})`);
+        problems.push(
+          `message ${message.id}: claim #${claim.token} by ${claim.owner} took over ${String(claim.previousStatus)}/${String(claim.previousOwner)}, expected ${wanted.status}/${String(wanted.owner)} (${trail})`,
+        );
       }
     });
   }
@@ -120,7 +127,9 @@ export function businessProblems(rows: readonly BusinessRow[], messages: readonl
     }
     const row = mine[0]!;
     if (row.token !== message.leaseToken || row.owner !== message.lockedBy) {
-      problems.push(`message ${message.id}: business row by ${row.owner}#${row.token}, but the message was completed as ${String(message.lockedBy)}#${message.leaseToken}`);
+      problems.push(
+        `message ${message.id}: business row by ${row.owner}#${row.token}, but the message was completed as ${String(message.lockedBy)}#${message.leaseToken}`,
+      );
     }
   }
   return problems;

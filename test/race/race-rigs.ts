@@ -176,7 +176,9 @@ export async function postgresRig(clock: ManualClock): Promise<RaceRig> {
     const deadline = Date.now() + deadlineMs;
     while (!stopped) {
       const { rows } = await watcher.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application]);
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        [application],
+      );
       if (stopped) return false;
       if ((rows[0]?.n ?? 0) > 0) return true;
       if (Date.now() > deadline) throw new Error(`no backend of ${application} waited on a lock within ${deadlineMs} ms`);

@@ -24,7 +24,22 @@ import { writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 
 const config = JSON.parse(process.argv[2] ?? "{}");
-const { store: storeKind, db, url, schema, role, worker, leaseMs, limit, total, out, deadlineMs = 40_000, completeConcurrency = 1, target = null, applicationName } = config;
+const {
+  store: storeKind,
+  db,
+  url,
+  schema,
+  role,
+  worker,
+  leaseMs,
+  limit,
+  total,
+  out,
+  deadlineMs = 40_000,
+  completeConcurrency = 1,
+  target = null,
+  applicationName,
+} = config;
 
 const send = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 
@@ -32,7 +47,13 @@ let store;
 try {
   if (storeKind === "postgres") {
     const { PostgresOutboxStore } = await import(new URL("../../dist/postgres.js", import.meta.url).href);
-    store = await PostgresOutboxStore.connect({ url, schema, audit: true, maxConnections: completeConcurrency + 1, applicationName: applicationName ?? worker });
+    store = await PostgresOutboxStore.connect({
+      url,
+      schema,
+      audit: true,
+      maxConnections: completeConcurrency + 1,
+      applicationName: applicationName ?? worker,
+    });
   } else {
     const { SqliteOutboxStore } = await import(new URL("../../dist/sqlite.js", import.meta.url).href);
     // NORMAL: no flush per commit (durability is not under test; locking is the same).
@@ -82,7 +103,13 @@ const tick = () => new Promise((resolve) => setImmediate(resolve));
 
 function record(lease) {
   if (lease.owner !== worker) throw new Error(`claim returned a lease owned by ${lease.owner}, not ${worker}`);
-  claims.push({ messageId: lease.messageId, token: lease.token, owner: lease.owner, lockedUntil: lease.lockedUntil.getTime(), reclaimedFrom: lease.reclaimedFrom });
+  claims.push({
+    messageId: lease.messageId,
+    token: lease.token,
+    owner: lease.owner,
+    lockedUntil: lease.lockedUntil.getTime(),
+    reclaimedFrom: lease.reclaimedFrom,
+  });
 }
 
 async function claimByName(messageId) {
@@ -120,8 +147,13 @@ async function complete() {
         const startedAt = Date.now();
         const result = await store.complete(lease, effect(lease));
         completions.push({
-          messageId: lease.messageId, token: lease.token, lockedUntil: lease.lockedUntil.getTime(), outcome: result.outcome,
-          startedAt, endedAt: Date.now(), current: result.outcome === "lease-lost" ? result.current : null,
+          messageId: lease.messageId,
+          token: lease.token,
+          lockedUntil: lease.lockedUntil.getTime(),
+          outcome: result.outcome,
+          startedAt,
+          endedAt: Date.now(),
+          current: result.outcome === "lease-lost" ? result.current : null,
         });
       }
     });
@@ -173,13 +205,33 @@ try {
   const finishedAt = Date.now();
   const writeLock = store.writeLock?.stats ?? null;
   await store.close();
-  writeFileSync(out, JSON.stringify({ worker, role, store: storeKind, pid: process.pid, startedAt, finishedAt, claimCalls, emptyClaims, namedClaims, claims, completions, writeLock, error: null }));
+  writeFileSync(
+    out,
+    JSON.stringify({
+      worker,
+      role,
+      store: storeKind,
+      pid: process.pid,
+      startedAt,
+      finishedAt,
+      claimCalls,
+      emptyClaims,
+      namedClaims,
+      claims,
+      completions,
+      writeLock,
+      error: null,
+    }),
+  );
   process.exit(0);
 } catch (error) {
   const text = `${error?.name ?? "Error"}: ${error?.message ?? String(error)}`;
   process.stderr.write(`race-worker ${worker}: ${text}\n`);
   try {
-    writeFileSync(out, JSON.stringify({ worker, role, store: storeKind, pid: process.pid, claimCalls, emptyClaims, namedClaims, claims, completions, error: text }));
+    writeFileSync(
+      out,
+      JSON.stringify({ worker, role, store: storeKind, pid: process.pid, claimCalls, emptyClaims, namedClaims, claims, completions, error: text }),
+    );
   } catch {
     // the parent reports the exit code and stderr
   }

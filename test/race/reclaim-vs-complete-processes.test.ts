@@ -95,11 +95,13 @@ interface Setup {
 async function seed(store: OutboxStore<unknown>, total: number): Promise<string[]> {
   const ids: string[] = [];
   for (let first = 0; first < total; first += 500) {
-    ids.push(...(await store.transaction(async (tx) => {
-      const made: string[] = [];
-      for (let n = first; n < Math.min(total, first + 500); n += 1) made.push((await store.enqueue(tx, { type: "race.message", payload: { n } })).id);
-      return made;
-    })));
+    ids.push(
+      ...(await store.transaction(async (tx) => {
+        const made: string[] = [];
+        for (let n = first; n < Math.min(total, first + 500); n += 1) made.push((await store.enqueue(tx, { type: "race.message", payload: { n } })).id);
+        return made;
+      })),
+    );
   }
   return ids;
 }
@@ -158,9 +160,33 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
   const children: Child[] = [];
   const started = performance.now();
   try {
-    children.push(startChild({ ...setup.target, role: "completer", worker: COMPLETER, leaseMs: tuning.completerLeaseMs, limit: tuning.completerLimit, completeConcurrency: tuning.completeConcurrency, total: TOTAL, deadlineMs: DEADLINE_MS, out: join(dir, `${COMPLETER}.json`) }));
+    children.push(
+      startChild({
+        ...setup.target,
+        role: "completer",
+        worker: COMPLETER,
+        leaseMs: tuning.completerLeaseMs,
+        limit: tuning.completerLimit,
+        completeConcurrency: tuning.completeConcurrency,
+        total: TOTAL,
+        deadlineMs: DEADLINE_MS,
+        out: join(dir, `${COMPLETER}.json`),
+      }),
+    );
     for (const name of RECLAIMERS) {
-      children.push(startChild({ ...setup.target, role: "reclaimer", worker: name, target: COMPLETER, leaseMs: tuning.reclaimerLeaseMs, limit: tuning.reclaimerLimit, total: TOTAL, deadlineMs: DEADLINE_MS, out: join(dir, `${name}.json`) }));
+      children.push(
+        startChild({
+          ...setup.target,
+          role: "reclaimer",
+          worker: name,
+          target: COMPLETER,
+          leaseMs: tuning.reclaimerLeaseMs,
+          limit: tuning.reclaimerLimit,
+          total: TOTAL,
+          deadlineMs: DEADLINE_MS,
+          out: join(dir, `${name}.json`),
+        }),
+      );
     }
     await Promise.all(children.map((c) => c.process.waitFor("ready", 20_000)));
     for (const c of children) c.process.proc.stdin!.write("go\n");
@@ -194,13 +220,23 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
   const completer = records[0]!;
   const completed = completer.completions.filter((c) => c.outcome === "completed");
   const lost = completer.completions.filter((c) => c.outcome === "lease-lost");
-  expect(completed.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(audit.filter((e) => e.action === "complete").map((e) => `${e.messageId}#${e.token}`).sort());
+  expect(completed.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(
+    audit
+      .filter((e) => e.action === "complete")
+      .map((e) => `${e.messageId}#${e.token}`)
+      .sort(),
+  );
   expect(new Set(completed.map((c) => c.messageId)).size).toBe(TOTAL);
   const completedToken = new Map(completed.map((c) => [c.messageId, c.token]));
   const claims = records.flatMap((r) => r.claims);
   const lateClaims = claims.filter((c) => c.token > (completedToken.get(c.messageId) ?? Infinity));
   expect(lateClaims, "claims under a token above the completed one").toEqual([]);
-  expect(claims.map((c) => `${c.messageId}#${c.token}@${c.owner}`).sort()).toEqual(audit.filter((e) => e.action === "claim").map((e) => `${e.messageId}#${e.token}@${e.owner}`).sort());
+  expect(claims.map((c) => `${c.messageId}#${c.token}@${c.owner}`).sort()).toEqual(
+    audit
+      .filter((e) => e.action === "claim")
+      .map((e) => `${e.messageId}#${e.token}@${e.owner}`)
+      .sort(),
+  );
   // Each lease the completer held ended exactly one way: its completion went through, or another
   // process reclaimed the message (the next token, taken over from the completer) and the
   // completion was refused. Never both, never neither.
@@ -208,8 +244,14 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
   const completedLeases = new Set(completed.map(key));
   const reclaimedLeases = new Set(claims.filter((c) => c.reclaimedFrom === COMPLETER).map((c) => key({ messageId: c.messageId, token: c.token - 1 })));
   const completerLeases = completer.claims.map(key);
-  expect(completerLeases.filter((k) => completedLeases.has(k) && reclaimedLeases.has(k)), "completer leases both completed and reclaimed").toEqual([]);
-  expect(completerLeases.filter((k) => !completedLeases.has(k) && !reclaimedLeases.has(k)), "completer leases neither completed nor reclaimed").toEqual([]);
+  expect(
+    completerLeases.filter((k) => completedLeases.has(k) && reclaimedLeases.has(k)),
+    "completer leases both completed and reclaimed",
+  ).toEqual([]);
+  expect(
+    completerLeases.filter((k) => !completedLeases.has(k) && !reclaimedLeases.has(k)),
+    "completer leases neither completed nor reclaimed",
+  ).toEqual([]);
   expect(lost.map(key).sort(), "refused completions are exactly the reclaimed leases").toEqual([...reclaimedLeases].sort());
   // A refused completion was refused because someone else's claim had taken the message over.
   const badRefusals = lost.filter((c) => c.current === null || c.current.leaseToken <= c.token);
@@ -221,20 +263,32 @@ async function race(kind: "sqlite" | "postgres", setup: Setup, tuning: Tuning) {
   // went to write (the completion landed between the reclaimer's read and its write).
   const claimedUntil = new Map(claims.map((c) => [`${c.messageId}#${c.token}`, c.lockedUntil]));
   const completeAt = new Map(audit.filter((e) => e.action === "complete").map((e) => [`${e.messageId}#${e.token}`, e.at.getTime()]));
-  const wonExpired = completed.filter((c) => (completeAt.get(`${c.messageId}#${c.token}`) ?? 0) >= (claimedUntil.get(`${c.messageId}#${c.token}`) ?? Infinity)).length;
+  const wonExpired = completed.filter(
+    (c) => (completeAt.get(`${c.messageId}#${c.token}`) ?? 0) >= (claimedUntil.get(`${c.messageId}#${c.token}`) ?? Infinity),
+  ).length;
   const reclaims = claims.filter((c) => c.reclaimedFrom !== null);
   const reclaimsOfCompleter = reclaims.filter((c) => c.reclaimedFrom === COMPLETER).length;
   const reclaimers = records.slice(1);
   const overtaken = reclaimers.reduce((sum, r) => sum + r.namedClaims.processed, 0);
   const summary = {
-    elapsedMs: elapsed, messages: TOTAL, claims: claims.length, reclaims: reclaims.length, reclaimsOfCompleter,
-    completionAttempts: completer.completions.length, completedOnExpiredLease: wonExpired, refusedLeaseLost: lost.length,
-    namedReclaimsOvertakenByCompletion: overtaken, auditRows: audit.length,
+    elapsedMs: elapsed,
+    messages: TOTAL,
+    claims: claims.length,
+    reclaims: reclaims.length,
+    reclaimsOfCompleter,
+    completionAttempts: completer.completions.length,
+    completedOnExpiredLease: wonExpired,
+    refusedLeaseLost: lost.length,
+    namedReclaimsOvertakenByCompletion: overtaken,
+    auditRows: audit.length,
     claimCalls: records.map((r) => `${r.worker} ${r.claimCalls} (${r.emptyClaims} empty)`).join(", "),
     claimMessageByName: reclaimers.map((r) => `${r.worker} ${JSON.stringify(r.namedClaims)}`).join(", "),
   };
   console.info(`${kind} reclaim-vs-complete, ${1 + RECLAIMERS.length} processes: ${JSON.stringify(summary)}`);
-  expect(reclaimers.map((r) => r.namedClaims.other), "claims by name that found the message neither processing nor processed").toEqual(reclaimers.map(() => 0));
+  expect(
+    reclaimers.map((r) => r.namedClaims.other),
+    "claims by name that found the message neither processing nor processed",
+  ).toEqual(reclaimers.map(() => 0));
   // Thousands of real races: completions attempted on an expired lease, both ways; and reads of
   // the completer's messages overtaken by its completion before the reclaimer's write.
   expect(wonExpired + lost.length, "completions attempted on an expired lease").toBeGreaterThanOrEqual(1000);

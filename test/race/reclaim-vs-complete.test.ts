@@ -42,13 +42,7 @@ const A = "worker-A";
 const B = "worker-B";
 const SWEEPER = "sweeper";
 
-type Variant =
-  | "complete‖claim"
-  | "claim‖complete"
-  | "claim inside complete"
-  | "claimMessage inside complete"
-  | "gated claim"
-  | "gated claimMessage";
+type Variant = "complete‖claim" | "claim‖complete" | "claim inside complete" | "claimMessage inside complete" | "gated claim" | "gated claimMessage";
 
 const ALWAYS_A: ReadonlySet<Variant> = new Set(["claim inside complete", "claimMessage inside complete", "gated claim", "gated claimMessage"]);
 
@@ -107,7 +101,10 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
     // A claims: only message n is due, and it has never been claimed.
     const claimed = await a.claim(A, { limit: 3, leaseMs: LEASE_MS });
     logClaims(claimed);
-    expect(claimed.map((l) => `${l.messageId}#${l.token}`), `iteration ${n}: A's claim`).toEqual([`${id}#1`]);
+    expect(
+      claimed.map((l) => `${l.messageId}#${l.token}`),
+      `iteration ${n}: A's claim`,
+    ).toEqual([`${id}#1`]);
     const lease = claimed[0]!;
 
     // Exactly at the expiry: claimable by a reclaimer, and A's token is still the current one.
@@ -133,18 +130,24 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
     switch (variant) {
       case "complete‖claim": {
         // A little jitter on B's start, so both sides get to go first on PostgreSQL.
-        const [completion, bResult] = await Promise.all([aComplete(), (async () => {
-          for (let k = n % 3; k > 0; k -= 1) await tick();
-          return bClaim();
-        })()]);
+        const [completion, bResult] = await Promise.all([
+          aComplete(),
+          (async () => {
+            for (let k = n % 3; k > 0; k -= 1) await tick();
+            return bClaim();
+          })(),
+        ]);
         outcome = { variant, completion, b: bResult };
         break;
       }
       case "claim‖complete": {
-        const [bResult, completion] = await Promise.all([bClaim(), (async () => {
-          for (let k = n % 2; k > 0; k -= 1) await tick();
-          return aComplete();
-        })()]);
+        const [bResult, completion] = await Promise.all([
+          bClaim(),
+          (async () => {
+            for (let k = n % 2; k > 0; k -= 1) await tick();
+            return aComplete();
+          })(),
+        ]);
         outcome = { variant, completion, b: bResult };
         break;
       }
@@ -170,12 +173,13 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
         let bAttempt: Promise<BResult> | undefined;
         let completion: Completed | LeaseLost;
         try {
-          bAttempt = variant === "gated claim"
-            ? gate.b.claim(B, { limit: 3, leaseMs: LEASE_MS }).then((leases): BResult => {
-                logClaims(leases);
-                return { kind: "claim", leases };
-              })
-            : bClaimMessage(gate.b);
+          bAttempt =
+            variant === "gated claim"
+              ? gate.b.claim(B, { limit: 3, leaseMs: LEASE_MS }).then((leases): BResult => {
+                  logClaims(leases);
+                  return { kind: "claim", leases };
+                })
+              : bClaimMessage(gate.b);
           // B has its snapshot (the message processing, its lease expired) and waits at the gate.
           await gate.waiting();
           // The whole completion lands now, between B's read and B's write.
@@ -193,9 +197,13 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
     const bLeases = outcome.b.kind === "claim" ? outcome.b.leases : outcome.b.result.outcome === "claimed" ? [outcome.b.result.lease] : [];
     const bWon = bLeases.some((l) => l.messageId === id);
     const label = `iteration ${n} (${variant}), message ${id}`;
-    expect(`A ${aWon ? "completed" : "was refused"}, B ${bWon ? "claimed it" : "got nothing"}`, `${label}: exactly one of them must win`)
-      .toMatch(/^(A completed, B got nothing|A was refused, B claimed it)$/);
-    expect(bLeases.filter((l) => l.messageId !== id).map((l) => l.messageId), `${label}: B claimed another message`).toEqual([]);
+    expect(`A ${aWon ? "completed" : "was refused"}, B ${bWon ? "claimed it" : "got nothing"}`, `${label}: exactly one of them must win`).toMatch(
+      /^(A completed, B got nothing|A was refused, B claimed it)$/,
+    );
+    expect(
+      bLeases.filter((l) => l.messageId !== id).map((l) => l.messageId),
+      `${label}: B claimed another message`,
+    ).toEqual([]);
     if (ALWAYS_A.has(variant)) expect(aWon, `${label}: B's attempt ran inside A's transaction (or after B's snapshot), so A must win`).toBe(true);
     const how = outcome.bWaited === undefined ? "" : outcome.bWaited ? " (B waited for A's commit)" : " (B returned inside A's transaction)";
     const key = `${variant}${how}: ${aWon ? "A completed" : "B reclaimed"}`;
@@ -220,14 +228,21 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
       final = { owner: A, token: 1 };
     }
     const row = await a.getMessage(id);
-    expect({ status: row?.status, lockedBy: row?.lockedBy, leaseToken: row?.leaseToken, attempts: row?.attempts }, label)
-      .toEqual({ status: "processed", lockedBy: final.owner, leaseToken: final.token, attempts: final.token });
+    expect({ status: row?.status, lockedBy: row?.lockedBy, leaseToken: row?.leaseToken, attempts: row?.attempts }, label).toEqual({
+      status: "processed",
+      lockedBy: final.owner,
+      leaseToken: final.token,
+      attempts: final.token,
+    });
 
     // A sweep later on (before the next message is due): nothing is claimable any more.
     clock.advance(LEASE_MS);
     const swept = await b.claim(SWEEPER, { limit: 10, leaseMs: LEASE_MS });
     logClaims(swept);
-    expect(swept.map((l) => `${l.messageId}#${l.token}`), `${label}: the sweep claimed a processed message`).toEqual([]);
+    expect(
+      swept.map((l) => `${l.messageId}#${l.token}`),
+      `${label}: the sweep claimed a processed message`,
+    ).toEqual([]);
   }
 
   // A completed message never appears in any later claim (every claim of the run was logged).
@@ -258,8 +273,13 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
 }
 
 function report(store: string, count: number, startedAt: number, result: Awaited<ReturnType<typeof runRace>>): void {
-  const split = [...result.tally].sort(([x], [y]) => x.localeCompare(y)).map(([k, v]) => `${k} ${v}`).join("; ");
-  console.info(`${store} reclaim-vs-complete: ${count} races in ${Math.round(performance.now() - startedAt)} ms (${result.claims} claims, ${result.audit} audit rows): ${split}`);
+  const split = [...result.tally]
+    .sort(([x], [y]) => x.localeCompare(y))
+    .map(([k, v]) => `${k} ${v}`)
+    .join("; ");
+  console.info(
+    `${store} reclaim-vs-complete: ${count} races in ${Math.round(performance.now() - startedAt)} ms (${result.claims} claims, ${result.audit} audit rows): ${split}`,
+  );
 }
 
 /** The interleavings each store runs (the gated ones need PostgreSQL's read-to-write window). */
@@ -277,22 +297,31 @@ const sqliteVariants = SQLITE_VARIANTS.filter((v) => WANTED.includes(v));
 // PostgreSQL runs every interleaving, so only SQLite can be left with none.
 const postgresVariants = POSTGRES_VARIANTS.filter((v) => WANTED.includes(v));
 if (sqliteVariants.length === 0 && !PG) {
-  throw nothingToRun("WASSAL_RACE_VARIANTS", process.env.WASSAL_RACE_VARIANTS, POSTGRES_VARIANTS, `${WANTED.join(", ")} run${WANTED.length === 1 ? "s" : ""} only on PostgreSQL, which is not available`);
+  throw nothingToRun(
+    "WASSAL_RACE_VARIANTS",
+    process.env.WASSAL_RACE_VARIANTS,
+    POSTGRES_VARIANTS,
+    `${WANTED.join(", ")} run${WANTED.length === 1 ? "s" : ""} only on PostgreSQL, which is not available`,
+  );
 }
 
 describe("sqlite store: reclaim versus completion, interleavings forced in one process", () => {
   const COUNT = 2000;
-  it.skipIf(sqliteVariants.length === 0)(`${COUNT} messages: exactly one of A's completion and B's reclaim wins, and nothing is claimed after its completion${sqliteVariants.length === 0 ? " (skipped: WASSAL_RACE_VARIANTS selects none of SQLite's interleavings)" : ""}`, async () => {
-    const clock = new ManualClock(START);
-    const rig = await sqliteRig(clock);
-    const started = performance.now();
-    try {
-      const result = await runRace(rig, clock, COUNT, sqliteVariants);
-      report("SQLite", COUNT, started, result);
-    } finally {
-      await rig.close();
-    }
-  }, 60_000);
+  it.skipIf(sqliteVariants.length === 0)(
+    `${COUNT} messages: exactly one of A's completion and B's reclaim wins, and nothing is claimed after its completion${sqliteVariants.length === 0 ? " (skipped: WASSAL_RACE_VARIANTS selects none of SQLite's interleavings)" : ""}`,
+    async () => {
+      const clock = new ManualClock(START);
+      const rig = await sqliteRig(clock);
+      const started = performance.now();
+      try {
+        const result = await runRace(rig, clock, COUNT, sqliteVariants);
+        report("SQLite", COUNT, started, result);
+      } finally {
+        await rig.close();
+      }
+    },
+    60_000,
+  );
 });
 
 describe.runIf(PG)("postgres store: reclaim versus completion, interleavings forced in one process", () => {

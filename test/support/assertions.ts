@@ -22,7 +22,12 @@ export const HELP_HINT = "(run with --help for usage)";
 /** The one error line of a failed command (the help hint aside), with no stack trace. */
 export function errorLine(stderr: string): string {
   expectNoStack(stderr);
-  return oneLine(stderr.split("\n").filter((line) => line.trim() !== HELP_HINT).join("\n"));
+  return oneLine(
+    stderr
+      .split("\n")
+      .filter((line) => line.trim() !== HELP_HINT)
+      .join("\n"),
+  );
 }
 
 /** One claim of a message as a process saw it: who held which token from when until when (epoch ms). */
@@ -55,7 +60,9 @@ export function overlappingClaims(claims: readonly ClaimSpan[]): string[] {
         if (a.token === b.token) {
           problems.push(`message ${messageId}: token ${a.token} issued twice (${a.owner}, ${b.owner})`);
         } else if (a.claimedAt < b.lockedUntil && b.claimedAt < a.lockedUntil) {
-          problems.push(`message ${messageId}: ${a.owner}#${a.token} [${a.claimedAt}, ${a.lockedUntil}) overlaps ${b.owner}#${b.token} [${b.claimedAt}, ${b.lockedUntil})`);
+          problems.push(
+            `message ${messageId}: ${a.owner}#${a.token} [${a.claimedAt}, ${a.lockedUntil}) overlaps ${b.owner}#${b.token} [${b.claimedAt}, ${b.lockedUntil})`,
+          );
         }
       }
     }

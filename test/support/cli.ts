@@ -121,11 +121,15 @@ function track(args: readonly string[], child: ChildProcess): CliProcess {
       return within(() => `wassal ${args.join(" ")} to exit; stderr: ${err.slice(-2000)}`, exited, timeoutMs);
     },
     async waitForStderr(text, timeoutMs = 15_000) {
-      await until(`stderr of wassal ${args.join(" ")} to show ${String(text)}`, () => {
-        if (typeof text === "string" ? err.includes(text) : text.test(err)) return true;
-        if (ended) throw new Error(`wassal ${args.join(" ")} exited (${JSON.stringify(ended)}) before printing ${String(text)}; stderr: ${err.slice(-2000)}`);
-        return false;
-      }, { timeoutMs });
+      await until(
+        `stderr of wassal ${args.join(" ")} to show ${String(text)}`,
+        () => {
+          if (typeof text === "string" ? err.includes(text) : text.test(err)) return true;
+          if (ended) throw new Error(`wassal ${args.join(" ")} exited (${JSON.stringify(ended)}) before printing ${String(text)}; stderr: ${err.slice(-2000)}`);
+          return false;
+        },
+        { timeoutMs },
+      );
     },
   };
   live.add(handle);

@@ -18,6 +18,8 @@ export class RequireTestsRan implements Reporter {
     }
     if (ran > 0) return;
     process.exitCode = 1;
-    process.stderr.write(`\nFAILED: ${testModules.length} test file(s) collected, but no test ran (every one was skipped or filtered out). Check the -t pattern and the WASSAL_* selection variables.\n\n`);
+    process.stderr.write(
+      `\nFAILED: ${testModules.length} test file(s) collected, but no test ran (every one was skipped or filtered out). Check the -t pattern and the WASSAL_* selection variables.\n\n`,
+    );
   }
 }

@@ -14,7 +14,10 @@ describe("selectNamed", () => {
   });
 
   it("selects the named items in their own order, ignoring case and spaces", () => {
-    expect(selectNamed("WASSAL_RACE_VARIANTS", " CLAIMMESSAGE inside complete , complete‖claim", VARIANTS, same)).toEqual(["complete‖claim", "claimMessage inside complete"]);
+    expect(selectNamed("WASSAL_RACE_VARIANTS", " CLAIMMESSAGE inside complete , complete‖claim", VARIANTS, same)).toEqual([
+      "complete‖claim",
+      "claimMessage inside complete",
+    ]);
   });
 
   it("throws on an unknown name, naming the variable, the name and every valid value", () => {
@@ -52,6 +55,8 @@ describe("selectRunnable", () => {
   });
 
   it("throws on an unknown store", async () => {
-    await expect(selectRunnable("WASSAL_TEST_STORES", "sqlite,mysql", stores(true))).rejects.toThrow('WASSAL_TEST_STORES names unknown value(s) "mysql"; valid values: "sqlite", "postgres"');
+    await expect(selectRunnable("WASSAL_TEST_STORES", "sqlite,mysql", stores(true))).rejects.toThrow(
+      'WASSAL_TEST_STORES names unknown value(s) "mysql"; valid values: "sqlite", "postgres"',
+    );
   });
 });

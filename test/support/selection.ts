@@ -12,7 +12,10 @@ const quoted = (names: readonly string[]) => names.map((name) => JSON.stringify(
  * Throws, naming the variable and the valid values, when it names something not in `all`.
  */
 export function selectNamed<T>(variable: string, value: string | undefined, all: readonly T[], nameOf: (item: T) => string): T[] {
-  const names = (value ?? "").split(",").map(key).filter((name) => name !== "");
+  const names = (value ?? "")
+    .split(",")
+    .map(key)
+    .filter((name) => name !== "");
   if (names.length === 0) return [...all];
   const unknown = names.filter((name) => !all.some((item) => key(nameOf(item)) === name));
   if (unknown.length > 0) throw new Error(`${variable} names unknown value(s) ${quoted(unknown)}; valid values: ${quoted(all.map(nameOf))}`);
@@ -44,7 +47,12 @@ export async function selectRunnable<T extends Runnable>(variable: string, value
   const runnable: T[] = [];
   for (const item of selected) if (item.available === undefined || (await item.available())) runnable.push(item);
   if (runnable.length === 0) {
-    throw nothingToRun(variable, value, all.map((item) => item.name), `${selected.map((item) => item.name).join(" and ")} ${selected.length === 1 ? "is" : "are"} not available`);
+    throw nothingToRun(
+      variable,
+      value,
+      all.map((item) => item.name),
+      `${selected.map((item) => item.name).join(" and ")} ${selected.length === 1 ? "is" : "are"} not available`,
+    );
   }
   return runnable;
 }

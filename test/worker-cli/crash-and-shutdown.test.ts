@@ -65,7 +65,10 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       b.signal("SIGTERM");
       expect((await b.waitForExit(10_000)).code).toBe(0);
       const logs = logLines(b.stderr());
-      expect(logs.filter((l) => l.level >= 40), "warnings or errors from the rescuer").toEqual([]);
+      expect(
+        logs.filter((l) => l.level >= 40),
+        "warnings or errors from the rescuer",
+      ).toEqual([]);
 
       // It took over exactly the dead worker's leases, each only once its lease had expired.
       const reclaims = logs.filter((l) => l.event === "claim-won" && l.reclaimedFrom !== null);

@@ -22,13 +22,16 @@ import { until } from "../support/wait.js";
 
 /** The JSON log lines (pino) a worker wrote on stderr. */
 export function logLines(stderr: string): { level: number; msg: string; event?: string; error?: string; messageId?: string; [key: string]: unknown }[] {
-  return stderr.split("\n").filter((line) => line.trim() !== "").map((line) => {
-    try {
-      return JSON.parse(line) as { level: number; msg: string };
-    } catch {
-      throw new Error(`a worker's stderr line is not a JSON log line: ${JSON.stringify(line)}`);
-    }
-  });
+  return stderr
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => {
+      try {
+        return JSON.parse(line) as { level: number; msg: string };
+      } catch {
+        throw new Error(`a worker's stderr line is not a JSON log line: ${JSON.stringify(line)}`);
+      }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -98,8 +101,16 @@ interface RawMessage {
 }
 
 function toMessage(row: RawMessage): MessageRow {
-  return { id: String(row.id), type: row.type, status: row.status, lockedBy: row.locked_by, leaseToken: Number(row.lease_token), attempts: Number(row.attempts), lastError: row.last_error,
-    lockedUntil: row.locked_until === null ? null : row.locked_until instanceof Date ? row.locked_until.getTime() : Number(row.locked_until) };
+  return {
+    id: String(row.id),
+    type: row.type,
+    status: row.status,
+    lockedBy: row.locked_by,
+    leaseToken: Number(row.lease_token),
+    attempts: Number(row.attempts),
+    lastError: row.last_error,
+    lockedUntil: row.locked_until === null ? null : row.locked_until instanceof Date ? row.locked_until.getTime() : Number(row.locked_until),
+  };
 }
 
 function toCounts(rows: readonly { status: string; n: number | string }[]): StatusCounts {
@@ -138,15 +149,33 @@ function sqliteTarget(path: string): Target {
     db: path,
     args: ["--db", path],
     async messages() {
-      return read((db) => (hasTable(db, "outbox_messages") ? (db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM outbox_messages ORDER BY id`).all() as RawMessage[]).map(toMessage) : [])) ?? [];
+      return (
+        read((db) =>
+          hasTable(db, "outbox_messages")
+            ? (db.prepare(`SELECT ${MESSAGE_COLUMNS} FROM outbox_messages ORDER BY id`).all() as RawMessage[]).map(toMessage)
+            : [],
+        ) ?? []
+      );
     },
     async counts() {
-      return toCounts(read((db) => (hasTable(db, "outbox_messages") ? (db.prepare("SELECT status, count(*) AS n FROM outbox_messages GROUP BY status").all() as { status: string; n: number }[]) : [])) ?? []);
+      return toCounts(
+        read((db) =>
+          hasTable(db, "outbox_messages")
+            ? (db.prepare("SELECT status, count(*) AS n FROM outbox_messages GROUP BY status").all() as { status: string; n: number }[])
+            : [],
+        ) ?? [],
+      );
     },
     async payments() {
-      return read((db) => (hasTable(db, "payments")
-        ? (db.prepare("SELECT idempotency_key AS key, payment_status AS status, transaction_id AS transactionId FROM payments ORDER BY id").all() as PaymentRow[])
-        : [])) ?? [];
+      return (
+        read((db) =>
+          hasTable(db, "payments")
+            ? (db
+                .prepare("SELECT idempotency_key AS key, payment_status AS status, transaction_id AS transactionId FROM payments ORDER BY id")
+                .all() as PaymentRow[])
+            : [],
+        ) ?? []
+      );
     },
     open: () => openOutbox(path),
     async close() {},
@@ -171,7 +200,11 @@ function postgresTarget(schema: string): Target {
     },
     async payments() {
       if (!(await exists("payments"))) return [];
-      return (await pool.query<PaymentRow>(`SELECT idempotency_key AS key, payment_status AS status, transaction_id AS "transactionId" FROM ${schema}.payments ORDER BY id`)).rows;
+      return (
+        await pool.query<PaymentRow>(
+          `SELECT idempotency_key AS key, payment_status AS status, transaction_id AS "transactionId" FROM ${schema}.payments ORDER BY id`,
+        )
+      ).rows;
     },
     open: () => openOutbox(TEST_DATABASE_URL, { schema, maxConnections: 2 }),
     close: () => pool.end(),
@@ -201,13 +234,25 @@ export function countsOf(rows: readonly MessageRow[]): Record<string, number> {
  * Polls the messages until `predicate` holds and returns them; fails early if one of `alive`
  * exits meanwhile, and after `timeoutMs` with the last counts seen.
  */
-export async function waitForRows(target: Target, what: string, predicate: (rows: MessageRow[]) => boolean, alive: readonly CliProcess[] = [], timeoutMs = 20_000): Promise<MessageRow[]> {
+export async function waitForRows(
+  target: Target,
+  what: string,
+  predicate: (rows: MessageRow[]) => boolean,
+  alive: readonly CliProcess[] = [],
+  timeoutMs = 20_000,
+): Promise<MessageRow[]> {
   let rows: MessageRow[] = [];
-  return until(what, async () => {
-    for (const p of alive) if (p.exit()) throw new Error(`wassal ${p.args[0]} exited early (${JSON.stringify(p.exit())}) while waiting for ${what}; stderr: ${p.stderr().slice(-2000)}`);
-    rows = await target.messages();
-    return predicate(rows) ? rows : false;
-  }, { timeoutMs, intervalMs: 25, last: () => countsOf(rows) });
+  return until(
+    what,
+    async () => {
+      for (const p of alive)
+        if (p.exit())
+          throw new Error(`wassal ${p.args[0]} exited early (${JSON.stringify(p.exit())}) while waiting for ${what}; stderr: ${p.stderr().slice(-2000)}`);
+      rows = await target.messages();
+      return predicate(rows) ? rows : false;
+    },
+    { timeoutMs, intervalMs: 25, last: () => countsOf(rows) },
+  );
 }
 
 /** What `wassal outbox stats --json` prints. */

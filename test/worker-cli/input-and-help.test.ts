@@ -60,19 +60,23 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
     expect(line).toBe("error: option '--processed-before <duration>' argument '7x' is invalid. expected a duration such as 500ms, 30s, 15m, 12h, 7d or 2w");
     expect(await target.messages()).toHaveLength(1);
     // Required, too.
-    expect(usageError(await runCli(["outbox", "purge", ...target.args], { cwd: dir }))).toBe("error: required option '--processed-before <duration>' not specified");
+    expect(usageError(await runCli(["outbox", "purge", ...target.args], { cwd: dir }))).toBe(
+      "error: required option '--processed-before <duration>' not specified",
+    );
   });
 
   it("outbox stats (and dead, redrive, purge, payments list) on a file that does not exist: exit 2, and the file is not created", async () => {
     const dir = cwd();
     const missing = join(dir, "missing.db");
-    const runs = await Promise.all([
-      ["outbox", "stats"],
-      ["outbox", "dead"],
-      ["outbox", "redrive", "--all"],
-      ["outbox", "purge", "--processed-before", "1d"],
-      ["payments", "list"],
-    ].map((command) => runCli([...command, "--db", missing], { cwd: dir })));
+    const runs = await Promise.all(
+      [
+        ["outbox", "stats"],
+        ["outbox", "dead"],
+        ["outbox", "redrive", "--all"],
+        ["outbox", "purge", "--processed-before", "1d"],
+        ["payments", "list"],
+      ].map((command) => runCli([...command, "--db", missing], { cwd: dir })),
+    );
     for (const run of runs) {
       expect(usageError(run)).toBe(`wassal: no database at ${missing}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
     }
@@ -86,13 +90,17 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
     db.exec("CREATE TABLE notes (text TEXT)");
     db.close();
     const before = readFileSync(other);
-    const runs = await Promise.all([
-      ["outbox", "stats"],
-      ["outbox", "redrive", "--all"],
-      ["payments", "list"],
-    ].map((command) => runCli([...command, "--db", other], { cwd: dir })));
+    const runs = await Promise.all(
+      [
+        ["outbox", "stats"],
+        ["outbox", "redrive", "--all"],
+        ["payments", "list"],
+      ].map((command) => runCli([...command, "--db", other], { cwd: dir })),
+    );
     for (const run of runs) {
-      expect(usageError(run)).toBe(`wassal: ${other} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (one a worker, the lab or 'payments create' has used)`);
+      expect(usageError(run)).toBe(
+        `wassal: ${other} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (one a worker, the lab or 'payments create' has used)`,
+      );
     }
     const after = new Database(other, { readonly: true });
     expect(after.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").pluck().all()).toEqual(["notes"]);
@@ -207,7 +215,20 @@ describe("--help", () => {
     expect(readdirSync(dir)).toEqual([]);
 
     const help = (command: string) => runs[COMMANDS.findIndex((c) => c.join(" ") === command)]!.stdout;
-    for (const option of ["--db", "--schema", "--name", "--concurrency", "--lease-ms", "--poll-ms", "--max-attempts", "--retry-base-ms", "--grace-ms", "--metrics-port", "--log-level", "--provider-latency-ms"]) {
+    for (const option of [
+      "--db",
+      "--schema",
+      "--name",
+      "--concurrency",
+      "--lease-ms",
+      "--poll-ms",
+      "--max-attempts",
+      "--retry-base-ms",
+      "--grace-ms",
+      "--metrics-port",
+      "--log-level",
+      "--provider-latency-ms",
+    ]) {
       expect(help("worker")).toContain(option);
     }
     for (const sub of ["create", "seed", "list"]) expect(help("payments")).toContain(sub);

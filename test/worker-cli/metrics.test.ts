@@ -53,17 +53,23 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       await cliOk(["payments", "seed", ...target.args, "--count", String(COUNT)], { cwd: dir });
       const port = await freePort();
       const url = `http://127.0.0.1:${port}/metrics`;
-      const w = startCli(["worker", ...target.args, "--name", "metered", "--metrics-port", String(port), "--log-level", "warn", "--poll-ms", "100"], { cwd: dir });
+      const w = startCli(["worker", ...target.args, "--name", "metered", "--metrics-port", String(port), "--log-level", "warn", "--poll-ms", "100"], {
+        cwd: dir,
+      });
 
       await until(`${COUNT} processed`, async () => {
         if (w.exit()) throw new Error(`the worker exited early: ${JSON.stringify(w.exit())}; ${w.stderr()}`);
         return (await target.counts()).processed === COUNT;
       });
       // Completion events are counted as they happen; the scrape that sees them all must come.
-      const page = await until("a scrape showing every completion", async () => {
-        const got = await scrape(url);
-        return got && samples(got.body).get("wassal_completions_total") === COUNT ? got : false;
-      }, { timeoutMs: 10_000, intervalMs: 100 });
+      const page = await until(
+        "a scrape showing every completion",
+        async () => {
+          const got = await scrape(url);
+          return got && samples(got.body).get("wassal_completions_total") === COUNT ? got : false;
+        },
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
       expect(page.status).toBe(200);
       expect(page.type).toMatch(/^text\/plain/);
       const m = samples(page.body);
@@ -86,10 +92,14 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
 
       // The gauge is read from the database at each scrape: new work shows up as pending or processed.
       await cliOk(["payments", "seed", ...target.args, "--count", "3", "--start", "100"], { cwd: dir });
-      await until("the new payments in the gauge", async () => {
-        const got = await scrape(url);
-        return got !== undefined && samples(got.body).get('wassal_messages{status="processed"}') === COUNT + 3;
-      }, { timeoutMs: 10_000, intervalMs: 100 });
+      await until(
+        "the new payments in the gauge",
+        async () => {
+          const got = await scrape(url);
+          return got !== undefined && samples(got.body).get('wassal_messages{status="processed"}') === COUNT + 3;
+        },
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
 
       const missing = await scrape(`http://127.0.0.1:${port}/other`);
       expect(missing?.status).toBe(404);
@@ -119,7 +129,10 @@ describe("sqlite: metrics port in use", () => {
       expect(line).toMatch(/^wassal: /);
       expect(line).toContain(`127.0.0.1:${port}`);
       expect(line).toMatch(/already in use.*--metrics-port/);
-      expect((await target.messages()).map((m) => [m.status, m.attempts])).toEqual([["pending", 0], ["pending", 0]]);
+      expect((await target.messages()).map((m) => [m.status, m.attempts])).toEqual([
+        ["pending", 0],
+        ["pending", 0],
+      ]);
     } finally {
       await new Promise<void>((resolve) => holder.close(() => resolve()));
     }

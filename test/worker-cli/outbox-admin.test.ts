@@ -69,16 +69,27 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
 
       // The worker logged each dead message once, as an error naming the message and the cause; nothing else.
       const logs = logLines(w.stderr());
-      expect(logs.map((l) => [l.level, l.msg, l.messageId])).toEqual(expect.arrayContaining([[50, "dead", unknownId], [50, "dead", malformedId]]));
+      expect(logs.map((l) => [l.level, l.msg, l.messageId])).toEqual(
+        expect.arrayContaining([
+          [50, "dead", unknownId],
+          [50, "dead", malformedId],
+        ]),
+      );
       expect(logs).toHaveLength(2);
 
       const rows = await target.messages();
       const unknown = rows.find((r) => r.id === unknownId)!;
       const malformed = rows.find((r) => r.id === malformedId)!;
       expect(unknown).toMatchObject({ status: "dead", attempts: 1, lockedBy: "ops-worker" });
-      expect(unknown.lastError).toBe(`UnknownMessageTypeError: no handler for message type "test.unknown" (this worker handles: payment.reconcile); register one, then redrive the message`);
+      expect(unknown.lastError).toBe(
+        `UnknownMessageTypeError: no handler for message type "test.unknown" (this worker handles: payment.reconcile); register one, then redrive the message`,
+      );
       expect(malformed).toMatchObject({ status: "dead", attempts: 1, lockedBy: "ops-worker" });
-      expect(malformed.lastError).toMatch(new RegExp(`^InvalidPayloadError: message ${malformedId} has an invalid payment\\.reconcile payload: expected string fields paymentId and idempotencyKey`));
+      expect(malformed.lastError).toMatch(
+        new RegExp(
+          `^InvalidPayloadError: message ${malformedId} has an invalid payment\\.reconcile payload: expected string fields paymentId and idempotencyKey`,
+        ),
+      );
       expect(rows.filter((r) => r.type === "payment.reconcile" && r.id !== malformedId).every((r) => r.status === "processed" && r.attempts === 1)).toBe(true);
       expectSettled(await target.payments(), (key) => provider.outcomeFor(key));
     });
@@ -111,8 +122,12 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       ]);
       const text = plain.trimEnd().split("\n");
       expect(text).toHaveLength(2);
-      expect(text[0]).toBe(`${unknownId}\ttest.unknown\t-\tattempts 1\tUnknownMessageTypeError: no handler for message type "test.unknown" (this worker handles: payment.reconcile); register one, then redrive the message`);
-      expect(text[1]).toMatch(new RegExp(`^${malformedId}\\tpayment\\.reconcile\\t-\\tattempts 1\\tInvalidPayloadError: message ${malformedId} has an invalid`));
+      expect(text[0]).toBe(
+        `${unknownId}\ttest.unknown\t-\tattempts 1\tUnknownMessageTypeError: no handler for message type "test.unknown" (this worker handles: payment.reconcile); register one, then redrive the message`,
+      );
+      expect(text[1]).toMatch(
+        new RegExp(`^${malformedId}\\tpayment\\.reconcile\\t-\\tattempts 1\\tInvalidPayloadError: message ${malformedId} has an invalid`),
+      );
 
       expect(json.map((m) => ({ id: m.id, type: m.type, status: m.status, attempts: m.attempts }))).toEqual([
         { id: unknownId, type: "test.unknown", status: "dead", attempts: 1 },
@@ -139,7 +154,10 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
 
       expect(await cliJson(["outbox", "redrive", ...target.args, "--all"], { cwd: dir })).toEqual({ redriven: 1 });
       rows = await target.messages();
-      expect(rows.filter((r) => r.id === unknownId || r.id === malformedId).map((r) => [r.status, r.attempts])).toEqual([["pending", 0], ["pending", 0]]);
+      expect(rows.filter((r) => r.id === unknownId || r.id === malformedId).map((r) => [r.status, r.attempts])).toEqual([
+        ["pending", 0],
+        ["pending", 0],
+      ]);
       expect(count(rows, "dead")).toBe(0);
       expect(count(rows, "processed")).toBe(35);
       expect(await cliOk(["outbox", "redrive", ...target.args, "--all"], { cwd: dir })).toBe("0 dead messages moved back to pending\n");
@@ -169,14 +187,22 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
         expect(await cliOk(args, { cwd: dir })).toMatch(/^deleted 35 processed messages processed before /);
       }
       const rows = await target.messages();
-      expect(rows.map((r) => [r.id, r.status])).toEqual([[unknownId, "pending"], [malformedId, "pending"]]);
-      expect(await cliOk(["outbox", "purge", ...target.args, "--processed-before", "0s"], { cwd: dir })).toMatch(/^deleted 0 processed messages processed before /);
+      expect(rows.map((r) => [r.id, r.status])).toEqual([
+        [unknownId, "pending"],
+        [malformedId, "pending"],
+      ]);
+      expect(await cliOk(["outbox", "purge", ...target.args, "--processed-before", "0s"], { cwd: dir })).toMatch(
+        /^deleted 0 processed messages processed before /,
+      );
     });
 
     it("the redriven messages are claimable again: a worker takes them at once (and marks them dead again)", async () => {
       const w = startCli(["worker", ...target.args, "--name", "second-look", "--max-attempts", "1", "--poll-ms", "100", "--log-level", "warn"], { cwd: dir });
       const rows = await waitForRows(target, "both dead again", (r) => count(r, "dead") === 2, [w], 10_000);
-      expect(rows.map((r) => [r.status, r.attempts, r.lockedBy, r.leaseToken])).toEqual([["dead", 1, "second-look", 2], ["dead", 1, "second-look", 2]]);
+      expect(rows.map((r) => [r.status, r.attempts, r.lockedBy, r.leaseToken])).toEqual([
+        ["dead", 1, "second-look", 2],
+        ["dead", 1, "second-look", 2],
+      ]);
       w.signal("SIGTERM");
       expect((await w.waitForExit(10_000)).code).toBe(0);
     });

@@ -31,19 +31,28 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       const target = newTarget(kind, FILE_TMP);
       const dir = cwd();
       // --synchronous NORMAL only speeds up seeding the SQLite file (ignored on PostgreSQL).
-      const seeded = await cliJson<{ created: number }>(["payments", "seed", ...target.args, "--count", String(COUNT), "--synchronous", "NORMAL"], { cwd: dir, timeoutMs: 40_000 });
+      const seeded = await cliJson<{ created: number }>(["payments", "seed", ...target.args, "--count", String(COUNT), "--synchronous", "NORMAL"], {
+        cwd: dir,
+        timeoutMs: 40_000,
+      });
       expect(seeded.created).toBe(COUNT);
 
       const names = ["worker-A", "worker-B"];
-      const workers = names.map((name) => startCli(["worker", ...target.args, "--name", name, "--log-level", "warn", "--concurrency", "10", "--poll-ms", "200"], { cwd: dir }));
+      const workers = names.map((name) =>
+        startCli(["worker", ...target.args, "--name", name, "--log-level", "warn", "--concurrency", "10", "--poll-ms", "200"], { cwd: dir }),
+      );
 
       // Progress through the CLI itself, until every message is processed.
       let last: StatsJson | undefined;
-      await until(`${COUNT} processed`, async () => {
-        for (const w of workers) if (w.exit()) throw new Error(`a worker exited early: ${JSON.stringify(w.exit())}; stderr: ${w.stderr()}`);
-        last = await cliJson<StatsJson>(["outbox", "stats", ...target.args], { cwd: dir });
-        return last.counts.processed === COUNT;
-      }, { timeoutMs: 45_000, intervalMs: 200, last: () => last?.counts });
+      await until(
+        `${COUNT} processed`,
+        async () => {
+          for (const w of workers) if (w.exit()) throw new Error(`a worker exited early: ${JSON.stringify(w.exit())}; stderr: ${w.stderr()}`);
+          last = await cliJson<StatsJson>(["outbox", "stats", ...target.args], { cwd: dir });
+          return last.counts.processed === COUNT;
+        },
+        { timeoutMs: 45_000, intervalMs: 200, last: () => last?.counts },
+      );
       expect(last!.counts).toEqual({ pending: 0, processing: 0, processed: COUNT, dead: 0 });
       expect(last!.leasesByOwner).toEqual([]);
 

@@ -43,8 +43,14 @@ describeEachStore("worker claiming", (factory) => {
     });
     const slow = workers.blocking();
     worker = workers.create({
-      store: counted, clock, name: "bounded", concurrency, handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store: counted,
+      clock,
+      name: "bounded",
+      concurrency,
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await worker.start();
 
@@ -92,8 +98,18 @@ describeEachStore("worker claiming", (factory) => {
     const log = new EventLog(store);
     const handled: string[] = [];
     const worker = await workers.start({
-      store, clock, name: "listener", handlers: { "test.message": async (message) => { handled.push(message.id); return {}; } },
-      leaseMs: LEASE_MS, pollIntervalMs: 60_000, wakeOnNewMessages: true,
+      store,
+      clock,
+      name: "listener",
+      handlers: {
+        "test.message": async (message) => {
+          handled.push(message.id);
+          return {};
+        },
+      },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: 60_000,
+      wakeOnNewMessages: true,
     });
     await log.waitFor("claim-empty");
     await waitForSleepers(clock, 1); // idle until the next poll, a minute away, which never comes
@@ -114,8 +130,13 @@ describeEachStore("worker claiming", (factory) => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);
     await workers.start({
-      store, clock, name: "listener", handlers: { "test.message": async () => ({}) },
-      leaseMs: LEASE_MS, pollIntervalMs: 60_000, wakeOnNewMessages: true,
+      store,
+      clock,
+      name: "listener",
+      handlers: { "test.message": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: 60_000,
+      wakeOnNewMessages: true,
     });
     await log.waitFor("claim-empty");
     await waitForSleepers(clock, 1);
@@ -129,8 +150,13 @@ describeEachStore("worker claiming", (factory) => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);
     await workers.start({
-      store, clock, name: "poller", handlers: { "test.message": async () => ({}) },
-      leaseMs: LEASE_MS, pollIntervalMs: 60_000, wakeOnNewMessages: false,
+      store,
+      clock,
+      name: "poller",
+      handlers: { "test.message": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: 60_000,
+      wakeOnNewMessages: false,
     });
     await log.waitFor("claim-empty");
     await waitForSleepers(clock, 1);
@@ -149,12 +175,23 @@ describeEachStore("worker claiming: very large concurrency", (factory) => {
   it("never asks a store for more than it may claim at once, so a worker with concurrency above 1000 still works", async () => {
     const { store, clock } = ctx();
     const messages = await Promise.all([1, 2, 3].map((n) => enqueueMessage(store, { dedupeKey: `big-${n}` })));
-    const worker = new Worker({ store, clock, concurrency: 1500, handlers: { "test.message": async () => ({}) }, leaseMs: 30_000, pollIntervalMs: 60_000, wakeOnNewMessages: false });
+    const worker = new Worker({
+      store,
+      clock,
+      concurrency: 1500,
+      handlers: { "test.message": async () => ({}) },
+      leaseMs: 30_000,
+      pollIntervalMs: 60_000,
+      wakeOnNewMessages: false,
+    });
     await worker.start();
     try {
-      await vi.waitFor(async () => {
-        for (const m of messages) expect((await store.getMessage(m.id))?.status).toBe("processed");
-      }, { timeout: 10_000 });
+      await vi.waitFor(
+        async () => {
+          for (const m of messages) expect((await store.getMessage(m.id))?.status).toBe("processed");
+        },
+        { timeout: 10_000 },
+      );
     } finally {
       await worker.stop({ graceMs: 0 });
     }

@@ -21,8 +21,14 @@ describeEachStore("worker lease heartbeat", (factory) => {
     const message = await enqueueMessage(store);
     const slow = workers.blocking();
     const worker = await workers.start({
-      store, clock, name: "slow-worker", handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS, renewIntervalMs: RENEW_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      name: "slow-worker",
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      renewIntervalMs: RENEW_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await slow.waitForCalls(1);
     await waitForSleepers(clock, 2); // the claim loop's poll and the handler's heartbeat
@@ -35,7 +41,12 @@ describeEachStore("worker lease heartbeat", (factory) => {
       await waitForSleepers(clock, 2); // the heartbeat sleeps again before the next step
       const now = clock.now().getTime();
       expect(log.of("renewed").at(-1)).toMatchObject({ owner: "slow-worker", messageId: message.id, token: 1, lockedUntil: new Date(now + LEASE_MS) });
-      expect(await mustGet(store, message.id)).toMatchObject({ status: "processing", lockedBy: "slow-worker", leaseToken: 1, lockedUntil: new Date(now + LEASE_MS) });
+      expect(await mustGet(store, message.id)).toMatchObject({
+        status: "processing",
+        lockedBy: "slow-worker",
+        leaseToken: 1,
+        lockedUntil: new Date(now + LEASE_MS),
+      });
       // Without the renewals the first lease would have ended at 3 s: nobody else may take it.
       expect(await intruder.claim("intruder", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
     }
@@ -45,7 +56,13 @@ describeEachStore("worker lease heartbeat", (factory) => {
 
     slow.call(0).release({ finalize: (tx) => harness.businessWrite(tx, "slow-result") });
     await log.waitFor("completed");
-    expect(await mustGet(store, message.id)).toMatchObject({ status: "processed", lockedBy: "slow-worker", leaseToken: 1, attempts: 1, processedAt: at(beats * RENEW_MS) });
+    expect(await mustGet(store, message.id)).toMatchObject({
+      status: "processed",
+      lockedBy: "slow-worker",
+      leaseToken: 1,
+      attempts: 1,
+      processedAt: at(beats * RENEW_MS),
+    });
     expect(log.of("completed")).toEqual([expect.objectContaining({ owner: "slow-worker", messageId: message.id, token: 1 })]);
     expect(await harness.countBusinessRows("slow-result")).toBe(1);
     expect(log.count("lease-lost")).toBe(0);
@@ -69,8 +86,14 @@ describeEachStore("worker lease heartbeat", (factory) => {
     });
     const slow = workers.blocking();
     const worker = await workers.start({
-      store: held, clock, name: "stalled-worker", handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS, renewIntervalMs: RENEW_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store: held,
+      clock,
+      name: "stalled-worker",
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      renewIntervalMs: RENEW_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await slow.waitForCalls(1);
     await waitForSleepers(clock, 2);
@@ -88,7 +111,9 @@ describeEachStore("worker lease heartbeat", (factory) => {
     await waitUntil("the first handler's signal to abort", () => first.signal.aborted);
     expect(first.signal.reason).toBeInstanceOf(LeaseLostError);
     expect(first.signal.reason).toMatchObject({ messageId: message.id, token: 1 });
-    expect(log.of("lease-lost")).toEqual([expect.objectContaining({ owner: "stalled-worker", messageId: message.id, token: 1, operation: "renew", heldBy: "rescuer", currentToken: 2 })]);
+    expect(log.of("lease-lost")).toEqual([
+      expect.objectContaining({ owner: "stalled-worker", messageId: message.id, token: 1, operation: "renew", heldBy: "rescuer", currentToken: 2 }),
+    ]);
 
     // The handler ignores the signal and returns its business write anyway: it must not commit.
     first.release({ finalize: (tx) => harness.businessWrite(tx, "stale-result"), summary: "late" });
@@ -123,17 +148,26 @@ describeEachStore("worker lease heartbeat", (factory) => {
     });
     let sawAbort: unknown;
     const worker = await workers.start({
-      store: held, clock, name: "polite-worker",
+      store: held,
+      clock,
+      name: "polite-worker",
       handlers: {
         "test.message": (_message, { signal }) =>
           new Promise((_resolve, reject) => {
-            signal.addEventListener("abort", () => {
-              sawAbort = signal.reason;
-              reject(new Error("gave up: lease lost"));
-            }, { once: true });
+            signal.addEventListener(
+              "abort",
+              () => {
+                sawAbort = signal.reason;
+                reject(new Error("gave up: lease lost"));
+              },
+              { once: true },
+            );
           }),
       },
-      leaseMs: LEASE_MS, renewIntervalMs: RENEW_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      leaseMs: LEASE_MS,
+      renewIntervalMs: RENEW_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await log.waitFor("processing-started");
     await waitForSleepers(clock, 2);
@@ -165,8 +199,15 @@ describeEachStore("worker lease heartbeat", (factory) => {
     });
     const slow = workers.blocking();
     const worker = await workers.start({
-      store: broken, clock, name: "double-worker", concurrency: 2, handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS, renewIntervalMs: RENEW_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store: broken,
+      clock,
+      name: "double-worker",
+      concurrency: 2,
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      renewIntervalMs: RENEW_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await slow.waitForCalls(1);
     await waitForSleepers(clock, 2);

@@ -37,8 +37,15 @@ describeEachStore("worker retries and dead messages", (factory) => {
     const message = await enqueueMessage(store);
     const flaky = flakyHandler({ failing: () => true });
     const worker = await workers.start({
-      store, clock, name: "retrier", handlers: { "test.message": flaky.handler },
-      retry: POLICY, random: NO_JITTER, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      name: "retrier",
+      handlers: { "test.message": flaky.handler },
+      retry: POLICY,
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
 
     // The expected schedule, and the same numbers written out so a change to backoffDelay shows too.
@@ -54,7 +61,15 @@ describeEachStore("worker retries and dead messages", (factory) => {
       expect(claim).toMatchObject({ owner: "retrier", messageId: message.id, token: attempt, at: new Date(claimedAt) });
       const dueAt = new Date(claimedAt + delays[attempt - 1]!);
       expect(log.of("retry-scheduled")[attempt - 1]).toMatchObject({ at: new Date(claimedAt), availableAt: dueAt, error: `Error: boom ${attempt}` });
-      expect(await mustGet(store, message.id)).toMatchObject({ status: "pending", availableAt: dueAt, attempts: attempt, leaseToken: attempt, lastError: `Error: boom ${attempt}`, lockedBy: null, lockedUntil: null });
+      expect(await mustGet(store, message.id)).toMatchObject({
+        status: "pending",
+        availableAt: dueAt,
+        attempts: attempt,
+        leaseToken: attempt,
+        lastError: `Error: boom ${attempt}`,
+        lockedBy: null,
+        lockedUntil: null,
+      });
 
       // One millisecond before it is due: even when woken, the worker finds nothing to claim.
       clock.set(dueAt.getTime() - 1);
@@ -87,8 +102,14 @@ describeEachStore("worker retries and dead messages", (factory) => {
     const message = await enqueueMessage(store);
     const flaky = flakyHandler({ failing: () => true });
     await workers.start({
-      store, clock, handlers: { "test.message": flaky.handler },
-      retry: { ...POLICY, jitter: 0.5 }, random: () => 0, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      handlers: { "test.message": flaky.handler },
+      retry: { ...POLICY, jitter: 0.5 },
+      random: () => 0,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await log.waitFor("retry-scheduled");
     // random() = 0 is the bottom of ±50 %: half the nominal 1 000 ms.
@@ -102,8 +123,15 @@ describeEachStore("worker retries and dead messages", (factory) => {
     let failing = true;
     const flaky = flakyHandler({ failing: () => failing });
     const worker = await workers.start({
-      store, clock, name: "dlq-worker", handlers: { "test.message": flaky.handler },
-      retry: { ...POLICY, maxAttempts: 2 }, random: NO_JITTER, leaseMs: LEASE_MS, pollIntervalMs: POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      name: "dlq-worker",
+      handlers: { "test.message": flaky.handler },
+      retry: { ...POLICY, maxAttempts: 2 },
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: POLL_MS,
+      wakeOnNewMessages: false,
     });
     await log.waitFor("retry-scheduled");
     clock.advance(1_000);
@@ -140,12 +168,20 @@ describeEachStore("worker retries and dead messages", (factory) => {
     const message = await enqueueMessage(store);
     let runs = 0;
     const worker = await workers.start({
-      store, clock, name: "strict-worker",
-      handlers: { "test.message": async () => {
-        runs += 1;
-        throw new UnrecoverableError("MALFORMED_PAYLOAD", "payload has no amount");
-      } },
-      retry: POLICY, random: NO_JITTER, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      name: "strict-worker",
+      handlers: {
+        "test.message": async () => {
+          runs += 1;
+          throw new UnrecoverableError("MALFORMED_PAYLOAD", "payload has no amount");
+        },
+      },
+      retry: POLICY,
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     const dead = await waitForStatus(store, message.id, "dead");
     expect(dead).toMatchObject({ attempts: 1, leaseToken: 1, lastError: "UnrecoverableError: payload has no amount" });
@@ -165,9 +201,21 @@ describeEachStore("worker retries and dead messages", (factory) => {
     const known2 = await enqueueMessage(store, { type: "known.type", payload: { n: 2 } });
     const handled: string[] = [];
     await workers.start({
-      store, clock, name: "picky-worker", concurrency: 1,
-      handlers: { "known.type": async (message) => { handled.push(message.id); return {}; } },
-      retry: POLICY, random: NO_JITTER, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: true,
+      store,
+      clock,
+      name: "picky-worker",
+      concurrency: 1,
+      handlers: {
+        "known.type": async (message) => {
+          handled.push(message.id);
+          return {};
+        },
+      },
+      retry: POLICY,
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: true,
     });
 
     const dead = await waitForStatus(store, mystery.id, "dead");
@@ -200,8 +248,20 @@ describeEachStore("worker retries and dead messages", (factory) => {
 
     let handlerRuns = 0;
     await workers.start({
-      store, clock, name: "survivor", handlers: { "test.message": async () => { handlerRuns += 1; return {}; } },
-      retry: { ...POLICY, maxAttempts: 3 }, random: NO_JITTER, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      name: "survivor",
+      handlers: {
+        "test.message": async () => {
+          handlerRuns += 1;
+          return {};
+        },
+      },
+      retry: { ...POLICY, maxAttempts: 3 },
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     const dead = await waitForStatus(store, message.id, "dead");
     expect(dead).toMatchObject({ attempts: 4, leaseToken: 4, lockedBy: "survivor" });
@@ -223,8 +283,14 @@ describeEachStore("worker retries and dead messages", (factory) => {
     }
     const flaky = flakyHandler({ failing: () => true });
     await workers.start({
-      store, clock, handlers: { "test.message": flaky.handler },
-      retry: { ...POLICY, maxAttempts: 3 }, random: NO_JITTER, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      handlers: { "test.message": flaky.handler },
+      retry: { ...POLICY, maxAttempts: 3 },
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     const dead = await waitForMessage(store, message.id, "dead after its third attempt", (m) => m.status === "dead");
     expect(dead).toMatchObject({ attempts: 3, leaseToken: 3, lastError: "Error: boom 3" });
@@ -238,8 +304,14 @@ describeEachStore("worker retries and dead messages", (factory) => {
     const message = await enqueueMessage(store);
     const flaky = flakyHandler({ failing: () => true });
     const worker = await workers.start({
-      store, clock, handlers: { "test.message": flaky.handler },
-      retry: POLICY, random: NO_JITTER, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store,
+      clock,
+      handlers: { "test.message": flaky.handler },
+      retry: POLICY,
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await log.waitFor("retry-scheduled");
     await waitForSleepers(clock, 2, () => worker.inFlight === 0);
@@ -261,9 +333,17 @@ describeEachStore("worker retries: many at once", (factory) => {
     const onWarning = (warning: Error) => warnings.push(warning.name);
     process.on("warning", onWarning);
     const worker = new Worker({
-      store, clock, concurrency: 20, pollIntervalMs: 600_000, wakeOnNewMessages: false,
+      store,
+      clock,
+      concurrency: 20,
+      pollIntervalMs: 600_000,
+      wakeOnNewMessages: false,
       retry: { baseDelayMs: 60_000, maxAttempts: 5 },
-      handlers: { "test.message": async () => { throw new Error("provider down"); } },
+      handlers: {
+        "test.message": async () => {
+          throw new Error("provider down");
+        },
+      },
     });
     try {
       await Promise.all(Array.from({ length: 15 }, (_, n) => enqueueMessage(store, { dedupeKey: `retry-${n}` })));

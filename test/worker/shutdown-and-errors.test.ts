@@ -29,8 +29,15 @@ describeEachStore("worker graceful shutdown", (factory) => {
 
     const slow = workers.blocking();
     const worker = await workers.start({
-      store, clock, name: "stopping-worker", concurrency: 3, handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS, shutdownGraceMs: GRACE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: true,
+      store,
+      clock,
+      name: "stopping-worker",
+      concurrency: 3,
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      shutdownGraceMs: GRACE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: true,
     });
     await slow.waitForCalls(3);
     await waitForSleepers(clock, 4); // the poll and three heartbeats (every 10 s)
@@ -68,11 +75,35 @@ describeEachStore("worker graceful shutdown", (factory) => {
       expect(call.signal.aborted).toBe(true);
       expect(call.signal.reason).toBeInstanceOf(ShutdownError);
     }
-    expect(await mustGet(store, b.id)).toMatchObject({ status: "pending", attempts: 0, leaseToken: 1, lockedBy: null, lockedUntil: null, availableAt: stoppedAt });
-    expect(await mustGet(store, c.id)).toMatchObject({ status: "pending", attempts: 1, leaseToken: 2, lockedBy: null, lockedUntil: null, availableAt: stoppedAt });
+    expect(await mustGet(store, b.id)).toMatchObject({
+      status: "pending",
+      attempts: 0,
+      leaseToken: 1,
+      lockedBy: null,
+      lockedUntil: null,
+      availableAt: stoppedAt,
+    });
+    expect(await mustGet(store, c.id)).toMatchObject({
+      status: "pending",
+      attempts: 1,
+      leaseToken: 2,
+      lockedBy: null,
+      lockedUntil: null,
+      availableAt: stoppedAt,
+    });
     expect(await mustGet(store, late.id)).toMatchObject({ status: "pending", attempts: 0, leaseToken: 0 });
-    expect(log.of("released").map((e) => e.messageId).sort()).toEqual([b.id, c.id].sort());
-    expect(log.of("claim-won").map((e) => e.messageId).sort()).toEqual([a.id, b.id, c.id].sort());
+    expect(
+      log
+        .of("released")
+        .map((e) => e.messageId)
+        .sort(),
+    ).toEqual([b.id, c.id].sort());
+    expect(
+      log
+        .of("claim-won")
+        .map((e) => e.messageId)
+        .sort(),
+    ).toEqual([a.id, b.id, c.id].sort());
     // At most the abandoned handlers' heartbeats wait on the clock: no claim loop, no grace timer.
     expect(clock.sleeping).toBeLessThanOrEqual(2);
 
@@ -101,8 +132,14 @@ describeEachStore("worker graceful shutdown", (factory) => {
     const message = await enqueueMessage(store);
     const slow = workers.blocking();
     const worker = await workers.start({
-      store, clock, concurrency: 2, handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS, shutdownGraceMs: GRACE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: true,
+      store,
+      clock,
+      concurrency: 2,
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      shutdownGraceMs: GRACE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: true,
     });
     await slow.waitForCalls(1);
     await waitForSleepers(clock, 2);
@@ -135,12 +172,19 @@ describeEachStore("worker store errors", (factory) => {
       },
     });
     await workers.start({
-      store: flaky, clock, name: "resilient", handlers: { "test.message": async () => ({}) },
-      leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store: flaky,
+      clock,
+      name: "resilient",
+      handlers: { "test.message": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
 
     await waitForSleepers(clock, 1, () => log.count("store-error") === 1);
-    expect(log.of("store-error")).toEqual([{ type: "store-error", at: START, owner: "resilient", operation: "claim", error: "Error: connection reset by peer" }]);
+    expect(log.of("store-error")).toEqual([
+      { type: "store-error", at: START, owner: "resilient", operation: "claim", error: "Error: connection reset by peer" },
+    ]);
     clock.advance(99);
     expect(clock.sleeping).toBe(1); // still backing off
     clock.advance(1);
@@ -169,8 +213,14 @@ describeEachStore("worker store errors", (factory) => {
     });
     const slow = workers.blocking();
     await workers.start({
-      store: flaky, clock, name: "resilient", handlers: { "test.message": slow.handler },
-      leaseMs: 3_000, renewIntervalMs: 1_000, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store: flaky,
+      clock,
+      name: "resilient",
+      handlers: { "test.message": slow.handler },
+      leaseMs: 3_000,
+      renewIntervalMs: 1_000,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await slow.waitForCalls(1);
     await waitForSleepers(clock, 2);
@@ -198,13 +248,19 @@ describeEachStore("worker store errors", (factory) => {
     });
     let runs = 0;
     const worker = await workers.start({
-      store: flaky, clock, name: "resilient",
-      handlers: { "test.message": async () => {
-        runs += 1;
-        if (runs === 1) throw new Error("provider timeout");
-        return {};
-      } },
-      leaseMs: LEASE_MS, pollIntervalMs: LEASE_MS, wakeOnNewMessages: false,
+      store: flaky,
+      clock,
+      name: "resilient",
+      handlers: {
+        "test.message": async () => {
+          runs += 1;
+          if (runs === 1) throw new Error("provider timeout");
+          return {};
+        },
+      },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: LEASE_MS,
+      wakeOnNewMessages: false,
     });
     await waitForSleepers(clock, 1, () => log.count("store-error") === 1 && worker.inFlight === 0);
     expect(log.of("store-error")[0]).toMatchObject({ operation: "fail", error: "Error: connection reset by peer" });
@@ -224,8 +280,12 @@ describeEachStore("worker store errors", (factory) => {
       },
     });
     const worker = await workers.start({
-      store: broken, clock, handlers: { "test.message": async () => ({}) },
-      leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: false,
+      store: broken,
+      clock,
+      handlers: { "test.message": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
     });
     await waitForSleepers(clock, 1, () => log.count("store-error") === 1);
     expect(await settlesWithin(worker.stop(), 1_000)).toBe(true);
@@ -247,8 +307,12 @@ describeEachStore("worker lifecycle", (factory) => {
       },
     });
     const worker = workers.create({
-      store: tracked, clock, handlers: { "test.message": async () => ({}) },
-      leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: true,
+      store: tracked,
+      clock,
+      handlers: { "test.message": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: true,
     });
     try {
       const results = await Promise.allSettled([worker.start(), worker.start()]);

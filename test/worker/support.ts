@@ -32,7 +32,13 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
     timer = setTimeout(() => resolve(false), ms);
   });
   try {
-    return await Promise.race([promise.then(() => true, () => true), deadline]);
+    return await Promise.race([
+      promise.then(
+        () => true,
+        () => true,
+      ),
+      deadline,
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -147,7 +153,11 @@ export class EventLog {
     return this.of(type, filter).length;
   }
 
-  async waitFor<K extends OutboxEventType>(type: K, count = 1, filter?: (event: Extract<OutboxEvent, { type: K }>) => boolean): Promise<Extract<OutboxEvent, { type: K }>[]> {
+  async waitFor<K extends OutboxEventType>(
+    type: K,
+    count = 1,
+    filter?: (event: Extract<OutboxEvent, { type: K }>) => boolean,
+  ): Promise<Extract<OutboxEvent, { type: K }>[]> {
     await waitUntil(`${count} ${type} event(s) (have ${this.count(type, filter)})`, () => this.count(type, filter) >= count);
     return this.of(type, filter);
   }
@@ -168,7 +178,12 @@ export function withOverrides<Tx>(store: OutboxStore<Tx>, overrides: Partial<Out
 }
 
 /** Waits until a message's row satisfies `check`, reading it back from the store. */
-export async function waitForMessage(store: OutboxStore<unknown>, messageId: string, what: string, check: (message: OutboxMessage) => boolean): Promise<OutboxMessage> {
+export async function waitForMessage(
+  store: OutboxStore<unknown>,
+  messageId: string,
+  what: string,
+  check: (message: OutboxMessage) => boolean,
+): Promise<OutboxMessage> {
   let last: OutboxMessage | undefined;
   await waitUntil(`message ${messageId} ${what}`, async () => {
     last = await store.getMessage(messageId);

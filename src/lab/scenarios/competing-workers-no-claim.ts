@@ -6,7 +6,18 @@ import { publish } from "../../outbox/events.js";
 import { unleasedAccess } from "../../stores/unleased.js";
 import type { LabBackend } from "../backend.js";
 import { computeMetrics } from "../metrics.js";
-import { check, renderChecks, renderClaimLedger, renderMessages, renderMetrics, renderOwnership, renderPayments, renderProcessingLedger, renderTimeline, ReportBuilder } from "../report.js";
+import {
+  check,
+  renderChecks,
+  renderClaimLedger,
+  renderMessages,
+  renderMetrics,
+  renderOwnership,
+  renderPayments,
+  renderProcessingLedger,
+  renderTimeline,
+  ReportBuilder,
+} from "../report.js";
 import type { Scenario, ScenarioRun } from "../scenario.js";
 import { createWorld, type LabWorker } from "../world.js";
 
@@ -36,10 +47,25 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
     ledger.note(clock.now(), worker.name, "wait at the barrier until the other instance has loaded too");
     await arrive();
     for (const message of pending) {
-      publish(worker.store.events, { type: "processing-started", at: clock.now(), owner: worker.name, messageId: message.id, token: null, attempt: message.attempts });
+      publish(worker.store.events, {
+        type: "processing-started",
+        at: clock.now(),
+        owner: worker.name,
+        messageId: message.id,
+        token: null,
+        attempt: message.attempts,
+      });
       const { outcome, finalize } = await worker.payments.reconcile(message);
       await unleasedAccess(worker.store).markProcessed(message.id, finalize);
-      publish(worker.store.events, { type: "processing-finished", at: clock.now(), owner: worker.name, messageId: message.id, token: null, result: "unguarded-write", detail: outcome.status });
+      publish(worker.store.events, {
+        type: "processing-finished",
+        at: clock.now(),
+        owner: worker.name,
+        messageId: message.id,
+        token: null,
+        result: "unguarded-write",
+        detail: outcome.status,
+      });
     }
   };
 
@@ -60,19 +86,52 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
     leased: false,
   });
   const m = metrics;
-  const finalLooksClean = m.outboxProcessed === 6 && m.outboxPending === 0 && m.outboxProcessing === 0 && m.paid === 4 && m.failed === 2 && m.stillPending === 0 && m.duplicatePaymentRows === 0 && m.duplicateOutboxRows === 0 && m.fakeSuccesses === 0;
+  const finalLooksClean =
+    m.outboxProcessed === 6 &&
+    m.outboxPending === 0 &&
+    m.outboxProcessing === 0 &&
+    m.paid === 4 &&
+    m.failed === 2 &&
+    m.stillPending === 0 &&
+    m.duplicatePaymentRows === 0 &&
+    m.duplicateOutboxRows === 0 &&
+    m.fakeSuccesses === 0;
   const checks = [
-    check("6 payments and 6 pending messages seeded", m.paymentsSeeded === 6 && m.pendingMessagesSeeded === 6, `${m.paymentsSeeded} / ${m.pendingMessagesSeeded}`),
-    check("both workers loaded the whole pending snapshot", loaded["Worker-A"] === 6 && loaded["Worker-B"] === 6, `Worker-A ${loaded["Worker-A"] ?? 0}, Worker-B ${loaded["Worker-B"] ?? 0}`),
-    check("12 processing attempts for 6 unique messages", m.processingAttempts === 12 && m.uniqueMessagesProcessed === 6, `${m.processingAttempts} attempts, ${m.uniqueMessagesProcessed} unique`),
+    check(
+      "6 payments and 6 pending messages seeded",
+      m.paymentsSeeded === 6 && m.pendingMessagesSeeded === 6,
+      `${m.paymentsSeeded} / ${m.pendingMessagesSeeded}`,
+    ),
+    check(
+      "both workers loaded the whole pending snapshot",
+      loaded["Worker-A"] === 6 && loaded["Worker-B"] === 6,
+      `Worker-A ${loaded["Worker-A"] ?? 0}, Worker-B ${loaded["Worker-B"] ?? 0}`,
+    ),
+    check(
+      "12 processing attempts for 6 unique messages",
+      m.processingAttempts === 12 && m.uniqueMessagesProcessed === 6,
+      `${m.processingAttempts} attempts, ${m.uniqueMessagesProcessed} unique`,
+    ),
     check("every message was processed more than once", m.messagesProcessedMoreThanOnce === 6, `${m.messagesProcessedMoreThanOnce} of 6`),
     check("the provider was asked twice per payment", m.providerStatusChecks === 12, `${m.providerStatusChecks} status checks`),
     check("final rows: 4 Paid / 2 Failed / 0 pending", m.paid === 4 && m.failed === 2 && m.stillPending === 0, `${m.paid} / ${m.failed} / ${m.stillPending}`),
-    check("final outbox: 6 processed / 0 pending / 0 processing", m.outboxProcessed === 6 && m.outboxPending === 0 && m.outboxProcessing === 0, `${m.outboxProcessed} / ${m.outboxPending} / ${m.outboxProcessing}`),
-    check("no duplicate payment or outbox rows", m.duplicatePaymentRows === 0 && m.duplicateOutboxRows === 0, `${m.duplicatePaymentRows} / ${m.duplicateOutboxRows}`),
+    check(
+      "final outbox: 6 processed / 0 pending / 0 processing",
+      m.outboxProcessed === 6 && m.outboxPending === 0 && m.outboxProcessing === 0,
+      `${m.outboxProcessed} / ${m.outboxPending} / ${m.outboxProcessing}`,
+    ),
+    check(
+      "no duplicate payment or outbox rows",
+      m.duplicatePaymentRows === 0 && m.duplicateOutboxRows === 0,
+      `${m.duplicatePaymentRows} / ${m.duplicateOutboxRows}`,
+    ),
     check("no payment created by a worker", m.paymentCreationsInWorkers === 0, String(m.paymentCreationsInWorkers)),
     check("no fake success (Paid has the provider's id, Failed has none)", m.fakeSuccesses === 0, String(m.fakeSuccesses)),
-    check("the final rows alone hide the duplication", finalLooksClean && m.messagesProcessedMoreThanOnce > 0, finalLooksClean ? `rows look perfect, yet the ledger shows ${m.messagesProcessedMoreThanOnce} messages done twice` : "final rows are not clean"),
+    check(
+      "the final rows alone hide the duplication",
+      finalLooksClean && m.messagesProcessedMoreThanOnce > 0,
+      finalLooksClean ? `rows look perfect, yet the ledger shows ${m.messagesProcessedMoreThanOnce} messages done twice` : "final rows are not clean",
+    ),
   ];
   const passed = checks.every((c) => c.passed);
   const verdict = passed

@@ -8,7 +8,18 @@ import { processLease } from "../../outbox/process-lease.js";
 import type { ClaimMessageResult } from "../../outbox/types.js";
 import type { LabBackend } from "../backend.js";
 import { computeMetrics } from "../metrics.js";
-import { check, renderChecks, renderClaimLedger, renderMessages, renderMetrics, renderOwnership, renderPayments, renderProcessingLedger, renderTimeline, ReportBuilder } from "../report.js";
+import {
+  check,
+  renderChecks,
+  renderClaimLedger,
+  renderMessages,
+  renderMetrics,
+  renderOwnership,
+  renderPayments,
+  renderProcessingLedger,
+  renderTimeline,
+  ReportBuilder,
+} from "../report.js";
 import type { Scenario, ScenarioRun } from "../scenario.js";
 import { clockTime, textTable } from "../text-table.js";
 import { createWorld, type LabWorker } from "../world.js";
@@ -32,7 +43,8 @@ async function leasingWorker<Tx>(worker: LabWorker<Tx>, clock: Clock): Promise<v
   }
 }
 
-const outcome = (r: ClaimMessageResult) => (r.outcome === "claimed" ? (r.lease.reclaimedFrom ? `RECLAIMED from ${r.lease.reclaimedFrom}` : "CLAIMED") : r.outcome.toUpperCase());
+const outcome = (r: ClaimMessageResult) =>
+  r.outcome === "claimed" ? (r.lease.reclaimedFrom ? `RECLAIMED from ${r.lease.reclaimedFrom}` : "CLAIMED") : r.outcome.toUpperCase();
 
 async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   const world = await createWorld(backend);
@@ -52,7 +64,12 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   await workerA.store.close();
   ledger.note(clock.now(), "Worker-A", "CRASHES before processing PAY-001 (its connection is gone; the row stays processing under its lease)");
   const afterCrash = await world.api.store.getMessage(target.id);
-  demo.push([clockTime(clock.now()), "Worker-A", "crashes before processing", `row: ${afterCrash?.status}, locked_by ${afterCrash?.lockedBy}, until ${afterCrash?.lockedUntil ? clockTime(afterCrash.lockedUntil) : "-"}`]);
+  demo.push([
+    clockTime(clock.now()),
+    "Worker-A",
+    "crashes before processing",
+    `row: ${afterCrash?.status}, locked_by ${afterCrash?.lockedBy}, until ${afterCrash?.lockedUntil ? clockTime(afterCrash.lockedUntil) : "-"}`,
+  ]);
 
   const blocked = await workerB.store.claimMessage("Worker-B", target.id, { leaseMs: LEASE_MS });
   demo.push([clockTime(clock.now()), "Worker-B", "tries to claim PAY-001 before expiry", outcome(blocked)]);
@@ -71,7 +88,12 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   if (first.outcome === "claimed") {
     const stale = await workerA.store.complete(first.lease);
     staleRefused = stale.outcome === "lease-lost";
-    demo.push([clockTime(clock.now()), "Worker-A", `presents its pre-crash lease (token ${first.lease.token}) to complete PAY-001`, staleRefused ? "REFUSED: lease lost, nothing written" : "ACCEPTED (fencing is broken)"]);
+    demo.push([
+      clockTime(clock.now()),
+      "Worker-A",
+      `presents its pre-crash lease (token ${first.lease.token}) to complete PAY-001`,
+      staleRefused ? "REFUSED: lease lost, nothing written" : "ACCEPTED (fencing is broken)",
+    ]);
   }
   let demoProcessed = "not processed";
   if (reclaimed.outcome === "claimed") {
@@ -104,26 +126,61 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   const pay001Attempts = ledger.attemptsByMessage().get(target.id) ?? 0;
   const concurrentClaims = ledger.of("claim-won").filter((e) => e.seq > demoEnd).length;
   const createdOncePerKey = world.seededPayments.every((p) => provider.createCalls(p.idempotencyKey) === 1);
-  const split = Object.entries(m.processedByWorker).sort(([a], [b]) => a.localeCompare(b)).map(([w, n]) => `${w} ${n}`).join(", ");
+  const split = Object.entries(m.processedByWorker)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([w, n]) => `${w} ${n}`)
+    .join(", ");
   const paidWithId = finalPayments.filter((p) => p.status === "Paid" && p.transactionId !== null).length;
   const failedWithId = finalPayments.filter((p) => p.status === "Failed" && p.transactionId !== null).length;
 
   const checks = [
-    check("6 payments and 6 pending messages seeded", m.paymentsSeeded === 6 && m.pendingMessagesSeeded === 6, `${m.paymentsSeeded} / ${m.pendingMessagesSeeded}`),
+    check(
+      "6 payments and 6 pending messages seeded",
+      m.paymentsSeeded === 6 && m.pendingMessagesSeeded === 6,
+      `${m.paymentsSeeded} / ${m.pendingMessagesSeeded}`,
+    ),
     check("Worker-A claimed PAY-001 with a 500 ms lease", first.outcome === "claimed" && first.lease.owner === "Worker-A", outcome(first)),
-    check("Worker-B was blocked before the lease expired", blocked.outcome === "blocked" && blocked.heldBy === "Worker-A", blocked.outcome === "blocked" ? `blocked by ${blocked.heldBy}` : outcome(blocked)),
+    check(
+      "Worker-B was blocked before the lease expired",
+      blocked.outcome === "blocked" && blocked.heldBy === "Worker-A",
+      blocked.outcome === "blocked" ? `blocked by ${blocked.heldBy}` : outcome(blocked),
+    ),
     check("Worker-B reclaimed PAY-001 after expiry", reclaimed.outcome === "claimed" && reclaimed.lease.reclaimedFrom === "Worker-A", outcome(reclaimed)),
     check("the crashed owner's stale lease could not write", staleRefused, staleRefused ? "refused (token moved on)" : "accepted"),
-    check("PAY-001 was processed exactly once, by Worker-B", pay001Attempts === 1 && pay001?.status === "processed" && pay001.lockedBy === "Worker-B", `${pay001Attempts} attempt(s), ${pay001?.status} by ${pay001?.lockedBy}`),
-    check("6 processing attempts for 6 unique messages", m.processingAttempts === 6 && m.uniqueMessagesProcessed === 6, `${m.processingAttempts} attempts, ${m.uniqueMessagesProcessed} unique`),
+    check(
+      "PAY-001 was processed exactly once, by Worker-B",
+      pay001Attempts === 1 && pay001?.status === "processed" && pay001.lockedBy === "Worker-B",
+      `${pay001Attempts} attempt(s), ${pay001?.status} by ${pay001?.lockedBy}`,
+    ),
+    check(
+      "6 processing attempts for 6 unique messages",
+      m.processingAttempts === 6 && m.uniqueMessagesProcessed === 6,
+      `${m.processingAttempts} attempts, ${m.uniqueMessagesProcessed} unique`,
+    ),
     check("no message processed more than once", m.messagesProcessedMoreThanOnce === 0, String(m.messagesProcessedMoreThanOnce)),
     check("one provider status check per payment", m.providerStatusChecks === 6, `${m.providerStatusChecks} status checks`),
     check("zero ownership violations", m.ownershipViolations === 0, String(m.ownershipViolations)),
     check("final rows: 4 Paid / 2 Failed / 0 pending", m.paid === 4 && m.failed === 2 && m.stillPending === 0, `${m.paid} / ${m.failed} / ${m.stillPending}`),
-    check("final outbox: 6 processed / 0 pending / 0 processing", m.outboxProcessed === 6 && m.outboxPending === 0 && m.outboxProcessing === 0, `${m.outboxProcessed} / ${m.outboxPending} / ${m.outboxProcessing}`),
-    check("no duplicate payment or outbox rows (at most 1 per key)", m.duplicatePaymentRows === 0 && m.duplicateOutboxRows === 0, `${m.duplicatePaymentRows} / ${m.duplicateOutboxRows}`),
-    check("one provider creation per key, none by workers", createdOncePerKey && m.paymentCreationsInWorkers === 0, `${world.seededPayments.filter((p) => provider.createCalls(p.idempotencyKey) === 1).length} / 6 keys created once; ${m.paymentCreationsInWorkers} by workers`),
-    check("transaction ids only from the provider, only on Paid", m.fakeSuccesses === 0 && paidWithId === 4 && failedWithId === 0, `${paidWithId} Paid with id, ${failedWithId} Failed with id, ${m.fakeSuccesses} fake`),
+    check(
+      "final outbox: 6 processed / 0 pending / 0 processing",
+      m.outboxProcessed === 6 && m.outboxPending === 0 && m.outboxProcessing === 0,
+      `${m.outboxProcessed} / ${m.outboxPending} / ${m.outboxProcessing}`,
+    ),
+    check(
+      "no duplicate payment or outbox rows (at most 1 per key)",
+      m.duplicatePaymentRows === 0 && m.duplicateOutboxRows === 0,
+      `${m.duplicatePaymentRows} / ${m.duplicateOutboxRows}`,
+    ),
+    check(
+      "one provider creation per key, none by workers",
+      createdOncePerKey && m.paymentCreationsInWorkers === 0,
+      `${world.seededPayments.filter((p) => provider.createCalls(p.idempotencyKey) === 1).length} / 6 keys created once; ${m.paymentCreationsInWorkers} by workers`,
+    ),
+    check(
+      "transaction ids only from the provider, only on Paid",
+      m.fakeSuccesses === 0 && paidWithId === 4 && failedWithId === 0,
+      `${paidWithId} Paid with id, ${failedWithId} Failed with id, ${m.fakeSuccesses} fake`,
+    ),
     check("the concurrent phase claimed the other 5 messages", concurrentClaims === 5, `${concurrentClaims} claims won (split ${split})`),
   ];
   const passed = checks.every((c) => c.passed);
@@ -138,7 +195,10 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
     .section("Schema, as the database reports it", world.schema)
     .section("Seeded payments", renderPayments(world.seededPayments))
     .section("Seeded outbox messages", renderMessages(world.seededMessages, labels))
-    .section("Lease-expiry demonstration (PAY-001, scenario clock)", `${textTable(["clock", "who", "action", "result"], demo)}\n\nAs it happened:\n${demoTimeline}`)
+    .section(
+      "Lease-expiry demonstration (PAY-001, scenario clock)",
+      `${textTable(["clock", "who", "action", "result"], demo)}\n\nAs it happened:\n${demoTimeline}`,
+    )
     .section("Timeline (whole run)", renderTimeline(ledger, labels))
     .section("Per-message ownership", renderOwnership(finalMessages, ledger, labels, true))
     .section("Claim ledger (claims are not work: empty and blocked claims process nothing)", renderClaimLedger(ledger))

@@ -15,7 +15,9 @@ export async function applyPgMigrations(pool: pg.Pool, schema: string, migration
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`wassal-migrate:${schema}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${schema}.wassal_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${schema}.wassal_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+    );
     const applied = new Set((await client.query<{ name: string }>(`SELECT name FROM ${schema}.wassal_migrations`)).rows.map((r) => r.name));
     const ran: string[] = [];
     for (const migration of migrations) {

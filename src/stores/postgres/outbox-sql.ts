@@ -1,4 +1,5 @@
-// Every SQL statement of the PostgreSQL outbox, named as in the SQLite store. `$now` is the
+// Every SQL statement of the PostgreSQL driver, with the same names in the same order as the
+// SQLite driver's; where one side has no such statement, a one-line comment says why. `$now` is the
 // clock: the injected clock's time when one is given (tests, the lab), else the database's
 // clock_timestamp(), so skew between worker machines cannot break a lease. As on SQLite, a
 // processing row's available_at equals its locked_until, so "claimable" is one indexed range.
@@ -61,7 +62,9 @@ CREATE INDEX outbox_audit_message ON ${schema}.outbox_audit (message_id, id);
 }
 
 const COLUMNS = "id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
-const M_COLUMNS = COLUMNS.split(", ").map((c) => `m.${c}`).join(", ");
+const M_COLUMNS = COLUMNS.split(", ")
+  .map((c) => `m.${c}`)
+  .join(", ");
 /** The clock, evaluated once per statement. $1 is always the injected time or null. */
 const CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t)";
 const LEASE = "clock.t + $LEASE * interval '1 millisecond'";
@@ -98,6 +101,8 @@ export function outboxSql(schema: string) {
 
     /** $1 the qualified table name. */
     installed: "SELECT to_regclass($1) IS NOT NULL AS installed",
+
+    // claimCandidates: (none) the claim picks its candidates itself, in one statement, with FOR UPDATE SKIP LOCKED
 
     /**
      * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most
@@ -139,7 +144,7 @@ export function outboxSql(schema: string) {
       FROM ${table} m, clock WHERE m.id = $2 FOR UPDATE OF m`,
 
     /** $1 now, $2 id, $3 owner, $4 lease ms: the conditional claim of one message. */
-    claimOne: `WITH ${CLOCK}
+    claimMessage: `WITH ${CLOCK}
       UPDATE ${table} m
       SET status = 'processing', locked_by = $3,
           locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
@@ -149,10 +154,6 @@ export function outboxSql(schema: string) {
       RETURNING ${M_COLUMNS}`,
 
     holder: `SELECT status, locked_by, locked_until, lease_token FROM ${table} WHERE id = $1`,
-
-    /** $1 id, $2 token, $3 owner, $4 action, $5 at, $6 previous status, $7 previous owner, $8 previous expiry. */
-    audit: `INSERT INTO ${audit} (${AUDIT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    auditTrail: `SELECT ${AUDIT_COLUMNS} FROM ${audit} ORDER BY id`,
 
     /** $1 now, $2 id, $3 token, $4 lease ms. */
     renew: `WITH ${CLOCK}
@@ -169,22 +170,6 @@ export function outboxSql(schema: string) {
       RETURNING clock.t AS now`,
 
     /**
-     * The guarded completion of one member of a group that carries business writes, opening its
-     * savepoint (and releasing the previous member's) in the same round trip. Sent without
-     * parameters, so that the statements can share one query; the values inlined are checked
-     * integers (checked here) and a timestamp.
-     */
-    completeInSavepoint: (release: boolean, now: Date | null, id: string | null, token: number): string => {
-      // A null id (one no message can have) still opens the savepoint, so the next member can release it.
-      if ((id !== null && !/^[1-9][0-9]{0,18}$/.test(id)) || !Number.isSafeInteger(token)) throw new Error(`completeInSavepoint: bad id ${id} or token ${token}`);
-      const clock = now === null ? "clock_timestamp()" : `'${now.toISOString()}'::timestamptz`;
-      return `${release ? "RELEASE SAVEPOINT wassal_completion; " : ""}SAVEPOINT wassal_completion;
-        UPDATE ${table} SET status = 'processed', processed_at = ${clock}, locked_until = NULL, last_error = NULL
-        WHERE id = ${id ?? "NULL"} AND lease_token = ${token} AND status = 'processing'
-        RETURNING ${EPOCH_MS("processed_at")} AS now_ms`;
-    },
-
-    /**
      * $1 now, $2 ids, $3 tokens, $4 owners, $5 audit?: many guarded completions in one statement
      * (for completions without business writes, which cannot fail one by one).
      */
@@ -197,6 +182,30 @@ export function outboxSql(schema: string) {
         RETURNING m.id, w.token, w.owner, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)
       SELECT id::text AS id, token, ${EPOCH_MS("now")} AS now_ms FROM done`,
+
+    // savepoint: (none) completeInSavepoint opens the savepoint in the same round trip as the guarded update
+
+    /**
+     * The guarded completion of one member of a group that carries business writes, opening its
+     * savepoint (and releasing the previous member's) in the same round trip. Sent without
+     * parameters, so that the statements can share one query; the values inlined are checked
+     * integers (checked here) and a timestamp.
+     */
+    completeInSavepoint: (release: boolean, now: Date | null, id: string | null, token: number): string => {
+      // A null id (one no message can have) still opens the savepoint, so the next member can release it.
+      if ((id !== null && !/^[1-9][0-9]{0,18}$/.test(id)) || !Number.isSafeInteger(token))
+        throw new Error(`completeInSavepoint: bad id ${id} or token ${token}`);
+      const clock = now === null ? "clock_timestamp()" : `'${now.toISOString()}'::timestamptz`;
+      return `${release ? "RELEASE SAVEPOINT wassal_completion; " : ""}SAVEPOINT wassal_completion;
+        UPDATE ${table} SET status = 'processed', processed_at = ${clock}, locked_until = NULL, last_error = NULL
+        WHERE id = ${id ?? "NULL"} AND lease_token = ${token} AND status = 'processing'
+        RETURNING ${EPOCH_MS("processed_at")} AS now_ms`;
+    },
+
+    // releaseSavepoint: (none) completeInSavepoint releases the previous member's savepoint in the same round trip
+
+    /** A member's business write threw: undo it alone (the savepoint stays open until released or committed). */
+    rollbackToSavepoint: "ROLLBACK TO SAVEPOINT wassal_completion",
 
     /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 audit? */
     failRetry: `WITH ${CLOCK},
@@ -230,21 +239,31 @@ export function outboxSql(schema: string) {
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $4, 'release', now FROM changed WHERE $5::boolean)
       SELECT now FROM changed`,
 
-    /** A member's business write threw: undo it alone (the savepoint stays open until released or committed). */
-    rollbackToSavepoint: "ROLLBACK TO SAVEPOINT wassal_completion",
+    /** $1 id, $2 token, $3 owner, $4 action, $5 at, $6 previous status, $7 previous owner, $8 previous expiry. */
+    audit: `INSERT INTO ${audit} (${AUDIT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+
+    auditTrail: `SELECT ${AUDIT_COLUMNS} FROM ${audit} ORDER BY id`,
 
     clockNow: "SELECT coalesce($1::timestamptz, clock_timestamp()) AS now",
+
     getMessage: `SELECT ${COLUMNS} FROM ${table} WHERE id = $1`,
+
     listAll: `SELECT ${COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
+
     listByStatus: `SELECT ${COLUMNS} FROM ${table} WHERE status = ANY($2::text[]) ORDER BY id LIMIT $1`,
+
     countByStatus: `SELECT status, count(*)::int AS n FROM ${table} GROUP BY status`,
 
     oldestPending: `SELECT min(created_at) AS oldest FROM ${table} WHERE status = 'pending'`,
+
     /** $1 now. */
     leasesByOwner: `WITH ${CLOCK}
       SELECT m.locked_by AS owner, count(*) FILTER (WHERE m.locked_until > clock.t)::int AS held,
              count(*) FILTER (WHERE m.locked_until <= clock.t)::int AS expired
       FROM ${table} m, clock WHERE m.status = 'processing' GROUP BY m.locked_by ORDER BY m.locked_by`,
+
+    // auditRedriveAll: (none) each redrive statement writes its audit rows itself (a CTE), in one round trip
+
     /** $1 now, $2 audit?. Owner "redrive" marks an operator's act in the audit trail. */
     redriveAll: `WITH ${CLOCK},
       moved AS (
@@ -252,6 +271,9 @@ export function outboxSql(schema: string) {
         FROM clock WHERE m.status = 'dead' RETURNING m.id, m.lease_token, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT count(*)::int AS moved FROM moved`,
+
+    // auditRedriveSome: (none) as auditRedriveAll
+
     /** $1 now, $2 audit?, $3 ids. */
     redriveSome: `WITH ${CLOCK},
       moved AS (
@@ -259,21 +281,28 @@ export function outboxSql(schema: string) {
         FROM clock WHERE m.status = 'dead' AND m.id = ANY($3::bigint[]) RETURNING m.id, m.lease_token, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT count(*)::int AS moved FROM moved`,
+
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeBatch: `WITH batch AS MATERIALIZED (
         SELECT id FROM ${table} WHERE status = 'processed' AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
 
+    // schema: (none) PostgreSQL keeps no DDL text: schemaTables to schemaIndexes rebuild it from the catalogue
+
     /** describeSchema's catalogue reads: $1 the schema (tables, indexes) or the qualified table name (columns, constraints). */
     schemaTables: "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
+
     schemaColumns: `SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
              pg_get_expr(d.adbin, d.adrelid) AS default
       FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
       WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+
     schemaConstraints: "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = $1::regclass ORDER BY contype, conname",
+
     schemaIndexes: "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key' ORDER BY indexname",
 
     unleasedLoadPending: `SELECT ${COLUMNS} FROM ${table} WHERE status = 'pending' ORDER BY id`,
+
     /** $1 now, $2 id. */
     unleasedMarkProcessed: `WITH ${CLOCK}
       UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL FROM clock WHERE m.id = $2`,
@@ -282,7 +311,6 @@ export function outboxSql(schema: string) {
 
 export type OutboxSql = ReturnType<typeof outboxSql>;
 
-/** A row as pg returns it (bigint as string, timestamptz as Date, jsonb parsed). */
 /** What the claim returns per row: the columns a claim does not set itself, and its times in epoch ms. */
 export interface PgClaimedRow {
   id: string;
@@ -297,20 +325,4 @@ export interface PgClaimedRow {
   old_available_ms: number;
   now_ms: number;
   reclaimed_from: string | null;
-}
-
-export interface PgMessageRow {
-  id: string;
-  type: string;
-  dedupe_key: string | null;
-  payload: unknown;
-  status: string;
-  created_at: Date;
-  available_at: Date;
-  locked_by: string | null;
-  locked_until: Date | null;
-  lease_token: number;
-  attempts: number;
-  last_error: string | null;
-  processed_at: Date | null;
 }

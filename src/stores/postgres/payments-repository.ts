@@ -88,7 +88,9 @@ export class PostgresPaymentsRepository implements PaymentsRepository<PostgresTx
   }
 
   async insert(tx: PostgresTx, request: CreatePaymentRequest & { providerReference: string; now: Date }): Promise<Payment | undefined> {
-    const row = (await tx.query<PaymentRow>(this.#sql.insert, [request.idempotencyKey, request.amount, request.currency, request.providerReference, request.now])).rows[0];
+    const row = (
+      await tx.query<PaymentRow>(this.#sql.insert, [request.idempotencyKey, request.amount, request.currency, request.providerReference, request.now])
+    ).rows[0];
     return row === undefined ? undefined : toPayment(row);
   }
 

@@ -39,7 +39,16 @@ export interface PostgresStoreOptions extends PostgresConnectOptions {
 
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
-  const read = { id: String(row.id), type: row.type, dedupeKey: row.dedupe_key, payload: row.payload as JsonValue, createdAt: new Date(row.created_ms), token: row.lease_token, attempts: row.attempts, lastError: row.last_error };
+  const read = {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    payload: row.payload as JsonValue,
+    createdAt: new Date(row.created_ms),
+    token: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+  };
   return claimedLease(read, owner, new Date(row.until_ms), row.reclaimed_from);
 }
 
@@ -162,11 +171,18 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
         return { at, result: { outcome: "not-claimable", messageId, status: "missing" } };
       }
       const at = before.now;
-      const row = (await tx.query<MessageRow>(this.#sql.claimOne, [this.#now(), id, owner, leaseMs])).rows[0];
+      const row = (await tx.query<MessageRow>(this.#sql.claimMessage, [this.#now(), id, owner, leaseMs])).rows[0];
       if (row !== undefined) {
         if (audit) await tx.query(this.#sql.audit, [row.id, row.lease_token, owner, "claim", at, before.status, before.locked_by, before.locked_until]);
         const claimed = message(row);
-        const lease: Lease = { messageId: claimed.id, owner, token: claimed.leaseToken, lockedUntil: claimed.lockedUntil ?? new Date(0), message: claimed, reclaimedFrom: before.status === "processing" ? before.locked_by : null };
+        const lease: Lease = {
+          messageId: claimed.id,
+          owner,
+          token: claimed.leaseToken,
+          lockedUntil: claimed.lockedUntil ?? new Date(0),
+          message: claimed,
+          reclaimedFrom: before.status === "processing" ? before.locked_by : null,
+        };
         return { at, result: { outcome: "claimed", lease } };
       }
       if (before.status === "processing") {
@@ -178,13 +194,17 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
     const { lease, leaseMs } = params;
-    const row = (await this.pool.query<{ locked_until: Date; now: Date }>(this.#sql.renew, [this.#now(), rowId(lease.messageId), lease.token, leaseMs])).rows[0];
+    const row = (await this.pool.query<{ locked_until: Date; now: Date }>(this.#sql.renew, [this.#now(), rowId(lease.messageId), lease.token, leaseMs]))
+      .rows[0];
     return row === undefined ? { at: this.#localNow(), lockedUntil: null } : { at: row.now, lockedUntil: row.locked_until };
   }
 
   async completeBulk(params: { tx: PostgresTx | null; leases: readonly Lease[]; audit: boolean }): Promise<{ at: Date; completed: ReadonlySet<string> }> {
     const { leases } = params;
-    const query = { ...this.#hot.completeBulk, values: [this.#now(), leases.map((l) => rowId(l.messageId)), leases.map((l) => l.token), leases.map((l) => l.owner), params.audit] };
+    const query = {
+      ...this.#hot.completeBulk,
+      values: [this.#now(), leases.map((l) => rowId(l.messageId)), leases.map((l) => l.token), leases.map((l) => l.owner), params.audit],
+    };
     const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number }>(query);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow(); // one clock per statement
     return { at, completed: new Set(rows.map((r) => leaseKey(r.id, r.token))) };
@@ -198,7 +218,9 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       done = (await tx.query<{ now: Date }>(this.#sql.complete, [this.#now(), id, lease.token])).rows[0]?.now;
     } else {
       // The savepoint (and the release of the previous member's) share one round trip with the guarded update.
-      const results = (await tx.query(this.#sql.completeInSavepoint(savepoint === "next", this.#now(), id, lease.token))) as unknown as pg.QueryResult<{ now_ms: number }>[];
+      const results = (await tx.query(this.#sql.completeInSavepoint(savepoint === "next", this.#now(), id, lease.token))) as unknown as pg.QueryResult<{
+        now_ms: number;
+      }>[];
       const row = results.at(-1)?.rows[0];
       done = row === undefined ? undefined : new Date(row.now_ms);
     }
@@ -214,9 +236,11 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
     const { lease, error, retryInMs, audit } = params;
     const id = rowId(lease.messageId);
-    const row = retryInMs === null
-      ? (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failDead, [this.#now(), id, lease.token, error, lease.owner, audit])).rows[0]
-      : (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failRetry, [this.#now(), id, lease.token, error, retryInMs, lease.owner, audit])).rows[0];
+    const row =
+      retryInMs === null
+        ? (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failDead, [this.#now(), id, lease.token, error, lease.owner, audit])).rows[0]
+        : (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failRetry, [this.#now(), id, lease.token, error, retryInMs, lease.owner, audit]))
+            .rows[0];
     if (row === undefined) {
       const at = this.#localNow();
       return { at, changed: false, availableAt: at };
@@ -316,9 +340,10 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async listMessages(params: { status: readonly MessageStatus[] | null; limit: number | null }): Promise<OutboxMessage[]> {
     const { status, limit } = params;
-    const { rows } = status === null
-      ? await this.pool.query<MessageRow>(this.#sql.listAll, [limit])
-      : await this.pool.query<MessageRow>(this.#sql.listByStatus, [limit, [...status]]);
+    const { rows } =
+      status === null
+        ? await this.pool.query<MessageRow>(this.#sql.listAll, [limit])
+        : await this.pool.query<MessageRow>(this.#sql.listByStatus, [limit, [...status]]);
     return rows.map(message);
   }
 
@@ -327,7 +352,9 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const tables = (await this.pool.query<{ table_name: string }>(sql.schemaTables, [this.schema])).rows;
     const parts: string[] = [];
     for (const { table_name: table } of tables) {
-      const columns = (await this.pool.query<{ column_name: string; type: string; not_null: boolean; default: string | null }>(sql.schemaColumns, [`${this.schema}.${table}`])).rows;
+      const columns = (
+        await this.pool.query<{ column_name: string; type: string; not_null: boolean; default: string | null }>(sql.schemaColumns, [`${this.schema}.${table}`])
+      ).rows;
       const constraints = (await this.pool.query<{ def: string }>(sql.schemaConstraints, [`${this.schema}.${table}`])).rows;
       const lines = [
         ...columns.map((c) => `  ${c.column_name} ${c.type}${c.not_null ? " NOT NULL" : ""}${c.default ? ` DEFAULT ${c.default}` : ""}`),
@@ -403,7 +430,9 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
 
 export function checkSchema(schema: string): string {
   if (typeof schema !== "string" || !SCHEMA_PATTERN.test(schema)) {
-    throw new InvalidArgumentError(`schema name must be 1 to 63 lower-case letters, digits or underscores, starting with a letter or underscore (got ${JSON.stringify(schema)})`);
+    throw new InvalidArgumentError(
+      `schema name must be 1 to 63 lower-case letters, digits or underscores, starting with a letter or underscore (got ${JSON.stringify(schema)})`,
+    );
   }
   return schema;
 }

@@ -68,7 +68,9 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
     // allow that once, at start-up, then keep every later wait short.
     db = new Database(path, { timeout: OPEN_WAIT_MS });
   } catch (error) {
-    throw new DatabaseOpenError(`cannot open SQLite database ${path}: ${(error as Error).message}; check that the directory exists and is writable`, { cause: error });
+    throw new DatabaseOpenError(`cannot open SQLite database ${path}: ${(error as Error).message}; check that the directory exists and is writable`, {
+      cause: error,
+    });
   }
   try {
     db.pragma("journal_mode = WAL");
@@ -86,7 +88,9 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
       throw new DatabaseOpenError(`${path} is not a SQLite database; give a new path or an existing SQLite file`, { cause: error });
     }
     if (code.startsWith("SQLITE_BUSY")) {
-      throw new DatabaseOpenError(`SQLite database ${path} stayed locked by another process for ${OPEN_WAIT_MS / 1000} s while opening; try again`, { cause: error });
+      throw new DatabaseOpenError(`SQLite database ${path} stayed locked by another process for ${OPEN_WAIT_MS / 1000} s while opening; try again`, {
+        cause: error,
+      });
     }
     if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR")) {
       throw new DatabaseOpenError(`cannot write SQLite database ${path} (${code}); check the file's and its directory's permissions`, { cause: error });

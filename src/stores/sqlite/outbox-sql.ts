@@ -1,4 +1,5 @@
-// Every SQL statement of the SQLite outbox, named as in the PostgreSQL store. Times are epoch
+// Every SQL statement of the SQLite driver, with the same names in the same order as the
+// PostgreSQL driver's; where one side has no such statement, a one-line comment says why. Times are epoch
 // milliseconds (UTC). Invariant kept by every statement here: a processing message's
 // available_at equals its locked_until, so "claimable" is one indexed range:
 // status IN ('pending','processing') AND available_at <= now.
@@ -64,24 +65,30 @@ export const SQL = {
   enqueue: `INSERT INTO outbox_messages (type, dedupe_key, payload, created_at, available_at)
             VALUES (@type, @dedupeKey, @payload, @now, @availableAt) RETURNING ${COLUMNS}`,
 
+  // listen: (none) wake-ups stay inside the process: SQLite has no notifications between processes
+
+  // installed: (none) isInstalled lists the file's tables (open-database's listTables)
+
   /** Candidates, oldest due first; read inside the claim's BEGIN IMMEDIATE, so nobody else can take them. */
   claimCandidates: `SELECT id, status, locked_by, locked_until FROM outbox_messages
                     WHERE status IN ('pending', 'processing') AND available_at <= @now
                     ORDER BY available_at, id LIMIT @limit`,
 
-  /** The conditional claim: re-checks claimability, so it can never take a held message. */
-  claimOne: `UPDATE outbox_messages
-             SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
-                 lease_token = lease_token + 1, attempts = attempts + 1
-             WHERE id = @id AND status IN ('pending', 'processing') AND available_at <= @now
-             RETURNING ${CLAIMED_COLUMNS}`,
-
   /** The claim of a whole batch of candidates (read just before, in the same transaction); re-checks claimability. */
-  claimMany: `UPDATE outbox_messages
+  claim: `UPDATE outbox_messages
               SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
                   lease_token = lease_token + 1, attempts = attempts + 1
               WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('pending', 'processing') AND available_at <= @now
               RETURNING ${CLAIMED_COLUMNS}`,
+
+  // lockHolder: (none) the claim's BEGIN IMMEDIATE already keeps every other writer out
+
+  /** The conditional claim: re-checks claimability, so it can never take a held message. */
+  claimMessage: `UPDATE outbox_messages
+             SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
+                 lease_token = lease_token + 1, attempts = attempts + 1
+             WHERE id = @id AND status IN ('pending', 'processing') AND available_at <= @now
+             RETURNING ${CLAIMED_COLUMNS}`,
 
   holder: `SELECT status, locked_by, locked_until, lease_token FROM outbox_messages WHERE id = @id`,
 
@@ -106,8 +113,12 @@ export const SQL = {
 
   /** Each completion of a group that carries a business write runs inside one of these. */
   savepoint: "SAVEPOINT wassal_completion",
-  rollbackToSavepoint: "ROLLBACK TO wassal_completion",
+
+  // completeInSavepoint: (none) savepoint statements are prepared once each; a round trip costs nothing in-process
+
   releaseSavepoint: "RELEASE wassal_completion",
+
+  rollbackToSavepoint: "ROLLBACK TO wassal_completion",
 
   failRetry: `UPDATE outbox_messages
               SET status = 'pending', available_at = @availableAt, locked_by = NULL, locked_until = NULL, last_error = @error
@@ -124,35 +135,53 @@ export const SQL = {
 
   audit: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until)
           VALUES (@id, @token, @owner, @action, @at, @previousStatus, @previousOwner, @previousLockedUntil)`,
+
   auditTrail: `SELECT message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until
                FROM outbox_audit ORDER BY id`,
+
+  // clockNow: (none) times come from the injected clock, read inside the write lock
+
   getMessage: `SELECT ${COLUMNS} FROM outbox_messages WHERE id = @id`,
+
   listAll: `SELECT ${COLUMNS} FROM outbox_messages ORDER BY id LIMIT @limit`,
+
   listByStatus: `SELECT ${COLUMNS} FROM outbox_messages WHERE status IN (SELECT value FROM json_each(@statuses)) ORDER BY id LIMIT @limit`,
+
   countByStatus: `SELECT status, count(*) AS n FROM outbox_messages GROUP BY status`,
-  schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
 
   oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
+
   leasesByOwner: `SELECT locked_by AS owner, sum(locked_until > @now) AS held, sum(locked_until <= @now) AS expired
                   FROM outbox_messages WHERE status = 'processing' GROUP BY locked_by ORDER BY locked_by`,
+
   /** Audit rows for a redrive, written before it (same transaction); owner "redrive" marks an operator's act. */
   auditRedriveAll: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
                       SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages WHERE status = 'dead'`,
-  auditRedriveOne: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
-                      SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages WHERE id = @id AND status = 'dead'`,
+
   redriveAll: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
                WHERE status = 'dead'`,
-  redriveOne: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
-               WHERE id = @id AND status = 'dead'`,
+
+  auditRedriveSome: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
+                      SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages
+                      WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead'`,
+
+  redriveSome: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
+                WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead'`,
+
   /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */
   purgeBatch: `DELETE FROM outbox_messages WHERE id IN (
                  SELECT id FROM outbox_messages WHERE status = 'processed' AND processed_at < @before ORDER BY id LIMIT @limit)`,
 
+  schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
+
+  // schemaTables: (none) the one `schema` statement reads every DDL text from sqlite_schema
+
   unleasedLoadPending: `SELECT ${COLUMNS} FROM outbox_messages WHERE status = 'pending' ORDER BY id`,
+
   unleasedMarkProcessed: `UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL WHERE id = @id`,
 } as const;
 
-/** What claimOne and claimMany return (CLAIMED_COLUMNS). */
+/** What claim and claimMessage return (CLAIMED_COLUMNS). */
 export interface ClaimedRow {
   id: number;
   type: string;
@@ -162,21 +191,4 @@ export interface ClaimedRow {
   lease_token: number;
   attempts: number;
   last_error: string | null;
-}
-
-/** A row as better-sqlite3 returns it. */
-export interface MessageRow {
-  id: number;
-  type: string;
-  dedupe_key: string | null;
-  payload: string;
-  status: string;
-  created_at: number;
-  available_at: number;
-  locked_by: string | null;
-  locked_until: number | null;
-  lease_token: number;
-  attempts: number;
-  last_error: string | null;
-  processed_at: number | null;
 }

@@ -11,7 +11,17 @@ import type { DriverCapabilities, LeaseStats, OutboxDriver, SavepointStep } from
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
-import type { AuditAction, AuditEntry, ClaimMessageResult, JsonValue, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "../../outbox/types.js";
+import type {
+  AuditAction,
+  AuditEntry,
+  ClaimMessageResult,
+  JsonValue,
+  Lease,
+  MessageHolder,
+  MessageStatus,
+  OutboxMessage,
+  StatusCounts,
+} from "../../outbox/types.js";
 import type { UnleasedAccess } from "../unleased.js";
 import { toAuditEntry, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { applyMigrations, type Migration } from "./migrate.js";
@@ -36,7 +46,16 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
 
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, reclaimedFrom: string | null): Lease {
-  const read = { id: String(row.id), type: row.type, dedupeKey: row.dedupe_key, payload: JSON.parse(row.payload) as JsonValue, createdAt: new Date(row.created_at), token: row.lease_token, attempts: row.attempts, lastError: row.last_error };
+  const read = {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    payload: JSON.parse(row.payload) as JsonValue,
+    createdAt: new Date(row.created_at),
+    token: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+  };
   return claimedLease(read, owner, new Date(until), reclaimedFrom);
 }
 
@@ -158,15 +177,26 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return this.writeLock.run(() => {
       const now = this.now();
       const until = now + leaseMs;
-      const candidates = this.#stmt("claimCandidates").all({ now, limit }) as { id: number; status: string; locked_by: string | null; locked_until: number | null }[];
+      const candidates = this.#stmt("claimCandidates").all({ now, limit }) as {
+        id: number;
+        status: string;
+        locked_by: string | null;
+        locked_until: number | null;
+      }[];
       if (candidates.length === 0) return { at: new Date(now), leases: [] };
       // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order.
-      const rows = new Map((this.#stmt("claimMany").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now }) as ClaimedRow[]).map((row) => [row.id, row]));
+      const rows = new Map(
+        (this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now }) as ClaimedRow[]).map((row) => [row.id, row]),
+      );
       const leases: Lease[] = [];
       for (const candidate of candidates) {
         const row = rows.get(candidate.id);
         if (row === undefined) continue;
-        this.#audit(audit, row.id, row.lease_token, owner, "claim", now, { status: candidate.status, owner: candidate.locked_by, lockedUntil: candidate.locked_until });
+        this.#audit(audit, row.id, row.lease_token, owner, "claim", now, {
+          status: candidate.status,
+          owner: candidate.locked_by,
+          lockedUntil: candidate.locked_until,
+        });
         leases.push(sqliteClaimedLease(row, owner, until, candidate.status === "processing" ? candidate.locked_by : null));
       }
       return { at: new Date(now), leases };
@@ -182,7 +212,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       const before = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
       if (before === undefined) return { at, result: { outcome: "not-claimable", messageId, status: "missing" } };
       const until = now + leaseMs;
-      const row = this.#stmt("claimOne").get({ id, owner, until, now }) as ClaimedRow | undefined;
+      const row = this.#stmt("claimMessage").get({ id, owner, until, now }) as ClaimedRow | undefined;
       if (row !== undefined) {
         this.#audit(audit, row.id, row.lease_token, owner, "claim", now, { status: before.status, owner: before.locked_by, lockedUntil: before.locked_until });
         return { at, result: { outcome: "claimed", lease: sqliteClaimedLease(row, owner, until, before.status === "processing" ? before.locked_by : null) } };
@@ -243,9 +273,10 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return this.writeLock.run(() => {
       const now = this.now();
       const availableAt = now + (retryInMs ?? 0);
-      const changed = retryInMs === null
-        ? this.#stmt("failDead").run({ id, token: lease.token, error, now }).changes === 1
-        : this.#stmt("failRetry").run({ id, token: lease.token, error, availableAt }).changes === 1;
+      const changed =
+        retryInMs === null
+          ? this.#stmt("failDead").run({ id, token: lease.token, error, now }).changes === 1
+          : this.#stmt("failRetry").run({ id, token: lease.token, error, availableAt }).changes === 1;
       if (changed) this.#audit(audit, id, lease.token, lease.owner, retryInMs === null ? "dead" : "retry", now);
       return { at: new Date(now), changed, availableAt: new Date(availableAt) };
     });
@@ -302,14 +333,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         if (audit) this.#stmt("auditRedriveAll").run({ now });
         return this.#stmt("redriveAll").run({ now }).changes;
       }
-      let moved = 0;
-      for (const messageId of messageIds) {
-        const id = rowId(messageId);
-        if (id === -1) continue;
-        if (audit) this.#stmt("auditRedriveOne").run({ id, now });
-        moved += this.#stmt("redriveOne").run({ id, now }).changes;
-      }
-      return moved;
+      const ids = JSON.stringify(messageIds.map(rowId).filter((id) => id !== -1));
+      if (audit) this.#stmt("auditRedriveSome").run({ ids, now });
+      return this.#stmt("redriveSome").run({ ids, now }).changes;
     });
   }
 

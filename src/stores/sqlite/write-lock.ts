@@ -39,7 +39,10 @@ export class WriteLock {
   /** Runs `work` inside BEGIN IMMEDIATE … COMMIT, or rolls back and rethrows. */
   run<T>(work: () => T | Promise<T>): Promise<T> {
     if (this.insideTransaction()) {
-      throw new WassalError("NESTED_TRANSACTION", "a transaction was started inside another on the same SQLite connection; do the work inside the transaction you already have");
+      throw new WassalError(
+        "NESTED_TRANSACTION",
+        "a transaction was started inside another on the same SQLite connection; do the work inside the transaction you already have",
+      );
     }
     const result = this.#tail.then(() => this.#runNow(work));
     this.#tail = result.catch(() => undefined);
@@ -84,7 +87,10 @@ export class WriteLock {
         if (!isBusy(error)) throw error;
         const waited = performance.now() - started;
         if (waited >= this.#maxWaitMs) {
-          throw new StoreBusyError(`could not get the SQLite write lock within ${Math.round(waited)} ms (another process holds it); nothing was written, try again`, { cause: error });
+          throw new StoreBusyError(
+            `could not get the SQLite write lock within ${Math.round(waited)} ms (another process holds it); nothing was written, try again`,
+            { cause: error },
+          );
         }
         await sleep(delay * (0.5 + Math.random()));
         delay = Math.min(delay * 2, 50);
