@@ -87,7 +87,7 @@ export function chaosCommand(): Command {
           sqliteLockMs: o.sqliteLockMs,
           timeoutMs: o.timeout,
           keep: o.keep ?? false,
-          onProgress: o.json ? undefined : (line) => process.stderr.write(`chaos: ${line}\n`),
+          ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
         });
         if (o.json) {
           printJson(result);

@@ -106,7 +106,7 @@ async function runModel(factory: StoreFactory): Promise<void> {
     }
   });
 
-  const details = await fc.check(property, { seed, numRuns, ...(replaying && { path: env.WASSAL_MODEL_PATH }) });
+  const details = await fc.check(property, { seed, numRuns, ...(replaying && env.WASSAL_MODEL_PATH !== undefined ? { path: env.WASSAL_MODEL_PATH } : {}) });
   if (details.failed) {
     const report = (await fc.asyncDefaultReportMessage(details)) ?? "";
     const commandsReplay = /replayPath="([^"]*)"/.exec(report)?.[1];

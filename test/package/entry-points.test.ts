@@ -1,0 +1,92 @@
+// The package's faces, as a user imports them (by the package name, from the built dist/): the
+// root is the core and loads no database driver; each store has its own entry point; nothing that
+// could forge events or bypass leases is public.
+
+import { spawnSync } from "node:child_process";
+import { beforeAll, describe, expect, it } from "vitest";
+import { requireBuilt, ROOT } from "../support/cli.js";
+import { childEnv } from "../support/env.js";
+
+/** Runs an ES module snippet in a fresh Node process at the repository root and returns its JSON output. */
+function inFreshProcess<T>(code: string): T {
+  // `drivers()`: which database drivers the process has loaded so far (both are CommonJS packages,
+  // so whatever imports them puts their files in the CommonJS module cache).
+  const prelude = `import { createRequire } from "node:module";
+    const cache = createRequire(import.meta.url).cache;
+    const drivers = () => ["better-sqlite3", "pg"].filter((name) => Object.keys(cache).some((file) => file.includes("/node_modules/" + name + "/")));`;
+  const result = spawnSync(process.execPath, ["--input-type=module", "-e", `${prelude}\n${code}`], {
+    cwd: ROOT,
+    env: childEnv(),
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+  if (result.status !== 0) throw new Error(`node exited ${result.status}: ${result.stderr}`);
+  return JSON.parse(result.stdout) as T;
+}
+
+describe("entry points", () => {
+  beforeAll(() => {
+    for (const entry of ["index.js", "sqlite.js", "postgres.js", "observability.js", "lab.js"]) requireBuilt(entry);
+  });
+
+  it("the root loads no database driver; wassal/postgres loads pg alone and wassal/sqlite better-sqlite3 alone", () => {
+    const postgresUser = inFreshProcess<{ core: string[]; postgres: string[] }>(`
+      await import("wassal");
+      const core = drivers();
+      await import("wassal/postgres");
+      console.log(JSON.stringify({ core, postgres: drivers() }));`);
+    expect(postgresUser).toEqual({ core: [], postgres: ["pg"] });
+    const sqliteUser = inFreshProcess<string[]>(`
+      await import("wassal");
+      await import("wassal/sqlite");
+      console.log(JSON.stringify(drivers()));`);
+    expect(sqliteUser).toEqual(["better-sqlite3"]);
+  });
+
+  it("the root exports the core, including UnrecoverableError, and none of the stores, the domain or the lab", () => {
+    const out = inFreshProcess<{ names: string[]; unrecoverable: boolean }>(`
+      const core = await import("wassal");
+      const error = new core.UnrecoverableError("BAD_PAYLOAD", "payload has no amount");
+      console.log(JSON.stringify({ names: Object.keys(core).sort(), unrecoverable: error instanceof core.WassalError && error.name === "UnrecoverableError" }));`);
+    expect(out.unrecoverable).toBe(true);
+    expect(out.names).toEqual(
+      expect.arrayContaining(["Worker", "processLease", "ManualClock", "systemClock", "EventHub", "CompletionBatcher", "UnrecoverableError", "LeaseLostError"]),
+    );
+    for (const outside of ["SqliteOutboxStore", "PostgresOutboxStore", "openOutbox", "PaymentsService", "ProviderSimulator", "runScenario", "outboxMetrics"]) {
+      expect(out.names).not.toContain(outside);
+    }
+  });
+
+  it("each subpath exports its own part", () => {
+    const out = inFreshProcess<Record<string, string[]>>(`
+      const names = async (path) => Object.keys(await import(path)).sort();
+      console.log(JSON.stringify({
+        sqlite: await names("wassal/sqlite"),
+        postgres: await names("wassal/postgres"),
+        observability: await names("wassal/observability"),
+        lab: await names("wassal/lab"),
+      }));`);
+    expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
+    expect(out.postgres).toEqual(["PostgresOutboxStore"]);
+    expect(out.observability).toEqual(["createLogger", "logEvents", "outboxMetrics", "serveMetrics"]);
+    expect(out.lab).toEqual(expect.arrayContaining(["openOutbox", "withOutbox", "PaymentsService", "ProviderSimulator", "runScenario", "SCENARIOS"]));
+  });
+
+  it("a caller can listen to a store's events but cannot emit one, and a store has no lease-bypassing member", () => {
+    const out = inFreshProcess<{ hubMembers: string[]; storeHasUnleased: boolean; events: string[] }>(`
+      const { EventHub } = await import("wassal");
+      const { SqliteOutboxStore } = await import("wassal/sqlite");
+      const store = new SqliteOutboxStore({ path: ":memory:" });
+      await store.migrate();
+      const events = [];
+      store.events.subscribe((event) => events.push(event.type));
+      await store.claim("me", { limit: 1, leaseMs: 1000 });
+      const hubMembers = Object.getOwnPropertyNames(EventHub.prototype).filter((name) => name !== "constructor").sort();
+      const storeHasUnleased = "unleased" in store;
+      await store.close();
+      console.log(JSON.stringify({ hubMembers, storeHasUnleased, events }));`);
+    expect(out.events).toEqual(["claim-empty"]);
+    expect(out.hubMembers).toEqual(["subscribe"]);
+    expect(out.storeHasUnleased).toBe(false);
+  });
+});
