@@ -39,7 +39,15 @@ export interface StoreHarness<Tx = unknown> {
   businessWrite(tx: Tx, key: string): Promise<void>;
   /** How many committed business rows have this key, read on a separate connection. */
   countBusinessRows(key: string): Promise<number>;
+  /** A connection of its own that reads the committed business rows per key (what another process would see). */
+  openBusinessRowsReader(): Promise<BusinessRowsReader>;
   /** Closes every connection and removes the database. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+export interface BusinessRowsReader {
+  /** Committed business rows per key. */
+  counts(): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -99,6 +107,14 @@ const sqliteFactory: StoreFactory = {
         } finally {
           reader.close();
         }
+      },
+      async openBusinessRowsReader() {
+        const db = new Database(path, { readonly: true, fileMustExist: true });
+        const query = db.prepare("SELECT key, count(*) AS n FROM business_effects GROUP BY key");
+        return {
+          counts: async () => Object.fromEntries((query.all() as { key: string; n: number }[]).map((r) => [r.key, r.n])),
+          close: async () => void db.close(),
+        };
       },
       async close() {
         if (closed) return;
@@ -160,6 +176,15 @@ const postgresFactory: StoreFactory = {
         } finally {
           await reader.end();
         }
+      },
+      async openBusinessRowsReader() {
+        const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+        await client.connect();
+        const sql = `SELECT key, count(*)::int AS n FROM ${schema}.business_effects GROUP BY key`;
+        return {
+          counts: async () => Object.fromEntries((await client.query<{ key: string; n: number }>(sql)).rows.map((r) => [r.key, r.n])),
+          close: () => client.end(),
+        };
       },
       async close() {
         if (closed) return;

@@ -8,16 +8,10 @@
 // its leases without touching the store.
 
 import { isDeepStrictEqual } from "node:util";
-import Database from "better-sqlite3";
 import fc from "fast-check";
-import pg from "pg";
 import type { ManualClock } from "../../src/outbox/clock.js";
-import type { OutboxStore } from "../../src/outbox/store.js";
 import type { AuditEntry, ClaimMessageResult, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
-import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
-import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
-import { TEST_DATABASE_URL } from "../support/postgres.js";
-import { START, type StoreHarness } from "../conformance/stores.js";
+import { START, type BusinessRowsReader, type StoreHarness } from "../conformance/stores.js";
 import {
   LeaseModel,
   type FinalizeKind,
@@ -59,36 +53,6 @@ function tally(r: Real, key: string): void {
 
 export function newWorld(): World {
   return { spec: new LeaseModel(START.getTime()), workers: new Map(OWNERS.map((o) => [o, []])), ids: [], failures: 0 };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reading committed business rows on a connection of our own (what another process would see).
-
-export interface BusinessRowsReader {
-  /** Committed business rows per key. */
-  counts(): Promise<Record<string, number>>;
-  close(): Promise<void>;
-}
-
-export async function openBusinessRowsReader(store: OutboxStore<unknown>): Promise<BusinessRowsReader> {
-  if (store instanceof SqliteOutboxStore) {
-    const db = new Database(store.path, { readonly: true, fileMustExist: true });
-    const query = db.prepare("SELECT key, count(*) AS n FROM business_effects GROUP BY key");
-    return {
-      counts: async () => Object.fromEntries((query.all() as { key: string; n: number }[]).map((r) => [r.key, r.n])),
-      close: async () => void db.close(),
-    };
-  }
-  if (store instanceof PostgresOutboxStore) {
-    const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
-    await client.connect();
-    const sql = `SELECT key, count(*)::int AS n FROM ${store.schema}.business_effects GROUP BY key`;
-    return {
-      counts: async () => Object.fromEntries((await client.query<{ key: string; n: number }>(sql)).rows.map((r) => [r.key, r.n])),
-      close: () => client.end(),
-    };
-  }
-  throw new Error(`no business-rows reader for a ${store.kind} store`);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@
 import fc from "fast-check";
 import { expect, it } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
-import { describeEachStore, START, type StoreFactory } from "../conformance/stores.js";
-import { checkState, commandArb, newWorld, openBusinessRowsReader, type BusinessRowsReader, type Real } from "./lease-commands.js";
+import { describeEachStore, START, type BusinessRowsReader, type StoreFactory } from "../conformance/stores.js";
+import { checkState, commandArb, newWorld, type Real } from "./lease-commands.js";
 
 const SETTINGS: Record<string, { numRuns: number; maxCommands: number }> = {
   sqlite: { numRuns: 200, maxCommands: 40 },
@@ -86,7 +86,7 @@ async function runModel(factory: StoreFactory): Promise<void> {
     const harness = await factory.create(clock);
     let business: BusinessRowsReader | undefined;
     try {
-      business = await openBusinessRowsReader(harness.store);
+      business = await harness.openBusinessRowsReader();
       const model = newWorld();
       const real: Real = { harness, clock, business, issued: new Set(), trace: [], seen };
       await checkState(model, real);
