@@ -4,17 +4,16 @@
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../outbox/clock.js";
 import { dropSchema, postgresServerVersion, redactUrl } from "../stores/admin.js";
-import { PostgresPaymentsRepository } from "../stores/postgres/payments-repository.js";
-import { PostgresOutboxStore, type PostgresTx } from "../stores/postgres/postgres-outbox-store.js";
+import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
 import type { LabBackend, LabConnection } from "./backend.js";
 
-export class PostgresLabBackend implements LabBackend<PostgresTx> {
+export class PostgresLabBackend implements LabBackend<unknown> {
   readonly location: string;
   readonly description: string;
   readonly #url: string;
   readonly #schema: string;
   readonly #keep: boolean;
-  readonly #connections: PostgresOutboxStore[] = [];
+  readonly #connections: OpenedOutbox[] = [];
 
   private constructor(url: string, schema: string, version: string, keep: boolean) {
     this.#url = url;
@@ -30,17 +29,14 @@ export class PostgresLabBackend implements LabBackend<PostgresTx> {
     return new PostgresLabBackend(url, `wassal_lab_${randomBytes(5).toString("hex")}`, version, keep);
   }
 
-  async connect(clock: Clock): Promise<LabConnection<PostgresTx>> {
-    const store = await PostgresOutboxStore.connect({ url: this.#url, schema: this.#schema, clock, maxConnections: 2 });
-    this.#connections.push(store);
-    await store.migrate();
-    const repository = new PostgresPaymentsRepository(store);
-    await repository.migrate();
-    return { store, repository };
+  async connect(clock: Clock): Promise<LabConnection<unknown>> {
+    const opened = await openOutbox(this.#url, { schema: this.#schema, clock, maxConnections: 2 });
+    this.#connections.push(opened);
+    return { store: opened.store, repository: opened.payments };
   }
 
   async dispose(): Promise<string> {
-    for (const store of this.#connections) await store.close();
+    for (const opened of this.#connections) await opened.close();
     if (this.#keep) return `schema ${this.#schema} kept (--keep-db)`;
     await dropSchema(this.#url, this.#schema);
     return `temporary schema ${this.#schema} dropped`;

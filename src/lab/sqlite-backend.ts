@@ -7,8 +7,7 @@ import { join } from "node:path";
 import type { Clock } from "../outbox/clock.js";
 import { DatabaseOpenError } from "../outbox/errors.js";
 import { sqliteHoldsTables, sqliteVersion } from "../stores/admin.js";
-import { SqlitePaymentsRepository } from "../stores/sqlite/payments-repository.js";
-import { SqliteOutboxStore, type SqliteTx } from "../stores/sqlite/sqlite-outbox-store.js";
+import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
 import type { LabBackend, LabConnection } from "./backend.js";
 
 export interface SqliteBackendOptions {
@@ -20,12 +19,12 @@ export interface SqliteBackendOptions {
   readonly label: string;
 }
 
-export class SqliteLabBackend implements LabBackend<SqliteTx> {
+export class SqliteLabBackend implements LabBackend<unknown> {
   readonly location: string;
   readonly description: string;
   readonly #tempDir: string | null;
   readonly #keep: boolean;
-  readonly #connections: SqliteOutboxStore[] = [];
+  readonly #connections: OpenedOutbox[] = [];
 
   constructor(options: SqliteBackendOptions) {
     if (options.path !== undefined) {
@@ -45,17 +44,14 @@ export class SqliteLabBackend implements LabBackend<SqliteTx> {
     this.description = `SQLite ${sqliteVersion()} (better-sqlite3), WAL, synchronous=FULL, one connection per worker`;
   }
 
-  async connect(clock: Clock): Promise<LabConnection<SqliteTx>> {
-    const store = new SqliteOutboxStore({ path: this.location, clock });
-    this.#connections.push(store);
-    await store.migrate();
-    const repository = new SqlitePaymentsRepository(store);
-    await repository.migrate();
-    return { store, repository };
+  async connect(clock: Clock): Promise<LabConnection<unknown>> {
+    const opened = await openOutbox(this.location, { clock });
+    this.#connections.push(opened);
+    return { store: opened.store, repository: opened.payments };
   }
 
   async dispose(): Promise<string> {
-    for (const store of this.#connections) await store.close();
+    for (const opened of this.#connections) await opened.close();
     if (this.#tempDir === null) return `database kept at ${this.location} (you named it with --db)`;
     if (this.#keep) return `database kept at ${this.location} (--keep-db)`;
     rmSync(this.#tempDir, { recursive: true, force: true });

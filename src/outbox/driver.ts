@@ -87,8 +87,17 @@ export interface OutboxDriver<Tx> {
     readonly leases: readonly Lease[];
     readonly audit: boolean;
   }): Promise<{ readonly at: Date; readonly completed: ReadonlySet<string> }>;
-  /** The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its time, or null when the lease is gone. */
-  completeOne(params: { readonly tx: Tx; readonly lease: Lease; readonly savepoint: SavepointStep; readonly audit: boolean }): Promise<Date | null>;
+  /**
+   * The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its
+   * time, or null when the lease is gone. A driver whose database answers synchronously may return
+   * the value itself, so that nothing is awaited while the write lock is held.
+   */
+  completeOne(params: {
+    readonly tx: Tx;
+    readonly lease: Lease;
+    readonly savepoint: SavepointStep;
+    readonly audit: boolean;
+  }): Date | null | Promise<Date | null>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 

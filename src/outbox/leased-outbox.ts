@@ -167,40 +167,49 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   }
 
   async complete(lease: Lease, finalize?: Finalize<Tx>): Promise<Completed | LeaseLost> {
-    // One item: no savepoint, and a business write that throws rolls back and is rethrown.
-    const [result] = await this.completeMany([finalize ? { lease, finalize } : { lease }]);
-    return result as Completed | LeaseLost;
+    checkLease(lease); // before anything is written
+    // Alone in its transaction: no savepoint, and a business write that throws rolls back and is rethrown.
+    return (await this.#report(lease, await this.#completeAlone(lease, finalize))) as Completed | LeaseLost;
   }
 
   async completeMany(items: readonly CompletionRequest<Tx>[]): Promise<CompletionResult[]> {
     for (const item of items) checkLease(item.lease); // before anything is written
     if (items.length === 0) return [];
-    const outcomes = items.length === 1 ? await this.#completeAlone(items[0] as CompletionRequest<Tx>) : await this.#completeGroup(items);
+    const only = items.length === 1 ? (items[0] as CompletionRequest<Tx>) : undefined;
+    const outcomes = only ? [await this.#completeAlone(only.lease, only.finalize)] : await this.#completeGroup(items);
     const results: CompletionResult[] = [];
-    for (const [index, { lease }] of items.entries()) {
-      const outcome = outcomes[index] ?? "lost";
-      if (outcome === "lost") {
-        results.push(await this.#lost(lease, "complete"));
-      } else if ("done" in outcome) {
-        publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
-        results.push({ outcome: "completed", messageId: lease.messageId, processedAt: outcome.done });
-      } else {
-        results.push({ outcome: "failed", messageId: lease.messageId, error: outcome.error });
-      }
-    }
+    for (const [index, { lease }] of items.entries()) results.push(await this.#report(lease, outcomes[index] ?? "lost"));
     return results;
   }
 
-  /** One completion in a transaction of its own; a business write that throws rolls it back and is rethrown. */
-  async #completeAlone({ lease, finalize }: CompletionRequest<Tx>): Promise<Outcome[]> {
-    const outcome = await this.#driver.transaction(async (tx): Promise<Outcome> => {
+  /** Publishes how a completion ended and builds its result (a lost lease is looked up first). */
+  #report(lease: Lease, outcome: Outcome): CompletionResult | Promise<LeaseLost> {
+    if (outcome === "lost") return this.#lost(lease, "complete");
+    if ("done" in outcome) {
+      publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+      return { outcome: "completed", messageId: lease.messageId, processedAt: outcome.done };
+    }
+    return { outcome: "failed", messageId: lease.messageId, error: outcome.error };
+  }
+
+  /**
+   * One completion in a transaction of its own; a business write that throws rolls it back and is
+   * rethrown. Written without async steps where the driver answers synchronously, so that nothing
+   * is awaited while SQLite's write lock is held (each await there lengthens every other
+   * process's wait).
+   */
+  #completeAlone(lease: Lease, finalize: Finalize<Tx> | undefined): Promise<Outcome> {
+    return this.#driver.transaction((tx) => {
       // The guarded update first: if the lease is gone, the business write never runs.
-      const done = await this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit });
-      if (done === null) return "lost";
-      if (finalize) await finalize(tx);
-      return { done };
+      const done = this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit });
+      return done instanceof Promise ? done.then((at) => this.#afterGuard(tx, at, finalize)) : this.#afterGuard(tx, done, finalize);
     });
-    return [outcome];
+  }
+
+  #afterGuard(tx: Tx, done: Date | null, finalize: Finalize<Tx> | undefined): Outcome | Promise<Outcome> {
+    if (done === null) return "lost";
+    if (finalize === undefined) return { done };
+    return Promise.resolve(finalize(tx)).then(() => ({ done }));
   }
 
   /**

@@ -2,7 +2,7 @@
 // used, in the same transaction as the change, so a checker can prove ownership afterwards.
 
 import { expect, it } from "vitest";
-import { claimOne, describeEachStore, enqueueMessage, useStoreHarness } from "./stores.js";
+import { claimNext, describeEachStore, enqueueMessage, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
 
@@ -12,7 +12,7 @@ describeEachStore("audit trail", (factory) => {
   it("records a claim with the new token and the state it took the message from", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     const [entry] = await store.auditTrail();
     expect(entry).toEqual({
       messageId: message.id,
@@ -29,9 +29,9 @@ describeEachStore("audit trail", (factory) => {
   it("records a reclaim with the previous owner and the expiry it waited for", async () => {
     const { store, clock } = ctx();
     await enqueueMessage(store);
-    const first = await claimOne(store, "worker-a", LEASE_MS);
+    const first = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
-    const second = await claimOne(store, "worker-b", LEASE_MS);
+    const second = await claimNext(store, "worker-b", LEASE_MS);
     const trail = await store.auditTrail();
     expect(trail.map((e) => [e.action, e.owner, e.token])).toEqual([
       ["claim", "worker-a", first.token],
@@ -52,9 +52,9 @@ describeEachStore("audit trail", (factory) => {
   it("records a completion with the token it was guarded by, and nothing for a refused one", async () => {
     const { store, clock } = ctx();
     await enqueueMessage(store);
-    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    const stale = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
-    const fresh = await claimOne(store, "worker-a", LEASE_MS);
+    const fresh = await claimNext(store, "worker-a", LEASE_MS);
     expect((await store.complete(stale)).outcome).toBe("lease-lost");
     expect((await store.complete(fresh)).outcome).toBe("completed");
     const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
@@ -64,7 +64,7 @@ describeEachStore("audit trail", (factory) => {
   it("rolls the completion's audit row back with a business write that fails", async () => {
     const { store } = ctx();
     await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     await expect(
       store.complete(lease, () => {
         throw new Error("business write failed");

@@ -4,7 +4,7 @@
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import type { ClaimOptions, Lease } from "../../src/outbox/types.js";
-import { at, claimOne, enqueueMessage, enqueueMessages, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { at, claimNext, enqueueMessage, enqueueMessages, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -28,8 +28,8 @@ describeEachStore("claiming", (factory) => {
     const early = await enqueueMessage(store);
 
     clock.set(at(20_000));
-    expect((await claimOne(store, "worker-a", LEASE_MS)).messageId).toBe(early.id);
-    expect((await claimOne(store, "worker-a", LEASE_MS)).messageId).toBe(late.id);
+    expect((await claimNext(store, "worker-a", LEASE_MS)).messageId).toBe(early.id);
+    expect((await claimNext(store, "worker-a", LEASE_MS)).messageId).toBe(late.id);
   });
 
   it("claims messages due at the same instant in the order they were enqueued", async () => {
@@ -62,7 +62,7 @@ describeEachStore("claiming", (factory) => {
     const message = await enqueueMessage(store);
     clock.advance(5_000);
 
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     const expiry = at(5_000 + LEASE_MS);
     expect(lease).toMatchObject({ messageId: message.id, owner: "worker-a", token: 1, lockedUntil: expiry, reclaimedFrom: null });
     expect(lease.message).toMatchObject({
@@ -83,8 +83,8 @@ describeEachStore("claiming", (factory) => {
     expect(await store.claim("worker-a", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
 
     await enqueueMessages(store, clock, 2);
-    await claimOne(store, "worker-a", LEASE_MS);
-    const done = await claimOne(store, "worker-a", LEASE_MS);
+    await claimNext(store, "worker-a", LEASE_MS);
+    const done = await claimNext(store, "worker-a", LEASE_MS);
     await store.complete(done);
     // One message is held, the other processed: nothing to claim.
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
@@ -135,7 +135,7 @@ describeEachStore("claiming", (factory) => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
     for (let n = 1; n <= 3; n += 1) {
-      const lease = await claimOne(store, `worker-${n}`, LEASE_MS);
+      const lease = await claimNext(store, `worker-${n}`, LEASE_MS);
       expect(lease.message.attempts).toBe(n);
       expect(lease.token).toBe(n);
       clock.advance(LEASE_MS); // the holder crashed: its lease runs out
@@ -150,7 +150,7 @@ describeEachStore("exclusive, expiring leases", (factory) => {
   it("lets nobody, not even the holder, claim a message while its lease is unexpired", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
 
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
     expect(await store.claim("worker-a", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
@@ -162,7 +162,7 @@ describeEachStore("exclusive, expiring leases", (factory) => {
   it("reports who blocks a held message when it is claimed by id", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS - 1);
 
     const result = await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS });
@@ -173,10 +173,10 @@ describeEachStore("exclusive, expiring leases", (factory) => {
   it("lets exactly one other claimer take the message when the lease expires, with the next token", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const first = await claimOne(store, "worker-a", LEASE_MS);
+    const first = await claimNext(store, "worker-a", LEASE_MS);
 
     clock.set(first.lockedUntil);
-    const second = await claimOne(store, "worker-b", LEASE_MS);
+    const second = await claimNext(store, "worker-b", LEASE_MS);
     expect(second).toMatchObject({ messageId: message.id, owner: "worker-b", token: 2, reclaimedFrom: "worker-a", lockedUntil: at(2 * LEASE_MS) });
     expect(second.message).toMatchObject({ status: "processing", lockedBy: "worker-b", leaseToken: 2, attempts: 2 });
 
@@ -187,7 +187,7 @@ describeEachStore("exclusive, expiring leases", (factory) => {
   it("lets claimMessage take a message whose lease expired, naming the previous owner", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await claimOne(store, "worker-a", LEASE_MS);
+    await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
 
     const result = await store.claimMessage("worker-b", message.id, { leaseMs: 10_000 });
@@ -242,7 +242,7 @@ describeEachStore("exclusive, expiring leases", (factory) => {
   it("says a processed message is not claimable", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await store.complete(await claimOne(store, "worker-a", LEASE_MS));
+    await store.complete(await claimNext(store, "worker-a", LEASE_MS));
     clock.advance(10 * LEASE_MS);
     expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({
       outcome: "not-claimable",
@@ -254,7 +254,7 @@ describeEachStore("exclusive, expiring leases", (factory) => {
   it("says a dead message is not claimable", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await store.fail(await claimOne(store, "worker-a", LEASE_MS), new Error("poison"), "dead");
+    await store.fail(await claimNext(store, "worker-a", LEASE_MS), new Error("poison"), "dead");
     clock.advance(10 * LEASE_MS);
     expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({
       outcome: "not-claimable",
@@ -288,7 +288,7 @@ describeEachStore("claiming: the order of the returned leases", (factory) => {
     const first = await enqueueMessage(store);
     clock.advance(1);
     const second = await enqueueMessage(store);
-    await claimOne(store, "worker-a", 10);
+    await claimNext(store, "worker-a", 10);
     clock.advance(10);
     const leases = await store.claim("worker-b", { limit: 2, leaseMs: LEASE_MS });
     // first's lease ran out at t+10, later than second became due (t+1): second comes first.

@@ -2,7 +2,7 @@
 // or neither does; a completed message is finished for good.
 
 import { expect, it, vi } from "vitest";
-import { claimOne, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -12,7 +12,7 @@ describeEachStore("completing", (factory) => {
   it("rolls back both the business write and the completion when finalize throws, keeping the lease", async () => {
     const { store, harness } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     const failure = new Error("business write refused");
 
     await expect(
@@ -35,7 +35,7 @@ describeEachStore("completing", (factory) => {
   it("rolls back the completion when finalize throws synchronously", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
 
     await expect(
       store.complete(lease, () => {
@@ -48,7 +48,7 @@ describeEachStore("completing", (factory) => {
   it("never shows another caller's uncommitted completion to readers", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     let openGate!: () => void;
     const gate = new Promise<void>((resolve) => (openGate = resolve));
     // The completion's guarded update has run, but its transaction stays open until the gate
@@ -72,7 +72,7 @@ describeEachStore("completing", (factory) => {
   it("marks the message processed now, keeps who did the work and clears the lease expiry", async () => {
     const { store, clock, harness } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(1_234);
     const finalize = vi.fn(async (tx: unknown) => harness.businessWrite(tx, "done"));
 
@@ -94,14 +94,14 @@ describeEachStore("completing", (factory) => {
   it("completes without any business write when no finalize is given", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    expect((await store.complete(await claimOne(store, "worker-a", LEASE_MS))).outcome).toBe("completed");
+    expect((await store.complete(await claimNext(store, "worker-a", LEASE_MS))).outcome).toBe("completed");
     expect((await mustGet(store, message.id)).status).toBe("processed");
   });
 
   it("never lets a completed message be claimed again, however far the clock moves", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await store.complete(await claimOne(store, "worker-a", LEASE_MS));
+    await store.complete(await claimNext(store, "worker-a", LEASE_MS));
 
     clock.advance(365 * 24 * 60 * 60 * 1000);
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
@@ -112,7 +112,7 @@ describeEachStore("completing", (factory) => {
   it("refuses to complete the same lease twice, and never runs the second finalize", async () => {
     const { store, harness } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     await store.complete(lease, (tx) => harness.businessWrite(tx, "once"));
     const second = vi.fn(async (tx: unknown) => harness.businessWrite(tx, "once"));
 

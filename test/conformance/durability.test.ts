@@ -1,7 +1,7 @@
 // Invariant 1, durable: a committed message survives a restart of any process.
 
 import { expect, it } from "vitest";
-import { claimOne, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
 describeEachStore("durability", (factory) => {
   const ctx = useStoreHarness(factory);
@@ -46,7 +46,7 @@ describeEachStore("durability", (factory) => {
   it("keeps a lease across a restart: the holder still blocks others and can still complete", async () => {
     const { harness } = ctx();
     const message = await enqueueMessage(harness.store);
-    const lease = await claimOne(harness.store, "worker-a", 60_000);
+    const lease = await claimNext(harness.store, "worker-a", 60_000);
 
     const reopened = await harness.reopen();
     expect(await reopened.claim("worker-b", { limit: 10, leaseMs: 60_000 })).toEqual([]);
@@ -61,11 +61,11 @@ describeEachStore("durability", (factory) => {
   it("still offers an expired lease's message for reclaim after a restart, with the next token", async () => {
     const { harness, clock } = ctx();
     const message = await enqueueMessage(harness.store);
-    await claimOne(harness.store, "worker-a", 60_000);
+    await claimNext(harness.store, "worker-a", 60_000);
 
     const reopened = await harness.reopen();
     clock.advance(60_000);
-    const lease = await claimOne(reopened, "worker-b", 60_000);
+    const lease = await claimNext(reopened, "worker-b", 60_000);
     expect(lease).toMatchObject({ messageId: message.id, token: 2, reclaimedFrom: "worker-a" });
   });
 
@@ -88,7 +88,7 @@ describeEachStore("durability", (factory) => {
     const message = await enqueueMessage(harness.store, { dedupeKey: "seen-elsewhere" });
 
     expect(await other.getMessage(message.id)).toEqual(message);
-    const lease = await claimOne(other, "worker-b", 30_000);
+    const lease = await claimNext(other, "worker-b", 30_000);
     expect(lease.messageId).toBe(message.id);
     expect((await mustGet(harness.store, message.id)).lockedBy).toBe("worker-b");
   });

@@ -3,7 +3,7 @@
 import { expect, it } from "vitest";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "../../src/outbox/errors.js";
 import type { JsonValue, NewMessage } from "../../src/outbox/types.js";
-import { at, claimOne, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { at, claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
 const EMPTY_COUNTS = { pending: 0, processing: 0, processed: 0, dead: 0 };
 
@@ -80,7 +80,7 @@ describeEachStore("atomic enqueue", (factory) => {
   it("refuses to enqueue outside a transaction even while another caller's transaction is open", async () => {
     const { store, harness } = ctx();
     await enqueueMessage(store, { dedupeKey: "held" });
-    const lease = await claimOne(store, "worker-a", 30_000);
+    const lease = await claimNext(store, "worker-a", 30_000);
     let openGate!: () => void;
     const gate = new Promise<void>((resolve) => (openGate = resolve));
     // worker-a's completion holds its transaction open until the gate opens, then rolls back.
@@ -153,7 +153,7 @@ describeEachStore("atomic enqueue", (factory) => {
     expect(await store.claim("worker-a", { limit: 10, leaseMs: 30_000 })).toEqual([]);
 
     clock.set(at(60_000));
-    const lease = await claimOne(store, "worker-a", 30_000);
+    const lease = await claimNext(store, "worker-a", 30_000);
     expect(lease.messageId).toBe(message.id);
   });
 
@@ -161,7 +161,7 @@ describeEachStore("atomic enqueue", (factory) => {
     const { store, clock } = ctx();
     clock.advance(10_000);
     const message = await enqueueMessage(store, { availableAt: at(5_000) });
-    const lease = await claimOne(store, "worker-a", 30_000);
+    const lease = await claimNext(store, "worker-a", 30_000);
     expect(lease.messageId).toBe(message.id);
   });
 
@@ -171,7 +171,7 @@ describeEachStore("atomic enqueue", (factory) => {
     const message = await enqueueMessage(store, { payload });
     expect(message.payload).toEqual(payload);
     expect((await mustGet(store, message.id)).payload).toEqual(payload);
-    expect((await claimOne(store, "worker-a", 30_000)).message.payload).toEqual(payload);
+    expect((await claimNext(store, "worker-a", 30_000)).message.payload).toEqual(payload);
   });
 
   it("rejects an invalid message type, payload or availableAt with InvalidArgumentError and writes nothing", async () => {

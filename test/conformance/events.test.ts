@@ -4,7 +4,7 @@
 import { expect, it } from "vitest";
 import type { OutboxEvent } from "../../src/outbox/events.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
-import { at, claimOne, enqueueMessage, describeEachStore, useStoreHarness } from "./stores.js";
+import { at, claimNext, enqueueMessage, describeEachStore, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -41,7 +41,7 @@ describeEachStore("events", (factory) => {
   it("emits claim-won naming the previous owner when an expired lease is reclaimed", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await claimOne(store, "worker-a", LEASE_MS);
+    await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
     const events = record(store);
 
@@ -64,7 +64,7 @@ describeEachStore("events", (factory) => {
   it("emits claim-blocked with the holder and its expiry when a held message is claimed by id", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await claimOne(store, "worker-a", LEASE_MS);
+    await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(1_000);
     const events = record(store);
 
@@ -75,7 +75,7 @@ describeEachStore("events", (factory) => {
   it("emits completed with the owner, message id and token once the completion commits", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(500);
     const events = record(store);
 
@@ -86,7 +86,7 @@ describeEachStore("events", (factory) => {
   it("emits nothing when finalize throws and the completion rolls back", async () => {
     const { store } = ctx();
     await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     const events = record(store);
 
     await expect(
@@ -100,9 +100,9 @@ describeEachStore("events", (factory) => {
   it("emits lease-lost with the operation, the current holder and its token for each refused operation", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    const stale = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
-    await claimOne(store, "worker-b", LEASE_MS);
+    await claimNext(store, "worker-b", LEASE_MS);
     clock.advance(10);
     const events = record(store);
 

@@ -4,7 +4,7 @@
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import type { RetryDecision } from "../../src/outbox/types.js";
-import { at, claimOne, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { at, claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 const YEAR_MS = 365 * 24 * 60 * 60 * 1000;
@@ -15,7 +15,7 @@ describeEachStore("failing and releasing", (factory) => {
   it("schedules a retry: pending, due after the delay, with the error recorded", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.set(at(1_000));
 
     const result = await store.fail(lease, new Error("provider timed out"), { retryInMs: 5_000 });
@@ -28,7 +28,7 @@ describeEachStore("failing and releasing", (factory) => {
   it("makes a retried message claimable only once its delay has passed", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await store.fail(await claimOne(store, "worker-a", LEASE_MS), new Error("try later"), { retryInMs: 5_000 });
+    await store.fail(await claimNext(store, "worker-a", LEASE_MS), new Error("try later"), { retryInMs: 5_000 });
 
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
     expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({
@@ -40,7 +40,7 @@ describeEachStore("failing and releasing", (factory) => {
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
 
     clock.set(at(5_000));
-    const retry = await claimOne(store, "worker-b", LEASE_MS);
+    const retry = await claimNext(store, "worker-b", LEASE_MS);
     expect(retry).toMatchObject({ messageId: message.id, owner: "worker-b", token: 2 });
     expect(retry.message.attempts).toBe(2);
   });
@@ -48,14 +48,14 @@ describeEachStore("failing and releasing", (factory) => {
   it("retries at once when the delay is zero", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    await store.fail(await claimOne(store, "worker-a", LEASE_MS), new Error("again"), { retryInMs: 0 });
-    expect((await claimOne(store, "worker-b", LEASE_MS)).messageId).toBe(message.id);
+    await store.fail(await claimNext(store, "worker-a", LEASE_MS), new Error("again"), { retryInMs: 0 });
+    expect((await claimNext(store, "worker-b", LEASE_MS)).messageId).toBe(message.id);
   });
 
   it("marks a message dead with its last error, and never offers it again", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
 
     expect(await store.fail(lease, new Error("poison message"), "dead")).toEqual({ outcome: "dead", messageId: message.id });
     const dead = await mustGet(store, message.id);
@@ -71,14 +71,14 @@ describeEachStore("failing and releasing", (factory) => {
   it("records a thrown value that is not an Error as text", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    await store.fail(await claimOne(store, "worker-a", LEASE_MS), "plain text failure", "dead");
+    await store.fail(await claimNext(store, "worker-a", LEASE_MS), "plain text failure", "dead");
     expect((await mustGet(store, message.id)).lastError).toContain("plain text failure");
   });
 
   it("rejects a negative or non-finite retry delay with InvalidArgumentError and leaves the lease held", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     const bad: RetryDecision[] = [
       { retryInMs: -1 },
       { retryInMs: Number.NaN },
@@ -95,13 +95,13 @@ describeEachStore("failing and releasing", (factory) => {
   it("releases a message: pending, due now, its attempt given back, and claimable by another owner at once", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.set(at(2_000));
 
     expect(await store.release(lease)).toEqual({ outcome: "released", messageId: message.id });
     expect(await mustGet(store, message.id)).toMatchObject({ status: "pending", availableAt: at(2_000), lockedUntil: null, attempts: 0, leaseToken: 1 });
 
-    const next = await claimOne(store, "worker-b", LEASE_MS);
+    const next = await claimNext(store, "worker-b", LEASE_MS);
     expect(next).toMatchObject({ messageId: message.id, owner: "worker-b", token: 2, lockedUntil: at(2_000 + LEASE_MS) });
     expect(next.message.attempts).toBe(1);
   });
@@ -109,9 +109,9 @@ describeEachStore("failing and releasing", (factory) => {
   it("gives back only the released claim's attempt, keeping earlier ones", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    await claimOne(store, "worker-a", LEASE_MS);
+    await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
-    const second = await claimOne(store, "worker-b", LEASE_MS);
+    const second = await claimNext(store, "worker-b", LEASE_MS);
     await store.release(second);
     expect(await mustGet(store, message.id)).toMatchObject({ status: "pending", attempts: 1, leaseToken: 2 });
   });
@@ -119,7 +119,7 @@ describeEachStore("failing and releasing", (factory) => {
   it("refuses to fail or release a message that was already completed", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     await store.complete(lease);
     const before = await mustGet(store, message.id);
 

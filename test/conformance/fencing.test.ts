@@ -8,7 +8,7 @@ import type { OutboxStore } from "../../src/outbox/store.js";
 import type { Lease, OutboxMessage } from "../../src/outbox/types.js";
 import { assertHeld } from "../../src/outbox/validate.js";
 import type { ManualClock } from "../../src/outbox/clock.js";
-import { claimOne, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 10_000;
 const OWNER = "worker-1";
@@ -16,9 +16,9 @@ const OWNER = "worker-1";
 /** One worker holding a stale claim (token 1) and a fresh claim (token 2) of the same message. */
 async function staleAndFresh(store: OutboxStore<unknown>, clock: ManualClock): Promise<{ message: OutboxMessage; stale: Lease; fresh: Lease }> {
   const message = await enqueueMessage(store);
-  const stale = await claimOne(store, OWNER, LEASE_MS);
+  const stale = await claimNext(store, OWNER, LEASE_MS);
   clock.advance(LEASE_MS);
-  const fresh = await claimOne(store, OWNER, LEASE_MS);
+  const fresh = await claimNext(store, OWNER, LEASE_MS);
   return { message, stale, fresh };
 }
 
@@ -150,7 +150,7 @@ describeEachStore("fencing by lease token", (factory) => {
   it("refuses a lease token that was never issued", async () => {
     const { store, harness } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, OWNER, LEASE_MS);
+    const lease = await claimNext(store, OWNER, LEASE_MS);
     const forged = { ...lease, token: lease.token + 1 };
     const finalize = vi.fn(async (tx: unknown) => harness.businessWrite(tx, "forged"));
 
@@ -162,7 +162,7 @@ describeEachStore("fencing by lease token", (factory) => {
   it("accepts a lease that expired but was not reclaimed, because its token is still current", async () => {
     const { store, clock, harness } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, OWNER, LEASE_MS);
+    const lease = await claimNext(store, OWNER, LEASE_MS);
     clock.advance(3 * LEASE_MS);
 
     expect((await store.complete(lease, (tx) => harness.businessWrite(tx, "late"))).outcome).toBe("completed");

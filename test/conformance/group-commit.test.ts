@@ -3,7 +3,7 @@
 
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
-import { claimOne, describeEachStore, enqueueMessages, useStoreHarness } from "./stores.js";
+import { claimNext, describeEachStore, enqueueMessages, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
 
@@ -27,10 +27,10 @@ describeEachStore("group commit (completeMany)", (factory) => {
   it("rolls back a lost lease and a failing business write alone; their neighbours commit", async () => {
     const { store, clock, harness } = ctx();
     await enqueueMessages(store, clock, 3);
-    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    const stale = await claimNext(store, "worker-a", LEASE_MS);
     const [b, c] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS * 10 });
     clock.advance(LEASE_MS);
-    const fresh = await claimOne(store, "worker-b", LEASE_MS); // reclaims the stale one
+    const fresh = await claimNext(store, "worker-b", LEASE_MS); // reclaims the stale one
     expect(fresh.messageId).toBe(stale.messageId);
 
     const results = await store.completeMany([
@@ -113,10 +113,10 @@ describeEachStore("group commit without business writes", (factory) => {
   it("completes the held leases of the group and refuses the stale one, auditing only what committed", async () => {
     const { store, clock } = ctx();
     await enqueueMessages(store, clock, 3);
-    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    const stale = await claimNext(store, "worker-a", LEASE_MS);
     const [b, c] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS * 10 });
     clock.advance(LEASE_MS);
-    const fresh = await claimOne(store, "worker-b", LEASE_MS);
+    const fresh = await claimNext(store, "worker-b", LEASE_MS);
     const results = await store.completeMany([{ lease: b! }, { lease: stale }, { lease: c! }]);
     expect(results.map((r) => [r.outcome, r.messageId])).toEqual([
       ["completed", b!.messageId],
@@ -140,9 +140,9 @@ describeEachStore("group commit: a stale and a fresh lease of one message", (fac
   it("completes the fresh lease and refuses the stale one when both are in the same group", async () => {
     const { store, clock } = ctx();
     await enqueueMessages(store, clock, 1);
-    const stale = await claimOne(store, "worker-a", LEASE_MS);
+    const stale = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
-    const fresh = await claimOne(store, "worker-a", LEASE_MS);
+    const fresh = await claimNext(store, "worker-a", LEASE_MS);
     const results = await store.completeMany([{ lease: stale }, { lease: fresh }]);
     expect(results.map((r) => r.outcome)).toEqual(["lease-lost", "completed"]);
     const completions = (await store.auditTrail()).filter((e) => e.action === "complete");

@@ -3,7 +3,7 @@
 import { expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { OutboxMessage } from "../../src/outbox/types.js";
-import { claimOne, enqueueMessage, describeEachStore, useStoreHarness } from "./stores.js";
+import { claimNext, enqueueMessage, describeEachStore, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -13,9 +13,9 @@ async function oneOfEach(store: OutboxStore<unknown>): Promise<Record<"pending" 
   const dead = await enqueueMessage(store, { dedupeKey: "dead" });
   const processing = await enqueueMessage(store, { dedupeKey: "processing" });
   const pending = await enqueueMessage(store, { dedupeKey: "pending" });
-  await store.complete(await claimOne(store, "worker-a", LEASE_MS));
-  await store.fail(await claimOne(store, "worker-a", LEASE_MS), new Error("poison"), "dead");
-  await claimOne(store, "worker-a", LEASE_MS);
+  await store.complete(await claimNext(store, "worker-a", LEASE_MS));
+  await store.fail(await claimNext(store, "worker-a", LEASE_MS), new Error("poison"), "dead");
+  await claimNext(store, "worker-a", LEASE_MS);
   return { processed, dead, processing, pending };
 }
 

@@ -2,7 +2,7 @@
 
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
-import { at, claimOne, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { at, claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -12,7 +12,7 @@ describeEachStore("renewing leases", (factory) => {
   it("extends the lease: the message is not claimable at the old expiry, only at the new one", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.set(at(20_000));
 
     const result = await store.renew(lease, LEASE_MS);
@@ -31,14 +31,14 @@ describeEachStore("renewing leases", (factory) => {
     });
 
     clock.set(at(50_000)); // the new expiry
-    const taken = await claimOne(store, "worker-b", LEASE_MS);
+    const taken = await claimNext(store, "worker-b", LEASE_MS);
     expect(taken).toMatchObject({ messageId: message.id, token: 2, reclaimedFrom: "worker-a" });
   });
 
   it("keeps the token, so both the original and the renewed lease object can complete", async () => {
     const { store, clock, harness } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(10_000);
     const renewed = await store.renew(lease, LEASE_MS);
     if (renewed.outcome !== "renewed") throw new Error("expected the renew to succeed");
@@ -52,9 +52,9 @@ describeEachStore("renewing leases", (factory) => {
   it("returns lease-lost for a lease another owner has reclaimed, and changes nothing", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
-    const lost = await claimOne(store, "worker-a", LEASE_MS);
+    const lost = await claimNext(store, "worker-a", LEASE_MS);
     clock.advance(LEASE_MS);
-    const current = await claimOne(store, "worker-b", LEASE_MS);
+    const current = await claimNext(store, "worker-b", LEASE_MS);
     clock.advance(1_000);
     const before = await mustGet(store, message.id);
 
@@ -68,13 +68,13 @@ describeEachStore("renewing leases", (factory) => {
     expect(await store.getMessage(message.id)).toEqual(before);
     // worker-b's lease still ends when it did, not when worker-a asked.
     clock.set(current.lockedUntil);
-    expect((await claimOne(store, "worker-c", LEASE_MS)).reclaimedFrom).toBe("worker-b");
+    expect((await claimNext(store, "worker-c", LEASE_MS)).reclaimedFrom).toBe("worker-b");
   });
 
   it("returns lease-lost when renewing a lease whose message was already completed", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     await store.complete(lease);
     const before = await mustGet(store, message.id);
 
@@ -86,7 +86,7 @@ describeEachStore("renewing leases", (factory) => {
   it("rejects an invalid lease length with InvalidArgumentError and leaves the lease as it was", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
-    const lease = await claimOne(store, "worker-a", LEASE_MS);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
     for (const leaseMs of [0, -1, 2.5, Number.NaN, Number.POSITIVE_INFINITY]) {
       await expect(store.renew(lease, leaseMs), `leaseMs ${leaseMs}`).rejects.toBeInstanceOf(InvalidArgumentError);
     }

@@ -273,7 +273,7 @@ export async function enqueueMessages(store: OutboxStore<unknown>, clock: Manual
 }
 
 /** Claims with limit 1 and expects exactly one lease. */
-export async function claimOne(store: OutboxStore<unknown>, owner: string, leaseMs: number): Promise<Lease> {
+export async function claimNext(store: OutboxStore<unknown>, owner: string, leaseMs: number): Promise<Lease> {
   const leases = await store.claim(owner, { limit: 1, leaseMs });
   expect(leases, `${owner} expected to claim exactly one message`).toHaveLength(1);
   return leases[0]!;

@@ -69,7 +69,7 @@ export interface ModelAuditEntry {
   readonly previousLockedUntil: number | null;
 }
 
-export type ClaimOneOutcome =
+export type ClaimMessageOutcome =
   | { readonly outcome: "claimed"; readonly lease: ModelLease }
   | { readonly outcome: "blocked"; readonly heldBy: string | null; readonly lockedUntil: number | null; readonly token: number }
   | { readonly outcome: "not-claimable"; readonly status: Status | "missing" };
@@ -111,7 +111,7 @@ export class LeaseModel {
     return due.map((m) => this.#take(m, owner, leaseMs));
   }
 
-  claimMessage(owner: string, id: string, leaseMs: number): ClaimOneOutcome {
+  claimMessage(owner: string, id: string, leaseMs: number): ClaimMessageOutcome {
     const m = this.messages.get(id);
     if (m === undefined) return { outcome: "not-claimable", status: "missing" };
     if (this.claimable(m)) return { outcome: "claimed", lease: this.#take(m, owner, leaseMs) };

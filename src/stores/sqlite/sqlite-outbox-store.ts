@@ -90,8 +90,10 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   readonly db: Database.Database;
   readonly writeLock: WriteLock;
   readonly #clock: Clock;
-  /** Set by enqueue inside this connection's transaction; read after its commit. */
-  #enqueuedInTransaction = false;
+  /** Wakes every store on this file in this process (after a commit that enqueued). */
+  readonly #wake = (): void => {
+    for (const wake of wakeListeners.get(wakeKey(this.path)) ?? []) wake();
+  };
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -139,16 +141,8 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return this.writeLock.serial(() => listTables(this.db).includes("outbox_messages"));
   }
 
-  async transaction<T>(work: (tx: SqliteTx) => T | Promise<T>): Promise<T> {
-    const value = await this.writeLock.run(() => {
-      this.#enqueuedInTransaction = false;
-      return work(this.db);
-    });
-    if (this.#enqueuedInTransaction) {
-      this.#enqueuedInTransaction = false;
-      for (const wake of wakeListeners.get(wakeKey(this.path)) ?? []) wake();
-    }
-    return value;
+  transaction<T>(work: (tx: SqliteTx) => T | Promise<T>): Promise<T> {
+    return this.writeLock.run(() => work(this.db));
   }
 
   isInTransaction(tx: SqliteTx): boolean {
@@ -164,7 +158,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       now,
       availableAt: params.availableAt === null ? now : params.availableAt.getTime(),
     }) as MessageRow;
-    if (params.tx === this.db) this.#enqueuedInTransaction = true;
+    if (params.tx === this.db) this.writeLock.afterCommit(this.#wake);
     return message(row);
   }
 
@@ -172,7 +166,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return (error as { code?: unknown }).code === "SQLITE_CONSTRAINT_UNIQUE";
   }
 
-  async claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {
+  claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {
     const { owner, limit, leaseMs, audit } = params;
     return this.writeLock.run(() => {
       const now = this.now();
@@ -203,7 +197,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  async claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<{ at: Date; result: ClaimMessageResult }> {
+  claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<{ at: Date; result: ClaimMessageResult }> {
     const { owner, messageId, leaseMs, audit } = params;
     const id = rowId(messageId);
     return this.writeLock.run((): { at: Date; result: ClaimMessageResult } => {
@@ -225,7 +219,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  async renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
+  renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
     const { lease, leaseMs } = params;
     return this.writeLock.run(() => {
       const now = this.now();
@@ -251,7 +245,8 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return params.tx === null ? this.writeLock.run(work) : work();
   }
 
-  async completeOne(params: { tx: SqliteTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Promise<Date | null> {
+  /** Synchronous: better-sqlite3 runs it at once, and the protocol awaits nothing inside the write lock. */
+  completeOne(params: { tx: SqliteTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Date | null {
     const { lease, savepoint, audit } = params;
     // Prepared statements: exec() would parse the SQL each time.
     if (savepoint === "next") this.#stmt("releaseSavepoint").run();
@@ -267,7 +262,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     this.#stmt("rollbackToSavepoint").run();
   }
 
-  async fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
+  fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
     const { lease, error, retryInMs, audit } = params;
     const id = rowId(lease.messageId);
     return this.writeLock.run(() => {
@@ -282,7 +277,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  async release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean }> {
+  release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean }> {
     const { lease, audit } = params;
     const id = rowId(lease.messageId);
     return this.writeLock.run(() => {
@@ -325,7 +320,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return Object.fromEntries(rows.map((row) => [row.status, row.n]));
   }
 
-  async redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<number> {
+  redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<number> {
     const { messageIds, audit } = params;
     return this.writeLock.run(() => {
       const now = this.now();

@@ -98,8 +98,17 @@ export class WriteLock {
     }
   }
 
+  /** Called once after the current transaction commits (not if it rolls back). */
+  #afterCommit: (() => void) | undefined;
+
+  /** Inside `run`'s work: calls `action` once the transaction has committed (nothing if it rolls back). */
+  afterCommit(action: () => void): void {
+    this.#afterCommit = action;
+  }
+
   async #runNow<T>(work: () => T | Promise<T>): Promise<T> {
     await this.#begin();
+    this.#afterCommit = undefined;
     let value: T;
     try {
       value = await this.#inside.run(true, work);
@@ -113,6 +122,9 @@ export class WriteLock {
       if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
       throw error;
     }
+    const after = this.#afterCommit as (() => void) | undefined; // set by the work, which TypeScript cannot see
+    this.#afterCommit = undefined;
+    after?.();
     return value;
   }
 }
