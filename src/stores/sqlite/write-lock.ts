@@ -70,30 +70,43 @@ export class WriteLock {
     return this.#tail.then(() => undefined);
   }
 
-  async #begin(): Promise<void> {
-    const started = performance.now();
+  /**
+   * Takes the write lock: at once when it is free (synchronously, so no other work of this
+   * process runs while it is held), else retried asynchronously with backoff and jitter.
+   */
+  #begin(): Promise<void> | undefined {
+    try {
+      this.#db.exec("BEGIN IMMEDIATE");
+      return undefined;
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      return this.#beginAfterWaiting(performance.now(), error);
+    }
+  }
+
+  async #beginAfterWaiting(started: number, firstRefusal: unknown): Promise<void> {
     let delay = 1;
+    let refusal = firstRefusal;
     for (;;) {
+      const waited = performance.now() - started;
+      if (waited >= this.#maxWaitMs) {
+        throw new StoreBusyError(
+          `could not get the SQLite write lock within ${Math.round(waited)} ms (another process holds it); nothing was written, try again`,
+          { cause: refusal },
+        );
+      }
+      await sleep(delay * (0.5 + Math.random()));
+      delay = Math.min(delay * 2, 50);
       try {
         this.#db.exec("BEGIN IMMEDIATE");
-        const waited = performance.now() - started;
-        if (waited > 0 && delay > 1) {
-          this.stats.contended += 1;
-          this.stats.waitedMs += waited;
-          this.stats.longestWaitMs = Math.max(this.stats.longestWaitMs, waited);
-        }
+        const total = performance.now() - started;
+        this.stats.contended += 1;
+        this.stats.waitedMs += total;
+        this.stats.longestWaitMs = Math.max(this.stats.longestWaitMs, total);
         return;
       } catch (error) {
         if (!isBusy(error)) throw error;
-        const waited = performance.now() - started;
-        if (waited >= this.#maxWaitMs) {
-          throw new StoreBusyError(
-            `could not get the SQLite write lock within ${Math.round(waited)} ms (another process holds it); nothing was written, try again`,
-            { cause: error },
-          );
-        }
-        await sleep(delay * (0.5 + Math.random()));
-        delay = Math.min(delay * 2, 50);
+        refusal = error;
       }
     }
   }
@@ -106,26 +119,57 @@ export class WriteLock {
     this.#afterCommit = action;
   }
 
-  async #runNow<T>(work: () => T | Promise<T>): Promise<T> {
-    await this.#begin();
+  #runNow<T>(work: () => T | Promise<T>): Promise<T> {
+    const waiting = this.#begin();
+    return waiting === undefined ? this.#runLocked(work) : waiting.then(() => this.#runLocked(work));
+  }
+
+  /**
+   * Runs `work` under the lock just taken, then commits. Work that finishes synchronously commits
+   * at once, without yielding to the event loop: every moment the lock is held, every other
+   * process's writer waits.
+   */
+  #runLocked<T>(work: () => T | Promise<T>): Promise<T> {
     this.#afterCommit = undefined;
-    let value: T;
+    let value: T | Promise<T>;
     try {
-      value = await this.#inside.run(true, work);
+      value = this.#inside.run(true, work);
     } catch (error) {
-      if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
-      throw error;
+      this.#rollback();
+      return Promise.reject(error);
     }
+    if (value instanceof Promise) {
+      return value.then(
+        (done) => this.#commit(done),
+        (error: unknown) => {
+          this.#rollback();
+          throw error;
+        },
+      );
+    }
+    try {
+      return Promise.resolve(this.#commit(value));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  #commit<T>(value: T): T {
     try {
       this.#db.exec("COMMIT");
     } catch (error) {
-      if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+      this.#rollback();
       throw error;
     }
     const after = this.#afterCommit as (() => void) | undefined; // set by the work, which TypeScript cannot see
     this.#afterCommit = undefined;
     after?.();
     return value;
+  }
+
+  #rollback(): void {
+    this.#afterCommit = undefined;
+    if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
   }
 }
 
