@@ -45,19 +45,13 @@ export async function processLease<Tx>(
   };
   const { owner, messageId, token } = lease; // spelled out in each event: spreading showed in the worker's profile
   publish(store.events, { type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
+  const finished = (result: "completed" | "lease-lost" | "failed", detail: string) =>
+    publish(store.events, { type: "processing-finished", at: clock.now(), owner, messageId, token, result, detail });
   let handled: HandlerResult<Tx>;
   try {
     handled = await handler(lease.message, context);
   } catch (error) {
-    publish(store.events, {
-      type: "processing-finished",
-      at: clock.now(),
-      owner,
-      messageId,
-      token,
-      result: "failed",
-      detail: error instanceof Error ? error.message : String(error),
-    });
+    finished("failed", errorText(error));
     throw error;
   }
   const summary = handled.summary ?? "";
@@ -67,25 +61,14 @@ export async function processLease<Tx>(
     result = options.complete ? await options.complete(lease, handled.finalize) : await store.complete(lease, handled.finalize);
   } catch (error) {
     // The business write failed: nothing was committed, the message is still ours to fail or retry.
-    publish(store.events, {
-      type: "processing-finished",
-      at: clock.now(),
-      owner,
-      messageId,
-      token,
-      result: "failed",
-      detail: `business write failed: ${error instanceof Error ? error.message : String(error)}`,
-    });
+    finished("failed", `business write failed: ${errorText(error)}`);
     throw error;
   }
-  publish(store.events, {
-    type: "processing-finished",
-    at: clock.now(),
-    owner,
-    messageId,
-    token,
-    result: result.outcome === "completed" ? "completed" : "lease-lost",
-    detail: result.outcome === "completed" ? summary : `result discarded: lease lost (${summary})`,
-  });
+  if (result.outcome === "completed") finished("completed", summary);
+  else finished("lease-lost", `result discarded: lease lost (${summary})`);
   return { result, summary };
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
