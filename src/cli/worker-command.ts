@@ -63,6 +63,23 @@ export function workerCommand(): Command {
     )
     .action(async (options: WorkerOptions) => {
       const logger = createLogger(options.logLevel);
+      // Signals are handled from before the first claim: a SIGTERM that arrives while the worker
+      // is starting stops it gracefully (once started) instead of killing it with leases held.
+      let signals = 0;
+      let stopRequested: NodeJS.Signals | undefined;
+      let stopNow: ((signal: NodeJS.Signals) => void) | undefined;
+      const onSignal = (signal: NodeJS.Signals) => {
+        signals += 1;
+        if (signals > 1) {
+          logger.warn({ signal }, "second signal: exiting at once; leases of unfinished messages will expire");
+          logger.flush();
+          process.exit(EXIT.interrupted);
+        }
+        if (stopNow) stopNow(signal);
+        else stopRequested = signal;
+      };
+      process.on("SIGTERM", onSignal);
+      process.on("SIGINT", onSignal);
       const running = await startPaymentsWorker({
         db: options.db,
         ...(options.schema === undefined ? {} : { schema: options.schema }),
@@ -93,14 +110,7 @@ export function workerCommand(): Command {
         "worker started",
       );
       await new Promise<void>((resolve) => {
-        let signals = 0;
-        const onSignal = (signal: NodeJS.Signals) => {
-          signals += 1;
-          if (signals > 1) {
-            logger.warn({ signal }, "second signal: exiting at once; leases of unfinished messages will expire");
-            logger.flush();
-            process.exit(EXIT.interrupted);
-          }
+        stopNow = (signal) => {
           logger.info({ signal, inFlight: worker.inFlight, graceMs: options.graceMs }, "stopping: no new claims; finishing or releasing in-flight messages");
           running.stop().then(
             () => {
@@ -116,8 +126,7 @@ export function workerCommand(): Command {
             },
           );
         };
-        process.on("SIGTERM", onSignal);
-        process.on("SIGINT", onSignal);
+        if (stopRequested !== undefined) stopNow(stopRequested);
       });
     });
 }
