@@ -17,6 +17,7 @@ import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from 
 import type { OutboxStore } from "./store.js";
 import type { Finalize, Lease } from "./types.js";
 import { CompletionBatcher } from "./completion-batcher.js";
+import { leaseKey } from "./driver.js";
 import { checkLeaseMs, checkOwner, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
 
 export interface WorkerOptions<Tx> {
@@ -258,7 +259,7 @@ export class Worker<Tx> {
   #start(lease: Lease): void {
     const abort = new LazyAbort();
     // Keyed by message and token: this worker may hold a stale and a fresh claim of one message.
-    const key = `${lease.messageId}#${lease.token}`;
+    const key = leaseKey(lease.messageId, lease.token);
     const finished = this.#process(lease, abort).finally(() => {
       this.#running.delete(key);
       if (!this.#stopping) this.wake();

@@ -1,11 +1,9 @@
 // Access to an outbox that ignores leases. It exists only so the lab can show the race that
 // leases prevent (the BEFORE scenario); it is not part of the store contract, and the package's
-// entry points do not export it.
+// entry points do not export it. Each store registers its own when it is built.
 
-import type { Finalize, OutboxMessage } from "../outbox/types.js";
 import type { OutboxStore } from "../outbox/store.js";
-import { postgresUnleased, PostgresOutboxStore } from "./postgres/postgres-outbox-store.js";
-import { sqliteUnleased, SqliteOutboxStore } from "./sqlite/sqlite-outbox-store.js";
+import type { Finalize, OutboxMessage } from "../outbox/types.js";
 
 /** The naive outbox loop of the BEFORE scenario: read every pending row, write without a guard. */
 export interface UnleasedAccess<Tx> {
@@ -15,8 +13,15 @@ export interface UnleasedAccess<Tx> {
   markProcessed(messageId: string, finalize?: Finalize<Tx>): Promise<void>;
 }
 
+const registry = new WeakMap<object, UnleasedAccess<never>>();
+
+/** Called by a store's constructor: the store's lease-ignoring access, kept off its public members. */
+export function registerUnleased<Tx>(store: OutboxStore<Tx>, access: UnleasedAccess<Tx>): void {
+  registry.set(store, access as UnleasedAccess<never>);
+}
+
 export function unleasedAccess<Tx>(store: OutboxStore<Tx>): UnleasedAccess<Tx> {
-  if (store instanceof SqliteOutboxStore) return sqliteUnleased(store) as UnleasedAccess<unknown> as UnleasedAccess<Tx>;
-  if (store instanceof PostgresOutboxStore) return postgresUnleased(store) as UnleasedAccess<unknown> as UnleasedAccess<Tx>;
-  throw new Error("unleased access exists only for the SQLite and PostgreSQL stores");
+  const access = registry.get(store);
+  if (access === undefined) throw new Error("this store registered no unleased access (only the SQLite and PostgreSQL stores have one)");
+  return access as unknown as UnleasedAccess<Tx>;
 }

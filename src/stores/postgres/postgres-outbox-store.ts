@@ -14,7 +14,7 @@ import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { AuditEntry, ClaimMessageResult, JsonValue, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "../../outbox/types.js";
-import type { UnleasedAccess } from "../unleased.js";
+import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import { toAuditEntry, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
@@ -387,13 +387,6 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 }
 
-/** Lab-only access that ignores leases, kept off the store's public members (see stores/unleased.ts). */
-const unleasedOf = new WeakMap<PostgresOutboxStore, UnleasedAccess<PostgresTx>>();
-
-export function postgresUnleased(store: PostgresOutboxStore): UnleasedAccess<PostgresTx> {
-  return unleasedOf.get(store) as UnleasedAccess<PostgresTx>;
-}
-
 export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   readonly kind = "postgres";
   readonly #driver: PostgresDriver;
@@ -402,7 +395,7 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   private constructor(driver: PostgresDriver, audit: boolean) {
     super(driver, { audit });
     this.#driver = driver;
-    unleasedOf.set(this, driver.unleased());
+    registerUnleased(this, driver.unleased());
   }
 
   static async connect(options: PostgresStoreOptions): Promise<PostgresOutboxStore> {

@@ -22,7 +22,7 @@ import type {
   OutboxMessage,
   StatusCounts,
 } from "../../outbox/types.js";
-import type { UnleasedAccess } from "../unleased.js";
+import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import { toAuditEntry, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
@@ -381,13 +381,6 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 }
 
-/** Lab-only access that ignores leases, kept off the store's public members (see stores/unleased.ts). */
-const unleasedOf = new WeakMap<SqliteOutboxStore, UnleasedAccess<SqliteTx>>();
-
-export function sqliteUnleased(store: SqliteOutboxStore): UnleasedAccess<SqliteTx> {
-  return unleasedOf.get(store) as UnleasedAccess<SqliteTx>;
-}
-
 export class SqliteOutboxStore extends LeasedOutbox<SqliteTx> {
   readonly kind = "sqlite";
   readonly #driver: SqliteDriver;
@@ -396,7 +389,7 @@ export class SqliteOutboxStore extends LeasedOutbox<SqliteTx> {
     const driver = new SqliteDriver(options);
     super(driver, options);
     this.#driver = driver;
-    unleasedOf.set(this, driver.unleased());
+    registerUnleased(this, driver.unleased());
   }
 
   /** Path of the SQLite file. */
