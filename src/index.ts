@@ -17,6 +17,7 @@ export {
   StoreBusyError,
   UnknownMessageTypeError,
   UnrecoverableError,
+  UnsupportedPayloadError,
   WassalError,
 } from "./outbox/errors.js";
 export { EventHub, type EventListener, type OutboxEvent, type OutboxEventType } from "./outbox/events.js";
@@ -51,5 +52,6 @@ export type {
   StatusCounts,
 } from "./outbox/types.js";
 export { MESSAGE_STATUSES } from "./outbox/types.js";
-export { assertHeld, MAX_CLAIM_LIMIT } from "./outbox/validate.js";
+export { assertHeld, MAX_CLAIM_LIMIT, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";
+export { MAX_PAYLOAD_DEPTH } from "./outbox/payload.js";
 export { defaultWorkerName, Worker, type WorkerOptions } from "./outbox/worker.js";

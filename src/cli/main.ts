@@ -14,7 +14,7 @@ import { workerCommand } from "./worker-command.js";
 
 const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
 
-const USAGE_CODES = new Set(["INVALID_ARGUMENT", "DATABASE_OPEN", "NOT_IN_TRANSACTION"]);
+const USAGE_CODES = new Set(["INVALID_ARGUMENT", "UNSUPPORTED_PAYLOAD", "DATABASE_OPEN", "NOT_IN_TRANSACTION"]);
 
 /** Every command (and sub-command) reports errors the same way: through main's catch, exit 2. */
 function withErrors(command: Command): Command {

@@ -12,8 +12,10 @@
 // `npm run bench` measures the gain (rows "wassal" against "wassal (no group commit)", no-op
 // handlers) and the payments handler's throughput (business writes) next to the no-op's.
 
+import { leaseKey } from "./driver.js";
 import type { OutboxStore } from "./store.js";
 import type { Completed, CompletionRequest, Finalize, Lease, LeaseLost } from "./types.js";
+import { checkLease } from "./validate.js";
 
 interface Waiting<Tx> {
   readonly request: CompletionRequest<Tx>;
@@ -48,6 +50,7 @@ export class CompletionBatcher<Tx> {
   /** Like store.complete, but shares its commit with the completions around it. */
   complete(lease: Lease, finalize?: Finalize<Tx>): Promise<Completed | LeaseLost> {
     return new Promise((resolve, reject) => {
+      checkLease(lease); // a malformed lease fails alone, not its whole group
       this.#waiting.push({ request: finalize ? { lease, finalize } : { lease }, resolve, reject });
       this.#schedule();
     });
@@ -62,10 +65,27 @@ export class CompletionBatcher<Tx> {
     });
   }
 
+  /**
+   * How many of the waiting completions the next group takes: up to maxBatch, ending before a
+   * lease the group already holds (completed twice by mistake, it goes to the next group, which
+   * then reports it lost, as two separate completions would; completeMany refuses duplicates).
+   */
+  #groupSize(): number {
+    const keys = new Set<string>();
+    const end = Math.min(this.#waiting.length, this.#maxBatch);
+    for (let i = 0; i < end; i++) {
+      const { lease } = (this.#waiting[i] as Waiting<Tx>).request;
+      const key = leaseKey(lease.messageId, lease.token);
+      if (keys.has(key)) return i;
+      keys.add(key);
+    }
+    return end;
+  }
+
   async #flush(): Promise<void> {
     if (this.#inFlight >= this.#parallel || this.#waiting.length === 0) return;
     this.#inFlight += 1;
-    const batch = this.#waiting.splice(0, this.#maxBatch);
+    const batch = this.#waiting.splice(0, this.#groupSize());
     this.batchSizes.push(batch.length);
     if (this.batchSizes.length > SIZE_HISTORY) this.batchSizes.shift();
     // More waiting than one group takes: start the next group now, if a commit slot is free.

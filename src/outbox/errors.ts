@@ -15,8 +15,26 @@ export class WassalError extends Error {
 /** An argument or option had a value outside its valid range. */
 export class InvalidArgumentError extends WassalError {
   override name = "InvalidArgumentError";
-  constructor(message: string) {
-    super("INVALID_ARGUMENT", message);
+  /** `code`: for subclasses that name a narrower kind of bad input. */
+  constructor(message: string, code = "INVALID_ARGUMENT") {
+    super(code, message);
+  }
+}
+
+/**
+ * A payload holds a value that would not come back from the database as it went in (a BigInt, a
+ * cycle, NaN, a Date or Map, a NUL character…). `path` says where, as in `$.items[2].amount`.
+ */
+export class UnsupportedPayloadError extends InvalidArgumentError {
+  override name = "UnsupportedPayloadError";
+  /** Where in the payload the value sits (`$` is the payload itself). */
+  readonly path: string;
+  constructor(path: string, detail: string) {
+    super(
+      `payload value at ${path} cannot be stored faithfully: ${detail}. A payload may hold only null, booleans, finite numbers, well-formed strings without NUL, arrays and plain objects`,
+      "UNSUPPORTED_PAYLOAD",
+    );
+    this.path = path;
   }
 }
 

@@ -32,7 +32,22 @@ import {
   type RetryScheduled,
   type StatusCounts,
 } from "./types.js";
-import { checkBatchSize, checkClaimOptions, checkDelayMs, checkLease, checkLeaseMs, checkMessageType, checkOwner, describeError } from "./validate.js";
+import { payloadText } from "./payload.js";
+import {
+  checkBatchSize,
+  checkClaimOptions,
+  checkDedupeKey,
+  checkDelayMs,
+  checkLease,
+  checkLeaseMs,
+  checkMessageId,
+  checkMessageType,
+  checkObject,
+  checkOwner,
+  checkStatuses,
+  checkTime,
+  describeError,
+} from "./validate.js";
 
 // How the protocol reports each outcome on the event stream, written once so that every store
 // reports the same events for the same outcome.
@@ -81,6 +96,25 @@ function leaseLost(events: EventHub, lease: Lease, operation: LeaseOperation, at
   return { outcome: "lease-lost", messageId: lease.messageId, token: lease.token, current };
 }
 
+/** The requests of one completeMany: each names a lease, and no lease twice (it could complete only once). */
+function checkCompletionRequests<Tx>(items: readonly CompletionRequest<Tx>[]): void {
+  if (!Array.isArray(items)) throw new InvalidArgumentError(`completeMany takes a list of { lease, finalize? } (got ${typeof items})`);
+  const seen = new Set<string>();
+  for (const item of items) {
+    const { lease, finalize } = checkObject(item, "each completion request ({ lease, finalize? })");
+    checkLease(lease);
+    if (finalize !== undefined && typeof finalize !== "function")
+      throw new InvalidArgumentError(`finalize must be a function of the transaction (got ${typeof finalize})`);
+    const key = leaseKey(lease.messageId, lease.token);
+    if (seen.has(key)) {
+      throw new InvalidArgumentError(
+        `completeMany was given the lease of message ${lease.messageId} (token ${lease.token}) twice; a lease completes once, so pass each lease once (nothing was written)`,
+      );
+    }
+    seen.add(key);
+  }
+}
+
 /** How one completion of a group ended inside its transaction. */
 type Outcome = { readonly done: Date } | "lost" | { readonly error: unknown };
 
@@ -117,16 +151,13 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         `enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`,
       );
     }
+    checkObject(message, "message ({ type, payload })");
     const type = checkMessageType(message.type);
-    const payload = JSON.stringify(message.payload);
-    if (payload === undefined) {
-      throw new InvalidArgumentError(`payload of a ${type} message must be JSON-serialisable (got ${typeof message.payload})`);
-    }
-    if (message.availableAt !== undefined && Number.isNaN(message.availableAt.getTime())) {
-      throw new InvalidArgumentError(`availableAt of a ${type} message is not a valid date`);
-    }
+    const payload = payloadText(message.payload);
+    const dedupeKey = message.dedupeKey === undefined ? null : checkDedupeKey(message.dedupeKey);
+    const availableAt = message.availableAt === undefined ? null : checkTime(message.availableAt, `availableAt of a ${type} message`);
     try {
-      const stored = await this.#driver.enqueue({ tx, type, dedupeKey: message.dedupeKey ?? null, payload, availableAt: message.availableAt ?? null });
+      const stored = await this.#driver.enqueue({ tx, type, dedupeKey, payload, availableAt });
       return stored as OutboxMessage<P>;
     } catch (error) {
       if (message.dedupeKey !== undefined && this.#driver.isDuplicate(error)) throw new DuplicateMessageError(message.dedupeKey);
@@ -144,7 +175,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimMessageResult> {
     checkOwner(owner);
-    const leaseMs = checkLeaseMs(options.leaseMs);
+    checkMessageId(messageId);
+    const leaseMs = checkLeaseMs(checkObject(options, "claimMessage options ({ leaseMs })").leaseMs);
     const { at, result } = await this.#driver.claimMessage({ owner, messageId, leaseMs, audit: this.#audit });
     reportClaimMessage(this.events, owner, messageId, at, result);
     return result;
@@ -167,13 +199,13 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   }
 
   async complete(lease: Lease, finalize?: Finalize<Tx>): Promise<Completed | LeaseLost> {
-    checkLease(lease); // before anything is written
+    checkCompletionRequests([finalize === undefined ? { lease } : { lease, finalize }]); // before anything is written
     // Alone in its transaction: no savepoint, and a business write that throws rolls back and is rethrown.
     return (await this.#report(lease, await this.#completeAlone(lease, finalize))) as Completed | LeaseLost;
   }
 
   async completeMany(items: readonly CompletionRequest<Tx>[]): Promise<CompletionResult[]> {
-    for (const item of items) checkLease(item.lease); // before anything is written
+    checkCompletionRequests(items); // before anything is written
     if (items.length === 0) return [];
     const only = items.length === 1 ? (items[0] as CompletionRequest<Tx>) : undefined;
     const outcomes = only ? [await this.#completeAlone(only.lease, only.finalize)] : await this.#completeGroup(items);
@@ -214,19 +246,14 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   /**
    * Group commit. Completions without a business write share one guarded statement; each of the
-   * others runs in a savepoint of its own, so its failure undoes it alone. A lease named twice is
-   * left to the one-by-one path, which then finds it already completed, as two separate
-   * completions would. With no business write at all, the one statement is the whole transaction.
+   * others runs in a savepoint of its own, so its failure undoes it alone. With no business write
+   * at all, the one statement is the whole transaction. (No lease appears twice: checked before.)
    */
   async #completeGroup(items: readonly CompletionRequest<Tx>[]): Promise<Outcome[]> {
     const outcomes: Outcome[] = new Array<Outcome>(items.length);
     const bulk: number[] = [];
-    const seen = new Set<string>();
-    for (const [index, { lease, finalize }] of items.entries()) {
-      const key = leaseKey(lease.messageId, lease.token);
-      if (finalize !== undefined || seen.has(key)) continue;
-      seen.add(key);
-      bulk.push(index);
+    for (const [index, { finalize }] of items.entries()) {
+      if (finalize === undefined) bulk.push(index);
     }
     const bulkLeases = bulk.map((index) => (items[index] as CompletionRequest<Tx>).lease);
     const record = (at: Date, completed: ReadonlySet<string>) => {
@@ -270,7 +297,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | MarkedDead | LeaseLost> {
     checkLease(lease);
-    const retryInMs = decision === "dead" ? null : checkDelayMs(decision.retryInMs);
+    const retryInMs = decision === "dead" ? null : checkDelayMs(checkObject(decision, 'fail decision ("dead" or { retryInMs })').retryInMs);
     const text = describeError(error);
     const { at, changed, availableAt } = await this.#driver.fail({ lease, error: text, retryInMs, audit: this.#audit });
     if (!changed) return this.#lost(lease, "fail");
@@ -306,13 +333,17 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     };
   }
 
-  redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
-    return this.#driver.redrive({ messageIds: target === "all" ? "all" : target.messageIds, audit: this.#audit });
+  async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
+    if (target === "all") return this.#driver.redrive({ messageIds: "all", audit: this.#audit });
+    const { messageIds } = checkObject(target, 'redrive target ("all" or { messageIds })');
+    if (!Array.isArray(messageIds)) throw new InvalidArgumentError(`redrive target's messageIds must be a list of message ids (got ${typeof messageIds})`);
+    for (const id of messageIds) checkMessageId(id);
+    return this.#driver.redrive({ messageIds, audit: this.#audit });
   }
 
   async purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {
-    const limit = checkBatchSize(options.batchSize ?? 1000);
-    if (Number.isNaN(before.getTime())) throw new InvalidArgumentError("purge cutoff is not a valid date");
+    checkTime(before, "purge cutoff");
+    const limit = checkBatchSize(checkObject(options, "purge options").batchSize ?? 1000);
     let deleted = 0;
     for (;;) {
       const batch = await this.#driver.purgeBatch({ before, limit });
@@ -326,12 +357,16 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return this.#driver.auditTrail();
   }
 
-  getMessage(messageId: string): Promise<OutboxMessage | undefined> {
-    return this.#driver.getMessage({ messageId });
+  async getMessage(messageId: string): Promise<OutboxMessage | undefined> {
+    return this.#driver.getMessage({ messageId: checkMessageId(messageId) });
   }
 
-  listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {
-    return this.#driver.listMessages({ status: filter.status ?? null, limit: filter.limit ?? null });
+  async listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {
+    const { status, limit } = checkObject(filter, "listMessages filter ({ status, limit })");
+    return this.#driver.listMessages({
+      status: status === undefined ? null : checkStatuses(status),
+      limit: limit === undefined ? null : checkBatchSize(limit, "limit"),
+    });
   }
 
   async countByStatus(): Promise<StatusCounts> {

@@ -1,60 +1,121 @@
 // Argument checks shared by every store, so each one rejects bad input with the same words.
 
 import { InvalidArgumentError, LeaseLostError } from "./errors.js";
-import type { ClaimOptions, Lease, LeaseLost } from "./types.js";
+import { storableText, unstorableText } from "./payload.js";
+import { MESSAGE_STATUSES, type ClaimOptions, type Lease, type LeaseLost, type MessageStatus } from "./types.js";
 
 export const MAX_CLAIM_LIMIT = 1000;
+/** The longest retry delay `fail` accepts: one year (longer would only postpone a decision to mark the message dead). */
+export const MAX_RETRY_DELAY_MS = 365 * 24 * 3600 * 1000;
+/** The largest message id: both stores number messages with signed 64-bit integers. */
+const MAX_MESSAGE_ID = 9_223_372_036_854_775_807n;
+/** The range of times a message may be scheduled at: what every store's time column and a JS Date can hold. */
+const EARLIEST_TIME = Date.UTC(1, 0, 1);
+const LATEST_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** A value as an error message shows it (JSON where it has a JSON form, so strings show their quotes). */
+export function shown(value: unknown): string {
+  if (typeof value === "bigint") return `${value}n`;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** An options or request object that a caller must pass: a clear error instead of a TypeError on its first field. */
+export function checkObject<T>(value: T, what: string): NonNullable<T> {
+  if (typeof value !== "object" || value === null) {
+    throw new InvalidArgumentError(`${what} must be an object (got ${value === null ? "null" : typeof value})`);
+  }
+  return value as NonNullable<T>;
+}
+
+/** A string stored in a text column: non-empty, bounded, and storable on every store (no NUL, no lone surrogate). */
+function checkText(value: unknown, what: string, maxLength: number): string {
+  if (typeof value !== "string" || value.trim() === "" || value.length > maxLength) {
+    throw new InvalidArgumentError(`${what} must be a non-empty string of at most ${maxLength} characters (got ${shown(value)})`);
+  }
+  const why = unstorableText(value);
+  if (why) throw new InvalidArgumentError(`${what} ${why}; no store can hold it`);
+  return value;
+}
+
+/** A message id as the stores issue them: a decimal whole number from 1 to 2^63 - 1. */
+export function checkMessageId(messageId: unknown): string {
+  if (typeof messageId !== "string" || !/^[1-9][0-9]{0,18}$/.test(messageId) || BigInt(messageId) > MAX_MESSAGE_ID) {
+    throw new InvalidArgumentError(`a message id must be a whole number from 1 to ${MAX_MESSAGE_ID} written in decimal (got ${shown(messageId)})`);
+  }
+  return messageId;
+}
+
+export function checkDedupeKey(key: unknown): string {
+  return checkText(key, "dedupeKey", 1000);
+}
+
+/** A time a message is scheduled at: a valid Date that every store can hold. */
+export function checkTime(value: unknown, what: string): Date {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new InvalidArgumentError(`${what} must be a valid Date (got ${value instanceof Date ? "an invalid Date" : typeof value})`);
+  }
+  if (value.getTime() < EARLIEST_TIME || value.getTime() > LATEST_TIME) {
+    throw new InvalidArgumentError(`${what} must lie between the years 1 and 9999 (got ${value.toISOString()})`);
+  }
+  return value;
+}
 
 export function checkOwner(owner: unknown): string {
-  if (typeof owner !== "string" || owner.trim() === "" || owner.length > 200) {
-    throw new InvalidArgumentError(`owner must be a non-empty string of at most 200 characters (got ${JSON.stringify(owner)})`);
-  }
-  return owner;
+  return checkText(owner, "owner", 200);
 }
 
 export function checkLeaseMs(leaseMs: unknown): number {
   if (typeof leaseMs !== "number" || !Number.isInteger(leaseMs) || leaseMs <= 0 || leaseMs > 2_147_483_647) {
-    throw new InvalidArgumentError(`leaseMs must be a positive whole number of milliseconds (got ${String(leaseMs)})`);
+    throw new InvalidArgumentError(`leaseMs must be a positive whole number of milliseconds (got ${shown(leaseMs)})`);
   }
   return leaseMs;
 }
 
 export function checkClaimOptions(options: ClaimOptions): ClaimOptions {
-  const { limit } = options;
+  const { limit } = checkObject(options, "claim options ({ limit, leaseMs })");
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_CLAIM_LIMIT) {
-    throw new InvalidArgumentError(`limit must be a whole number from 1 to ${MAX_CLAIM_LIMIT} (got ${String(limit)})`);
+    throw new InvalidArgumentError(`limit must be a whole number from 1 to ${MAX_CLAIM_LIMIT} (got ${shown(limit)})`);
   }
   return { limit, leaseMs: checkLeaseMs(options.leaseMs) };
 }
 
 /** A lease handed back to a store: its token must be one a claim could have issued. */
 export function checkLease(lease: Lease): Lease {
-  if (typeof lease?.token !== "number" || !Number.isSafeInteger(lease.token) || lease.token < 1) {
-    throw new InvalidArgumentError(`lease.token must be a whole number >= 1 (got ${String(lease?.token)}); pass the lease a claim returned`);
+  checkObject(lease, "lease");
+  checkMessageId(lease.messageId);
+  checkOwner(lease.owner);
+  if (typeof lease.token !== "number" || !Number.isSafeInteger(lease.token) || lease.token < 1) {
+    throw new InvalidArgumentError(`lease.token must be a whole number >= 1 (got ${shown(lease.token)}); pass the lease a claim returned`);
   }
   return lease;
 }
 
 export function checkDelayMs(delayMs: unknown): number {
-  if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0) {
-    throw new InvalidArgumentError(`retryInMs must be a number of milliseconds >= 0 (got ${String(delayMs)})`);
+  if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_RETRY_DELAY_MS) {
+    throw new InvalidArgumentError(`retryInMs must be a number of milliseconds from 0 to ${MAX_RETRY_DELAY_MS} (one year) (got ${shown(delayMs)})`);
   }
   return Math.round(delayMs);
 }
 
 export function checkMessageType(type: unknown): string {
-  if (typeof type !== "string" || type.trim() === "" || type.length > 200) {
-    throw new InvalidArgumentError(`message type must be a non-empty string of at most 200 characters (got ${JSON.stringify(type)})`);
-  }
-  return type;
+  return checkText(type, "message type", 200);
 }
 
-/** The text recorded as a message's last error. */
-export function describeError(error: unknown): string {
-  if (error instanceof Error) {
-    return `${error.name}: ${error.message}`.slice(0, 4000);
+export function checkStatuses(statuses: unknown): readonly MessageStatus[] {
+  if (!Array.isArray(statuses) || statuses.some((s) => !MESSAGE_STATUSES.includes(s as MessageStatus))) {
+    throw new InvalidArgumentError(`status must be a list of ${MESSAGE_STATUSES.join(", ")} (got ${shown(statuses)})`);
   }
-  return String(error).slice(0, 4000);
+  return statuses as MessageStatus[];
+}
+
+/** The text recorded as a message's last error: at most 4000 characters, storable on every store. */
+export function describeError(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : typeof error === "string" ? error : shown(error);
+  return storableText(text, 4000);
 }
 
 /** Turns a lease-lost result into a thrown LeaseLostError; passes any other result through. */
@@ -70,9 +131,9 @@ export function assertHeld<R extends { readonly outcome: string }>(result: R | L
   return result as R;
 }
 
-export function checkBatchSize(batchSize: unknown): number {
+export function checkBatchSize(batchSize: unknown, what = "batchSize"): number {
   if (typeof batchSize !== "number" || !Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
-    throw new InvalidArgumentError(`batchSize must be a whole number from 1 to 100000 (got ${String(batchSize)})`);
+    throw new InvalidArgumentError(`${what} must be a whole number from 1 to 100000 (got ${shown(batchSize)})`);
   }
   return batchSize;
 }

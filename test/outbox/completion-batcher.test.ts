@@ -5,7 +5,9 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
 import { CompletionBatcher } from "../../src/outbox/completion-batcher.js";
-import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { InvalidArgumentError } from "../../src/outbox/errors.js";
+import type { Lease } from "../../src/outbox/types.js";
+import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { tempDir } from "../support/temp.js";
 
 const dir = tempDir();
@@ -58,5 +60,23 @@ describe("CompletionBatcher", () => {
     expect((settled[1] as PromiseRejectedResult).reason).toEqual(new Error("constraint violated"));
     expect(store.db.prepare("SELECT n FROM effects ORDER BY n").pluck().all()).toEqual([0, 2]);
     expect((await store.getMessage(leases[1]!.messageId))?.status).toBe("processing");
+  });
+  it("sends a lease completed twice to the next group, where it is reported lost; its neighbours commit, and the business write runs once", async () => {
+    const { store, leases } = await setup("twice", 3);
+    const batcher = new CompletionBatcher(store);
+    const write = (n: number) => (tx: SqliteTx) => void tx.prepare("INSERT INTO effects VALUES (?)").run(n);
+    const [a, b, c] = leases as [Lease, Lease, Lease];
+    const results = await Promise.all([batcher.complete(a, write(1)), batcher.complete(b), batcher.complete(a, write(2)), batcher.complete(c)]);
+    expect(results.map((r) => r.outcome)).toEqual(["completed", "completed", "lease-lost", "completed"]);
+    expect(batcher.batchSizes).toEqual([2, 2]);
+    expect(store.db.prepare("SELECT n FROM effects").pluck().all()).toEqual([1]);
+  });
+
+  it("rejects a malformed lease alone, without failing the group around it", async () => {
+    const { store, leases } = await setup("malformed", 2);
+    const batcher = new CompletionBatcher(store);
+    const settled = await Promise.allSettled([batcher.complete(leases[0]!), batcher.complete({ ...leases[1]!, token: 0 }), batcher.complete(leases[1]!)]);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(InvalidArgumentError);
   });
 });
