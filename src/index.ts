@@ -45,6 +45,7 @@ export type {
   OutboxStats,
   OwnerLeases,
   PurgeOptions,
+  RedriveResult,
   Released,
   Renewed,
   RetryDecision,

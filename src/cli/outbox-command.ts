@@ -4,6 +4,7 @@ import { Command } from "commander";
 import type { OutboxMessage } from "../outbox/types.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { withOutbox } from "../stores/open-outbox.js";
+import { EXIT } from "./exit-codes.js";
 import { integer, parseDuration, printJson } from "./options.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
 
@@ -71,23 +72,25 @@ export function outboxCommand(): Command {
 
   outbox.addCommand(
     common(new Command("redrive"))
-      .description("move dead messages back to pending (due now, attempts reset)")
+      .description("move dead messages back to pending (due now, attempts reset); exits 1 when a named id did not move")
       .argument("[ids...]", "message ids to redrive")
       .option("--all", "redrive every dead message")
       .action(async (ids: string[], options: Common & { all?: boolean }) => {
         if (Boolean(options.all) === ids.length > 0) {
           throw new InvalidArgumentError("name the dead message ids to redrive, or pass --all (not both)");
         }
-        const malformed = ids.filter((id) => !/^[1-9][0-9]*$/.test(id));
-        if (malformed.length > 0) {
-          throw new InvalidArgumentError(
-            `message ids are positive whole numbers (got ${malformed.map((id) => JSON.stringify(id)).join(", ")}); see them with: wassal outbox dead`,
-          );
-        }
         await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
-          const moved = await store.redrive(options.all ? "all" : { messageIds: ids });
-          if (options.json) printJson({ redriven: moved });
-          else process.stdout.write(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
+          const { moved, notMoved } = await store.redrive(options.all ? "all" : { messageIds: ids });
+          if (notMoved.length > 0) process.exitCode = EXIT.failed;
+          if (options.json) {
+            printJson({ redriven: moved, notMoved });
+            return;
+          }
+          process.stdout.write(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
+          for (const { messageId, status } of notMoved) {
+            const why = status === "missing" ? "no such message" : `it is ${status}, and only dead messages are redriven`;
+            process.stderr.write(`wassal: message ${messageId} not moved: ${why}\n`);
+          }
         });
       }),
   );

@@ -26,6 +26,12 @@ export function leaseKey(messageId: string, token: number): string {
   return `${messageId}#${token}`;
 }
 
+export interface RedriveCount {
+  readonly moved: number;
+  /** The ids that moved, when a list was given (null for "all"). */
+  readonly movedIds: ReadonlySet<string> | null;
+}
+
 export interface OwnerLeaseCount {
   readonly owner: string;
   readonly held: number;
@@ -116,8 +122,8 @@ export interface OutboxDriver<Tx> {
   onNewMessages(params: { readonly wake: () => void }): Promise<() => Promise<void>>;
   leaseStats(): Promise<LeaseStats>;
   countByStatus(): Promise<Partial<StatusCounts>>;
-  /** Moves dead messages back to pending; returns how many moved. */
-  redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<number>;
+  /** Moves dead messages back to pending: how many moved, and for a list of ids, which. */
+  redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<RedriveCount>;
   /** Deletes one batch of processed messages processed before `before`; returns how many. */
   purgeBatch(params: { readonly before: Date; readonly limit: number }): Promise<number>;
   auditTrail(): Promise<AuditEntry[]>;

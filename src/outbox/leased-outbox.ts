@@ -26,6 +26,7 @@ import {
   type OutboxMessage,
   type OutboxStats,
   type PurgeOptions,
+  type RedriveResult,
   type Released,
   type Renewed,
   type RetryDecision,
@@ -333,12 +334,20 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     };
   }
 
-  async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number> {
-    if (target === "all") return this.#driver.redrive({ messageIds: "all", audit: this.#audit });
+  async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<RedriveResult> {
+    if (target === "all") return { moved: (await this.#driver.redrive({ messageIds: "all", audit: this.#audit })).moved, notMoved: [] };
     const { messageIds } = checkObject(target, 'redrive target ("all" or { messageIds })');
     if (!Array.isArray(messageIds)) throw new InvalidArgumentError(`redrive target's messageIds must be a list of message ids (got ${typeof messageIds})`);
-    for (const id of messageIds) checkMessageId(id);
-    return this.#driver.redrive({ messageIds, audit: this.#audit });
+    const ids = [...new Set(messageIds.map(checkMessageId))];
+    if (ids.length === 0) return { moved: 0, notMoved: [] };
+    const { moved, movedIds } = await this.#driver.redrive({ messageIds: ids, audit: this.#audit });
+    const notMoved: { messageId: string; status: MessageStatus | "missing" }[] = [];
+    for (const messageId of ids) {
+      if (movedIds?.has(messageId)) continue;
+      const { holder } = await this.#driver.holder({ messageId });
+      notMoved.push({ messageId, status: holder?.status ?? "missing" });
+    }
+    return { moved, notMoved };
   }
 
   async purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {

@@ -22,6 +22,7 @@ import type {
   OutboxMessage,
   OutboxStats,
   PurgeOptions,
+  RedriveResult,
   Released,
   Renewed,
   RetryDecision,
@@ -95,8 +96,11 @@ export interface OutboxStore<Tx> {
   /** Counts by state, the oldest pending message, leases held and expired per owner. */
   stats(): Promise<OutboxStats>;
 
-  /** Moves dead messages back to pending, due now, with their attempts reset. Returns how many moved. */
-  redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<number>;
+  /**
+   * Moves dead messages back to pending, due now, with their attempts reset. Says how many moved,
+   * and for a list of ids, which did not and why (they were not dead, or do not exist).
+   */
+  redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<RedriveResult>;
 
   /** Deletes processed messages processed before `before`, in short batches. Returns how many. */
   purgeProcessed(before: Date, options?: PurgeOptions): Promise<number>;

@@ -165,6 +165,17 @@ export interface PurgeOptions {
   readonly onProgress?: (deletedSoFar: number) => void;
 }
 
+/** What a redrive did. */
+export interface RedriveResult {
+  /** How many dead messages moved back to pending. */
+  readonly moved: number;
+  /**
+   * For a list of ids: each one that did not move and why, namely its state when looked at after
+   * the redrive ("missing" when no such message exists). Only dead messages move. Empty for "all".
+   */
+  readonly notMoved: readonly { readonly messageId: string; readonly status: MessageStatus | "missing" }[];
+}
+
 /** What the audit trail records. */
 export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive";
 

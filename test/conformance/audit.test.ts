@@ -101,8 +101,8 @@ describeEachStore("audit trail: redrive", (factory) => {
     const [a, b] = await store.claim("worker-a", { limit: 2, leaseMs: LEASE_MS });
     await store.fail(a!, new Error("x"), "dead");
     await store.fail(b!, new Error("y"), "dead");
-    expect(await store.redrive({ messageIds: [a!.messageId] })).toBe(1);
-    expect(await store.redrive("all")).toBe(1);
+    expect(await store.redrive({ messageIds: [a!.messageId] })).toEqual({ moved: 1, notMoved: [] });
+    expect(await store.redrive("all")).toEqual({ moved: 1, notMoved: [] });
     const redrives = (await store.auditTrail()).filter((e) => e.action === "redrive");
     expect(redrives.map((e) => [e.messageId, e.token, e.owner])).toEqual([
       [a!.messageId, a!.token, "redrive"],

@@ -197,3 +197,27 @@ describeEachStore("bad input: the same lease twice in one completeMany", (factor
     expect((await store.auditTrail()).filter((e) => e.action === "complete")).toEqual([]);
   });
 });
+
+describeEachStore("redrive of ids that are not dead", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("moves the dead ones and names each other id with its state, or missing; a repeated id counts once", async () => {
+    const { store, clock } = ctx();
+    const [dead, processing, processed, pending] = await enqueueMessages(store, clock, 4);
+    const leases = await store.claim("worker-a", { limit: 3, leaseMs: LEASE_MS });
+    await store.fail(leases[0]!, new Error("boom"), "dead");
+    await store.complete(leases[2]!);
+    const result = await store.redrive({ messageIds: [dead!.id, processing!.id, processed!.id, pending!.id, "9223372036854775807", dead!.id] });
+    expect(result).toEqual({
+      moved: 1,
+      notMoved: [
+        { messageId: processing!.id, status: "processing" },
+        { messageId: processed!.id, status: "processed" },
+        { messageId: pending!.id, status: "pending" },
+        { messageId: "9223372036854775807", status: "missing" },
+      ],
+    });
+    expect(await mustGet(store, dead!.id)).toMatchObject({ status: "pending", attempts: 0 });
+    expect(await store.redrive({ messageIds: [] })).toEqual({ moved: 0, notMoved: [] });
+  });
+});

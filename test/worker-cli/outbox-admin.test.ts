@@ -9,7 +9,7 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSimulator } from "../../src/payments/provider-simulator.js";
-import { cliJson, cliOk, killAll, requireBuiltCli, SCRIPT_AVAILABLE, startCli, startCliOnTerminal } from "../support/cli.js";
+import { cliJson, cliOk, killAll, requireBuiltCli, runCli, SCRIPT_AVAILABLE, startCli, startCliOnTerminal } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { until } from "../support/wait.js";
@@ -148,11 +148,32 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       expect(stats.counts).toEqual({ pending: 1, processing: 0, processed: 35, dead: 1 });
       expect(stats.oldestPendingAgeMs).toBeGreaterThanOrEqual(0);
 
-      // A processed message is not dead: naming it moves nothing.
+      // A processed message is not dead and an absent id names nothing: neither moves, each is
+      // named with the reason, and the exit code says not everything named was moved.
       const processedId = rows.find((r) => r.status === "processed")!.id;
-      expect(await cliJson(["outbox", "redrive", ...target.args, processedId], { cwd: dir })).toEqual({ redriven: 0 });
+      const partial = await runCli(["outbox", "redrive", ...target.args, processedId, "999999", malformedId, "--json"], { cwd: dir });
+      expect(partial.code).toBe(1);
+      expect(JSON.parse(partial.stdout)).toEqual({
+        redriven: 1,
+        notMoved: [
+          { messageId: processedId, status: "processed" },
+          { messageId: "999999", status: "missing" },
+        ],
+      });
+      const text = await runCli(["outbox", "redrive", ...target.args, processedId, "999999"], { cwd: dir });
+      expect([text.code, text.stdout, text.stderr]).toEqual([
+        1,
+        "0 dead messages moved back to pending\n",
+        `wassal: message ${processedId} not moved: it is processed, and only dead messages are redriven\nwassal: message 999999 not moved: no such message\n`,
+      ]);
+      // Past the 64-bit range: refused as bad input on both stores (exit 2), before anything is written.
+      const huge = await runCli(["outbox", "redrive", ...target.args, "9223372036854775808"], { cwd: dir });
+      expect([huge.code, huge.stderr.split("\n")[0]]).toEqual([
+        2,
+        'wassal: a message id must be a whole number from 1 to 9223372036854775807 written in decimal (got "9223372036854775808")',
+      ]);
 
-      expect(await cliJson(["outbox", "redrive", ...target.args, "--all"], { cwd: dir })).toEqual({ redriven: 1 });
+      expect(await cliJson(["outbox", "redrive", ...target.args, "--all"], { cwd: dir })).toEqual({ redriven: 0, notMoved: [] });
       rows = await target.messages();
       expect(rows.filter((r) => r.id === unknownId || r.id === malformedId).map((r) => [r.status, r.attempts])).toEqual([
         ["pending", 0],

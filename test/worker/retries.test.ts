@@ -154,7 +154,7 @@ describeEachStore("worker retries and dead messages", (factory) => {
 
     // The cause is fixed; redrive it.
     failing = false;
-    expect(await store.redrive({ messageIds: [message.id] })).toBe(1);
+    expect(await store.redrive({ messageIds: [message.id] })).toEqual({ moved: 1, notMoved: [] });
     expect(await mustGet(store, message.id)).toMatchObject({ status: "pending", attempts: 0, availableAt: clock.now() });
     clock.advance(POLL_MS); // the next poll finds it
     const done = await waitForStatus(store, message.id, "processed");

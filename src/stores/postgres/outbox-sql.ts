@@ -274,13 +274,13 @@ export function outboxSql(schema: string) {
 
     // auditRedriveSome: (none) as auditRedriveAll
 
-    /** $1 now, $2 audit?, $3 ids. */
+    /** $1 now, $2 audit?, $3 ids: the ids that moved. */
     redriveSome: `WITH ${CLOCK},
       moved AS (
         UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
         FROM clock WHERE m.status = 'dead' AND m.id = ANY($3::bigint[]) RETURNING m.id, m.lease_token, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
-      SELECT count(*)::int AS moved FROM moved`,
+      SELECT id::text AS id FROM moved`,
 
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeBatch: `WITH batch AS MATERIALIZED (

@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
-import type { DriverCapabilities, LeaseStats, OutboxDriver, SavepointStep } from "../../outbox/driver.js";
+import type { DriverCapabilities, LeaseStats, OutboxDriver, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -53,11 +53,6 @@ function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
 }
 
 const message = (row: MessageRow): OutboxMessage => toMessage(row, false);
-
-/** PostgreSQL ids are bigints; anything else cannot name a message. */
-function rowId(messageId: string): string | null {
-  return /^[1-9][0-9]{0,18}$/.test(messageId) ? messageId : null;
-}
 
 /** The PostgreSQL driver: runs the statements of outbox-sql.ts over a connection pool. */
 export class PostgresDriver implements OutboxDriver<PostgresTx> {
@@ -163,15 +158,14 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<{ at: Date; result: ClaimMessageResult }> {
     const { owner, messageId, leaseMs, audit } = params;
-    const id = rowId(messageId);
     return this.transaction(async (tx): Promise<{ at: Date; result: ClaimMessageResult }> => {
-      const before = (await tx.query<HolderRow & { locked_until: Date | null; now: Date }>(this.#sql.lockHolder, [this.#now(), id])).rows[0];
+      const before = (await tx.query<HolderRow & { locked_until: Date | null; now: Date }>(this.#sql.lockHolder, [this.#now(), messageId])).rows[0];
       if (before === undefined) {
         const at = (await tx.query<{ now: Date }>(this.#sql.clockNow, [this.#now()])).rows[0]?.now ?? new Date();
         return { at, result: { outcome: "not-claimable", messageId, status: "missing" } };
       }
       const at = before.now;
-      const row = (await tx.query<MessageRow>(this.#sql.claimMessage, [this.#now(), id, owner, leaseMs])).rows[0];
+      const row = (await tx.query<MessageRow>(this.#sql.claimMessage, [this.#now(), messageId, owner, leaseMs])).rows[0];
       if (row !== undefined) {
         if (audit) await tx.query(this.#sql.audit, [row.id, row.lease_token, owner, "claim", at, before.status, before.locked_by, before.locked_until]);
         const claimed = message(row);
@@ -194,7 +188,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
     const { lease, leaseMs } = params;
-    const row = (await this.pool.query<{ locked_until: Date; now: Date }>(this.#sql.renew, [this.#now(), rowId(lease.messageId), lease.token, leaseMs]))
+    const row = (await this.pool.query<{ locked_until: Date; now: Date }>(this.#sql.renew, [this.#now(), lease.messageId, lease.token, leaseMs]))
       .rows[0];
     return row === undefined ? { at: this.#localNow(), lockedUntil: null } : { at: row.now, lockedUntil: row.locked_until };
   }
@@ -203,7 +197,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const { leases } = params;
     const query = {
       ...this.#hot.completeBulk,
-      values: [this.#now(), leases.map((l) => rowId(l.messageId)), leases.map((l) => l.token), leases.map((l) => l.owner), params.audit],
+      values: [this.#now(), leases.map((l) => l.messageId), leases.map((l) => l.token), leases.map((l) => l.owner), params.audit],
     };
     const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number }>(query);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow(); // one clock per statement
@@ -212,7 +206,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async completeOne(params: { tx: PostgresTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Promise<Date | null> {
     const { tx, lease, savepoint } = params;
-    const id = rowId(lease.messageId);
+    const id = lease.messageId;
     let done: Date | undefined;
     if (savepoint === "none") {
       done = (await tx.query<{ now: Date }>(this.#sql.complete, [this.#now(), id, lease.token])).rows[0]?.now;
@@ -235,7 +229,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
     const { lease, error, retryInMs, audit } = params;
-    const id = rowId(lease.messageId);
+    const id = lease.messageId;
     const row =
       retryInMs === null
         ? (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failDead, [this.#now(), id, lease.token, error, lease.owner, audit])).rows[0]
@@ -250,12 +244,12 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean }> {
     const { lease, audit } = params;
-    const row = (await this.pool.query<{ now: Date }>(this.#sql.release, [this.#now(), rowId(lease.messageId), lease.token, lease.owner, audit])).rows[0];
+    const row = (await this.pool.query<{ now: Date }>(this.#sql.release, [this.#now(), lease.messageId, lease.token, lease.owner, audit])).rows[0];
     return row === undefined ? { at: this.#localNow(), changed: false } : { at: row.now, changed: true };
   }
 
   async holder(params: { messageId: string }): Promise<{ at: Date; holder: MessageHolder | null }> {
-    const row = (await this.pool.query<HolderRow>(this.#sql.holder, [rowId(params.messageId)])).rows[0];
+    const row = (await this.pool.query<HolderRow>(this.#sql.holder, [params.messageId])).rows[0];
     return { at: this.#localNow(), holder: toHolder(row) };
   }
 
@@ -315,12 +309,13 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return Object.fromEntries(rows.map((row) => [row.status, row.n]));
   }
 
-  async redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<number> {
+  async redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<RedriveCount> {
     const { messageIds, audit } = params;
-    if (messageIds === "all") return (await this.pool.query<{ moved: number }>(this.#sql.redriveAll, [this.#now(), audit])).rows[0]?.moved ?? 0;
-    const ids = messageIds.map(rowId).filter((id): id is string => id !== null);
-    if (ids.length === 0) return 0;
-    return (await this.pool.query<{ moved: number }>(this.#sql.redriveSome, [this.#now(), audit, ids])).rows[0]?.moved ?? 0;
+    if (messageIds === "all") {
+      return { moved: (await this.pool.query<{ moved: number }>(this.#sql.redriveAll, [this.#now(), audit])).rows[0]?.moved ?? 0, movedIds: null };
+    }
+    const rows = (await this.pool.query<{ id: string }>(this.#sql.redriveSome, [this.#now(), audit, messageIds])).rows;
+    return { moved: rows.length, movedIds: new Set(rows.map((row) => row.id)) };
   }
 
   async purgeBatch(params: { before: Date; limit: number }): Promise<number> {
@@ -332,9 +327,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   async getMessage(params: { messageId: string }): Promise<OutboxMessage | undefined> {
-    const id = rowId(params.messageId);
-    if (id === null) return undefined;
-    const row = (await this.pool.query<MessageRow>(this.#sql.getMessage, [id])).rows[0];
+    const row = (await this.pool.query<MessageRow>(this.#sql.getMessage, [params.messageId])).rows[0];
     return row === undefined ? undefined : message(row);
   }
 
@@ -374,7 +367,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       markProcessed: async (messageId, finalize) => {
         await this.transaction(async (tx) => {
           if (finalize) await finalize(tx);
-          await tx.query(this.#sql.unleasedMarkProcessed, [this.#now(), rowId(messageId)]);
+          await tx.query(this.#sql.unleasedMarkProcessed, [this.#now(), messageId]);
         });
       },
     };

@@ -166,7 +166,7 @@ export const SQL = {
                       WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead'`,
 
   redriveSome: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
-                WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead'`,
+                WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead' RETURNING id`,
 
   /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */
   purgeBatch: `DELETE FROM outbox_messages WHERE id IN (

@@ -7,7 +7,7 @@ import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import { systemClock, type Clock } from "../../outbox/clock.js";
-import type { DriverCapabilities, LeaseStats, OutboxDriver, SavepointStep } from "../../outbox/driver.js";
+import type { DriverCapabilities, LeaseStats, OutboxDriver, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -61,9 +61,15 @@ function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, recla
 
 const message = (row: MessageRow): OutboxMessage => toMessage(row, true);
 
-/** SQLite ids are integers; anything else cannot name a message (-1 matches no row). */
-function rowId(messageId: string): number {
-  return /^[1-9][0-9]{0,15}$/.test(messageId) ? Number(messageId) : -1;
+/** A message id, checked by the protocol (1 to 2^63 - 1), as SQLite binds it: a number where exact, else a BigInt. */
+function rowId(messageId: string): number | bigint {
+  const id = Number(messageId);
+  return Number.isSafeInteger(id) ? id : BigInt(messageId);
+}
+
+/** Checked message ids (decimal digits only) as a JSON array for json_each, exact past 2^53. */
+function jsonIds(messageIds: readonly string[]): string {
+  return `[${messageIds.join(",")}]`;
 }
 
 /**
@@ -115,7 +121,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   /** Writes one audit row inside the current transaction, when auditing. */
-  #audit(audit: boolean, id: number, token: number, owner: string, action: AuditAction, at: number, previous?: PreviousHolder): void {
+  #audit(audit: boolean, id: number | bigint, token: number, owner: string, action: AuditAction, at: number, previous?: PreviousHolder): void {
     if (!audit) return;
     this.#stmt("audit").run({
       id,
@@ -232,7 +238,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const { leases, audit } = params;
     const work = () => {
       const now = this.now();
-      const pairs = JSON.stringify(leases.map((lease) => [rowId(lease.messageId), lease.token]));
+      const pairs = `[${leases.map((lease) => `[${lease.messageId},${lease.token}]`).join(",")}]`;
       const rows = this.#stmt("completeBulk").all({ pairs, now }) as { id: number; lease_token: number }[];
       const completed = new Set(rows.map((row) => leaseKey(String(row.id), row.lease_token)));
       if (audit) {
@@ -320,17 +326,18 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return Object.fromEntries(rows.map((row) => [row.status, row.n]));
   }
 
-  redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<number> {
+  redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<RedriveCount> {
     const { messageIds, audit } = params;
     return this.writeLock.run(() => {
       const now = this.now();
       if (messageIds === "all") {
         if (audit) this.#stmt("auditRedriveAll").run({ now });
-        return this.#stmt("redriveAll").run({ now }).changes;
+        return { moved: this.#stmt("redriveAll").run({ now }).changes, movedIds: null };
       }
-      const ids = JSON.stringify(messageIds.map(rowId).filter((id) => id !== -1));
+      const ids = jsonIds(messageIds);
       if (audit) this.#stmt("auditRedriveSome").run({ ids, now });
-      return this.#stmt("redriveSome").run({ ids, now }).changes;
+      const movedIds = new Set((this.#stmt("redriveSome").all({ ids, now }) as { id: number }[]).map((row) => String(row.id)));
+      return { moved: movedIds.size, movedIds };
     });
   }
 
@@ -344,7 +351,6 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   async getMessage(params: { messageId: string }): Promise<OutboxMessage | undefined> {
     const id = rowId(params.messageId);
-    if (id === -1) return undefined;
     const row = await this.writeLock.serial(() => this.#stmt("getMessage").get({ id }) as MessageRow | undefined);
     return row === undefined ? undefined : message(row);
   }
