@@ -188,8 +188,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
     const { lease, leaseMs } = params;
-    const row = (await this.pool.query<{ locked_until: Date; now: Date }>(this.#sql.renew, [this.#now(), lease.messageId, lease.token, leaseMs]))
-      .rows[0];
+    const row = (await this.pool.query<{ locked_until: Date; now: Date }>(this.#sql.renew, [this.#now(), lease.messageId, lease.token, leaseMs])).rows[0];
     return row === undefined ? { at: this.#localNow(), lockedUntil: null } : { at: row.now, lockedUntil: row.locked_until };
   }
 
