@@ -3,10 +3,12 @@
 export const EXIT = {
   /** Everything worked; for the lab, every check passed. */
   ok: 0,
-  /** The work ran but did not succeed (a lab check failed), or an unexpected error. */
+  /** The work ran but did not succeed: a lab check failed, a named id was not redriven, a worker failed to stop cleanly. */
   failed: 1,
   /** Bad input: an unknown name, an invalid option, a database that cannot be used. */
   usage: 2,
+  /** An error Wassal did not expect (a bug, or a fault it does not know how to name): report it with WASSAL_DEBUG=1. */
+  internal: 70,
   /** Stopped at once by a second signal. */
   interrupted: 130,
 } as const;

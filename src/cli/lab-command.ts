@@ -2,7 +2,7 @@
 
 import { Command, Option } from "commander";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { findScenario, runScenario, SCENARIOS, type LabRunResult } from "../lab/run-lab.js";
+import { checkReportsDir, findScenario, runScenario, SCENARIOS, type LabRunResult } from "../lab/run-lab.js";
 import type { Scenario } from "../lab/scenario.js";
 import { isPostgresUrl } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
@@ -60,7 +60,10 @@ export function labCommand(): Command {
       ).env("WASSAL_DATABASE_URL"),
     )
     .option("--keep-db", "keep the temporary database (SQLite file or PostgreSQL schema) instead of deleting it")
-    .addHelpText("after", `\nScenarios:\n${scenarioList()}\n\nExit codes: 0 every check passed, 1 a check failed, 2 bad input.`)
+    .addHelpText(
+      "after",
+      `\nScenarios:\n${scenarioList()}\n\nExit codes: 0 every check passed, 1 a check failed, 2 bad input (checked before anything runs, including a reports directory that cannot be written), 70 an internal error.`,
+    )
     .action(async (name: string | undefined, options: LabOptions) => {
       if (options.list) {
         process.stdout.write(`${scenarioList()}\n`);
@@ -72,6 +75,7 @@ export function labCommand(): Command {
           "--db names one database file, and each scenario needs an empty one: run one scenario at a time with --db, or leave --db out for temporary files",
         );
       }
+      checkReportsDir(scenarios, options.reports ?? ".");
       const results: LabRunResult[] = [];
       // Ctrl-C (or SIGTERM) mid-run: remove the temporary database, then stop.
       let cleanup: (() => Promise<string>) | null = null;

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // The `wassal` command: parses arguments and hands off to the library. Errors become one clear
-// line and an exit code (see exit-codes.ts); WASSAL_DEBUG=1 adds the stack.
+// line on stderr and an exit code (see exit-codes.ts); WASSAL_DEBUG=1 adds the stack. Under
+// --json an error is also printed on stdout as { "error": { "name", "code", "message" } }, so a
+// script can parse every outcome.
 
 import { Command, CommanderError } from "commander";
 import { createRequire } from "node:module";
@@ -36,24 +38,35 @@ function program(): Command {
     .addCommand(withErrors(chaosCommand()));
 }
 
+/** Under --json, the error as JSON on stdout (the text line stays on stderr for people). */
+function printJsonError(json: boolean, name: string, code: string, message: string): void {
+  if (json) process.stdout.write(`${JSON.stringify({ error: { name, code, message } }, null, 2)}\n`);
+}
+
 async function main(argv: readonly string[]): Promise<number> {
+  const json = argv.slice(2).includes("--json");
   try {
     await program().parseAsync([...argv], { from: "node" });
     return typeof process.exitCode === "number" ? process.exitCode : EXIT.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
       // Commander has already printed its message (or the help, or the version).
-      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+      if (error.exitCode === 0) return EXIT.ok;
+      printJsonError(json, "UsageError", error.code, error.message.replace(/^error: /, ""));
+      return EXIT.usage;
     }
     if (error instanceof WassalError) {
       process.stderr.write(`wassal: ${error.message}\n`);
       if (process.env.WASSAL_DEBUG) process.stderr.write(`${error.stack}\n`);
+      printJsonError(json, error.name, error.code, error.message);
       return USAGE_CODES.has(error.code) ? EXIT.usage : EXIT.failed;
     }
-    process.stderr.write(`wassal: unexpected error: ${error instanceof Error ? error.message : String(error)}\n`);
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`wassal: unexpected error: ${message}\n`);
     if (process.env.WASSAL_DEBUG) process.stderr.write(`${error instanceof Error ? error.stack : ""}\n`);
-    else process.stderr.write("(set WASSAL_DEBUG=1 to see the stack)\n");
-    return EXIT.failed;
+    else process.stderr.write(`(exit ${EXIT.internal}: an internal error; set WASSAL_DEBUG=1 to see the stack, and report it)\n`);
+    printJsonError(json, error instanceof Error ? error.name : "Error", "INTERNAL", message);
+    return EXIT.internal;
   }
 }
 

@@ -1,7 +1,7 @@
 // Runs lab scenarios: sets up the backend, runs, renders the report with its header, saves it
 // under Reports/Session-15/, and removes the temporary database.
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { LabBackend } from "./backend.js";
 import type { LabMetrics } from "./metrics.js";
@@ -11,6 +11,7 @@ import { competingWorkersNoClaim } from "./scenarios/competing-workers-no-claim.
 import { outboxLeasing } from "./scenarios/outbox-leasing.js";
 import { SqliteLabBackend } from "./sqlite-backend.js";
 import { PostgresLabBackend } from "./postgres-backend.js";
+import { InvalidArgumentError } from "../outbox/errors.js";
 import { isPostgresUrl } from "../stores/admin.js";
 
 /** Every scenario, BEFORE first. */
@@ -59,6 +60,34 @@ export function reportPathFor(scenario: Scenario, reportsDir: string, at: Date):
   return join(resolve(reportsDir), "Reports", "Session-15", `${scenario.reportStem}-RunReport-${stamp(at)}.txt`);
 }
 
+/**
+ * Makes sure the report can be saved before anything runs, and leaves no trace: creates the
+ * report's folder, writes a probe file there (a real write: permission bits alone do not tell, for
+ * root or on a read-only mount), then removes the probe and every folder it created. A run that
+ * could only fail to save at its end is refused at its start instead.
+ */
+export function prepareReportFolder(reportPath: string): void {
+  const folder = join(reportPath, "..");
+  const probe = join(folder, `.wassal-write-check-${process.pid}`);
+  let created: string | undefined;
+  try {
+    created = mkdirSync(folder, { recursive: true });
+    writeFileSync(probe, "");
+    rmSync(probe);
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `cannot save reports in ${folder}: ${(error as Error).message}; give a reports directory this process can create and write (nothing was run)`,
+    );
+  } finally {
+    if (created !== undefined) rmSync(created, { recursive: true, force: true });
+  }
+}
+
+/** Checks, before any of them runs, that every scenario's report can be saved under `reportsDir`. */
+export function checkReportsDir(scenarios: readonly Scenario[], reportsDir: string): void {
+  for (const scenario of scenarios) prepareReportFolder(reportPathFor(scenario, reportsDir, new Date()));
+}
+
 export async function createBackend(scenario: Scenario, options: LabRunOptions): Promise<LabBackend<unknown>> {
   if (options.db !== undefined && isPostgresUrl(options.db)) {
     return (await PostgresLabBackend.open(options.db, options.keepDb ?? false)) as LabBackend<unknown>;
@@ -72,6 +101,8 @@ export async function createBackend(scenario: Scenario, options: LabRunOptions):
 
 export async function runScenario(scenario: Scenario, options: LabRunOptions = {}): Promise<LabRunResult> {
   const startedAt = new Date();
+  const path = reportPathFor(scenario, options.reportsDir ?? process.cwd(), startedAt);
+  prepareReportFolder(path);
   const backend = await createBackend(scenario, options);
   let outcome: Awaited<ReturnType<Scenario["run"]>>;
   let databaseFate: string;
@@ -99,7 +130,6 @@ export async function runScenario(scenario: Scenario, options: LabRunOptions = {
   ].join("\n");
   const text = `${header}\n${outcome.body}${footer}\n`;
 
-  const path = reportPathFor(scenario, options.reportsDir ?? process.cwd(), startedAt);
   let reportPath: string | null = path;
   let reportError: string | null = null;
   try {

@@ -42,13 +42,26 @@ describe("names, options and help", () => {
     expectNothingRan(box);
   });
 
-  it("an unknown scenario exits 2 in --json mode too, printing no JSON", async () => {
+  it("an unknown scenario exits 2 in --json mode too, with the error as JSON on stdout", async () => {
     const box = sandbox();
     const run = await runCli(["lab", "nope", "--json"], box);
     expect(run.code).toBe(2);
-    expect(run.stdout).toBe("");
+    const { error } = JSON.parse(run.stdout) as { error: { name: string; code: string; message: string } };
+    expect(error).toMatchObject({ name: "InvalidArgumentError", code: "INVALID_ARGUMENT" });
+    expect(error.message).toContain('unknown scenario "nope"');
+    expect(error.message).toContain(AFTER);
     expect(run.stderr).toContain(AFTER);
     expectNoStack(run.stderr);
+    expectNothingRan(box);
+  });
+
+  it("a bad option under --json: exit 2, commander's message on stderr and as a JSON error", async () => {
+    const box = sandbox();
+    const run = await runCli(["lab", AFTER, "--json", "--no-such-option"], box);
+    expect(run.code).toBe(2);
+    expect(JSON.parse(run.stdout)).toEqual({ error: { name: "UsageError", code: "commander.unknownOption", message: "unknown option '--no-such-option'" } });
+    expect(run.stderr).toContain("unknown option '--no-such-option'");
+    expectNothingRan(box);
   });
 
   it("`lab` without a scenario exits 2 and lists the valid names", async () => {
@@ -128,7 +141,7 @@ describe("--db that cannot be used", () => {
     writeFileSync(path, content);
     const run = await runCli(["lab", AFTER, "--db", path, "--json"], box);
     expect(run.code).toBe(2);
-    expect(run.stdout).toBe("");
+    expect(JSON.parse(run.stdout)).toMatchObject({ error: { name: "DatabaseOpenError", message: expect.stringContaining("not a SQLite database") } });
     expect(oneLine(run.stderr)).toContain("not a SQLite database");
     expect(readFileSync(path).equals(content)).toBe(true);
     expectNothingRan(box);
@@ -215,7 +228,7 @@ describe("--db that cannot be used", () => {
     const path = join(box.cwd, "all.db");
     const run = await runCli(["lab", "all", "--db", path, "--json"], box);
     expect(run.code).toBe(2);
-    expect(run.stdout).toBe("");
+    expect(JSON.parse(run.stdout)).toMatchObject({ error: { name: "InvalidArgumentError", message: expect.stringContaining("--db") } });
     expect(run.stderr).toContain("--db");
     expectNoStack(run.stderr);
     expect(existsSync(path)).toBe(false);
@@ -224,60 +237,31 @@ describe("--db that cannot be used", () => {
 });
 
 describe("--reports that cannot be written", () => {
-  it("JSON: the run completes, exit 0 as every check passed, stderr says where saving failed", async () => {
+  it("is refused before anything runs: exit 2, one line naming the folder, nothing run, the blocking file untouched", async () => {
     const box = sandbox();
     const blocker = join(box.cwd, "not-a-dir");
     writeFileSync(blocker, "a regular file where the reports folder should be\n");
     const reports = join(blocker, "sub");
-    const run = await runCli(["lab", AFTER, "--json", "--reports", reports], box);
-    expect(run.code).toBe(0);
-    const result = JSON.parse(run.stdout) as {
-      passed: boolean;
-      reportPath: string | null;
-      reportError: string | null;
-      databasePath: string;
-      checks: { passed: boolean }[];
-    };
-    expect(result.passed).toBe(true);
-    expect(result.checks.every((c) => c.passed)).toBe(true);
-    expect(result.reportPath).toBeNull();
-    expect(result.reportError).toContain(join(reports, "Reports", "Session-15"));
+    const run = await runCli(["lab", AFTER, "--reports", reports], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
     const line = oneLine(run.stderr);
-    expect(line).toContain("could not save the report");
-    expect(line).toContain(join(reports, "Reports", "Session-15"));
+    expect(line).toContain(`cannot save reports in ${join(reports, "Reports", "Session-15")}`);
+    expect(line).toContain("nothing was run");
     expectNoStack(run.stderr);
     expect(readFileSync(blocker, "utf8")).toBe("a regular file where the reports folder should be\n");
-    // The temporary database is still cleaned up.
-    expect(existsSync(result.databasePath)).toBe(false);
-    expect(readdirSync(box.tmp)).toEqual([]);
+    expectNothingRan(box);
   });
 
-  it("text: the report is printed, marked NOT SAVED, and stderr says where saving failed", async () => {
-    const box = sandbox();
-    const blocker = join(box.cwd, "not-a-dir");
-    writeFileSync(blocker, "x");
-    const run = await runCli(["lab", BEFORE, "--reports", join(blocker, "deeper")], box);
-    expect(run.code).toBe(0);
-    expect(run.stdout).toContain("== Verdict");
-    expect(run.stdout).toMatch(/^report {8}NOT SAVED: could not save the report to /m);
-    expect(oneLine(run.stderr)).toContain(join(blocker, "deeper", "Reports", "Session-15"));
-    expect(existsSync(join(box.cwd, "Reports"))).toBe(false);
-  });
-
-  it("all: both runs complete and each failed save is reported", async () => {
+  it("all, under --json: refused before the first scenario, with the error as JSON", async () => {
     const box = sandbox();
     const blocker = join(box.cwd, "not-a-dir");
     writeFileSync(blocker, "x");
     const run = await runCli(["lab", "all", "--json", "--reports", blocker], box);
-    expect(run.code).toBe(0);
-    const payload = JSON.parse(run.stdout) as { passed: boolean; scenarios: { scenario: string; reportPath: string | null }[] };
-    expect(payload.passed).toBe(true);
-    expect(payload.scenarios.map((s) => [s.scenario, s.reportPath])).toEqual([
-      [BEFORE, null],
-      [AFTER, null],
-    ]);
-    const lines = run.stderr.split("\n").filter((l) => l !== "");
-    expect(lines).toHaveLength(2);
-    expect(lines.every((l) => l.includes("could not save the report"))).toBe(true);
+    expect(run.code).toBe(2);
+    const { error } = JSON.parse(run.stdout) as { error: { name: string; message: string } };
+    expect(error.name).toBe("InvalidArgumentError");
+    expect(error.message).toContain(`cannot save reports in ${join(blocker, "Reports", "Session-15")}`);
+    expectNothingRan(box);
   });
 });

@@ -188,6 +188,34 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
   });
 });
 
+describe("errors under --json, and internal errors", () => {
+  it("a database that cannot be used, under --json: exit 2, the error as JSON on stdout, the line on stderr", async () => {
+    const dir = cwd();
+    const missing = join(dir, "missing.db");
+    const run = await runCli(["outbox", "stats", "--db", missing, "--json"], { cwd: dir });
+    expect(run.code).toBe(2);
+    const { error } = JSON.parse(run.stdout) as { error: { name: string; code: string; message: string } };
+    expect(error).toMatchObject({ name: "DatabaseOpenError", code: "DATABASE_OPEN" });
+    expect(error.message).toContain(missing);
+    expect(errorLine(run.stderr)).toBe(`wassal: ${error.message}`);
+    expect(existsSync(missing)).toBe(false);
+  });
+
+  it("an error Wassal did not expect exits 70 (not 1, which means the work did not succeed), as text and as JSON", async () => {
+    const target = newTarget("sqlite", FILE_TMP);
+    const dir = cwd();
+    expect((await runCli(["payments", "seed", ...target.args, "--count", "1"], { cwd: dir })).code).toBe(0);
+    const env = { NODE_OPTIONS: `--import=${join(import.meta.dirname, "..", "fixtures", "simulated-bug.mjs")}` };
+    const text = await runCli(["outbox", "stats", ...target.args], { cwd: dir, env });
+    expect([text.code, text.stdout]).toEqual([70, ""]);
+    expect(text.stderr).toContain("wassal: unexpected error: simulated bug: toISOString is broken\n");
+    expect(text.stderr).toContain("set WASSAL_DEBUG=1 to see the stack");
+    const json = await runCli(["outbox", "stats", ...target.args, "--json"], { cwd: dir, env });
+    expect(json.code).toBe(70);
+    expect(JSON.parse(json.stdout)).toEqual({ error: { name: "TypeError", code: "INTERNAL", message: "simulated bug: toISOString is broken" } });
+  });
+});
+
 describe("--help", () => {
   const COMMANDS = [
     [],
