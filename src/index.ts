@@ -15,6 +15,7 @@ export {
   NotInTransactionError,
   ShutdownError,
   StoreBusyError,
+  StoreReadOnlyError,
   UnknownMessageTypeError,
   UnrecoverableError,
   UnsupportedPayloadError,

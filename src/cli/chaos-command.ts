@@ -124,7 +124,7 @@ export function chaosCommand(): Command {
       .requiredOption("--provider-log <file>", "the provider log the workers wrote (--provider-log)")
       .option("--json", "print JSON")
       .action(async (o: { db: string; schema?: string; providerLog: string; json?: boolean }) => {
-        await withOutbox(o.db, storeOptions(o, true), async (outbox) => {
+        await withOutbox(o.db, storeOptions(o, "repair"), async (outbox) => {
           const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
           const report = checkInvariants({ messages, audit, payments, providerLog: readProviderLog(o.providerLog) });
           if (o.json) printJson(report);

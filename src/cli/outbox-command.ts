@@ -36,7 +36,7 @@ export function outboxCommand(): Command {
     common(new Command("stats"))
       .description("counts by state, oldest pending message, leases held and expired per owner")
       .action(async (options: Common) => {
-        await withOutbox(options.db, storeOptions(options, true), async ({ store, location }) => {
+        await withOutbox(options.db, storeOptions(options, "read"), async ({ store, location }) => {
           const stats = await store.stats();
           const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
           if (options.json) {
@@ -62,7 +62,7 @@ export function outboxCommand(): Command {
       .description("list dead messages with their last errors")
       .option("--limit <n>", "show at most n", integer(1), 100)
       .action(async (options: Common & { limit: number }) => {
-        await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
+        await withOutbox(options.db, storeOptions(options, "read"), async ({ store }) => {
           const dead = await store.listMessages({ status: ["dead"], limit: options.limit });
           if (options.json) printJson(dead);
           else process.stdout.write(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
@@ -79,7 +79,7 @@ export function outboxCommand(): Command {
         if (Boolean(options.all) === ids.length > 0) {
           throw new InvalidArgumentError("name the dead message ids to redrive, or pass --all (not both)");
         }
-        await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
+        await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
           const { moved, notMoved } = await store.redrive(options.all ? "all" : { messageIds: ids });
           if (notMoved.length > 0) process.exitCode = EXIT.failed;
           if (options.json) {
@@ -101,7 +101,7 @@ export function outboxCommand(): Command {
       .requiredOption("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
       .option("--batch-size <n>", "rows deleted per transaction", integer(1, 100_000), 1000)
       .action(async (options: Common & { processedBefore: number; batchSize: number }) => {
-        await withOutbox(options.db, storeOptions(options, true), async ({ store }) => {
+        await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
           const cutoff = new Date((await store.stats()).now.getTime() - options.processedBefore);
           const deleted = await store.purgeProcessed(cutoff, {
             batchSize: options.batchSize,

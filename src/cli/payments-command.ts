@@ -6,7 +6,7 @@ import { checkCreateRequest, PaymentsService } from "../payments/payments-servic
 import { ProviderSimulator } from "../payments/provider-simulator.js";
 import { withOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
 import { integer, printJson } from "./options.js";
-import { dbOption, schemaOption, storeOptions, synchronousOption } from "./shared-options.js";
+import { type Access, dbOption, schemaOption, storeOptions, synchronousOption } from "./shared-options.js";
 
 interface Common {
   db: string;
@@ -15,8 +15,8 @@ interface Common {
   json?: boolean;
 }
 
-function withPayments<T>(options: Common, mustExist: boolean, work: (outbox: OpenedOutbox, service: PaymentsService<unknown>) => Promise<T>): Promise<T> {
-  return withOutbox(options.db, storeOptions(options, mustExist), (outbox) =>
+function withPayments<T>(options: Common, access: Access, work: (outbox: OpenedOutbox, service: PaymentsService<unknown>) => Promise<T>): Promise<T> {
+  return withOutbox(options.db, storeOptions(options, access), (outbox) =>
     work(outbox, new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ answerUnknownKeys: true }) })),
   );
 }
@@ -37,7 +37,7 @@ export function paymentsCommand(): Command {
       .action(async (options: Common & { key: string; amount: number; currency: string }) => {
         // Refuse a bad request before anything is opened or created.
         const request = checkCreateRequest({ idempotencyKey: options.key, amount: options.amount, currency: options.currency });
-        await withPayments(options, false, async (_outbox, service) => {
+        await withPayments(options, "write", async (_outbox, service) => {
           const result = await service.create(request);
           if (options.json) printJson(result);
           else
@@ -58,7 +58,7 @@ export function paymentsCommand(): Command {
       .option("--currency <code>", "currency of each payment", "EUR")
       .action(async (options: Common & { count: number; prefix: string; start: number; amount: number; currency: string }) => {
         checkCreateRequest({ idempotencyKey: `${options.prefix}-000001`, amount: options.amount, currency: options.currency });
-        await withPayments(options, false, async (outbox, service) => {
+        await withPayments(options, "write", async (outbox, service) => {
           const bar =
             process.stderr.isTTY && !options.json
               ? new cliProgress.SingleBar(
@@ -87,7 +87,7 @@ export function paymentsCommand(): Command {
       .description("list payments")
       .option("--limit <n>", "show at most n (newest last)", integer(1), 100)
       .action(async (options: Common & { limit: number }) => {
-        await withPayments(options, true, async (_outbox, service) => {
+        await withPayments(options, "repair", async (_outbox, service) => {
           const all = await service.list();
           const shown = all.slice(-options.limit);
           if (options.json) printJson(shown);

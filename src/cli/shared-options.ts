@@ -4,10 +4,17 @@ import { Option } from "commander";
 import type { OpenOutboxOptions } from "../stores/open-outbox.js";
 import { oneOf } from "./options.js";
 
-/** The open options every command builds from its --schema and --synchronous. */
-export function storeOptions(options: { readonly schema?: string; readonly synchronous?: "FULL" | "NORMAL" }, mustExist: boolean): OpenOutboxOptions {
+/**
+ * How a command uses the database: "read" only looks (opened read-only, never migrated), "repair"
+ * changes an existing Wassal database, "write" may create one.
+ */
+export type Access = "read" | "repair" | "write";
+
+/** The open options every command builds from its access and its --schema and --synchronous. */
+export function storeOptions(options: { readonly schema?: string; readonly synchronous?: "FULL" | "NORMAL" }, access: Access): OpenOutboxOptions {
   return {
-    mustExist,
+    mustExist: access !== "write",
+    readOnly: access === "read",
     ...(options.schema === undefined ? {} : { schema: options.schema }),
     ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
   };

@@ -46,6 +46,17 @@ export class DatabaseOpenError extends WassalError {
   }
 }
 
+/** A write was attempted through a store opened read-only. */
+export class StoreReadOnlyError extends WassalError {
+  override name = "StoreReadOnlyError";
+  constructor(location: string) {
+    super(
+      "STORE_READ_ONLY",
+      `${location} was opened read-only, so nothing can be written through it; open the store without readOnly, as a user who may write the database`,
+    );
+  }
+}
+
 /** A write could not get the database's write lock in time; the operation wrote nothing and can be retried. */
 export class StoreBusyError extends WassalError {
   override name = "StoreBusyError";

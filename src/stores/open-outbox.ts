@@ -27,6 +27,11 @@ export interface OpenOutboxOptions {
   readonly applicationName?: string;
   /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
   readonly mustExist?: boolean;
+  /**
+   * Only look (implies mustExist): nothing is migrated, and a SQLite file is opened read-only, so
+   * a database this process may read but not write can still be inspected.
+   */
+  readonly readOnly?: boolean;
   /** Keep the audit trail (outbox_audit). */
   readonly audit?: boolean;
 }
@@ -40,15 +45,17 @@ export interface OpenedOutbox {
   close(): Promise<void>;
 }
 
-/** Opens and migrates the outbox and the payments tables. */
+/** Opens and migrates the outbox and the payments tables (or, with readOnly, only opens them). */
 export async function openOutbox(db: string, options: OpenOutboxOptions = {}): Promise<OpenedOutbox> {
   const opened = isPostgresUrl(db) ? await openPostgres(db, options) : openSqlite(db, options);
   const { store } = opened;
   try {
     // Commands that only read or repair must not create (or migrate) a database that is not Wassal's.
-    if (options.mustExist && !(await store.isInstalled())) throw new DatabaseOpenError(opened.missing);
-    await store.migrate();
-    await opened.payments.migrate();
+    if ((options.mustExist || options.readOnly) && !(await store.isInstalled())) throw new DatabaseOpenError(opened.missing);
+    if (!options.readOnly) {
+      await store.migrate();
+      await opened.payments.migrate();
+    }
     return { kind: opened.kind, location: opened.location, store, payments: opened.payments, close: () => store.close() };
   } catch (error) {
     await store.close();
@@ -95,7 +102,7 @@ async function openPostgres(db: string, options: OpenOutboxOptions): Promise<Unm
 
 function openSqlite(db: string, options: OpenOutboxOptions): Unmigrated {
   const missing = `${db} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (one a worker, the lab or 'payments create' has used)`;
-  if (options.mustExist) {
+  if (options.mustExist || options.readOnly) {
     if (!existsSync(db)) throw new DatabaseOpenError(`no database at ${db}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
     // Look before opening: opening for Wassal would already change someone else's file.
     if (!fileHasTable(db, "outbox_messages")) throw new DatabaseOpenError(missing);
@@ -105,6 +112,7 @@ function openSqlite(db: string, options: OpenOutboxOptions): Unmigrated {
     ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.audit === undefined ? {} : { audit: options.audit }),
+    ...(options.readOnly ? { readOnly: true } : {}),
   });
   return {
     kind: "sqlite",

@@ -185,14 +185,23 @@ describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
 
 // ---------------------------------------------------------------------------------------------
 
-/** Exit 2, nothing on stdout, one line on stderr, no stack, and nothing ran. */
+/**
+ * Exit 2, one line on stderr, no stack, and nothing ran; nothing on stdout, or under --json the
+ * same error as a JSON object there.
+ */
 async function expectRefused(args: readonly string[], env: Record<string, string> = {}): Promise<string> {
   const box = sandbox();
   const run = await runCli(args, { ...box, env });
   expect(run.code, run.stderr).toBe(2);
   expect(run.signal).toBeNull();
-  expect(run.stdout).toBe("");
   const line = oneLine(run.stderr);
+  if (args.includes("--json")) {
+    const { error } = JSON.parse(run.stdout) as { error: { name: string; message: string } };
+    expect(error.name).toBe("DatabaseOpenError");
+    expect(`wassal: ${error.message}`).toBe(line);
+  } else {
+    expect(run.stdout).toBe("");
+  }
   expect(line.startsWith("wassal: ")).toBe(true);
   expect(line).not.toContain("unexpected error");
   expectNoStack(run.stderr);

@@ -36,6 +36,24 @@ export interface CliOptions {
   readonly tmp?: string;
   /** Variables to set, after the scrubbing (so they may set a scrubbed one on purpose). */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * Run without the power to ignore file permissions: as root (where tests usually run here),
+   * through `setpriv` with every capability dropped, so a file's and a directory's mode apply as
+   * they would to any user; as anyone else, unchanged.
+   */
+  readonly unprivileged?: boolean;
+}
+
+const IS_ROOT = process.getuid?.() === 0;
+const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((path) => existsSync(path));
+
+/** Whether `unprivileged` can be honoured here (root needs setpriv, from util-linux). */
+export const UNPRIVILEGED_AVAILABLE = !IS_ROOT || SETPRIV !== undefined;
+
+function command(args: readonly string[], options: CliOptions): [string, string[]] {
+  if (!options.unprivileged || !IS_ROOT) return [process.execPath, [CLI, ...args]];
+  if (SETPRIV === undefined) throw new Error("running as root without setpriv (util-linux): cannot drop the capability that ignores file permissions");
+  return [SETPRIV, ["--bounding-set=-all", "--inh-caps=-all", process.execPath, CLI, ...args]];
 }
 
 export interface Exit {
@@ -71,7 +89,8 @@ function envFor(options: CliOptions): NodeJS.ProcessEnv {
 
 /** Starts `node dist/cli/main.js …args`. Killed by `killAll` if still running. */
 export function startCli(args: readonly string[], options: CliOptions): CliProcess {
-  return track(args, spawn(process.execPath, [CLI, ...args], { cwd: options.cwd, env: envFor(options), stdio: ["ignore", "pipe", "pipe"] }));
+  const [file, argv] = command(args, options);
+  return track(args, spawn(file, argv, { cwd: options.cwd, env: envFor(options), stdio: ["ignore", "pipe", "pipe"] }));
 }
 
 /** Whether `script` (util-linux) is there to give a process a terminal. */

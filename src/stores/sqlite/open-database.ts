@@ -1,5 +1,8 @@
-// Opens a SQLite file for Wassal: checks that it is a SQLite database we can write, then sets
-// WAL, the durability level and a short busy timeout (long waits are retried asynchronously).
+// Opens a SQLite file for Wassal: checks that it is a SQLite database, then sets WAL, the
+// durability level and a short busy timeout (long waits are retried asynchronously), and proves
+// with a real committed write that this process can write it: the file, its -wal and -shm files
+// and their directory must all be writable, and only a write shows that (SQLite silently opens a
+// file it cannot write read-only). Or opens it read-only, for commands that only look.
 
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import Database from "better-sqlite3";
@@ -12,7 +15,16 @@ export interface SqliteOpenOptions {
   readonly synchronous?: Synchronous;
   /** How long one attempt may block the event loop waiting for the write lock (default 10 ms). */
   readonly busyTimeoutMs?: number;
+  /**
+   * Open for reading only (the file must exist): nothing is written, not even the write check,
+   * so a database this process may read but not write can still be inspected. Writes then throw
+   * StoreReadOnlyError.
+   */
+  readonly readOnly?: boolean;
 }
+
+const CHECK_WRITE_ACCESS =
+  "check that this process's user may write the file, its -wal and -shm files (they belong to whoever created them) and their directory, and that the file system is not mounted read-only";
 
 const SQLITE_HEADER = "SQLite format 3\u0000";
 
@@ -61,6 +73,7 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
     throw new InvalidArgumentError(`busyTimeoutMs must be a whole number of milliseconds >= 0 (got ${String(busyTimeoutMs)})`);
   }
   if (path !== ":memory:") checkHeader(path);
+  if (options.readOnly) return openForReading(path, busyTimeoutMs);
 
   let db: Database.Database;
   try {
@@ -78,8 +91,7 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
     db.pragma("foreign_keys = ON");
     // Keep the WAL file bounded: truncate it back to 64 MiB after each checkpoint.
     db.pragma("journal_size_limit = 67108864");
-    // Prove we can write now, rather than at the first enqueue.
-    db.exec("BEGIN IMMEDIATE; COMMIT;");
+    proveWritable(db);
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   } catch (error) {
     db.close();
@@ -92,12 +104,53 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
         cause: error,
       });
     }
-    if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR")) {
-      throw new DatabaseOpenError(`cannot write SQLite database ${path} (${code}); check the file's and its directory's permissions`, { cause: error });
+    if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR") || code === "SQLITE_PERM") {
+      throw new DatabaseOpenError(
+        `cannot write SQLite database ${path} (${code}): ${CHECK_WRITE_ACCESS}. Commands that only read (outbox stats, outbox dead, payments list) open it read-only`,
+        { cause: error },
+      );
     }
     throw new DatabaseOpenError(`cannot prepare SQLite database ${path}: ${(error as Error).message}`, { cause: error });
   }
   return db;
+}
+
+/**
+ * Proves, now rather than at the first enqueue, that this connection can write: commits a write
+ * that changes nothing (user_version set to its own value, under the write lock). An empty
+ * BEGIN IMMEDIATE … COMMIT is not enough: it succeeds on a file SQLite opened read-only.
+ */
+function proveWritable(db: Database.Database): void {
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    const version = db.pragma("user_version", { simple: true }) as number;
+    db.pragma(`user_version = ${version}`);
+    db.exec("COMMIT");
+  } catch (error) {
+    if (db.inTransaction) db.exec("ROLLBACK");
+    throw error;
+  }
+}
+
+function openForReading(path: string, busyTimeoutMs: number): Database.Database {
+  if (path === ":memory:") throw new InvalidArgumentError("readOnly needs a database file, not :memory:");
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true, timeout: OPEN_WAIT_MS });
+    db.prepare("SELECT count(*) FROM sqlite_schema").get(); // reading starts here: fail now, not at the first command
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    return db;
+  } catch (error) {
+    db?.close();
+    const code = (error as { code?: string }).code ?? "";
+    const hint =
+      code === "SQLITE_CANTOPEN"
+        ? "check that it exists and that this process may read it"
+        : code.startsWith("SQLITE_READONLY")
+          ? "a database in WAL mode can be read only while its -shm file is writable, or while a process that may write it has it open; check the directory's and the -wal and -shm files' permissions"
+          : "check the path";
+    throw new DatabaseOpenError(`cannot read SQLite database ${path} (${code || (error as Error).message}): ${hint}`, { cause: error });
+  }
 }
 
 /**
@@ -106,14 +159,11 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
  */
 export function fileHasTable(path: string, table: string): boolean {
   checkHeader(path);
-  let db: Database.Database | undefined;
+  const db = openForReading(path, 0);
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true });
     return listTables(db).includes(table);
-  } catch (error) {
-    throw new DatabaseOpenError(`cannot read SQLite database ${path}: ${(error as Error).message}`, { cause: error });
   } finally {
-    db?.close();
+    db.close();
   }
 }
 

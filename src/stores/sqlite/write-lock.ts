@@ -5,7 +5,7 @@
 
 import { AsyncLocalStorage } from "node:async_hooks";
 import Database from "better-sqlite3";
-import { StoreBusyError, WassalError } from "../../outbox/errors.js";
+import { StoreBusyError, StoreReadOnlyError, WassalError } from "../../outbox/errors.js";
 
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
@@ -38,6 +38,7 @@ export class WriteLock {
 
   /** Runs `work` inside BEGIN IMMEDIATE … COMMIT, or rolls back and rethrows. */
   run<T>(work: () => T | Promise<T>): Promise<T> {
+    if (this.#db.readonly) return Promise.reject(new StoreReadOnlyError(`SQLite database ${this.#db.name}`));
     if (this.insideTransaction()) {
       throw new WassalError(
         "NESTED_TRANSACTION",
