@@ -203,13 +203,15 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   const row = (name: string, observed: number, expected: string, ok: boolean, detail = ""): InvariantRow => ({ name, observed, expected, ok, detail });
   const rows: InvariantRow[] = [
     row("payments without an outbox message (lost at creation)", paymentsWithoutMessage.length, "0", paymentsWithoutMessage.length === 0),
-    row(
-      "messages not finished (still pending or processing)",
-      unfinished.length,
-      "0",
-      unfinished.length === 0,
-      input.timedOut ? "the run timed out before the workers finished: raise --timeout or soften the faults" : "",
-    ),
+    input.timedOut
+      ? row(
+          "messages unfinished when the run timed out (late, not lost)",
+          unfinished.length,
+          "0",
+          unfinished.length === 0,
+          `timed out with ${unfinished.length} unfinished, still pending or processing: raise --timeout or soften the faults`,
+        )
+      : row("messages not finished (still pending or processing)", unfinished.length, "0", unfinished.length === 0),
     row("dead messages (each with its last error)", dead.length, "info", deadWithoutError.length === 0, `${deadWithoutError.length} without an error`),
     row("ownership violations (result without the current token)", ownershipViolations, "0", ownershipViolations === 0),
     row("stale completions rejected", input.staleCompletionsRejected ?? 0, "info", true, "refused by the token guard, as the workers reported"),

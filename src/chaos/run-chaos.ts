@@ -10,7 +10,7 @@ import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InvalidArgumentError } from "../outbox/errors.js";
+import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
@@ -43,8 +43,8 @@ export interface ChaosOptions {
   /** SQLite: a competing writer takes the write lock this often; 0 = never. */
   readonly sqliteLockEveryMs: number;
   readonly sqliteLockMs: number;
-  /** Give up waiting for the workers after this long. */
-  readonly timeoutMs: number;
+  /** Give up waiting for the workers after this long (default: scaled to the work, see chaosTimeoutMs). */
+  readonly timeoutMs?: number;
   /** Keep the database and the logs. */
   readonly keep: boolean;
   readonly onProgress?: (line: string) => void;
@@ -67,9 +67,13 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, "store"> = {
   pgRestart: false,
   sqliteLockEveryMs: 1_000,
   sqliteLockMs: 200,
-  timeoutMs: 120_000,
   keep: false,
 };
+
+/** The default wait for the workers, scaled to the run's work: 30 s, plus the creation time, plus 100 ms per payment. */
+export function chaosTimeoutMs(options: Pick<ChaosOptions, "payments" | "rate">): number {
+  return Math.round(30_000 + (options.payments / options.rate) * 1000 + options.payments * 100);
+}
 
 export interface ChaosResult {
   readonly passed: boolean;
@@ -89,11 +93,25 @@ export interface ChaosResult {
   };
   readonly location: string;
   readonly workDir: string | null;
+  /** The run stopped waiting with messages unfinished (late, not lost: see the report). */
+  readonly timedOut: boolean;
+  /** Messages still pending or processing at the end. */
+  readonly unfinished: number;
 }
 
 const CLI = fileURLToPath(new URL("../cli/main.js", import.meta.url));
 const LOCK_HOLDER = fileURLToPath(new URL("./lock-holder.js", import.meta.url));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** How long the workers may take to start, all of them, before the run gives up. */
+const READY_WAIT_MS = 60_000;
+
+/** The run could not start: its workers never became ready. */
+export class ChaosSetupError extends WassalError {
+  override name = "ChaosSetupError";
+  constructor(message: string) {
+    super("CHAOS_SETUP", message);
+  }
+}
 
 function checkChaosOptions(o: ChaosOptions): void {
   const whole = (name: string, value: number, min: number) => {
@@ -120,8 +138,8 @@ interface WorkerSlot {
   generation: number;
   process: ChildProcess | undefined;
   paused: boolean;
-  /** When the current process was started (performance.now()). */
-  startedAt: number;
+  /** When the current process reported ready (performance.now()), or undefined while it starts. */
+  readyAt: number | undefined;
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
@@ -157,7 +175,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     generation: 0,
     process: undefined,
     paused: false,
-    startedAt: 0,
+    readyAt: undefined,
   }));
   let stopping = false;
 
@@ -204,11 +222,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       "--fault-latency-spike-ms",
       String(options.latencySpikeMs),
     ];
-    const child = spawn(process.execPath, args, { stdio: ["ignore", log, log] });
+    // An IPC channel: the worker sends "ready" on it once it is claiming.
+    const child = spawn(process.execPath, args, { stdio: ["ignore", log, log, "ipc"] });
     closeSync(log);
     slot.process = child;
     slot.paused = false;
-    slot.startedAt = performance.now();
+    slot.readyAt = undefined;
+    child.on("message", (message) => {
+      if (message === "ready" && slot.process === child) slot.readyAt = performance.now();
+    });
     child.on("exit", () => {
       if (slot.process !== child) return; // killed by us: the killer restarts it
       // A worker that died on its own is restarted too: the run must go on.
@@ -217,9 +239,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     });
   };
 
-  // Faults hit workers that have been up for at least a lease: one that is still starting would
-  // never get to work, and the run would measure start-up time instead of the protocol.
-  const live = () => slots.filter((s) => s.process !== undefined && !s.paused && performance.now() - s.startedAt >= options.leaseMs);
+  // Faults hit only workers that reported ready at least a lease ago: on a busy machine a worker
+  // can take longer to start than the kill interval, and one killed while starting never gets to
+  // work, so the run would measure start-up time instead of the protocol.
+  const live = () => slots.filter((s) => s.process !== undefined && !s.paused && s.readyAt !== undefined && performance.now() - s.readyAt >= options.leaseMs);
   const pick = <T>(items: readonly T[]): T | undefined => items[Math.floor(random() * items.length)];
 
   const timers: NodeJS.Timeout[] = [];
@@ -230,6 +253,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let killer: ConnectionKiller | undefined;
   try {
     for (const slot of slots) startWorker(slot);
+    // The run starts once every worker is claiming, so that faults and work overlap however slowly
+    // this machine starts processes.
+    const readyBy = performance.now() + READY_WAIT_MS;
+    while (slots.some((s) => s.readyAt === undefined)) {
+      if (performance.now() > readyBy) {
+        throw new ChaosSetupError(`the workers did not all report ready within ${READY_WAIT_MS / 1000} s; rerun with --keep and read their logs`);
+      }
+      await sleep(20);
+    }
+    progress(`${slots.length} workers ready after ${Math.round(performance.now() - started)} ms`);
+    const createdFrom = performance.now();
 
     every(options.killEveryMs, () => {
       const slot = pick(live());
@@ -271,7 +305,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // Create the payments at a steady rate, through the payments API.
     const restartAt = options.pgRestart && postgres ? Math.floor(options.payments * 0.4) : -1;
     for (let n = 0; n < options.payments; n += 1) {
-      const due = started + (n / options.rate) * 1000;
+      const due = createdFrom + (n / options.rate) * 1000;
       const wait = due - performance.now();
       if (wait > 0) await sleep(wait);
       if (n === restartAt) {
@@ -285,13 +319,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
 
     // Wait until every message is processed or dead.
-    const deadline = performance.now() + options.timeoutMs;
+    const timeoutMs = options.timeoutMs ?? chaosTimeoutMs(options);
+    const deadline = performance.now() + timeoutMs;
     let lastReport = 0;
     for (;;) {
       const counts = await outbox.store.countByStatus().catch(() => undefined);
       if (counts && counts.pending + counts.processing === 0) break;
       if (performance.now() > deadline) {
-        progress(`gave up waiting after ${options.timeoutMs} ms`);
+        progress(`timed out after ${timeoutMs} ms with ${counts ? counts.pending + counts.processing : "an unknown number of"} messages unfinished`);
         timedOut = true;
         break;
       }
@@ -301,6 +336,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }
       await sleep(100);
     }
+  } catch (error) {
+    // The run could not go on: leave nothing behind but what --keep asks for.
+    stopping = true;
+    await stopWorkers(slots);
+    await outbox.close().catch(() => undefined);
+    if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
+    if (!options.keep) rmSync(workDir, { recursive: true, force: true });
+    throw error;
   } finally {
     stopping = true;
     for (const timer of timers) clearInterval(timer);
@@ -329,10 +372,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   return {
     passed: report.passed,
     report,
-    settings: { ...shown, store: postgres ? redactUrl(options.store) : "sqlite" },
+    settings: { ...shown, timeoutMs: options.timeoutMs ?? chaosTimeoutMs(options), store: postgres ? redactUrl(options.store) : "sqlite" },
     figures,
     location,
     workDir: options.keep ? workDir : null,
+    timedOut,
+    unfinished: messages.filter((m) => m.status === "pending" || m.status === "processing").length,
   };
 }
 

@@ -29,7 +29,7 @@ interface RunOptions {
   pgRestart?: boolean;
   sqliteLockEvery: number;
   sqliteLockMs: number;
-  timeout: number;
+  timeout?: number;
   keep?: boolean;
   json?: boolean;
 }
@@ -63,7 +63,7 @@ export function chaosCommand(): Command {
       .option("--pg-restart", "PostgreSQL: restart the server once, mid-run (needs root and a local cluster; disturbs anything else using it)")
       .option("--sqlite-lock-every <ms>", "SQLite: a competing writer holds the write lock this often; 0: never", integer(0), d.sqliteLockEveryMs)
       .option("--sqlite-lock-ms <ms>", "SQLite: how long the competing writer holds it", integer(0), d.sqliteLockMs)
-      .option("--timeout <ms>", "give up waiting for the workers after this long", integer(1000), d.timeoutMs)
+      .option("--timeout <ms>", "give up waiting for the workers after this long (default: 30 s + the creation time + 100 ms per payment)", integer(1000))
       .option("--keep", "keep the database, the provider log and the workers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")
       .action(async (o: RunOptions) => {
@@ -85,7 +85,7 @@ export function chaosCommand(): Command {
           pgRestart: o.pgRestart ?? false,
           sqliteLockEveryMs: o.sqliteLockEvery,
           sqliteLockMs: o.sqliteLockMs,
-          timeoutMs: o.timeout,
+          ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
           keep: o.keep ?? false,
           ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
         });
@@ -107,7 +107,11 @@ export function chaosCommand(): Command {
               "",
               renderInvariants(result.report),
               result.workDir ? `kept: ${result.workDir}` : "",
-              `${result.passed ? "PASSED" : "FAILED"}: ${result.passed ? "every invariant held" : "an invariant was broken (see above)"}`,
+              result.passed
+                ? "PASSED: every invariant held"
+                : result.timedOut
+                  ? `TIMED OUT with ${result.unfinished} messages unfinished (late, not lost)${result.report.rows.filter((r) => !r.ok).length > 1 ? "; and an invariant was broken (see above)" : ""}`
+                  : "FAILED: an invariant was broken (see above)",
               "",
             ].join("\n"),
           );

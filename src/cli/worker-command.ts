@@ -59,7 +59,7 @@ export function workerCommand(): Command {
     .option("--fault-latency-spike-ms <ms>", "testing aid: length of a latency spike", integer(0, 600_000))
     .addHelpText(
       "after",
-      "\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work",
+      '\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.',
     )
     .action(async (options: WorkerOptions) => {
       const logger = createLogger(options.logLevel);
@@ -109,6 +109,12 @@ export function workerCommand(): Command {
         { worker: worker.name, db: running.location, concurrency: worker.concurrency, leaseMs: worker.leaseMs, metrics: running.metricsUrl },
         "worker started",
       );
+      // A supervisor that started us with an IPC channel (a Node parent, pm2's wait_ready) hears
+      // "ready" once we are claiming; the channel must not keep the worker alive by itself.
+      if (process.send) {
+        process.send("ready");
+        process.channel?.unref();
+      }
       await new Promise<void>((resolve) => {
         stopNow = (signal) => {
           logger.info({ signal, inFlight: worker.inFlight, graceMs: options.graceMs }, "stopping: no new claims; finishing or releasing in-flight messages");

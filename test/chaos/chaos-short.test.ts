@@ -30,24 +30,7 @@ function row(result: ChaosJson, name: string): number {
   return found.observed;
 }
 
-const COMMON = [
-  "--workers",
-  "3",
-  "--payments",
-  "400",
-  "--rate",
-  "400",
-  "--lease-ms",
-  "600",
-  "--kill-every",
-  "250",
-  "--pause-every",
-  "700",
-  "--seed",
-  "7",
-  "--timeout",
-  "60000",
-];
+const COMMON = ["--workers", "3", "--payments", "400", "--rate", "400", "--lease-ms", "600", "--kill-every", "250", "--pause-every", "700", "--seed", "7"];
 
 describe("short chaos runs", () => {
   it("sqlite: workers killed, paused past their lease and failing, a competing writer: nothing lost, no ownership violation", {

@@ -82,6 +82,23 @@ describe("invariant checker", () => {
     expect(failing({ ...input, payments: [...input.payments, payment("K2")] })).toContain("payments without an outbox message (lost at creation)");
   });
 
+  it("says a run that timed out left messages unfinished (late, not lost), apart from messages lost at creation", () => {
+    const input = clean();
+    const report = checkInvariants({
+      ...input,
+      timedOut: true,
+      audit: [],
+      providerLog: [],
+      messages: [message("1", "K1", { status: "processing" })],
+      payments: [...input.payments, payment("K2")],
+    });
+    const unfinished = report.rows.find((r) => r.name.startsWith("messages unfinished when the run timed out"));
+    expect(unfinished).toMatchObject({ name: "messages unfinished when the run timed out (late, not lost)", observed: 1, ok: false });
+    expect(unfinished?.detail).toContain("timed out with 1 unfinished");
+    expect(report.rows.find((r) => r.name.startsWith("payments without an outbox message (lost at creation)"))?.observed).toBe(1);
+    expect(report.rows.some((r) => r.name.startsWith("messages not finished"))).toBe(false);
+  });
+
   it("flags a completion under a stale token", () => {
     const input = clean();
     const audit = [

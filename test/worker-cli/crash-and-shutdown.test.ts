@@ -5,11 +5,12 @@
 //
 // Needs `npm run build` first (`npm test` does it).
 
+import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSimulator } from "../../src/payments/provider-simulator.js";
-import { cliJson, killAll, requireBuiltCli, startCli, type CliProcess } from "../support/cli.js";
+import { CLI, cliJson, killAll, requireBuiltCli, startCli, type CliProcess } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { closeTargets, countsOf, expectSettled, logLines, newTarget, waitForRows, type MessageRow, type StoreKind, type Target } from "./harness.js";
@@ -174,6 +175,28 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
   });
 }
+
+describe("readiness", () => {
+  it('a worker started with an IPC channel sends "ready" once it claims, and the channel does not keep it alive', async () => {
+    const target = newTarget("sqlite", FILE_TMP);
+    const dir = cwd();
+    await seed(target, dir, 2);
+    const child = spawn(process.execPath, [CLI, "worker", ...target.args, "--poll-ms", "50"], { cwd: dir, stdio: ["ignore", "ignore", "pipe", "ipc"] });
+    try {
+      const first = await new Promise<unknown>((resolve, reject) => {
+        child.once("message", resolve);
+        child.once("exit", (code) => reject(new Error(`worker exited ${code} before it was ready`)));
+      });
+      expect(first).toBe("ready");
+      await waitForRows(target, "both processed", (rows) => rows.every((r) => r.status === "processed"));
+      const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
+      child.kill("SIGTERM");
+      expect(await exit).toBe(0);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+});
 
 describe("sqlite: prompt exit after releasing", () => {
   it("exits within 1 s of SIGTERM when --grace-ms is short and handlers are slow", async () => {
