@@ -29,6 +29,14 @@ function deadLine(m: OutboxMessage): string {
   return `${m.id}\t${m.type}\t${m.dedupeKey ?? "-"}\tattempts ${m.attempts}\t${m.lastError ?? "(no error recorded)"}`;
 }
 
+type PurgeKind = "processed" | "dead" | "audit";
+/** How each kind is reported: "deleted 3 dead messages marked dead before …". */
+const PURGED: Record<PurgeKind, readonly [one: string, many: string, when: string]> = {
+  processed: ["processed message", "processed messages", "processed before"],
+  dead: ["dead message", "dead messages", "marked dead before"],
+  audit: ["audit row", "audit rows", "written before"],
+};
+
 export function outboxCommand(): Command {
   const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead messages, redrive, purge");
 
@@ -97,21 +105,39 @@ export function outboxCommand(): Command {
 
   outbox.addCommand(
     common(new Command("purge"))
-      .description("delete processed messages older than a duration, in short batches (no long locks)")
-      .requiredOption("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
+      .description("retention: delete processed messages, dead messages and audit rows older than a duration, in short batches (no long locks)")
+      .option("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
+      .option("--dead-before <duration>", "delete dead messages that died longer ago than this", parseDuration)
+      .option("--audit-before <duration>", "delete audit rows written longer ago than this", parseDuration)
       .option("--batch-size <n>", "rows deleted per transaction", integer(1, 100_000), 1000)
-      .action(async (options: Common & { processedBefore: number; batchSize: number }) => {
+      .addHelpText("after", "\nAt least one of --processed-before, --dead-before and --audit-before. A deleted message's dedupe key can be used again.")
+      .action(async (options: Common & { processedBefore?: number; deadBefore?: number; auditBefore?: number; batchSize: number }) => {
+        const ages: [PurgeKind, number | undefined][] = [
+          ["processed", options.processedBefore],
+          ["dead", options.deadBefore],
+          ["audit", options.auditBefore],
+        ];
+        const asked = ages.filter((entry): entry is [PurgeKind, number] => entry[1] !== undefined);
+        if (asked.length === 0)
+          throw new InvalidArgumentError("name what to purge: --processed-before, --dead-before or --audit-before (a duration such as 7d)");
         await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
-          const cutoff = new Date((await store.stats()).now.getTime() - options.processedBefore);
-          const deleted = await store.purgeProcessed(cutoff, {
-            batchSize: options.batchSize,
-            onProgress: (n) => {
-              if (!options.json && process.stderr.isTTY) process.stderr.write(`\rdeleted ${n}…`);
-            },
-          });
-          if (!options.json && process.stderr.isTTY) process.stderr.write("\n");
-          if (options.json) printJson({ deleted, processedBefore: cutoff.toISOString() });
-          else process.stdout.write(`deleted ${deleted} processed message${deleted === 1 ? "" : "s"} processed before ${cutoff.toISOString()}\n`);
+          const now = (await store.stats()).now.getTime();
+          const result: Partial<Record<PurgeKind, { deleted: number; before: string }>> = {};
+          for (const [kind, ageMs] of asked) {
+            const before = new Date(now - ageMs);
+            const purge = kind === "processed" ? store.purgeProcessed : kind === "dead" ? store.purgeDead : store.purgeAudit;
+            const deleted = await purge.call(store, before, {
+              batchSize: options.batchSize,
+              onProgress: (n) => {
+                if (!options.json && process.stderr.isTTY) process.stderr.write(`\rdeleted ${n}…`);
+              },
+            });
+            if (!options.json && process.stderr.isTTY) process.stderr.write("\n");
+            result[kind] = { deleted, before: before.toISOString() };
+            const [one, many, when] = PURGED[kind];
+            if (!options.json) process.stdout.write(`deleted ${deleted} ${deleted === 1 ? one : many} ${when} ${before.toISOString()}\n`);
+          }
+          if (options.json) printJson(result);
         });
       }),
   );

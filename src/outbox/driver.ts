@@ -26,6 +26,9 @@ export function leaseKey(messageId: string, token: number): string {
   return `${messageId}#${token}`;
 }
 
+/** What retention deletes: processed messages (by processed time), dead ones (by when they died), or audit rows (by their time). */
+export type PurgeTarget = "processed" | "dead" | "audit";
+
 export interface RedriveCount {
   readonly moved: number;
   /** The ids that moved, when a list was given (null for "all"). */
@@ -124,8 +127,8 @@ export interface OutboxDriver<Tx> {
   countByStatus(): Promise<Partial<StatusCounts>>;
   /** Moves dead messages back to pending: how many moved, and for a list of ids, which. */
   redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<RedriveCount>;
-  /** Deletes one batch of processed messages processed before `before`; returns how many. */
-  purgeBatch(params: { readonly before: Date; readonly limit: number }): Promise<number>;
+  /** Deletes one batch of processed messages, dead messages or audit rows from before `before`, oldest first; returns how many. */
+  purgeBatch(params: { readonly target: PurgeTarget; readonly before: Date; readonly limit: number }): Promise<number>;
   auditTrail(): Promise<AuditEntry[]>;
   getMessage(params: { readonly messageId: string }): Promise<OutboxMessage | undefined>;
   listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;

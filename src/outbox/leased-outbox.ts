@@ -2,7 +2,7 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
-import type { DriverCapabilities, OutboxDriver } from "./driver.js";
+import type { DriverCapabilities, OutboxDriver, PurgeTarget } from "./driver.js";
 import { leaseKey } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "./errors.js";
 import { EventHub, publish } from "./events.js";
@@ -350,12 +350,25 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return { moved, notMoved };
   }
 
-  async purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {
+  purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {
+    return this.#purge("processed", before, options);
+  }
+
+  purgeDead(before: Date, options: PurgeOptions = {}): Promise<number> {
+    return this.#purge("dead", before, options);
+  }
+
+  purgeAudit(before: Date, options: PurgeOptions = {}): Promise<number> {
+    return this.#purge("audit", before, options);
+  }
+
+  /** Retention in short batches, so no lock is held for long. */
+  async #purge(target: PurgeTarget, before: Date, options: PurgeOptions): Promise<number> {
     checkTime(before, "purge cutoff");
     const limit = checkBatchSize(checkObject(options, "purge options").batchSize ?? 1000);
     let deleted = 0;
     for (;;) {
-      const batch = await this.#driver.purgeBatch({ before, limit });
+      const batch = await this.#driver.purgeBatch({ target, before, limit });
       deleted += batch;
       options.onProgress?.(deleted);
       if (batch < limit) return deleted;

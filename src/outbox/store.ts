@@ -102,8 +102,17 @@ export interface OutboxStore<Tx> {
    */
   redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<RedriveResult>;
 
-  /** Deletes processed messages processed before `before`, in short batches. Returns how many. */
+  /**
+   * Deletes processed messages processed before `before`, in short batches. Returns how many.
+   * A deleted message's dedupe key is free again: a later enqueue with that key is accepted.
+   */
   purgeProcessed(before: Date, options?: PurgeOptions): Promise<number>;
+
+  /** Deletes dead messages that died before `before` (a dead message's availableAt), in short batches. Returns how many. */
+  purgeDead(before: Date, options?: PurgeOptions): Promise<number>;
+
+  /** Deletes audit rows written before `before`, in short batches. Returns how many. */
+  purgeAudit(before: Date, options?: PurgeOptions): Promise<number>;
 
   /** The audit trail, oldest first (empty unless the store was opened with `audit: true`). */
   auditTrail(): Promise<AuditEntry[]>;

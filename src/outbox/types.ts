@@ -17,7 +17,7 @@ export interface OutboxMessage<P extends JsonValue = JsonValue> {
   readonly payload: P;
   readonly status: MessageStatus;
   readonly createdAt: Date;
-  /** The earliest time a pending message may be claimed. */
+  /** The earliest time a pending message may be claimed; for a dead message, when it was marked dead. */
   readonly availableAt: Date;
   /** Who holds (or last held) the lease; kept on a processed row as a record of who did the work. */
   readonly lockedBy: string | null;

@@ -3,7 +3,7 @@
 import { expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { OutboxMessage } from "../../src/outbox/types.js";
-import { claimNext, enqueueMessage, describeEachStore, useStoreHarness } from "./stores.js";
+import { claimNext, describeEachStore, enqueueMessage, enqueueMessages, mustGet, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -80,5 +80,45 @@ describeEachStore("inspection", (factory) => {
     await store.migrate();
     await store.migrate();
     expect(await store.listMessages()).toEqual([message]);
+  });
+});
+
+describeEachStore("retention", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("purges dead messages by when they died and audit rows by when they were written, in batches; the rest stays", async () => {
+    const { store, clock } = ctx();
+    const [early, late] = await enqueueMessages(store, clock, 3);
+    const [a, b, c] = await store.claim("worker-a", { limit: 3, leaseMs: 60_000 });
+    await store.fail(a!, new Error("early death"), "dead");
+    clock.advance(10_000);
+    const cutoff = clock.now();
+    clock.advance(1);
+    await store.fail(b!, new Error("late death"), "dead");
+    await store.complete(c!);
+    const auditBefore = (await store.auditTrail()).filter((e) => e.at < cutoff).length;
+    expect(auditBefore).toBeGreaterThan(0);
+
+    const progress: number[] = [];
+    expect(await store.purgeDead(cutoff, { batchSize: 1, onProgress: (n) => progress.push(n) })).toBe(1);
+    expect(progress).toEqual([1, 1]);
+    expect(await store.getMessage(early!.id)).toBeUndefined();
+    expect((await store.getMessage(late!.id))?.status).toBe("dead");
+    expect((await store.countByStatus()).processed).toBe(1); // purgeDead leaves processed rows alone
+
+    expect(await store.purgeAudit(cutoff, { batchSize: 2 })).toBe(auditBefore);
+    const audit = await store.auditTrail();
+    expect(audit.length).toBeGreaterThan(0);
+    expect(audit.every((e) => e.at >= cutoff)).toBe(true);
+  });
+
+  it("frees a purged message's dedupe key: a new message may take it", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessage(store, { dedupeKey: "order-1" });
+    await store.complete(await claimNext(store, "worker-a", 60_000));
+    clock.advance(1);
+    expect(await store.purgeProcessed(clock.now())).toBe(1);
+    const again = await enqueueMessage(store, { dedupeKey: "order-1" });
+    expect((await mustGet(store, again.id)).dedupeKey).toBe("order-1");
   });
 });

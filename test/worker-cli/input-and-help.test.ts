@@ -59,9 +59,9 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
     const line = usageError(await runCli(["outbox", "purge", ...target.args, "--processed-before", "7x"], { cwd: dir }));
     expect(line).toBe("error: option '--processed-before <duration>' argument '7x' is invalid. expected a duration such as 500ms, 30s, 15m, 12h, 7d or 2w");
     expect(await target.messages()).toHaveLength(1);
-    // Required, too.
+    // Something to purge must be named.
     expect(usageError(await runCli(["outbox", "purge", ...target.args], { cwd: dir }))).toBe(
-      "error: required option '--processed-before <duration>' not specified",
+      "wassal: name what to purge: --processed-before, --dead-before or --audit-before (a duration such as 7d)",
     );
   });
 

@@ -187,9 +187,12 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
 
     it("purge --processed-before deletes processed rows in batches, reports the count, and leaves the rest", async () => {
       // Everything was processed moments ago: nothing is older than an hour.
-      const none = await cliJson<{ deleted: number; processedBefore: string }>(["outbox", "purge", ...target.args, "--processed-before", "1h"], { cwd: dir });
-      expect(none.deleted).toBe(0);
-      expect(Date.now() - Date.parse(none.processedBefore)).toBeGreaterThan(3_500_000);
+      const none = await cliJson<{ processed: { deleted: number; before: string } }>(["outbox", "purge", ...target.args, "--processed-before", "1h"], {
+        cwd: dir,
+      });
+      expect(Object.keys(none)).toEqual(["processed"]);
+      expect(none.processed.deleted).toBe(0);
+      expect(Date.now() - Date.parse(none.processed.before)).toBeGreaterThan(3_500_000);
       expect(count(await target.messages(), "processed")).toBe(35);
 
       // 35 rows, 7 per batch: on a terminal the progress shows each batch.
@@ -226,6 +229,17 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       ]);
       w.signal("SIGTERM");
       expect((await w.waitForExit(10_000)).code).toBe(0);
+    });
+
+    it("purge --dead-before and --audit-before: retention for dead messages and the audit trail, each reported", async () => {
+      const kept = await cliJson<Record<string, { deleted: number }>>(["outbox", "purge", ...target.args, "--dead-before", "1h", "--audit-before", "1h"], {
+        cwd: dir,
+      });
+      expect([kept.dead?.deleted, kept.audit?.deleted]).toEqual([0, 0]);
+      expect(count(await target.messages(), "dead")).toBe(2);
+      const text = await cliOk(["outbox", "purge", ...target.args, "--dead-before", "0s", "--audit-before", "0s"], { cwd: dir });
+      expect(text).toMatch(/^deleted 2 dead messages marked dead before \S+Z\ndeleted \d+ audit rows? written before \S+Z\n$/);
+      expect(count(await target.messages(), "dead")).toBe(0);
     });
 
     it("stats: leases held and expired per owner, in text and --json", async () => {

@@ -58,6 +58,13 @@ CREATE TABLE ${schema}.outbox_audit (
 CREATE INDEX outbox_audit_message ON ${schema}.outbox_audit (message_id, id);
 `,
     },
+    {
+      name: "outbox-003-dead-index",
+      sql: `
+-- Dead messages by when they died (a dead row's available_at), for listing them and for retention.
+CREATE INDEX outbox_messages_dead ON ${schema}.outbox_messages (available_at, id) WHERE status = 'dead';
+`,
+    },
   ];
 }
 
@@ -283,9 +290,18 @@ export function outboxSql(schema: string) {
       SELECT id::text AS id FROM moved`,
 
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
-    purgeBatch: `WITH batch AS MATERIALIZED (
+    purgeProcessed: `WITH batch AS MATERIALIZED (
         SELECT id FROM ${table} WHERE status = 'processed' AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
+
+    /** $1 cutoff, $2 batch size: dead rows that died before $1 (a dead row's available_at is when it died). */
+    purgeDead: `WITH batch AS MATERIALIZED (
+        SELECT id FROM ${table} WHERE status = 'dead' AND available_at < $1 ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
+
+    /** $1 cutoff, $2 batch size: audit rows written before $1, oldest first. */
+    purgeAudit: `WITH batch AS MATERIALIZED (SELECT id FROM ${audit} WHERE at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${audit} a USING batch WHERE a.id = batch.id`,
 
     // schema: (none) PostgreSQL keeps no DDL text: schemaTables to schemaIndexes rebuild it from the catalogue
 

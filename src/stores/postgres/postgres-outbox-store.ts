@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
-import type { DriverCapabilities, LeaseStats, OutboxDriver, RedriveCount, SavepointStep } from "../../outbox/driver.js";
+import type { DriverCapabilities, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -317,8 +317,9 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return { moved: rows.length, movedIds: new Set(rows.map((row) => row.id)) };
   }
 
-  async purgeBatch(params: { before: Date; limit: number }): Promise<number> {
-    return (await this.pool.query(this.#sql.purgeBatch, [params.before, params.limit])).rowCount ?? 0;
+  async purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {
+    const sql = params.target === "processed" ? this.#sql.purgeProcessed : params.target === "dead" ? this.#sql.purgeDead : this.#sql.purgeAudit;
+    return (await this.pool.query(sql, [params.before, params.limit])).rowCount ?? 0;
   }
 
   async auditTrail(): Promise<AuditEntry[]> {

@@ -50,6 +50,13 @@ CREATE TABLE outbox_audit (
 CREATE INDEX outbox_audit_message ON outbox_audit (message_id, id);
 `,
   },
+  {
+    name: "outbox-003-dead-index",
+    sql: `
+-- Dead messages by when they died (a dead row's available_at), for listing them and for retention.
+CREATE INDEX outbox_messages_dead ON outbox_messages (available_at, id) WHERE status = 'dead';
+`,
+  },
 ];
 
 const COLUMNS = "id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
@@ -169,8 +176,15 @@ export const SQL = {
                 WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead' RETURNING id`,
 
   /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */
-  purgeBatch: `DELETE FROM outbox_messages WHERE id IN (
-                 SELECT id FROM outbox_messages WHERE status = 'processed' AND processed_at < @before ORDER BY id LIMIT @limit)`,
+  purgeProcessed: `DELETE FROM outbox_messages WHERE id IN (
+                     SELECT id FROM outbox_messages WHERE status = 'processed' AND processed_at < @before ORDER BY id LIMIT @limit)`,
+
+  /** One batch of dead rows that died before @before (a dead row's available_at is when it died), by outbox_messages_dead. */
+  purgeDead: `DELETE FROM outbox_messages WHERE id IN (
+                SELECT id FROM outbox_messages WHERE status = 'dead' AND available_at < @before ORDER BY available_at, id LIMIT @limit)`,
+
+  /** One batch of audit rows written before @before, oldest first. */
+  purgeAudit: `DELETE FROM outbox_audit WHERE id IN (SELECT id FROM outbox_audit WHERE at < @before ORDER BY id LIMIT @limit)`,
 
   schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
 

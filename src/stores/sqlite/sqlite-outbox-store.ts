@@ -7,7 +7,7 @@ import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import { systemClock, type Clock } from "../../outbox/clock.js";
-import type { DriverCapabilities, LeaseStats, OutboxDriver, RedriveCount, SavepointStep } from "../../outbox/driver.js";
+import type { DriverCapabilities, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -341,8 +341,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  purgeBatch(params: { before: Date; limit: number }): Promise<number> {
-    return this.writeLock.run(() => this.#stmt("purgeBatch").run({ before: params.before.getTime(), limit: params.limit }).changes);
+  purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {
+    const name = params.target === "processed" ? "purgeProcessed" : params.target === "dead" ? "purgeDead" : "purgeAudit";
+    return this.writeLock.run(() => this.#stmt(name).run({ before: params.before.getTime(), limit: params.limit }).changes);
   }
 
   async auditTrail(): Promise<AuditEntry[]> {
