@@ -1,6 +1,12 @@
-// Enqueue → handler start latency at a steady rate, with wake-up on: the enqueuer and one worker
-// in this process, each message carrying the time it was enqueued (committed).
+// Enqueue → handler start latency at a steady rate, with wake-up on, each message carrying the
+// time it was enqueued (committed): the enqueuer and one worker in this process ("in-process"),
+// or the worker in a process of its own ("other process", bench/latency-child.ts), which only a
+// wake-up across processes reaches before its next poll (LISTEN/NOTIFY on PostgreSQL, the watch
+// on the -wal file on SQLite).
 
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { Worker } from "wassal";
 import { openOutbox } from "wassal/lab";
 import { percentile } from "./stats.js";
@@ -15,10 +21,52 @@ export interface LatencyResult {
 
 const nowMs = () => performance.timeOrigin + performance.now();
 
-export async function measureLatency(
-  db: string,
-  options: { schema?: string; synchronous: "FULL" | "NORMAL"; rate: number; seconds: number },
-): Promise<LatencyResult> {
+export type WorkerPlace = "in-process" | "other process";
+
+interface LatencyOptions {
+  schema?: string;
+  synchronous: "FULL" | "NORMAL";
+  rate: number;
+  seconds: number;
+}
+
+/** Enqueues `total` messages at `rate` per second, each stamped with its time. */
+async function enqueueAtRate(store: Awaited<ReturnType<typeof openOutbox>>["store"], rate: number, total: number): Promise<void> {
+  const started = performance.now();
+  for (let n = 0; n < total; n += 1) {
+    const wait = started + (n / rate) * 1000 - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    await store.transaction((tx) => store.enqueue(tx, { type: "bench.latency", payload: { t: nowMs() } }));
+  }
+}
+
+function summary(samples: number[]): LatencyResult {
+  return { messages: samples.length, p50: percentile(samples, 50), p95: percentile(samples, 95), p99: percentile(samples, 99), max: Math.max(...samples) };
+}
+
+export function measureLatency(db: string, place: WorkerPlace, options: LatencyOptions): Promise<LatencyResult> {
+  return place === "in-process" ? inProcess(db, options) : otherProcess(db, options);
+}
+
+async function otherProcess(db: string, options: LatencyOptions): Promise<LatencyResult> {
+  const total = Math.round(options.rate * options.seconds);
+  const script = fileURLToPath(new URL("./latency-child.js", import.meta.url));
+  const child = spawn(process.execPath, [script, db, options.schema ?? "-", options.synchronous, String(total)], { stdio: ["ignore", "pipe", "inherit"] });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  if (first.done || first.value !== "ready") throw new Error(`latency-child did not start (said ${JSON.stringify(first.value)})`);
+  const outbox = await openOutbox(db, { ...(options.schema ? { schema: options.schema } : {}), synchronous: options.synchronous, maxConnections: 4 });
+  try {
+    await enqueueAtRate(outbox.store, options.rate, total);
+  } finally {
+    await outbox.close();
+  }
+  const last = await lines.next();
+  if (last.done) throw new Error("latency-child ended without its samples");
+  return summary(JSON.parse(last.value) as number[]);
+}
+
+async function inProcess(db: string, options: LatencyOptions): Promise<LatencyResult> {
   const outbox = await openOutbox(db, { ...(options.schema ? { schema: options.schema } : {}), synchronous: options.synchronous, maxConnections: 4 });
   const samples: number[] = [];
   const worker = new Worker({
@@ -34,15 +82,10 @@ export async function measureLatency(
   });
   await worker.start();
   const total = Math.round(options.rate * options.seconds);
-  const started = performance.now();
-  for (let n = 0; n < total; n += 1) {
-    const wait = started + (n / options.rate) * 1000 - performance.now();
-    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    await outbox.store.transaction((tx) => outbox.store.enqueue(tx, { type: "bench.latency", payload: { t: nowMs() } }));
-  }
+  await enqueueAtRate(outbox.store, options.rate, total);
   const deadline = performance.now() + 30_000;
   while (samples.length < total && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
   await worker.stop({ graceMs: 1_000 });
   await outbox.close();
-  return { messages: samples.length, p50: percentile(samples, 50), p95: percentile(samples, 95), p99: percentile(samples, 99), max: Math.max(...samples) };
+  return summary(samples);
 }

@@ -104,6 +104,7 @@ export function outboxSql(schema: string) {
         RETURNING ${COLUMNS})
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
+    // newestId: (none) LISTEN/NOTIFY tells other processes of new messages itself
     listen: `LISTEN ${channel}`,
 
     /** $1 the qualified table name. */

@@ -72,7 +72,12 @@ export const SQL = {
   enqueue: `INSERT INTO outbox_messages (type, dedupe_key, payload, created_at, available_at)
             VALUES (@type, @dedupeKey, @payload, @now, @availableAt) RETURNING ${COLUMNS}`,
 
-  // listen: (none) wake-ups stay inside the process: SQLite has no notifications between processes
+  /**
+   * SQLite has no notifications between processes: in their place (listen on PostgreSQL) a store
+   * watches the -wal file, and after another connection's commit reads the newest id, through the
+   * primary key, to see whether it enqueued something.
+   */
+  newestId: `SELECT max(id) FROM outbox_messages`,
 
   // installed: (none) isInstalled lists the file's tables (open-database's listTables)
 

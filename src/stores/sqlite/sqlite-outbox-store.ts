@@ -3,6 +3,7 @@
 // serialised by SQLite's write lock. Times come from the injected clock, read inside the lock.
 // The lease protocol itself is LeasedOutbox's; this file is the SQLite driver under it.
 
+import { watch, type FSWatcher } from "node:fs";
 import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
@@ -90,7 +91,7 @@ interface PreviousHolder {
 
 /** The SQLite driver: runs the statements of outbox-sql.ts on one connection. */
 export class SqliteDriver implements OutboxDriver<SqliteTx> {
-  readonly capabilities: DriverCapabilities = { parallelCommits: false, databaseClock: false, crossProcessWakeups: false };
+  readonly capabilities: DriverCapabilities = { parallelCommits: false, databaseClock: false, crossProcessWakeups: true };
   readonly ownTransactionHint = "your own BEGIN … COMMIT";
   readonly path: string;
   readonly db: Database.Database;
@@ -306,10 +307,47 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     wakeListeners.set(key, listeners);
     const listener = () => params.wake();
     listeners.add(listener);
+    const watcher = this.#watchOtherProcesses(params.wake);
     return async () => {
+      watcher?.close();
       listeners.delete(listener);
       if (listeners.size === 0) wakeListeners.delete(key);
     };
+  }
+
+  /**
+   * Wake-ups from other processes. Every commit appends to the -wal file, so a watch on it (inotify)
+   * hears each one at once. Then, at most once per turn of the event loop: PRAGMA data_version
+   * says whether another connection committed since the last look (this connection's own commits
+   * do not count), and the newest id whether that commit enqueued. A file system that cannot be
+   * watched leaves polling, the fallback, as the only way.
+   */
+  #watchOtherProcesses(wake: () => void): FSWatcher | undefined {
+    if (this.path === ":memory:" || this.db.readonly) return undefined;
+    const look = () => ({ version: this.db.pragma("data_version", { simple: true }) as number, newest: this.#stmt("newestId").pluck().get() as number | null });
+    let seen = look();
+    let scheduled = false;
+    const check = () => {
+      scheduled = false;
+      if (!this.db.open) return;
+      const version = this.db.pragma("data_version", { simple: true }) as number;
+      if (version === seen.version) return;
+      const now = { version, newest: this.#stmt("newestId").pluck().get() as number | null };
+      const enqueued = (now.newest ?? 0) > (seen.newest ?? 0);
+      seen = now;
+      if (enqueued) wake();
+    };
+    try {
+      const watcher = watch(`${this.path}-wal`, { persistent: false }, () => {
+        if (scheduled) return;
+        scheduled = true;
+        setImmediate(check);
+      });
+      watcher.on("error", () => watcher.close());
+      return watcher;
+    } catch {
+      return undefined;
+    }
   }
 
   async leaseStats(): Promise<LeaseStats> {

@@ -1,0 +1,38 @@
+// The worker of the cross-process latency run: a Wassal Worker (wake-up on, polling every second)
+// in a process of its own, recording for each message how long after its enqueue (committed in the
+// parent) its handler started. Prints "ready" once claiming, then, after `count` messages (or 30 s
+// without one), the samples as one JSON line.
+//   node bench/.build/latency-child.js <db> <schema> <synchronous> <count>
+
+import { Worker } from "wassal";
+import { openOutbox } from "wassal/lab";
+
+const [db, schema, synchronous, countText] = process.argv.slice(2);
+if (!db || !countText) throw new Error("usage: latency-child <db> <schema> <synchronous> <count>");
+const count = Number(countText);
+const nowMs = () => performance.timeOrigin + performance.now();
+const outbox = await openOutbox(db, {
+  ...(schema && schema !== "-" ? { schema } : {}),
+  synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
+  maxConnections: 4,
+});
+const samples: number[] = [];
+let last = performance.now();
+const worker = new Worker({
+  store: outbox.store,
+  concurrency: 10,
+  pollIntervalMs: 1_000,
+  handlers: {
+    "bench.latency": async (message) => {
+      samples.push(nowMs() - (message.payload as { t: number }).t);
+      last = performance.now();
+      return {};
+    },
+  },
+});
+await worker.start();
+process.stdout.write("ready\n");
+while (samples.length < count && performance.now() - last < 30_000) await new Promise((resolve) => setTimeout(resolve, 10));
+await worker.stop({ graceMs: 1_000 });
+await outbox.close();
+process.stdout.write(`${JSON.stringify(samples)}\n`);
