@@ -1,6 +1,7 @@
 // Exponential backoff with jitter: how long a failed message waits before its next attempt.
 
 import { InvalidArgumentError } from "./errors.js";
+import { MAX_RETRY_DELAY_MS } from "./validate.js";
 
 export interface RetryPolicy {
   /** Attempts (claims) allowed in all; after the last one fails, the message is dead. */
@@ -22,8 +23,11 @@ export function checkRetryPolicy(policy: RetryPolicy): RetryPolicy {
   }
   if (!Number.isFinite(baseDelayMs) || baseDelayMs < 0)
     throw new InvalidArgumentError(`baseDelayMs must be a number of milliseconds >= 0 (got ${String(baseDelayMs)})`);
-  if (!Number.isFinite(maxDelayMs) || maxDelayMs < baseDelayMs)
-    throw new InvalidArgumentError(`maxDelayMs must be a number of milliseconds >= baseDelayMs (got ${String(maxDelayMs)})`);
+  if (!Number.isFinite(maxDelayMs) || maxDelayMs < baseDelayMs || maxDelayMs > MAX_RETRY_DELAY_MS) {
+    throw new InvalidArgumentError(
+      `maxDelayMs must be a number of milliseconds from baseDelayMs to ${MAX_RETRY_DELAY_MS} (one year) (got ${String(maxDelayMs)})`,
+    );
+  }
   if (!Number.isFinite(jitter) || jitter < 0 || jitter > 1) throw new InvalidArgumentError(`jitter must be between 0 and 1 (got ${String(jitter)})`);
   return policy;
 }

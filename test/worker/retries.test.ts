@@ -1,10 +1,11 @@
 // Failures: retries on the exponential backoff schedule (on the manual clock), dead messages after
 // the last attempt, redrive, unknown message types, and attempts counted at claim.
 
-import { expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { Worker } from "../../src/outbox/worker.js";
 import { UnrecoverableError } from "../../src/outbox/errors.js";
-import { backoffDelay, type RetryPolicy } from "../../src/outbox/retry.js";
+import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from "../../src/outbox/retry.js";
+import { MAX_RETRY_DELAY_MS } from "../../src/outbox/validate.js";
 import type { OutboxMessage } from "../../src/outbox/types.js";
 import { at, describeEachStore, enqueueMessage, mustGet, START, useStoreHarness } from "../conformance/stores.js";
 import { EventLog, waitForMessage, waitForSleepers, waitForStatus, useWorkers } from "./support.js";
@@ -356,5 +357,14 @@ describeEachStore("worker retries: many at once", (factory) => {
       process.off("warning", onWarning);
       await worker.stop({ graceMs: 0 });
     }
+  });
+});
+
+describe("retry policy bounds", () => {
+  it("refuses a maxDelayMs past one year (a retry time no store could hold), and accepts one year", () => {
+    expect(() => checkRetryPolicy({ ...DEFAULT_RETRY, maxDelayMs: MAX_RETRY_DELAY_MS + 1 })).toThrow(
+      /maxDelayMs must be a number of milliseconds from baseDelayMs to \d+ \(one year\)/,
+    );
+    expect(checkRetryPolicy({ ...DEFAULT_RETRY, maxDelayMs: MAX_RETRY_DELAY_MS }).maxDelayMs).toBe(MAX_RETRY_DELAY_MS);
   });
 });
