@@ -4,35 +4,27 @@
 // without one), the samples as one JSON line.
 //   node bench/.build/latency-child.js <db> <schema> <synchronous> <count>
 
-import { Worker } from "wassal";
 import { openOutbox } from "wassal/lab";
+import { startLatencyWorker } from "./latency.js";
 
 const [db, schema, synchronous, countText] = process.argv.slice(2);
 if (!db || !countText) throw new Error("usage: latency-child <db> <schema> <synchronous> <count>");
 const count = Number(countText);
-const nowMs = () => performance.timeOrigin + performance.now();
 const outbox = await openOutbox(db, {
   ...(schema && schema !== "-" ? { schema } : {}),
   synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
   maxConnections: 4,
 });
 const samples: number[] = [];
-let last = performance.now();
-const worker = new Worker({
-  store: outbox.store,
-  concurrency: 10,
-  pollIntervalMs: 1_000,
-  handlers: {
-    "bench.latency": async (message) => {
-      samples.push(nowMs() - (message.payload as { t: number }).t);
-      last = performance.now();
-      return {};
-    },
-  },
-});
-await worker.start();
+const worker = await startLatencyWorker(outbox.store, samples);
 process.stdout.write("ready\n");
-while (samples.length < count && performance.now() - last < 30_000) await new Promise((resolve) => setTimeout(resolve, 10));
+// Until every sample is in, or 30 s pass without a new one.
+let seen = 0;
+let last = performance.now();
+while (samples.length < count && performance.now() - last < 30_000) {
+  if (samples.length > seen) [seen, last] = [samples.length, performance.now()];
+  await new Promise((resolve) => setTimeout(resolve, 10));
+}
 await worker.stop({ graceMs: 1_000 });
 await outbox.close();
 process.stdout.write(`${JSON.stringify(samples)}\n`);

@@ -66,11 +66,10 @@ async function otherProcess(db: string, options: LatencyOptions): Promise<Latenc
   return summary(JSON.parse(last.value) as number[]);
 }
 
-async function inProcess(db: string, options: LatencyOptions): Promise<LatencyResult> {
-  const outbox = await openOutbox(db, { ...(options.schema ? { schema: options.schema } : {}), synchronous: options.synchronous, maxConnections: 4 });
-  const samples: number[] = [];
+/** The measured worker (wake-up on, polling every second): each handler start records how long after its enqueue it came. */
+export async function startLatencyWorker(store: Awaited<ReturnType<typeof openOutbox>>["store"], samples: number[]): Promise<Worker<unknown>> {
   const worker = new Worker({
-    store: outbox.store,
+    store,
     concurrency: 10,
     pollIntervalMs: 1_000,
     handlers: {
@@ -81,6 +80,13 @@ async function inProcess(db: string, options: LatencyOptions): Promise<LatencyRe
     },
   });
   await worker.start();
+  return worker;
+}
+
+async function inProcess(db: string, options: LatencyOptions): Promise<LatencyResult> {
+  const outbox = await openOutbox(db, { ...(options.schema ? { schema: options.schema } : {}), synchronous: options.synchronous, maxConnections: 4 });
+  const samples: number[] = [];
+  const worker = await startLatencyWorker(outbox.store, samples);
   const total = Math.round(options.rate * options.seconds);
   await enqueueAtRate(outbox.store, options.rate, total);
   const deadline = performance.now() + 30_000;
