@@ -3,6 +3,7 @@
 import { Command } from "commander";
 import type { OutboxMessage } from "../outbox/types.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
+import { checkMessageId } from "../outbox/validate.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
 import { integer, parseDuration, printJson } from "./options.js";
@@ -86,6 +87,12 @@ export function outboxCommand(): Command {
       .action(async (ids: string[], options: Common & { all?: boolean }) => {
         if (Boolean(options.all) === ids.length > 0) {
           throw new InvalidArgumentError("name the dead message ids to redrive, or pass --all (not both)");
+        }
+        // Checked before the database is opened, as all bad input is.
+        try {
+          for (const id of ids) checkMessageId(id);
+        } catch (error) {
+          throw new InvalidArgumentError(`${(error as Error).message}; see the dead messages' ids with: wassal outbox dead`);
         }
         await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
           const { moved, notMoved } = await store.redrive(options.all ? "all" : { messageIds: ids });

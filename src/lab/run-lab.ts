@@ -1,8 +1,8 @@
 // Runs lab scenarios: sets up the backend, runs, renders the report with its header, saves it
 // under Reports/Session-15/, and removes the temporary database.
 
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { mkdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import type { LabBackend } from "./backend.js";
 import type { LabMetrics } from "./metrics.js";
 import type { Check } from "./report.js";
@@ -79,7 +79,15 @@ export function prepareReportFolder(reportPath: string): void {
       `cannot save reports in ${folder}: ${(error as Error).message}; give a reports directory this process can create and write (nothing was run)`,
     );
   } finally {
-    if (created !== undefined) rmSync(created, { recursive: true, force: true });
+    // Remove only the folders made here, deepest first, and only while empty: a concurrent run may
+    // have put its report in one of them meanwhile.
+    for (let dir = folder; created !== undefined && dir.length >= created.length; dir = dirname(dir)) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        break;
+      }
+    }
   }
 }
 

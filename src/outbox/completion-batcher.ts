@@ -15,6 +15,7 @@
 import { leaseKey } from "./driver.js";
 import type { OutboxStore } from "./store.js";
 import type { Completed, CompletionRequest, Finalize, Lease, LeaseLost } from "./types.js";
+import { InvalidArgumentError } from "./errors.js";
 import { checkLease } from "./validate.js";
 
 interface Waiting<Tx> {
@@ -50,7 +51,10 @@ export class CompletionBatcher<Tx> {
   /** Like store.complete, but shares its commit with the completions around it. */
   complete(lease: Lease, finalize?: Finalize<Tx>): Promise<Completed | LeaseLost> {
     return new Promise((resolve, reject) => {
-      checkLease(lease); // a malformed lease fails alone, not its whole group
+      // A malformed request fails alone, not its whole group.
+      checkLease(lease);
+      if (finalize !== undefined && typeof finalize !== "function")
+        throw new InvalidArgumentError(`finalize must be a function of the transaction (got ${typeof finalize})`);
       this.#waiting.push({ request: finalize ? { lease, finalize } : { lease }, resolve, reject });
       this.#schedule();
     });

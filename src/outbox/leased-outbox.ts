@@ -155,8 +155,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     checkObject(message, "message ({ type, payload })");
     const type = checkMessageType(message.type);
     const payload = payloadText(message.payload);
-    const dedupeKey = message.dedupeKey === undefined ? null : checkDedupeKey(message.dedupeKey);
-    const availableAt = message.availableAt === undefined ? null : checkTime(message.availableAt, `availableAt of a ${type} message`);
+    // null is taken as absent, as it was before these fields were checked.
+    const dedupeKey = message.dedupeKey == null ? null : checkDedupeKey(message.dedupeKey);
+    const availableAt = message.availableAt == null ? null : checkTime(message.availableAt, `availableAt of a ${type} message`);
     try {
       const stored = await this.#driver.enqueue({ tx, type, dedupeKey, payload, availableAt });
       return stored as OutboxMessage<P>;

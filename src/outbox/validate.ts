@@ -10,7 +10,7 @@ export const MAX_RETRY_DELAY_MS = 365 * 24 * 3600 * 1000;
 /** The largest message id: both stores number messages with signed 64-bit integers. */
 const MAX_MESSAGE_ID = 9_223_372_036_854_775_807n;
 /** The range of times a message may be scheduled at: what every store's time column and a JS Date can hold. */
-const EARLIEST_TIME = Date.UTC(1, 0, 1);
+const EARLIEST_TIME = Date.parse("0001-01-01T00:00:00.000Z"); // (Date.UTC would read year 1 as 1901)
 const LATEST_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 /** A value as an error message shows it (JSON where it has a JSON form, so strings show their quotes). */
@@ -43,7 +43,8 @@ function checkText(value: unknown, what: string, maxLength: number): string {
 
 /** A message id as the stores issue them: a decimal whole number from 1 to 2^63 - 1. */
 export function checkMessageId(messageId: unknown): string {
-  if (typeof messageId !== "string" || !/^[1-9][0-9]{0,18}$/.test(messageId) || BigInt(messageId) > MAX_MESSAGE_ID) {
+  // Only a 19-digit id can pass 2^63 - 1: the BigInt is made for those alone (this runs on every lease operation).
+  if (typeof messageId !== "string" || !/^[1-9][0-9]{0,18}$/.test(messageId) || (messageId.length === 19 && BigInt(messageId) > MAX_MESSAGE_ID)) {
     throw new InvalidArgumentError(`a message id must be a whole number from 1 to ${MAX_MESSAGE_ID} written in decimal (got ${shown(messageId)})`);
   }
   return messageId;

@@ -100,6 +100,18 @@ describeEachStore("bad input: arguments", (factory) => {
     expect(await store.listMessages()).toEqual([]);
   });
 
+  it("accepts any availableAt from the year 1 to 9999, and null as absent (as for dedupeKey)", async () => {
+    const { store } = ctx();
+    for (const availableAt of [new Date("1500-06-01T00:00:00Z"), new Date("0001-01-01T00:00:00Z"), new Date("9999-12-31T23:59:59.999Z")]) {
+      const message = await enqueueMessage(store, { availableAt });
+      expect((await mustGet(store, message.id)).availableAt.toISOString()).toBe(availableAt.toISOString());
+    }
+    const bare = await store.transaction((tx) =>
+      store.enqueue(tx, { type: "ok", payload: 1, dedupeKey: null as unknown as string, availableAt: null as unknown as Date }),
+    );
+    expect(bare.dedupeKey).toBeNull();
+  });
+
   it("refuses an availableAt outside the years 1 to 9999, and a non-Date", async () => {
     const { store } = ctx();
     for (const availableAt of [new Date(Date.UTC(10000, 0, 1)), new Date(-62_200_000_000_000), "2026-01-01" as unknown as Date]) {
@@ -126,6 +138,8 @@ describeEachStore("bad input: arguments", (factory) => {
   it("refuses a missing or malformed options object with InvalidArgumentError, not a TypeError", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);
+    await enqueueMessage(store);
+    const lease = await claimNext(store, "worker-b", LEASE_MS); // the first message: held, for fail
     const attempts: [string, () => Promise<unknown>][] = [
       ["claim without options", () => store.claim("worker-a", undefined as unknown as ClaimOptions)],
       ["claim with null options", () => store.claim("worker-a", null as unknown as ClaimOptions)],
@@ -135,7 +149,8 @@ describeEachStore("bad input: arguments", (factory) => {
       ["complete without a lease", () => store.complete(undefined as unknown as Lease)],
       ["completeMany without a list", () => store.completeMany(undefined as never)],
       ["completeMany with a null member", () => store.completeMany([null as never])],
-      ["fail without a decision", () => store.fail({} as Lease, new Error("x"), undefined as unknown as RetryDecision)],
+      ["fail without a decision", () => store.fail(lease, new Error("x"), undefined as unknown as RetryDecision)],
+      ["fail with a null decision", () => store.fail(lease, new Error("x"), null as unknown as RetryDecision)],
       ["redrive with a bad target", () => store.redrive({ messageIds: "1" as unknown as string[] })],
       ["purge with a non-Date", () => store.purgeProcessed("yesterday" as unknown as Date)],
       ["listMessages with an unknown status", () => store.listMessages({ status: ["done" as never] })],
@@ -144,7 +159,7 @@ describeEachStore("bad input: arguments", (factory) => {
     for (const [label, attempt] of attempts) {
       await expect(attempt(), label).rejects.toBeInstanceOf(InvalidArgumentError);
     }
-    expect(await mustGet(store, message.id)).toMatchObject({ status: "pending", attempts: 0 });
+    expect(await mustGet(store, message.id)).toMatchObject({ status: "processing", attempts: 1, leaseToken: lease.token });
   });
 
   it("refuses message ids that are not whole numbers from 1 to 2^63 - 1, the same way on every store", async () => {

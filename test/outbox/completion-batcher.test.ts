@@ -75,8 +75,14 @@ describe("CompletionBatcher", () => {
   it("rejects a malformed lease alone, without failing the group around it", async () => {
     const { store, leases } = await setup("malformed", 2);
     const batcher = new CompletionBatcher(store);
-    const settled = await Promise.allSettled([batcher.complete(leases[0]!), batcher.complete({ ...leases[1]!, token: 0 }), batcher.complete(leases[1]!)]);
-    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    const settled = await Promise.allSettled([
+      batcher.complete(leases[0]!),
+      batcher.complete({ ...leases[1]!, token: 0 }),
+      batcher.complete(leases[1]!, "not a function" as never),
+      batcher.complete(leases[1]!),
+    ]);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "rejected", "fulfilled"]);
     expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(InvalidArgumentError);
+    expect((settled[2] as PromiseRejectedResult).reason).toEqual(new InvalidArgumentError("finalize must be a function of the transaction (got string)"));
   });
 });

@@ -170,7 +170,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       const huge = await runCli(["outbox", "redrive", ...target.args, "9223372036854775808"], { cwd: dir });
       expect([huge.code, huge.stderr.split("\n")[0]]).toEqual([
         2,
-        'wassal: a message id must be a whole number from 1 to 9223372036854775807 written in decimal (got "9223372036854775808")',
+        'wassal: a message id must be a whole number from 1 to 9223372036854775807 written in decimal (got "9223372036854775808"); see the dead messages\' ids with: wassal outbox dead',
       ]);
 
       expect(await cliJson(["outbox", "redrive", ...target.args, "--all"], { cwd: dir })).toEqual({ redriven: 0, notMoved: [] });

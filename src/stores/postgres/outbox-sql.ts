@@ -105,6 +105,7 @@ export function outboxSql(schema: string) {
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
     // newestId: (none) LISTEN/NOTIFY tells other processes of new messages itself
+    // dataVersion: (none) as newestId
     listen: `LISTEN ${channel}`,
 
     /** $1 the qualified table name. */

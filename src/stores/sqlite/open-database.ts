@@ -106,7 +106,7 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
     }
     if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR") || code === "SQLITE_PERM") {
       throw new DatabaseOpenError(
-        `cannot write SQLite database ${path} (${code}): ${CHECK_WRITE_ACCESS}. Commands that only read (outbox stats, outbox dead, payments list) open it read-only`,
+        `cannot write SQLite database ${path} (${code}): ${CHECK_WRITE_ACCESS}. Commands that only read (outbox stats, outbox dead) open it read-only`,
         { cause: error },
       );
     }

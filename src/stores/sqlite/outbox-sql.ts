@@ -78,6 +78,8 @@ export const SQL = {
    * primary key, to see whether it enqueued something.
    */
   newestId: `SELECT max(id) FROM outbox_messages`,
+  /** Changes whenever another connection commits (this connection's own commits leave it alone). */
+  dataVersion: `PRAGMA data_version`,
 
   // installed: (none) isInstalled lists the file's tables (open-database's listTables)
 

@@ -4,6 +4,7 @@
 // The lease protocol itself is LeasedOutbox's; this file is the SQLite driver under it.
 
 import { watch, type FSWatcher } from "node:fs";
+import { setImmediate as setImmediatePromise, setTimeout as setTimeoutPromise } from "node:timers/promises";
 import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
@@ -72,6 +73,9 @@ function rowId(messageId: string): number | bigint {
 function jsonIds(messageIds: readonly string[]): string {
   return `[${messageIds.join(",")}]`;
 }
+
+/** When a watch on the -wal file hears a write: look at once, then again after these waits until the commit is visible. */
+const LOOK_AGAIN_MS = [0, 1, 2, 4, 8, 16, 32, 64] as const;
 
 /**
  * In-process wake-ups, per database file: every store on the same file in this process hears
@@ -316,32 +320,55 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   /**
-   * Wake-ups from other processes. Every commit appends to the -wal file, so a watch on it (inotify)
-   * hears each one at once. Then, at most once per turn of the event loop: PRAGMA data_version
-   * says whether another connection committed since the last look (this connection's own commits
-   * do not count), and the newest id whether that commit enqueued. A file system that cannot be
-   * watched leaves polling, the fallback, as the only way.
+   * Wake-ups from other processes. Every commit writes to the -wal file, so a watch on it (inotify)
+   * hears each one at once. Then PRAGMA data_version says whether another connection committed
+   * since the last look (this connection's own commits do not count), and the newest id whether
+   * that commit enqueued. The write comes before the commit is visible (the flush to disk and the
+   * -shm index update follow it, and make no event), so a look that sees nothing yet looks again a
+   * few times over the next 130 ms. Looks go through the lock's queue, never inside this
+   * connection's own transaction. A failed look, or a file system that cannot be watched, leaves
+   * polling, the fallback, to catch up.
    */
   #watchOtherProcesses(wake: () => void): FSWatcher | undefined {
     if (this.path === ":memory:" || this.db.readonly) return undefined;
-    const look = () => ({ version: this.db.pragma("data_version", { simple: true }) as number, newest: this.#stmt("newestId").pluck().get() as number | null });
-    let seen = look();
-    let scheduled = false;
-    const check = () => {
-      scheduled = false;
-      if (!this.db.open) return;
-      const version = this.db.pragma("data_version", { simple: true }) as number;
-      if (version === seen.version) return;
-      const now = { version, newest: this.#stmt("newestId").pluck().get() as number | null };
-      const enqueued = (now.newest ?? 0) > (seen.newest ?? 0);
+    const dataVersion = this.#stmt("dataVersion").pluck();
+    const newestId = this.#stmt("newestId").pluck();
+    const look = () => this.writeLock.serial(() => ({ version: dataVersion.get() as number, newest: (newestId.get() as number | null) ?? 0 }));
+    let seen: { version: number; newest: number } | undefined;
+    void look().then((first) => {
+      seen ??= first;
+    });
+    /** True once another connection's commit is visible (and wakes the listener if it enqueued). */
+    const changed = async (): Promise<boolean> => {
+      const now = await look();
+      const before = seen;
       seen = now;
-      if (enqueued) wake();
+      if (before === undefined || now.version === before.version) return before === undefined;
+      if (now.newest > before.newest) wake();
+      return true;
+    };
+    let running = false;
+    let heard = false;
+    const follow = async () => {
+      running = true;
+      try {
+        while (heard) {
+          heard = false;
+          for (const delayMs of LOOK_AGAIN_MS) {
+            await (delayMs === 0 ? setImmediatePromise() : setTimeoutPromise(delayMs, undefined, { ref: false }));
+            if (!this.db.open || (await changed())) break;
+          }
+        }
+      } catch {
+        // The database could not be read just now (closed, busy recovering): polling catches up.
+      } finally {
+        running = false;
+      }
     };
     try {
       const watcher = watch(`${this.path}-wal`, { persistent: false }, () => {
-        if (scheduled) return;
-        scheduled = true;
-        setImmediate(check);
+        heard = true;
+        if (!running) void follow();
       });
       watcher.on("error", () => watcher.close());
       return watcher;
