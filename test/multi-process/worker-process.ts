@@ -157,16 +157,24 @@ export function startWorkerScript(script: string, config: { readonly worker: str
 
 /**
  * The processes shared the work: each completed exactly what it claimed, each claimed some, and
- * they were all working at once (each one's first claim came before every other one's last).
+ * none worked alone (the span from its first claim to its last overlaps another one's). "All at
+ * once" would be too strong on a loaded machine: a process the scheduler starts late can begin
+ * after the quickest one has finished, and still share the work with the rest.
  */
 export function expectWorkedInParallel(records: readonly WorkerRecord[]): void {
   for (const record of records) {
     expect(record.completions.map((c) => `${c.messageId}#${c.token}`).sort()).toEqual(record.claims.map((c) => `${c.messageId}#${c.token}`).sort());
   }
   for (const record of records) expect(record.claims.length, `${record.worker} claims`).toBeGreaterThan(0);
-  const firstClaims = records.map((r) => Math.min(...r.claims.map((c) => c.claimedAt)));
-  const lastClaims = records.map((r) => Math.max(...r.claims.map((c) => c.claimedAt)));
-  expect(Math.max(...firstClaims)).toBeLessThan(Math.min(...lastClaims));
+  const spans = records.map((r) => ({
+    worker: r.worker,
+    first: Math.min(...r.claims.map((c) => c.claimedAt)),
+    last: Math.max(...r.claims.map((c) => c.claimedAt)),
+  }));
+  for (const span of spans) {
+    const alongside = spans.filter((other) => other !== span && other.first <= span.last && span.first <= other.last).map((other) => other.worker);
+    expect(alongside, `${span.worker} (claims from ${span.first} to ${span.last}) worked alongside another process`).not.toEqual([]);
+  }
 }
 
 /**
