@@ -2,7 +2,7 @@
 
 import { Command } from "commander";
 import type { OutboxMessage } from "../outbox/types.js";
-import { InvalidArgumentError } from "../outbox/errors.js";
+import { InvalidArgumentError, MessageNotFoundError } from "../outbox/errors.js";
 import { checkMessageId } from "../outbox/validate.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
@@ -75,6 +75,37 @@ export function outboxCommand(): Command {
           const dead = await store.listMessages({ status: ["dead"], limit: options.limit });
           if (options.json) printJson(dead);
           else process.stdout.write(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
+        });
+      }),
+  );
+
+  outbox.addCommand(
+    common(new Command("show"))
+      .description("one message in full: its envelope (ordering key, headers, destination), payload, state and lease")
+      .argument("<id>", "the message id")
+      .action(async (id: string, options: Common) => {
+        checkMessageId(id);
+        await withOutbox(options.db, storeOptions(options, "read"), async ({ store }) => {
+          const message = await store.getMessage(id);
+          if (message === undefined) throw new MessageNotFoundError(`no message ${id} in this outbox; list dead ones with: wassal outbox dead`);
+          if (options.json) {
+            printJson(message);
+            return;
+          }
+          const time = (d: Date | null) => (d === null ? "-" : d.toISOString());
+          const headers = Object.entries(message.headers);
+          const lines = [
+            `message ${message.id}  ${message.type}  ${message.status}`,
+            `  key          ${message.key ?? "-"}`,
+            `  destination  ${message.destination ?? "-"}`,
+            `  dedupe key   ${message.dedupeKey ?? "-"}`,
+            `  headers      ${headers.length === 0 ? "-" : headers.map(([name, value]) => `${name}: ${value}`).join("\n               ")}`,
+            `  created      ${time(message.createdAt)}   available ${time(message.availableAt)}   processed ${time(message.processedAt)}`,
+            `  lease        ${message.lockedBy ?? "-"} until ${time(message.lockedUntil)}, token ${message.leaseToken}, attempts ${message.attempts}`,
+            `  last error   ${message.lastError ?? "-"}`,
+            `  payload      ${JSON.stringify(message.payload)}`,
+          ];
+          process.stdout.write(`${lines.join("\n")}\n`);
         });
       }),
   );

@@ -10,6 +10,9 @@ export interface ClaimReadBack {
   readonly id: string;
   readonly type: string;
   readonly dedupeKey: string | null;
+  readonly key: string | null;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly destination: string | null;
   readonly payload: JsonValue;
   readonly createdAt: Date;
   readonly token: number;
@@ -22,6 +25,9 @@ export function claimedLease(read: ClaimReadBack, owner: string, lockedUntil: Da
     id: read.id,
     type: read.type,
     dedupeKey: read.dedupeKey,
+    key: read.key,
+    headers: read.headers,
+    destination: read.destination,
     payload: read.payload,
     status: "processing",
     createdAt: read.createdAt,

@@ -47,6 +47,18 @@ export interface LeaseStats {
   readonly owners: readonly OwnerLeaseCount[];
 }
 
+/** One message to insert, checked: the payload and headers as JSON text (headers null when there are none). */
+export interface EnqueueParams<Tx> {
+  readonly tx: Tx;
+  readonly type: string;
+  readonly dedupeKey: string | null;
+  readonly key: string | null;
+  readonly headers: string | null;
+  readonly destination: string | null;
+  readonly payload: string;
+  readonly availableAt: Date | null;
+}
+
 export interface OutboxDriver<Tx> {
   readonly capabilities: DriverCapabilities;
 
@@ -59,14 +71,8 @@ export interface OutboxDriver<Tx> {
   /** What to tell a caller whose `tx` is not in a transaction (how to open one on this backend). */
   readonly ownTransactionHint: string;
 
-  /** Inserts one message; the payload is JSON text; `availableAt` null means now. */
-  enqueue(params: {
-    readonly tx: Tx;
-    readonly type: string;
-    readonly dedupeKey: string | null;
-    readonly payload: string;
-    readonly availableAt: Date | null;
-  }): Promise<OutboxMessage>;
+  /** Inserts one message; the payload and headers are JSON text; `availableAt` null means now. */
+  enqueue(params: EnqueueParams<Tx>): Promise<OutboxMessage>;
   /** True when `error` is the database refusing a second message with the same dedupe key. */
   isDuplicate(error: unknown): boolean;
 

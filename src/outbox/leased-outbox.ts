@@ -39,11 +39,14 @@ import {
   checkClaimOptions,
   checkDedupeKey,
   checkDelayMs,
+  checkDestination,
+  checkHeaders,
   checkLease,
   checkLeaseMs,
   checkMessageId,
   checkMessageType,
   checkObject,
+  checkOrderingKey,
   checkOwner,
   checkStatuses,
   checkTime,
@@ -158,8 +161,11 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     // null is taken as absent, as it was before these fields were checked.
     const dedupeKey = message.dedupeKey == null ? null : checkDedupeKey(message.dedupeKey);
     const availableAt = message.availableAt == null ? null : checkTime(message.availableAt, `availableAt of a ${type} message`);
+    const key = message.key == null ? null : checkOrderingKey(message.key);
+    const headers = message.headers == null ? null : checkHeaders(message.headers);
+    const destination = message.destination == null ? null : checkDestination(message.destination);
     try {
-      const stored = await this.#driver.enqueue({ tx, type, dedupeKey, payload, availableAt });
+      const stored = await this.#driver.enqueue({ tx, type, dedupeKey, key, headers, destination, payload, availableAt });
       return stored as OutboxMessage<P>;
     } catch (error) {
       if (message.dedupeKey !== undefined && this.#driver.isDuplicate(error)) throw new DuplicateMessageError(message.dedupeKey);

@@ -14,6 +14,12 @@ export interface OutboxMessage<P extends JsonValue = JsonValue> {
   readonly type: string;
   /** Unique across the outbox when set: one message per business key. */
   readonly dedupeKey: string | null;
+  /** The ordering key (an aggregate's id, say), or null. */
+  readonly key: string | null;
+  /** String headers (correlation id, trace context, content type); empty when none were given. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Where a relay should deliver it (a topic or subject), or null. */
+  readonly destination: string | null;
   readonly payload: P;
   readonly status: MessageStatus;
   readonly createdAt: Date;
@@ -37,6 +43,19 @@ export interface NewMessage<P extends JsonValue = JsonValue> {
   readonly payload: P;
   /** Optional unique key: a second message with the same key is refused. */
   readonly dedupeKey?: string;
+  /**
+   * The ordering key, for example the id of the aggregate the event is about (at most 255
+   * characters).
+   */
+  readonly key?: string;
+  /**
+   * String headers: correlation ids, trace context, content type. Names are HTTP tokens (letters,
+   * digits and !#$%&'*+-.^_`|~, at most 100 characters); values are at most 4,096 characters
+   * without control characters (tab allowed); at most 64 headers.
+   */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Where a relay should deliver the message: a topic, subject or queue name (at most 255 characters). */
+  readonly destination?: string;
   /** Delay the first claim until this time (default: now). */
   readonly availableAt?: Date;
 }

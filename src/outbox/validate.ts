@@ -54,6 +54,50 @@ export function checkDedupeKey(key: unknown): string {
   return checkText(key, "dedupeKey", 1000);
 }
 
+/** The longest ordering key and destination. */
+export const MAX_KEY_LENGTH = 255;
+export const MAX_HEADERS = 64;
+const MAX_HEADER_NAME_LENGTH = 100;
+const MAX_HEADER_VALUE_LENGTH = 4096;
+/** An HTTP token (RFC 9110): what a header name may be, so headers can travel as HTTP, AMQP or NATS headers unchanged. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Control characters other than tab: a value carrying CR or LF could forge a header on the wire. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is what this pattern is for
+const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+
+export function checkOrderingKey(key: unknown): string {
+  return checkText(key, "key (the ordering key)", MAX_KEY_LENGTH);
+}
+
+export function checkDestination(destination: unknown): string {
+  const text = checkText(destination, "destination", MAX_KEY_LENGTH);
+  if (CONTROL.test(text)) throw new InvalidArgumentError(`destination contains a control character (got ${shown(text)})`);
+  return text;
+}
+
+/** Headers as stored: JSON text of a string-to-string map, or null when there are none. */
+export function checkHeaders(headers: unknown): string | null {
+  if (typeof headers !== "object" || headers === null || Array.isArray(headers) || ![Object.prototype, null].includes(Object.getPrototypeOf(headers))) {
+    throw new InvalidArgumentError(`headers must be a plain object of string values (got ${Array.isArray(headers) ? "an array" : shown(headers)})`);
+  }
+  const entries = Object.entries(headers);
+  if (entries.length > MAX_HEADERS) throw new InvalidArgumentError(`at most ${MAX_HEADERS} headers are allowed (got ${entries.length})`);
+  for (const [name, value] of entries) {
+    if (name.length > MAX_HEADER_NAME_LENGTH || !TOKEN.test(name)) {
+      throw new InvalidArgumentError(
+        `header name ${shown(name)} is not a token: use 1 to ${MAX_HEADER_NAME_LENGTH} letters, digits or any of !#$%&'*+-.^_\`|~ (for example x-correlation-id)`,
+      );
+    }
+    if (typeof value !== "string") throw new InvalidArgumentError(`header ${name} must be a string (got ${shown(value)})`);
+    if (value.length > MAX_HEADER_VALUE_LENGTH)
+      throw new InvalidArgumentError(`header ${name} is longer than ${MAX_HEADER_VALUE_LENGTH} characters (${value.length})`);
+    if (CONTROL.test(value)) throw new InvalidArgumentError(`header ${name} contains a control character (only tab is allowed): ${shown(value)}`);
+    const why = unstorableText(value);
+    if (why) throw new InvalidArgumentError(`header ${name} ${why}; no store can hold it`);
+  }
+  return entries.length === 0 ? null : JSON.stringify(headers);
+}
+
 /** A time a message is scheduled at: a valid Date that every store can hold. */
 export function checkTime(value: unknown, what: string): Date {
   if (!(value instanceof Date) || Number.isNaN(value.getTime())) {

@@ -20,6 +20,10 @@ export interface MessageRow {
   id: number | string;
   type: string;
   dedupe_key: string | null;
+  ordering_key: string | null;
+  /** JSON text (SQLite) or an already parsed object (PostgreSQL jsonb), or null. */
+  headers: unknown;
+  destination: string | null;
   /** JSON text (SQLite) or an already parsed value (PostgreSQL jsonb). */
   payload: unknown;
   status: string;
@@ -33,12 +37,23 @@ export interface MessageRow {
   processed_at: TimeValue | null;
 }
 
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** Stored headers (JSON text, a parsed jsonb object, or null) as the message shows them. */
+export function toHeaders(value: unknown, isText: boolean): Readonly<Record<string, string>> {
+  if (value === null || value === undefined) return NO_HEADERS;
+  return (isText ? JSON.parse(value as string) : value) as Record<string, string>;
+}
+
 /** `payloadIsText`: the payload column holds JSON text to parse (SQLite), not a parsed value. */
 export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessage {
   return {
     id: String(row.id),
     type: row.type,
     dedupeKey: row.dedupe_key,
+    key: row.ordering_key,
+    headers: toHeaders(row.headers, payloadIsText),
+    destination: row.destination,
     payload: (payloadIsText ? JSON.parse(row.payload as string) : row.payload) as JsonValue,
     status: row.status as MessageStatus,
     createdAt: toDate(row.created_at),

@@ -193,3 +193,57 @@ describeEachStore("atomic enqueue", (factory) => {
     expect(await store.listMessages()).toEqual([]);
   });
 });
+
+describeEachStore("the message envelope: ordering key, headers, destination", (factory) => {
+  const ctx = useStoreHarness(factory);
+  const envelope = {
+    key: "order-42",
+    headers: { "x-correlation-id": "c-1", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "content-type": "application/json" },
+    destination: "orders.events",
+  };
+
+  it("stores the key, headers and destination and returns them from enqueue, reads and claims", async () => {
+    const { store } = ctx();
+    const enqueued = await enqueueMessage(store, envelope);
+    expect(enqueued).toMatchObject(envelope);
+    expect(await mustGet(store, enqueued.id)).toMatchObject(envelope);
+    expect((await store.listMessages())[0]).toMatchObject(envelope);
+    const lease = await claimNext(store, "worker-a", 30_000);
+    expect(lease.message).toMatchObject(envelope);
+    await store.release(lease);
+    const one = await store.claimMessage("worker-b", enqueued.id, { leaseMs: 30_000 });
+    expect(one.outcome === "claimed" && one.lease.message).toMatchObject(envelope);
+  });
+
+  it("gives a message without them a null key and destination and empty headers, as before", async () => {
+    const { store } = ctx();
+    const plain = await enqueueMessage(store, { headers: {} });
+    expect(plain).toMatchObject({ key: null, headers: {}, destination: null });
+    expect((await claimNext(store, "worker-a", 30_000)).message).toMatchObject({ key: null, headers: {}, destination: null });
+  });
+
+  it.each<[string, Record<string, unknown>, RegExp]>([
+    ["a key that is not a string", { key: 42 }, /key \(the ordering key\) must be a non-empty string of at most 255 characters/],
+    ["a key that is too long", { key: "k".repeat(256) }, /key \(the ordering key\) must be a non-empty string of at most 255 characters/],
+    ["a key with a NUL character", { key: "a\u0000" }, /key \(the ordering key\) contains a NUL character/],
+    ["headers that are a list", { headers: [["a", "b"]] }, /headers must be a plain object of string values \(got an array\)/],
+    ["a header name that is not a token", { headers: { "bad name": "x" } }, /header name "bad name" is not a token/],
+    ["an empty header name", { headers: { "": "x" } }, /header name "" is not a token/],
+    ["a header value that is not a string", { headers: { "x-n": 1 } }, /header x-n must be a string \(got 1\)/],
+    ["a header value with a line break", { headers: { "x-a": "a\r\nx-injected: 1" } }, /header x-a contains a control character/],
+    ["a header value that is too long", { headers: { "x-a": "v".repeat(4097) } }, /header x-a is longer than 4096 characters/],
+    ["too many headers", { headers: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`h${i}`, "v"])) }, /at most 64 headers are allowed \(got 65\)/],
+    ["a destination with a control character", { destination: "orders\n" }, /destination contains a control character/],
+    ["a destination that is too long", { destination: "d".repeat(256) }, /destination must be a non-empty string of at most 255 characters/],
+  ])("refuses %s with InvalidArgumentError, writing nothing", async (_label, change, naming) => {
+    const { store, harness } = ctx();
+    const attempt = store.transaction(async (tx) => {
+      await harness.businessWrite(tx, "order");
+      await store.enqueue(tx, { type: "test.message", payload: 1, ...change } as NewMessage);
+    });
+    await expect(attempt).rejects.toThrow(naming);
+    await expect(attempt).rejects.toBeInstanceOf(InvalidArgumentError);
+    expect(await store.listMessages()).toEqual([]);
+    expect(await harness.countBusinessRows("order")).toBe(0);
+  });
+});

@@ -242,6 +242,47 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       expect(count(await target.messages(), "dead")).toBe(0);
     });
 
+    it("show <id>: the whole message with its envelope, in text and --json; an absent id exits 2", async () => {
+      const fresh = newTarget(kind, FILE_TMP);
+      const outbox = await fresh.open();
+      let id: string;
+      try {
+        const message = await outbox.store.transaction((tx) =>
+          outbox.store.enqueue(tx, {
+            type: "order.paid",
+            key: "order-42",
+            headers: { "x-correlation-id": "c-1", "content-type": "application/json" },
+            destination: "orders.events",
+            payload: { orderId: "order-42" },
+          }),
+        );
+        id = message.id;
+      } finally {
+        await outbox.close();
+      }
+      const json = await cliJson<Record<string, unknown>>(["outbox", "show", ...fresh.args, id], { cwd: dir });
+      expect(json).toMatchObject({
+        id,
+        type: "order.paid",
+        key: "order-42",
+        destination: "orders.events",
+        headers: { "x-correlation-id": "c-1", "content-type": "application/json" },
+        payload: { orderId: "order-42" },
+        status: "pending",
+      });
+      const text = await cliOk(["outbox", "show", ...fresh.args, id], { cwd: dir });
+      expect(text).toContain(`message ${id}  order.paid  pending\n  key          order-42\n  destination  orders.events\n`);
+      expect(text).toMatch(
+        /headers {6}(x-correlation-id: c-1\n {15}content-type: application\/json|content-type: application\/json\n {15}x-correlation-id: c-1)\n/,
+      );
+      const absent = await runCli(["outbox", "show", ...fresh.args, "999999"], { cwd: dir });
+      expect([absent.code, absent.stdout, absent.stderr.split("\n")[0]]).toEqual([
+        2,
+        "",
+        "wassal: no message 999999 in this outbox; list dead ones with: wassal outbox dead",
+      ]);
+    });
+
     it("stats: leases held and expired per owner, in text and --json", async () => {
       const fresh = newTarget(kind, FILE_TMP);
       const outbox = await fresh.open();

@@ -65,10 +65,21 @@ CREATE INDEX outbox_audit_message ON ${schema}.outbox_audit (message_id, id);
 CREATE INDEX outbox_messages_dead ON ${schema}.outbox_messages (available_at, id) WHERE status = 'dead';
 `,
     },
+    {
+      name: "outbox-004-envelope",
+      sql: `
+-- The envelope: an ordering key, string headers (a JSON object) and a destination for a relay.
+ALTER TABLE ${schema}.outbox_messages
+  ADD COLUMN ordering_key text,
+  ADD COLUMN headers jsonb CHECK (headers IS NULL OR jsonb_typeof(headers) = 'object'),
+  ADD COLUMN destination text;
+`,
+    },
   ];
 }
 
-const COLUMNS = "id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+const COLUMNS =
+  "id, type, dedupe_key, ordering_key, headers, destination, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 const M_COLUMNS = COLUMNS.split(", ")
   .map((c) => `m.${c}`)
   .join(", ");
@@ -94,13 +105,14 @@ export function outboxSql(schema: string) {
   const channel = wakeChannel(schema);
   return {
     /**
-     * $1 now, $2 type, $3 dedupe key, $4 payload, $5 available at (null: now). Also notifies the
-     * schema's channel: PostgreSQL delivers it only if the transaction commits, once per transaction.
+     * $1 now, $2 type, $3 dedupe key, $4 payload, $5 available at (null: now), $6 ordering key,
+     * $7 headers (JSON text or null), $8 destination. Also notifies the schema's channel:
+     * PostgreSQL delivers it only if the transaction commits, once per transaction.
      */
     enqueue: `WITH ${CLOCK},
       inserted AS (
-        INSERT INTO ${table} (type, dedupe_key, payload, created_at, available_at)
-        SELECT $2, $3, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t) FROM clock
+        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at)
+        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t) FROM clock
         RETURNING ${COLUMNS})
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
@@ -141,7 +153,7 @@ export function outboxSql(schema: string) {
         INSERT INTO ${audit} (${AUDIT_COLUMNS})
         SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
       )
-      SELECT id, type, dedupe_key, payload, lease_token, attempts, last_error,
+      SELECT id, type, dedupe_key, ordering_key, headers, destination, payload, lease_token, attempts, last_error,
              ${EPOCH_MS("created_at")} AS created_ms, ${EPOCH_MS("locked_until")} AS until_ms,
              ${EPOCH_MS("old_available_at")} AS old_available_ms, ${EPOCH_MS("now")} AS now_ms,
              CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
@@ -334,6 +346,10 @@ export interface PgClaimedRow {
   id: string;
   type: string;
   dedupe_key: string | null;
+  ordering_key: string | null;
+  /** The parsed jsonb headers object, or null. */
+  headers: Record<string, string> | null;
+  destination: string | null;
   payload: unknown;
   lease_token: number;
   attempts: number;

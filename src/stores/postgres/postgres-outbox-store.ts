@@ -9,13 +9,13 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
-import type { DriverCapabilities, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
+import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { AuditEntry, ClaimMessageResult, JsonValue, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
-import { toAuditEntry, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import { toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
 import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
@@ -43,6 +43,9 @@ function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
     id: String(row.id),
     type: row.type,
     dedupeKey: row.dedupe_key,
+    key: row.ordering_key,
+    headers: toHeaders(row.headers, false),
+    destination: row.destination,
     payload: row.payload as JsonValue,
     createdAt: new Date(row.created_ms),
     token: row.lease_token,
@@ -138,8 +141,17 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return typeof (tx as Partial<PostgresTx>).getTransactionStatus === "function" && tx.getTransactionStatus() === "T";
   }
 
-  async enqueue(params: { tx: PostgresTx; type: string; dedupeKey: string | null; payload: string; availableAt: Date | null }): Promise<OutboxMessage> {
-    const { rows } = await params.tx.query<MessageRow>(this.#sql.enqueue, [this.#now(), params.type, params.dedupeKey, params.payload, params.availableAt]);
+  async enqueue(params: EnqueueParams<PostgresTx>): Promise<OutboxMessage> {
+    const { rows } = await params.tx.query<MessageRow>(this.#sql.enqueue, [
+      this.#now(),
+      params.type,
+      params.dedupeKey,
+      params.payload,
+      params.availableAt,
+      params.key,
+      params.headers,
+      params.destination,
+    ]);
     return message(rows[0] as MessageRow);
   }
 

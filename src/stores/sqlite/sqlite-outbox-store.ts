@@ -9,7 +9,7 @@ import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import { systemClock, type Clock } from "../../outbox/clock.js";
-import type { DriverCapabilities, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
+import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -25,7 +25,7 @@ import type {
   StatusCounts,
 } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
-import { toAuditEntry, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import { toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type ClaimedRow } from "./outbox-sql.js";
@@ -52,6 +52,9 @@ function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, recla
     id: String(row.id),
     type: row.type,
     dedupeKey: row.dedupe_key,
+    key: row.ordering_key,
+    headers: toHeaders(row.headers, true),
+    destination: row.destination,
     payload: JSON.parse(row.payload) as JsonValue,
     createdAt: new Date(row.created_at),
     token: row.lease_token,
@@ -160,11 +163,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return tx.inTransaction && (tx !== this.db || this.writeLock.insideTransaction());
   }
 
-  async enqueue(params: { tx: SqliteTx; type: string; dedupeKey: string | null; payload: string; availableAt: Date | null }): Promise<OutboxMessage> {
+  async enqueue(params: EnqueueParams<SqliteTx>): Promise<OutboxMessage> {
     const now = this.now();
     const row = statement(params.tx, SQL.enqueue).get({
       type: params.type,
       dedupeKey: params.dedupeKey,
+      key: params.key,
+      headers: params.headers,
+      destination: params.destination,
       payload: params.payload,
       now,
       availableAt: params.availableAt === null ? now : params.availableAt.getTime(),
