@@ -10,6 +10,7 @@ export {
   DatabaseOpenError,
   DuplicateMessageError,
   InvalidArgumentError,
+  KeyNotBlockedError,
   LeaseLostError,
   MessageNotFoundError,
   NotInTransactionError,
@@ -28,6 +29,7 @@ export type { OutboxStore } from "./outbox/store.js";
 export type {
   AuditAction,
   AuditEntry,
+  BlockedKey,
   ClaimMessageResult,
   ClaimOptions,
   Completed,
@@ -52,6 +54,7 @@ export type {
   RetryDecision,
   RetryScheduled,
   StatusCounts,
+  UnblockAction,
 } from "./outbox/types.js";
 export { MESSAGE_STATUSES } from "./outbox/types.js";
 export { assertHeld, MAX_CLAIM_LIMIT, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";

@@ -16,7 +16,7 @@ import { workerCommand } from "./worker-command.js";
 
 const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
 
-const USAGE_CODES = new Set(["INVALID_ARGUMENT", "UNSUPPORTED_PAYLOAD", "DATABASE_OPEN", "NOT_IN_TRANSACTION", "MESSAGE_NOT_FOUND"]);
+const USAGE_CODES = new Set(["INVALID_ARGUMENT", "UNSUPPORTED_PAYLOAD", "DATABASE_OPEN", "NOT_IN_TRANSACTION", "MESSAGE_NOT_FOUND", "KEY_NOT_BLOCKED"]);
 
 /** Every command (and sub-command) reports errors the same way: through main's catch, exit 2. */
 function withErrors(command: Command): Command {

@@ -111,6 +111,52 @@ export function outboxCommand(): Command {
   );
 
   outbox.addCommand(
+    common(new Command("blocked-keys"))
+      .description("ordering keys held by a dead message: the messages behind each wait until it is redriven or skipped")
+      .option("--limit <n>", "show at most n", integer(1, 100_000), 100)
+      .action(async (options: Common & { limit: number }) => {
+        await withOutbox(options.db, storeOptions(options, "read"), async ({ store }) => {
+          const blocked = await store.blockedKeys({ limit: options.limit });
+          if (options.json) {
+            printJson(blocked);
+            return;
+          }
+          if (blocked.length === 0) {
+            process.stdout.write("no blocked keys\n");
+            return;
+          }
+          const lines = blocked.map(
+            (b) =>
+              `${b.key}\tmessage ${b.messageId} (${b.type}) dead since ${b.diedAt.toISOString()}\t${b.waiting} waiting\t${b.lastError ?? "(no error recorded)"}`,
+          );
+          process.stdout.write(`${lines.join("\n")}\n`);
+        });
+      }),
+  );
+
+  outbox.addCommand(
+    common(new Command("unblock"))
+      .description("unblock an ordering key held by a dead message: --redrive it (it goes first again) or --skip it (it stays dead, the key moves on)")
+      .argument("<key>", "the ordering key (see: wassal outbox blocked-keys)")
+      .option("--redrive", "move the dead message back to pending, first of its key")
+      .option("--skip", "leave it dead and let the next message of its key go")
+      .addHelpText("after", "\nExits 2 when no dead message holds the key.")
+      .action(async (key: string, options: Common & { redrive?: boolean; skip?: boolean }) => {
+        if (Boolean(options.redrive) === Boolean(options.skip)) throw new InvalidArgumentError("choose one: --redrive or --skip");
+        await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
+          const done = await store.unblockKey(key, options.redrive ? "redrive" : "skip");
+          if (options.json) printJson(done);
+          else
+            process.stdout.write(
+              done.action === "redrive"
+                ? `key ${key}: message ${done.messageId} moved back to pending, first of its key\n`
+                : `key ${key}: message ${done.messageId} skipped (still dead); the next message of the key may go\n`,
+            );
+        });
+      }),
+  );
+
+  outbox.addCommand(
     common(new Command("redrive"))
       .description("move dead messages back to pending (due now, attempts reset); exits 1 when a named id did not move")
       .argument("[ids...]", "message ids to redrive")

@@ -6,7 +6,10 @@
 // uses the database's clock_timestamp() unless a clock was injected. Every write reports the time
 // it used (`at`), so the protocol can stamp its events without a clock of its own.
 
-import type { AuditEntry, ClaimMessageResult, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "./types.js";
+import type { AuditEntry, BlockedKey, ClaimMessageResult, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "./types.js";
+
+/** A value, or a promise of it: what a driver whose database answers synchronously may return at once. */
+export type MaybePromise<T> = T | Promise<T>;
 
 /** What a backend can do, declared once instead of checked by name. */
 export interface DriverCapabilities {
@@ -113,6 +116,20 @@ export interface OutboxDriver<Tx> {
     readonly savepoint: SavepointStep;
     readonly audit: boolean;
   }): Date | null | Promise<Date | null>;
+  /**
+   * Inside `tx`, before its completions: makes the transactions that enqueue to or hand on these
+   * ordering keys take turns, until commit (PostgreSQL's advisory locks; SQLite's single writer
+   * already does). Keys sorted.
+   */
+  lockKeys(params: { readonly tx: Tx; readonly keys: readonly string[] }): MaybePromise<void>;
+  /** Inside `tx`: the earliest message waiting for `key` takes it over (its holder finished). */
+  promoteNext(params: { readonly tx: Tx; readonly key: string }): MaybePromise<void>;
+  /** Dead messages holding their keys, oldest death first. */
+  blockedKeys(params: { readonly limit: number }): Promise<BlockedKey[]>;
+  /** The dead message holding `key`, or null. */
+  deadHolder(params: { readonly key: string }): Promise<string | null>;
+  /** Inside `tx`: marks the dead message holding `key` as skipped (it stays dead, the key is free); its id, or null when none holds it. */
+  skipKeyHolder(params: { readonly tx: Tx; readonly key: string }): MaybePromise<string | null>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 

@@ -93,6 +93,19 @@ export class LeaseLostError extends WassalError {
   }
 }
 
+/** `unblockKey` was given a key that no dead message blocks. */
+export class KeyNotBlockedError extends WassalError {
+  override name = "KeyNotBlockedError";
+  readonly key: string;
+  constructor(key: string) {
+    super(
+      "KEY_NOT_BLOCKED",
+      `ordering key ${JSON.stringify(key)} is not blocked (no dead message holds it); see the blocked keys with: wassal outbox blocked-keys`,
+    );
+    this.key = key;
+  }
+}
+
 /** A message id or dedupe key was not found. */
 export class MessageNotFoundError extends WassalError {
   override name = "MessageNotFoundError";

@@ -2,14 +2,15 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
-import type { DriverCapabilities, OutboxDriver, PurgeTarget } from "./driver.js";
+import type { DriverCapabilities, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
 import { leaseKey } from "./driver.js";
-import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } from "./errors.js";
+import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
 import { EventHub, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import {
   MESSAGE_STATUSES,
   type AuditEntry,
+  type BlockedKey,
   type ClaimMessageResult,
   type ClaimOptions,
   type Completed,
@@ -32,6 +33,7 @@ import {
   type RetryDecision,
   type RetryScheduled,
   type StatusCounts,
+  type UnblockAction,
 } from "./types.js";
 import { payloadText } from "./payload.js";
 import {
@@ -51,6 +53,7 @@ import {
   checkStatuses,
   checkTime,
   describeError,
+  shown,
 } from "./validate.js";
 
 // How the protocol reports each outcome on the event stream, written once so that every store
@@ -117,6 +120,11 @@ function checkCompletionRequests<Tx>(items: readonly CompletionRequest<Tx>[]): v
     }
     seen.add(key);
   }
+}
+
+/** Runs `next` on a value now, or once a promise of it resolves: keeps synchronous drivers synchronous. */
+function andThen<T, R>(value: MaybePromise<T>, next: (value: T) => MaybePromise<R>): MaybePromise<R> {
+  return value instanceof Promise ? value.then(next) : next(value);
 }
 
 /** How one completion of a group ended inside its transaction. */
@@ -239,11 +247,20 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
    * process's wait).
    */
   #completeAlone(lease: Lease, finalize: Finalize<Tx> | undefined): Promise<Outcome> {
+    const key = lease.message.key;
     return this.#driver.transaction((tx) => {
+      if (key !== null) return andThen(this.#driver.lockKeys({ tx, keys: [key] }), () => this.#completeKeyed(tx, lease, key, finalize));
       // The guarded update first: if the lease is gone, the business write never runs.
       const done = this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit });
       return done instanceof Promise ? done.then((at) => this.#afterGuard(tx, at, finalize)) : this.#afterGuard(tx, done, finalize);
     });
+  }
+
+  /** A keyed completion (its key's turn already taken): the guarded update, then the key passes to the next message waiting. */
+  #completeKeyed(tx: Tx, lease: Lease, key: string, finalize: Finalize<Tx> | undefined): MaybePromise<Outcome> {
+    return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) =>
+      done === null ? "lost" : andThen(this.#driver.promoteNext({ tx, key }), () => this.#afterGuard(tx, done, finalize)),
+    );
   }
 
   #afterGuard(tx: Tx, done: Date | null, finalize: Finalize<Tx> | undefined): Outcome | Promise<Outcome> {
@@ -270,15 +287,22 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost";
       }
     };
-    if (bulk.length === items.length) {
+    // Keyed completions hand their keys on in the same transaction, their keys' turns taken first.
+    const keys = [...new Set(items.map(({ lease }) => lease.message.key).filter((key): key is string => key !== null))].sort();
+    if (bulk.length === items.length && keys.length === 0) {
       const { at, completed } = await this.#driver.completeBulk({ tx: null, leases: bulkLeases, audit: this.#audit });
       record(at, completed);
       return outcomes;
     }
     await this.#driver.transaction(async (tx) => {
+      if (keys.length > 0) await this.#driver.lockKeys({ tx, keys });
       if (bulk.length > 0) {
         const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit });
         record(at, completed);
+        for (const lease of bulkLeases) {
+          if (lease.message.key !== null && completed.has(leaseKey(lease.messageId, lease.token)))
+            await this.#driver.promoteNext({ tx, key: lease.message.key });
+        }
       }
       let open = false; // a member's savepoint is open; the next member releases it, or the commit does
       for (const [index, { lease, finalize }] of items.entries()) {
@@ -293,6 +317,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         }
         try {
           if (finalize) await finalize(tx);
+          // Inside the member's savepoint: a business write that fails undoes the hand-on too.
+          if (lease.message.key !== null) await this.#driver.promoteNext({ tx, key: lease.message.key });
           outcomes[index] = { done };
         } catch (error) {
           await this.#driver.rollbackSavepoint({ tx });
@@ -305,11 +331,15 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async fail(lease: Lease, error: unknown, decision: RetryDecision): Promise<RetryScheduled | MarkedDead | LeaseLost> {
     checkLease(lease);
-    const retryInMs = decision === "dead" ? null : checkDelayMs(checkObject(decision, 'fail decision ("dead" or { retryInMs })').retryInMs);
+    const dead = decision === "dead" || decision === "dead-and-skip";
+    const retryInMs = dead ? null : checkDelayMs(checkObject(decision, 'fail decision ("dead", "dead-and-skip" or { retryInMs })').retryInMs);
     const text = describeError(error);
     const { at, changed, availableAt } = await this.#driver.fail({ lease, error: text, retryInMs, audit: this.#audit });
     if (!changed) return this.#lost(lease, "fail");
     if (retryInMs === null) {
+      // Skipped at once: its key moves on. (A crash between the two transactions leaves the key
+      // blocked by this dead message, the safe side: nothing out of order; skip it by hand.)
+      if (decision === "dead-and-skip" && lease.message.key !== null) await this.#skip(lease.message.key);
       publish(this.events, { type: "dead", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
       return { outcome: "dead", messageId: lease.messageId };
     }
@@ -339,6 +369,35 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       leasesByOwner: owners.map((o) => ({ owner: o.owner, held: o.held, expired: o.expired })),
       expiredLeases: owners.reduce((sum, o) => sum + o.expired, 0),
     };
+  }
+
+  /** Skips the dead message holding `key` and hands the key on: its id, or null when no dead message holds it. */
+  #skip(key: string): Promise<string | null> {
+    return this.#driver.transaction((tx) =>
+      andThen(this.#driver.lockKeys({ tx, keys: [key] }), () =>
+        andThen(this.#driver.skipKeyHolder({ tx, key }), (skipped) =>
+          skipped === null ? null : andThen(this.#driver.promoteNext({ tx, key }), () => skipped),
+        ),
+      ),
+    );
+  }
+
+  async blockedKeys(options: { readonly limit?: number } = {}): Promise<BlockedKey[]> {
+    const { limit } = checkObject(options, "blockedKeys options ({ limit })");
+    return this.#driver.blockedKeys({ limit: limit === undefined ? 1000 : checkBatchSize(limit, "limit") });
+  }
+
+  async unblockKey(key: string, action: UnblockAction): Promise<{ readonly key: string; readonly messageId: string; readonly action: UnblockAction }> {
+    checkOrderingKey(key);
+    if (action !== "redrive" && action !== "skip") throw new InvalidArgumentError(`unblock action must be "redrive" or "skip" (got ${shown(action)})`);
+    if (action === "skip") {
+      const skipped = await this.#skip(key);
+      if (skipped === null) throw new KeyNotBlockedError(key);
+      return { key, messageId: skipped, action };
+    }
+    const holder = await this.#driver.deadHolder({ key });
+    if (holder === null || (await this.redrive({ messageIds: [holder] })).moved === 0) throw new KeyNotBlockedError(key);
+    return { key, messageId: holder, action };
   }
 
   async redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<RedriveResult> {

@@ -7,6 +7,7 @@ import type { DriverCapabilities } from "./driver.js";
 import type { EventHub } from "./events.js";
 import type {
   AuditEntry,
+  BlockedKey,
   ClaimMessageResult,
   ClaimOptions,
   Completed,
@@ -28,6 +29,7 @@ import type {
   RetryDecision,
   RetryScheduled,
   StatusCounts,
+  UnblockAction,
 } from "./types.js";
 
 export interface OutboxStore<Tx> {
@@ -95,6 +97,16 @@ export interface OutboxStore<Tx> {
 
   /** Counts by state, the oldest pending message, leases held and expired per owner. */
   stats(): Promise<OutboxStats>;
+
+  /** Ordering keys held by a dead message (the messages behind it wait), oldest death first; at most `limit` (default 1000). */
+  blockedKeys(options?: { readonly limit?: number }): Promise<BlockedKey[]>;
+
+  /**
+   * Unblocks a key held by a dead message: "redrive" moves that message back to pending (it goes
+   * first again), "skip" leaves it dead and lets the next message of the key go. Throws
+   * KeyNotBlockedError when no dead message holds the key.
+   */
+  unblockKey(key: string, action: UnblockAction): Promise<{ readonly key: string; readonly messageId: string; readonly action: UnblockAction }>;
 
   /**
    * Moves dead messages back to pending, due now, with their attempts reset. Says how many moved,

@@ -119,14 +119,35 @@ export interface Released {
   readonly messageId: string;
 }
 
-/** What `fail` should do: try again after a delay, or give up and mark the message dead. */
-export type RetryDecision = { readonly retryInMs: number } | "dead";
+/**
+ * What `fail` should do: try again after a delay, or give up and mark the message dead. A dead
+ * message with an ordering key blocks its key ("dead") until it is redriven or skipped, or is
+ * skipped at once ("dead-and-skip": it stays dead and the next message of its key may go).
+ */
+export type RetryDecision = { readonly retryInMs: number } | "dead" | "dead-and-skip";
+
+/** An ordering key held by a dead message: the messages behind it wait until it is redriven or skipped. */
+export interface BlockedKey {
+  readonly key: string;
+  /** The dead message holding the key. */
+  readonly messageId: string;
+  readonly type: string;
+  readonly lastError: string | null;
+  /** When it was marked dead. */
+  readonly diedAt: Date;
+  /** Messages of the key waiting behind it. */
+  readonly waiting: number;
+}
+
+/** How to unblock a key: redrive its dead message (it goes first again) or skip it (it stays dead, the key moves on). */
+export type UnblockAction = "redrive" | "skip";
 
 /** The result of trying to claim one named message. */
 export type ClaimMessageResult =
   | { readonly outcome: "claimed"; readonly lease: Lease }
   | { readonly outcome: "blocked"; readonly messageId: string; readonly heldBy: string | null; readonly lockedUntil: Date | null; readonly token: number }
-  | { readonly outcome: "not-claimable"; readonly messageId: string; readonly status: MessageStatus | "missing" };
+  /** `waiting`: pending, but behind an earlier unfinished message of its ordering key. */
+  | { readonly outcome: "not-claimable"; readonly messageId: string; readonly status: MessageStatus | "missing" | "waiting" };
 
 export interface ClaimOptions {
   /** How many messages to claim at most (1 to 1000). */

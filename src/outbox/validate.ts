@@ -133,6 +133,7 @@ export function checkLease(lease: Lease): Lease {
   checkObject(lease, "lease");
   checkMessageId(lease.messageId);
   checkOwner(lease.owner);
+  checkObject(lease.message, "lease.message");
   if (typeof lease.token !== "number" || !Number.isSafeInteger(lease.token) || lease.token < 1) {
     throw new InvalidArgumentError(`lease.token must be a whole number >= 1 (got ${shown(lease.token)}); pass the lease a claim returned`);
   }

@@ -15,7 +15,7 @@ import { AttemptsExhaustedError, InvalidArgumentError, LeaseLostError, ShutdownE
 import { processLease, type Handler } from "./process-lease.js";
 import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import type { OutboxStore } from "./store.js";
-import type { Finalize, Lease } from "./types.js";
+import type { Finalize, Lease, RetryDecision } from "./types.js";
 import { CompletionBatcher } from "./completion-batcher.js";
 import { leaseKey } from "./driver.js";
 import { checkLeaseMs, checkOwner, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
@@ -40,6 +40,12 @@ export interface WorkerOptions<Tx> {
   readonly shutdownGraceMs?: number;
   /** Listen for new messages instead of waiting for the next poll (default true). */
   readonly wakeOnNewMessages?: boolean;
+  /**
+   * Message types whose dead messages let their ordering key move on (they are skipped) instead
+   * of blocking it until redriven or skipped by hand, the default, since silently reordering is
+   * worse. Give every worker of an outbox the same list.
+   */
+  readonly keyMovesOnWhenDead?: readonly string[];
   /**
    * Share one commit among the completions ready at the same time, each in its own savepoint
    * (default true; `false` commits each completion on its own). `maxBatch` caps a group (default 100).
@@ -116,6 +122,7 @@ export class Worker<Tx> {
   readonly #clock: Clock;
   readonly #random: () => number;
   readonly #wakeOnNew: boolean;
+  readonly #keyMovesOnWhenDead: ReadonlySet<string>;
   readonly #running = new Map<string, Running>();
   #wakeController = new AbortController();
   #stopping = false;
@@ -150,6 +157,7 @@ export class Worker<Tx> {
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;
+    this.#keyMovesOnWhenDead = new Set(options.keyMovesOnWhenDead ?? []);
     const group = options.groupCommit ?? true;
     if (group === false) {
       this.completions = undefined;
@@ -297,8 +305,9 @@ export class Worker<Tx> {
   }
 
   async #fail(lease: Lease, error: unknown, decision: "dead" | { retryInMs: number }): Promise<void> {
+    const stored: RetryDecision = decision === "dead" && this.#keyMovesOnWhenDead.has(lease.message.type) ? "dead-and-skip" : decision;
     try {
-      const result = await this.store.fail(lease, error, decision);
+      const result = await this.store.fail(lease, error, stored);
       if (result.outcome === "retry-scheduled" && decision !== "dead") {
         // Come back for it when it is due rather than at the next poll.
         const cancel = this.#clock.setTimer(decision.retryInMs, () => {

@@ -72,6 +72,8 @@ export interface HolderRow {
   locked_by: string | null;
   locked_until: TimeValue | null;
   lease_token: number;
+  /** 1 while the message waits behind an earlier message of its ordering key. */
+  key_state?: number;
 }
 
 export function toHolder(row: HolderRow | undefined): MessageHolder | null {

@@ -283,6 +283,47 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       ]);
     });
 
+    it("blocked-keys lists a key a dead message holds; unblock --skip and --redrive free it; a key not blocked exits 2", async () => {
+      const fresh = newTarget(kind, FILE_TMP);
+      const outbox = await fresh.open();
+      let deadId: string;
+      try {
+        for (const label of ["a1", "a2", "b1", "b2"]) {
+          await outbox.store.transaction((tx) => outbox.store.enqueue(tx, { type: "test.key", key: label[0] as string, payload: { label } }));
+        }
+        const leases = await outbox.store.claim("ops", { limit: 10, leaseMs: 600_000 });
+        for (const lease of leases) await outbox.store.fail(lease, new Error(`poison ${(lease.message.payload as { label: string }).label}`), "dead");
+        deadId = leases[0]!.messageId;
+      } finally {
+        await outbox.close();
+      }
+      const listed = await cliJson<{ key: string; messageId: string; waiting: number; lastError: string }[]>(["outbox", "blocked-keys", ...fresh.args], {
+        cwd: dir,
+      });
+      expect(listed.map((b) => [b.key, b.waiting, b.lastError])).toEqual([
+        ["a", 1, "Error: poison a1"],
+        ["b", 1, "Error: poison b1"],
+      ]);
+      expect(await cliOk(["outbox", "blocked-keys", ...fresh.args], { cwd: dir })).toMatch(
+        /^a\tmessage \d+ \(test\.key\) dead since \S+Z\t1 waiting\tError: poison a1\nb\t/,
+      );
+      expect(await cliOk(["outbox", "unblock", ...fresh.args, "a", "--skip"], { cwd: dir })).toBe(
+        `key a: message ${deadId} skipped (still dead); the next message of the key may go\n`,
+      );
+      expect(await cliJson(["outbox", "unblock", ...fresh.args, "b", "--redrive"], { cwd: dir })).toMatchObject({ key: "b", action: "redrive" });
+      expect(await cliOk(["outbox", "blocked-keys", ...fresh.args], { cwd: dir })).toBe("no blocked keys\n");
+      const rows = await fresh.messages();
+      expect(rows.map((r) => r.status)).toEqual(["dead", "pending", "pending", "pending"]);
+      const notBlocked = await runCli(["outbox", "unblock", ...fresh.args, "a", "--skip"], { cwd: dir });
+      expect([notBlocked.code, notBlocked.stdout, notBlocked.stderr.split("\n")[0]]).toEqual([
+        2,
+        "",
+        'wassal: ordering key "a" is not blocked (no dead message holds it); see the blocked keys with: wassal outbox blocked-keys',
+      ]);
+      const neither = await runCli(["outbox", "unblock", ...fresh.args, "a"], { cwd: dir });
+      expect([neither.code, neither.stderr.split("\n")[0]]).toEqual([2, "wassal: choose one: --redrive or --skip"]);
+    });
+
     it("stats: leases held and expired per owner, in text and --json", async () => {
       const fresh = newTarget(kind, FILE_TMP);
       const outbox = await fresh.open();

@@ -192,6 +192,39 @@ describeEachStore("worker retries and dead messages", (factory) => {
     expect(log.of("dead")).toEqual([expect.objectContaining({ owner: "strict-worker", token: 1, error: "UnrecoverableError: payload has no amount" })]);
   });
 
+  it("lets the ordering key move on past a dead message of a type in keyMovesOnWhenDead, and keeps it blocked for other types", async () => {
+    const { store, clock } = ctx();
+    const order: string[] = [];
+    const poison = async (message: OutboxMessage) => {
+      order.push((message.payload as { label: string }).label);
+      if ((message.payload as { label: string }).label.endsWith("1")) throw new UnrecoverableError("POISON", "cannot be handled");
+      return {};
+    };
+    for (const [type, key, label] of [
+      ["event.skippable", "s", "s1"],
+      ["event.skippable", "s", "s2"],
+      ["event.strict", "t", "t1"],
+      ["event.strict", "t", "t2"],
+    ] as const) {
+      await enqueueMessage(store, { type, key, payload: { label } });
+    }
+    const worker = await workers.start({
+      store,
+      clock,
+      handlers: { "event.skippable": poison, "event.strict": poison },
+      keyMovesOnWhenDead: ["event.skippable"],
+      retry: POLICY,
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    await waitForSleepers(clock, 1, () => worker.inFlight === 0 && order.length >= 3);
+    // s1 died and was skipped, so s2 ran; t1 died and blocks t, so t2 never ran.
+    expect([...order].sort()).toEqual(["s1", "s2", "t1"]);
+    expect((await store.blockedKeys()).map((b) => b.key)).toEqual(["t"]);
+  });
+
   it("marks a message of an unknown type dead with UnknownMessageTypeError and keeps processing the others", async () => {
     const { store, clock } = ctx();
     const log = new EventLog(store);

@@ -75,6 +75,20 @@ ALTER TABLE ${schema}.outbox_messages
   ADD COLUMN destination text;
 `,
     },
+    {
+      name: "outbox-005-key-order",
+      sql: `
+-- FIFO per ordering key. key_state: 0 may be claimed (no key, or its key's holder), 1 waits behind
+-- an earlier unfinished message of its key, 2 let its key go though dead (skipped). Only key_state 0
+-- is in the claimable index, so a claim stays one index range.
+ALTER TABLE ${schema}.outbox_messages ADD COLUMN key_state smallint NOT NULL DEFAULT 0 CHECK (key_state IN (0, 1, 2));
+DROP INDEX ${schema}.outbox_messages_claimable;
+CREATE INDEX outbox_messages_claimable ON ${schema}.outbox_messages (available_at, id) WHERE status IN ('pending', 'processing') AND key_state = 0;
+-- A key's unfinished messages (and its dead ones), in order: who holds it, who is next.
+CREATE INDEX outbox_messages_key ON ${schema}.outbox_messages (ordering_key, id)
+  WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
+`,
+    },
   ];
 }
 
@@ -83,6 +97,17 @@ const COLUMNS =
 const M_COLUMNS = COLUMNS.split(", ")
   .map((c) => `m.${c}`)
   .join(", ");
+/**
+ * What a redriven message's key_state becomes: a skipped one (2) rejoins its key's order, behind
+ * the key's holder or an earlier skipped message redriven by the same statement (`targeted`), or
+ * as the key's holder when there is neither. (Every row of one statement sees the same snapshot,
+ * so the earlier redriven ones must be named, not seen.)
+ */
+const redrivenKeyState = (table: string, targeted: string) => `CASE WHEN m.key_state <> 2 THEN m.key_state
+       WHEN EXISTS (SELECT 1 FROM ${table} k WHERE k.ordering_key = m.ordering_key AND k.id <> m.id
+                    AND ((k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1))
+                         OR (k.status = 'dead' AND k.key_state = 2 AND k.id < m.id AND ${targeted}))) THEN 1
+       ELSE 0 END`;
 /** The clock, evaluated once per statement. $1 is always the injected time or null. */
 const CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t)";
 const LEASE = "clock.t + $LEASE * interval '1 millisecond'";
@@ -111,8 +136,12 @@ export function outboxSql(schema: string) {
      */
     enqueue: `WITH ${CLOCK},
       inserted AS (
-        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at)
-        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t) FROM clock
+        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
+        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t),
+               CASE WHEN $6::text IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM ${table} k
+                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) THEN 1 ELSE 0 END
+        FROM clock
         RETURNING ${COLUMNS})
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
@@ -135,7 +164,7 @@ export function outboxSql(schema: string) {
       candidates AS MATERIALIZED (
         SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
         FROM ${table} m, clock
-        WHERE m.status IN ('pending', 'processing') AND m.available_at <= clock.t
+        WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND m.available_at <= clock.t
         ORDER BY m.available_at, m.id
         LIMIT $2
         FOR UPDATE OF m SKIP LOCKED
@@ -161,7 +190,7 @@ export function outboxSql(schema: string) {
 
     /** $1 now, $2 id: the message's holder, row-locked for the rest of the transaction. */
     lockHolder: `WITH ${CLOCK}
-      SELECT m.status, m.locked_by, m.locked_until, m.lease_token, m.available_at <= clock.t AS due, clock.t AS now
+      SELECT m.status, m.locked_by, m.locked_until, m.lease_token, m.key_state, m.available_at <= clock.t AS due, clock.t AS now
       FROM ${table} m, clock WHERE m.id = $2 FOR UPDATE OF m`,
 
     /** $1 now, $2 id, $3 owner, $4 lease ms: the conditional claim of one message. */
@@ -171,10 +200,24 @@ export function outboxSql(schema: string) {
           locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
           lease_token = m.lease_token + 1, attempts = m.attempts + 1
       FROM clock
-      WHERE m.id = $2 AND m.status IN ('pending', 'processing') AND m.available_at <= clock.t
+      WHERE m.id = $2 AND m.status IN ('pending', 'processing') AND m.key_state = 0 AND m.available_at <= clock.t
       RETURNING ${M_COLUMNS}`,
 
-    holder: `SELECT status, locked_by, locked_until, lease_token FROM ${table} WHERE id = $1`,
+    holder: `SELECT status, locked_by, locked_until, lease_token, key_state FROM ${table} WHERE id = $1`,
+
+    /**
+     * $1 the keys (sorted, so two transactions never wait for each other in a circle): one
+     * transaction at a time per key, until commit, for enqueues and for completions that hand a
+     * key on. Without it a message enqueued while its key's holder completes could commit as
+     * waiting after the completion looked for whom to promote, and wait forever.
+     */
+    lockKeys: `SELECT pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0)) FROM unnest($1::text[]) AS k`,
+
+    /** $1 key: the next message of the key takes it over, its holder done: the earliest one waiting. */
+    promoteNext: `UPDATE ${table} SET key_state = 0
+      WHERE id = (SELECT id FROM ${table}
+                  WHERE ordering_key = $1 AND status IN ('pending', 'processing', 'dead') AND key_state = 1
+                  ORDER BY id LIMIT 1)`,
 
     /** $1 now, $2 id, $3 token, $4 lease ms. */
     renew: `WITH ${CLOCK}
@@ -288,7 +331,8 @@ export function outboxSql(schema: string) {
     /** $1 now, $2 audit?. Owner "redrive" marks an operator's act in the audit trail. */
     redriveAll: `WITH ${CLOCK},
       moved AS (
-        UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
+        UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL,
+          key_state = ${redrivenKeyState(table, "true")}
         FROM clock WHERE m.status = 'dead' RETURNING m.id, m.lease_token, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT count(*)::int AS moved FROM moved`,
@@ -298,19 +342,48 @@ export function outboxSql(schema: string) {
     /** $1 now, $2 audit?, $3 ids: the ids that moved. */
     redriveSome: `WITH ${CLOCK},
       moved AS (
-        UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL
+        UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL,
+          key_state = ${redrivenKeyState(table, "k.id = ANY($3::bigint[])")}
         FROM clock WHERE m.status = 'dead' AND m.id = ANY($3::bigint[]) RETURNING m.id, m.lease_token, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT id::text AS id FROM moved`,
+
+    /**
+     * $1 ids, or null for every dead message: the keys of the skipped messages among them, sorted,
+     * for lockKeys before a redrive decides whether each rejoins its key as holder or behind one.
+     */
+    keysOfSkipped: `SELECT DISTINCT ordering_key AS key FROM ${table}
+      WHERE status = 'dead' AND key_state = 2 AND ordering_key IS NOT NULL AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
+      ORDER BY 1`,
+
+    /** $1 limit: dead messages that hold their key (blocking the messages behind it), oldest death first, with how many wait. */
+    blockedKeys: `SELECT m.ordering_key AS key, m.id::text AS id, m.type, m.last_error, m.available_at AS died_at,
+             (SELECT count(*)::int FROM ${table} w
+              WHERE w.ordering_key = m.ordering_key AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1) AS waiting
+      FROM ${table} m
+      WHERE m.status = 'dead' AND m.ordering_key IS NOT NULL AND m.key_state = 0
+      ORDER BY m.available_at, m.id LIMIT $1`,
+
+    /** $1 key: the dead message holding it, if any. */
+    deadHolder: `SELECT id::text AS id FROM ${table} WHERE ordering_key = $1 AND status = 'dead' AND key_state = 0 ORDER BY id LIMIT 1`,
+
+    /** $1 key: skips the dead message holding it; it stays dead and lets its key move on (key_state 2). */
+    skipKeyHolder: `UPDATE ${table} SET key_state = 2
+      WHERE id = (SELECT id FROM ${table} WHERE ordering_key = $1 AND status = 'dead' AND key_state = 0 ORDER BY id LIMIT 1)
+      RETURNING id::text AS id`,
 
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeProcessed: `WITH batch AS MATERIALIZED (
         SELECT id FROM ${table} WHERE status = 'processed' AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
 
-    /** $1 cutoff, $2 batch size: dead rows that died before $1 (a dead row's available_at is when it died). */
+    /**
+     * $1 cutoff, $2 batch size: dead rows that died before $1 (a dead row's available_at is when it
+     * died). A dead message that blocks its ordering key stays until redriven or skipped.
+     */
     purgeDead: `WITH batch AS MATERIALIZED (
-        SELECT id FROM ${table} WHERE status = 'dead' AND available_at < $1 ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+        SELECT id FROM ${table} WHERE status = 'dead' AND available_at < $1 AND (ordering_key IS NULL OR key_state <> 0)
+        ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
 
     /** $1 cutoff, $2 batch size: audit rows written before $1, oldest first. */

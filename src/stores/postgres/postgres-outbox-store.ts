@@ -13,7 +13,17 @@ import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, Purge
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
-import type { AuditEntry, ClaimMessageResult, JsonValue, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "../../outbox/types.js";
+import type {
+  AuditEntry,
+  BlockedKey,
+  ClaimMessageResult,
+  JsonValue,
+  Lease,
+  MessageHolder,
+  MessageStatus,
+  OutboxMessage,
+  StatusCounts,
+} from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import { toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
@@ -142,6 +152,8 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   async enqueue(params: EnqueueParams<PostgresTx>): Promise<OutboxMessage> {
+    // A keyed message takes its key's turn first (see lockKeys): whether it waits is decided after.
+    if (params.key !== null) await params.tx.query(this.#sql.lockKeys, [[params.key]]);
     const { rows } = await params.tx.query<MessageRow>(this.#sql.enqueue, [
       this.#now(),
       params.type,
@@ -194,7 +206,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       if (before.status === "processing") {
         return { at, result: { outcome: "blocked", messageId, heldBy: before.locked_by, lockedUntil: before.locked_until, token: before.lease_token } };
       }
-      return { at, result: { outcome: "not-claimable", messageId, status: before.status as MessageStatus } };
+      return { at, result: { outcome: "not-claimable", messageId, status: before.key_state === 1 ? "waiting" : (before.status as MessageStatus) } };
     });
   }
 
@@ -232,6 +244,30 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     if (done === undefined) return null;
     if (params.audit) await tx.query(this.#sql.audit, [id, lease.token, lease.owner, "complete", done, null, null, null]);
     return done;
+  }
+
+  async lockKeys(params: { tx: PostgresTx; keys: readonly string[] }): Promise<void> {
+    if (params.keys.length > 0) await params.tx.query(this.#sql.lockKeys, [params.keys]);
+  }
+
+  async promoteNext(params: { tx: PostgresTx; key: string }): Promise<void> {
+    await params.tx.query(this.#sql.promoteNext, [params.key]);
+  }
+
+  async blockedKeys(params: { limit: number }): Promise<BlockedKey[]> {
+    const { rows } = await this.pool.query<{ key: string; id: string; type: string; last_error: string | null; died_at: Date; waiting: number }>(
+      this.#sql.blockedKeys,
+      [params.limit],
+    );
+    return rows.map((r) => ({ key: r.key, messageId: r.id, type: r.type, lastError: r.last_error, diedAt: r.died_at, waiting: r.waiting }));
+  }
+
+  async deadHolder(params: { key: string }): Promise<string | null> {
+    return (await this.pool.query<{ id: string }>(this.#sql.deadHolder, [params.key])).rows[0]?.id ?? null;
+  }
+
+  async skipKeyHolder(params: { tx: PostgresTx; key: string }): Promise<string | null> {
+    return (await params.tx.query<{ id: string }>(this.#sql.skipKeyHolder, [params.key])).rows[0]?.id ?? null;
   }
 
   async rollbackSavepoint(params: { tx: PostgresTx }): Promise<void> {
@@ -322,11 +358,16 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<RedriveCount> {
     const { messageIds, audit } = params;
-    if (messageIds === "all") {
-      return { moved: (await this.pool.query<{ moved: number }>(this.#sql.redriveAll, [this.#now(), audit])).rows[0]?.moved ?? 0, movedIds: null };
-    }
-    const rows = (await this.pool.query<{ id: string }>(this.#sql.redriveSome, [this.#now(), audit, messageIds])).rows;
-    return { moved: rows.length, movedIds: new Set(rows.map((row) => row.id)) };
+    // Skipped messages rejoin their keys' order: their keys' turns first, as an enqueue takes them (see lockKeys).
+    return this.transaction(async (tx) => {
+      const keys = (await tx.query<{ key: string }>(this.#sql.keysOfSkipped, [messageIds === "all" ? null : messageIds])).rows.map((r) => r.key);
+      if (keys.length > 0) await tx.query(this.#sql.lockKeys, [keys]);
+      if (messageIds === "all") {
+        return { moved: (await tx.query<{ moved: number }>(this.#sql.redriveAll, [this.#now(), audit])).rows[0]?.moved ?? 0, movedIds: null };
+      }
+      const rows = (await tx.query<{ id: string }>(this.#sql.redriveSome, [this.#now(), audit, messageIds])).rows;
+      return { moved: rows.length, movedIds: new Set(rows.map((row) => row.id)) };
+    });
   }
 
   async purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {

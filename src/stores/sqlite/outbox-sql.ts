@@ -66,7 +66,31 @@ ALTER TABLE outbox_messages ADD COLUMN headers TEXT CHECK (headers IS NULL OR js
 ALTER TABLE outbox_messages ADD COLUMN destination TEXT;
 `,
   },
+  {
+    name: "outbox-005-key-order",
+    sql: `
+-- FIFO per ordering key. key_state: 0 may be claimed (no key, or its key's holder), 1 waits behind
+-- an earlier unfinished message of its key, 2 let its key go though dead (skipped). Only key_state 0
+-- is in the claimable index, so a claim stays one index range.
+ALTER TABLE outbox_messages ADD COLUMN key_state INTEGER NOT NULL DEFAULT 0 CHECK (key_state IN (0, 1, 2));
+DROP INDEX outbox_messages_claimable;
+CREATE INDEX outbox_messages_claimable ON outbox_messages (available_at, id) WHERE status IN ('pending', 'processing') AND key_state = 0;
+-- A key's unfinished messages (and its dead ones), in order: who holds it, who is next.
+CREATE INDEX outbox_messages_key ON outbox_messages (ordering_key, id) WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
+`,
+  },
 ];
+
+/**
+ * What a redriven message's key_state becomes: a skipped one (2) rejoins its key's order, behind
+ * the key's holder or an earlier skipped message redriven by the same statement (`targeted`), or
+ * as the key's holder when there is neither.
+ */
+const redrivenKeyState = (targeted: string) => `CASE WHEN key_state <> 2 THEN key_state
+       WHEN EXISTS (SELECT 1 FROM outbox_messages k WHERE k.ordering_key = outbox_messages.ordering_key AND k.id <> outbox_messages.id
+                    AND ((k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1))
+                         OR (k.status = 'dead' AND k.key_state = 2 AND k.id < outbox_messages.id AND ${targeted}))) THEN 1
+       ELSE 0 END`;
 
 const COLUMNS =
   "id, type, dedupe_key, ordering_key, headers, destination, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
@@ -79,8 +103,13 @@ const COLUMNS =
 const CLAIMED_COLUMNS = "id, type, dedupe_key, ordering_key, headers, destination, payload, created_at, lease_token, attempts, last_error";
 
 export const SQL = {
-  enqueue: `INSERT INTO outbox_messages (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at)
-            VALUES (@type, @dedupeKey, @key, @headers, @destination, @payload, @now, @availableAt) RETURNING ${COLUMNS}`,
+  /** A keyed message waits (key_state 1) when its key already has a holder or a queue. */
+  enqueue: `INSERT INTO outbox_messages (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
+            VALUES (@type, @dedupeKey, @key, @headers, @destination, @payload, @now, @availableAt,
+                    CASE WHEN @key IS NOT NULL AND EXISTS (
+                      SELECT 1 FROM outbox_messages
+                      WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND key_state IN (0, 1)) THEN 1 ELSE 0 END)
+            RETURNING ${COLUMNS}`,
 
   /**
    * SQLite has no notifications between processes: in their place (listen on PostgreSQL) a store
@@ -95,14 +124,14 @@ export const SQL = {
 
   /** Candidates, oldest due first; read inside the claim's BEGIN IMMEDIATE, so nobody else can take them. */
   claimCandidates: `SELECT id, status, locked_by, locked_until FROM outbox_messages
-                    WHERE status IN ('pending', 'processing') AND available_at <= @now
+                    WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
                     ORDER BY available_at, id LIMIT @limit`,
 
   /** The claim of a whole batch of candidates (read just before, in the same transaction); re-checks claimability. */
   claim: `UPDATE outbox_messages
               SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
                   lease_token = lease_token + 1, attempts = attempts + 1
-              WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('pending', 'processing') AND available_at <= @now
+              WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
               RETURNING ${CLAIMED_COLUMNS}`,
 
   // lockHolder: (none) the claim's BEGIN IMMEDIATE already keeps every other writer out
@@ -111,10 +140,18 @@ export const SQL = {
   claimMessage: `UPDATE outbox_messages
              SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
                  lease_token = lease_token + 1, attempts = attempts + 1
-             WHERE id = @id AND status IN ('pending', 'processing') AND available_at <= @now
+             WHERE id = @id AND status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
              RETURNING ${CLAIMED_COLUMNS}`,
 
-  holder: `SELECT status, locked_by, locked_until, lease_token FROM outbox_messages WHERE id = @id`,
+  holder: `SELECT status, locked_by, locked_until, lease_token, key_state FROM outbox_messages WHERE id = @id`,
+
+  // lockKeys: (none) BEGIN IMMEDIATE already serialises every writer, enqueues and completions alike
+
+  /** The next message of a key takes it over, its holder done: the earliest one waiting. */
+  promoteNext: `UPDATE outbox_messages SET key_state = 0
+                WHERE id = (SELECT id FROM outbox_messages
+                            WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND key_state = 1
+                            ORDER BY id LIMIT 1)`,
 
   renew: `UPDATE outbox_messages SET locked_until = @until, available_at = @until
           WHERE id = @id AND lease_token = @token AND status = 'processing'
@@ -182,23 +219,52 @@ export const SQL = {
   auditRedriveAll: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
                       SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages WHERE status = 'dead'`,
 
-  redriveAll: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
+  /** A skipped message (key_state 2) comes back behind its key's holder if the key has one, else as its holder. */
+  redriveAll: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL,
+                 key_state = ${redrivenKeyState("1")}
                WHERE status = 'dead'`,
 
   auditRedriveSome: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at)
                       SELECT id, lease_token, 'redrive', 'redrive', @now FROM outbox_messages
                       WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead'`,
 
-  redriveSome: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL
+  redriveSome: `UPDATE outbox_messages SET status = 'pending', available_at = @now, attempts = 0, locked_by = NULL, locked_until = NULL,
+                  key_state = ${redrivenKeyState("k.id IN (SELECT value FROM json_each(@ids))")}
                 WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead' RETURNING id`,
+
+  // keysOfSkipped: (none) BEGIN IMMEDIATE already keeps enqueues of the same keys out while a redrive decides
+
+  /** Dead messages that hold their key (blocking the messages behind it), oldest death first, with how many wait. */
+  blockedKeys: `SELECT m.ordering_key AS key, m.id, m.type, m.last_error, m.available_at AS died_at,
+                       (SELECT count(*) FROM outbox_messages w
+                        WHERE w.ordering_key = m.ordering_key AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1) AS waiting
+                FROM outbox_messages m
+                WHERE m.status = 'dead' AND m.ordering_key IS NOT NULL AND m.key_state = 0
+                ORDER BY m.available_at, m.id LIMIT @limit`,
+
+  /** The dead message holding @key, if any (the status IN term lets the planner use outbox_messages_key). */
+  deadHolder: `SELECT id FROM outbox_messages
+               WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND status = 'dead' AND key_state = 0
+               ORDER BY id LIMIT 1`,
+
+  /** Skips the dead message holding @key: it stays dead, and lets its key move on (key_state 2). */
+  skipKeyHolder: `UPDATE outbox_messages SET key_state = 2
+                  WHERE id = (SELECT id FROM outbox_messages
+                              WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND status = 'dead' AND key_state = 0
+                              ORDER BY id LIMIT 1)
+                  RETURNING id`,
 
   /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */
   purgeProcessed: `DELETE FROM outbox_messages WHERE id IN (
                      SELECT id FROM outbox_messages WHERE status = 'processed' AND processed_at < @before ORDER BY id LIMIT @limit)`,
 
-  /** One batch of dead rows that died before @before (a dead row's available_at is when it died), by outbox_messages_dead. */
+  /**
+   * One batch of dead rows that died before @before (a dead row's available_at is when it died), by
+   * outbox_messages_dead. A dead message that blocks its ordering key stays until redriven or skipped.
+   */
   purgeDead: `DELETE FROM outbox_messages WHERE id IN (
-                SELECT id FROM outbox_messages WHERE status = 'dead' AND available_at < @before ORDER BY available_at, id LIMIT @limit)`,
+                SELECT id FROM outbox_messages WHERE status = 'dead' AND available_at < @before AND (ordering_key IS NULL OR key_state <> 0)
+                ORDER BY available_at, id LIMIT @limit)`,
 
   /** One batch of audit rows written before @before, oldest first. */
   purgeAudit: `DELETE FROM outbox_audit WHERE id IN (SELECT id FROM outbox_audit WHERE at < @before ORDER BY id LIMIT @limit)`,

@@ -14,6 +14,7 @@ import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type {
+  BlockedKey,
   AuditAction,
   AuditEntry,
   ClaimMessageResult,
@@ -232,7 +233,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         const lockedUntil = before.locked_until === null ? null : new Date(before.locked_until);
         return { at, result: { outcome: "blocked", messageId, heldBy: before.locked_by, lockedUntil, token: before.lease_token } };
       }
-      return { at, result: { outcome: "not-claimable", messageId, status: before.status as MessageStatus } };
+      return { at, result: { outcome: "not-claimable", messageId, status: before.key_state === 1 ? "waiting" : (before.status as MessageStatus) } };
     });
   }
 
@@ -273,6 +274,39 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     if (this.#stmt("complete").run({ id, token: lease.token, now }).changes !== 1) return null;
     this.#audit(audit, id, lease.token, lease.owner, "complete", now);
     return new Date(now);
+  }
+
+  lockKeys(): void {
+    // BEGIN IMMEDIATE already lets one writer in at a time.
+  }
+
+  promoteNext(params: { tx: SqliteTx; key: string }): void {
+    this.#stmt("promoteNext").run({ key: params.key });
+  }
+
+  async blockedKeys(params: { limit: number }): Promise<BlockedKey[]> {
+    const rows = await this.writeLock.serial(
+      () =>
+        this.#stmt("blockedKeys").all({ limit: params.limit }) as {
+          key: string;
+          id: number;
+          type: string;
+          last_error: string | null;
+          died_at: number;
+          waiting: number;
+        }[],
+    );
+    return rows.map((r) => ({ key: r.key, messageId: String(r.id), type: r.type, lastError: r.last_error, diedAt: new Date(r.died_at), waiting: r.waiting }));
+  }
+
+  async deadHolder(params: { key: string }): Promise<string | null> {
+    const id = await this.writeLock.serial(() => this.#stmt("deadHolder").pluck().get({ key: params.key }) as number | undefined);
+    return id === undefined ? null : String(id);
+  }
+
+  skipKeyHolder(params: { tx: SqliteTx; key: string }): string | null {
+    const row = this.#stmt("skipKeyHolder").get({ key: params.key }) as { id: number } | undefined;
+    return row === undefined ? null : String(row.id);
   }
 
   async rollbackSavepoint(): Promise<void> {
