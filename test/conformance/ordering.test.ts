@@ -18,6 +18,17 @@ async function claimAll(store: OutboxStore<unknown>, owner = "worker-a", leaseMs
 
 const labels = (leases: readonly Lease[]) => leases.map((l) => (l.message.payload as { label: string }).label);
 
+/** Claims and completes until nothing is claimable, expecting one message per claim (one key in play): the labels in order. */
+async function drainOneKey(store: OutboxStore<unknown>): Promise<string[]> {
+  const order: string[] = [];
+  for (let leases = await claimAll(store); leases.length > 0; leases = await claimAll(store)) {
+    expect(leases).toHaveLength(1);
+    order.push(...labels(leases));
+    await store.complete(leases[0]!);
+  }
+  return order;
+}
+
 async function enqueueKeyed(store: OutboxStore<unknown>, label: string, key?: string, availableAt?: Date) {
   return enqueueMessage(store, { payload: { label }, ...(key === undefined ? {} : { key }), ...(availableAt === undefined ? {} : { availableAt }) });
 }
@@ -224,12 +235,7 @@ describeEachStore("ordered per key: blocked keys, skip and redrive", (factory) =
     const { store } = ctx();
     const a1 = await blockKeyA(store);
     expect(await store.unblockKey("a", "redrive")).toEqual({ key: "a", messageId: a1.messageId, action: "redrive" });
-    const order: string[] = [];
-    for (let leases = await claimAll(store); leases.length > 0; leases = await claimAll(store)) {
-      expect(leases).toHaveLength(1);
-      order.push(...labels(leases));
-      await store.complete(leases[0]!);
-    }
+    const order = await drainOneKey(store);
     expect(order).toEqual(["a1", "a2", "a3"]);
   });
 
@@ -259,12 +265,7 @@ describeEachStore("ordered per key: blocked keys, skip and redrive", (factory) =
     await store.unblockKey("a", "skip");
     expect((await store.redrive({ messageIds: [a1.messageId] })).moved).toBe(1);
     // a2 holds the key now: a1 waits behind it (and behind a3, by id order it goes before a3).
-    const order: string[] = [];
-    for (let leases = await claimAll(store); leases.length > 0; leases = await claimAll(store)) {
-      expect(leases).toHaveLength(1);
-      order.push(...labels(leases));
-      await store.complete(leases[0]!);
-    }
+    const order = await drainOneKey(store);
     expect(order).toEqual(["a2", "a1", "a3"]);
     // Free key: skipped twice, redriven together, one holds the key and the other waits.
     await enqueueKeyed(store, "c1", "c");
@@ -274,12 +275,7 @@ describeEachStore("ordered per key: blocked keys, skip and redrive", (factory) =
       await store.fail(lease!, new Error("x"), "dead-and-skip");
     }
     expect((await store.redrive("all")).moved).toBe(2);
-    const again: string[] = [];
-    for (let leases = await claimAll(store); leases.length > 0; leases = await claimAll(store)) {
-      expect(leases).toHaveLength(1);
-      again.push(...labels(leases));
-      await store.complete(leases[0]!);
-    }
+    const again = await drainOneKey(store);
     expect(again).toEqual(["c1", "c2"]);
   });
 });
