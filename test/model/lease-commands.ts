@@ -63,6 +63,7 @@ const rel = (t: Date | number | null): number | null => (t === null ? null : (ty
 function realMessage(m: OutboxMessage) {
   return {
     id: m.id,
+    key: m.key,
     status: m.status,
     lockedBy: m.lockedBy,
     token: m.leaseToken,
@@ -76,6 +77,7 @@ function realMessage(m: OutboxMessage) {
 function modelMessage(m: ModelMessage) {
   return {
     id: m.id,
+    key: m.key,
     status: m.status,
     lockedBy: m.lockedBy,
     token: m.token,
@@ -170,6 +172,10 @@ export async function checkState(w: World, r: Real): Promise<void> {
     if (live.length > 1)
       throw new Error(`invariant: message #${row.id} has ${live.length} unexpired leases: ${live.map((l) => `${l.owner}@${l.token}`).join(", ")}`);
   }
+  // FIFO per key: at most one message of a key is processing (in flight), expired or not.
+  const inFlight = new Map<string, string[]>();
+  for (const row of rows) if (row.key !== null && row.status === "processing") inFlight.set(row.key, [...(inFlight.get(row.key) ?? []), row.id]);
+  for (const [key, ids] of inFlight) if (ids.length > 1) throw new Error(`invariant: key ${key} has ${ids.length} messages in flight: #${ids.join(", #")}`);
   for (const e of audit) {
     if (e.action === "claim" && e.previousStatus === "processing" && e.previousLockedUntil!.getTime() > e.at.getTime()) {
       throw new Error(
@@ -245,19 +251,19 @@ function claimed(w: World, r: Real, owner: string, lease: Lease): void {
   tally(r, lease.reclaimedFrom === null ? "lease:fresh" : lease.reclaimedFrom === owner ? "lease:reclaimed-own" : "lease:reclaimed-other");
 }
 
-export function enqueue(delayMs: number | undefined): Step {
+export function enqueue(delayMs: number | undefined, key: string | null): Step {
   return new Step(
-    `enqueue(${delayMs === undefined ? "due now" : `availableAt now${delayMs < 0 ? "" : "+"}${delayMs}`})`,
+    `enqueue(${delayMs === undefined ? "due now" : `availableAt now${delayMs < 0 ? "" : "+"}${delayMs}`}${key === null ? "" : `, key ${key}`})`,
     () => true,
     async (w, r) => {
       const store = r.harness.store;
       const availableAt = delayMs === undefined ? undefined : new Date(w.spec.now + delayMs);
       const message = await store.transaction((tx) =>
-        store.enqueue(tx, { type: "model.message", payload: { n: w.ids.length }, ...(availableAt && { availableAt }) }),
+        store.enqueue(tx, { type: "model.message", payload: { n: w.ids.length }, ...(availableAt && { availableAt }), ...(key !== null && { key }) }),
       );
       if (w.spec.messages.has(message.id)) throw new Error(`enqueue returned id ${message.id} twice`);
       w.ids.push(message.id);
-      w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now);
+      w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now, key);
       same(realMessage(message), modelMessage(w.spec.messages.get(message.id)!), "enqueued message");
       return `#${message.id}`;
     },
@@ -269,6 +275,8 @@ export function claim(owner: string, limit: number, leaseMs: number): Step {
     `${owner} claim(limit ${limit}, lease ${leaseMs}ms)`,
     () => true,
     async (w, r) => {
+      // A due message held back by an earlier one of its key: the claim must pass it over.
+      if ([...w.spec.messages.values()].some((m) => m.status === "pending" && m.availableAt <= w.spec.now && w.spec.waiting(m))) tally(r, "claim:key-waited");
       const leases = await r.harness.store.claim(owner, { limit, leaseMs });
       const expected = w.spec.claim(owner, limit, leaseMs);
       const note = leases.length === 0 ? "nothing" : leases.map(brief).join(", ");
@@ -313,7 +321,7 @@ export function claimMessage(owner: string, pick: number, leaseMs: number): Step
             : { outcome: expected.outcome, messageId: id, status: expected.status };
       same(view, model, `${owner}'s claim of #${id}`);
       if (result.outcome === "claimed") claimed(w, r, owner, result.lease);
-      tally(r, `claimMessage:${result.outcome}`);
+      tally(r, result.outcome === "not-claimable" && result.status === "waiting" ? "claimMessage:waiting" : `claimMessage:${result.outcome}`);
       return `#${id}: ${result.outcome === "claimed" ? brief(result.lease) : result.outcome}`;
     },
   );
@@ -380,8 +388,8 @@ export function complete(pick: number, finalize: FinalizeKind): Step {
   });
 }
 
-export function fail(pick: number, decision: { readonly retryInMs: number } | "dead"): Step {
-  const how = decision === "dead" ? "dead" : `retry in ${decision.retryInMs}ms`;
+export function fail(pick: number, decision: { readonly retryInMs: number } | "dead" | "dead-and-skip"): Step {
+  const how = typeof decision === "string" ? decision : `retry in ${decision.retryInMs}ms`;
   return new Step(`fail(lease pick ${pick}, ${how})`, anyHeld, async (w, r) => {
     const { owner, lease } = presented(w, pick);
     w.failures += 1;
@@ -454,7 +462,13 @@ const leaseMs = fc.oneof(fc.constantFrom(5, 10, 20), fc.integer({ min: 1, max: 3
 const pick = fc.nat(11);
 
 export const commandArb: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 4, arbitrary: fc.option(fc.integer({ min: -20, max: 40 }), { freq: 2, nil: undefined }).map(enqueue) },
+  {
+    weight: 4,
+    // Keys from a small set, so that messages of one key meet often (and half have none).
+    arbitrary: fc
+      .tuple(fc.option(fc.integer({ min: -20, max: 40 }), { freq: 2, nil: undefined }), fc.constantFrom(null, null, null, "a", "a", "b"))
+      .map(([delay, key]) => enqueue(delay, key)),
+  },
   { weight: 4, arbitrary: fc.tuple(owner, fc.integer({ min: 1, max: 3 }), leaseMs).map(([o, n, ms]) => claim(o, n, ms)) },
   { weight: 2, arbitrary: fc.tuple(owner, fc.nat(9), leaseMs).map(([o, p, ms]) => claimMessage(o, p, ms)) },
   { weight: 2, arbitrary: fc.tuple(pick, leaseMs).map(([p, ms]) => renew(p, ms)) },
@@ -465,7 +479,7 @@ export const commandArb: fc.Arbitrary<Step> = fc.oneof(
       .tuple(
         pick,
         fc.oneof(
-          fc.constant("dead" as const),
+          fc.constantFrom("dead" as const, "dead" as const, "dead-and-skip" as const),
           fc.constantFrom(0, 5, 10, 25).map((retryInMs) => ({ retryInMs })),
         ),
       )

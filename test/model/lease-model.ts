@@ -3,7 +3,9 @@
 // is written from docs (DESIGN.md, the OutboxStore contract) and kept small enough to read.
 //
 // Times are epoch milliseconds. A message is claimable when it is pending and due
-// (availableAt <= now) or processing under an expired lease (lockedUntil <= now). A lease is
+// (availableAt <= now) or processing under an expired lease (lockedUntil <= now), and, if it has an
+// ordering key, when no earlier message of its key is unfinished: pending, processing, or dead and
+// not skipped (FIFO per key). A lease is
 // *current* while its message is processing under its token, expired or not: an expired lease
 // that nobody reclaimed may still renew, complete, fail or release.
 
@@ -11,6 +13,10 @@ export type Status = "pending" | "processing" | "processed" | "dead";
 
 export interface ModelMessage {
   readonly id: string;
+  /** The ordering key, or null. */
+  readonly key: string | null;
+  /** Dead and skipped in its key's order ("dead-and-skip"): it no longer holds its key. */
+  skipped: boolean;
   status: Status;
   /** Who holds or last held the lease (kept on processed and dead rows). */
   lockedBy: string | null;
@@ -72,7 +78,7 @@ export interface ModelAuditEntry {
 export type ClaimMessageOutcome =
   | { readonly outcome: "claimed"; readonly lease: ModelLease }
   | { readonly outcome: "blocked"; readonly heldBy: string | null; readonly lockedUntil: number | null; readonly token: number }
-  | { readonly outcome: "not-claimable"; readonly status: Status | "missing" };
+  | { readonly outcome: "not-claimable"; readonly status: Status | "missing" | "waiting" };
 
 /** What complete's business write does: commit one row keyed by the message id, or throw after writing it. */
 export type FinalizeKind = "write" | "write-then-throw";
@@ -94,12 +100,35 @@ export class LeaseModel {
     this.now += ms;
   }
 
-  enqueue(id: string, availableAt: number): void {
-    this.messages.set(id, { id, status: "pending", lockedBy: null, token: 0, lockedUntil: null, availableAt, attempts: 0, lastError: null, processedAt: null });
+  enqueue(id: string, availableAt: number, key: string | null = null): void {
+    this.messages.set(id, {
+      id,
+      key,
+      skipped: false,
+      status: "pending",
+      lockedBy: null,
+      token: 0,
+      lockedUntil: null,
+      availableAt,
+      attempts: 0,
+      lastError: null,
+      processedAt: null,
+    });
+  }
+
+  /** Whether an earlier message of m's key still holds the key (unfinished, or dead and not skipped). */
+  waiting(m: ModelMessage): boolean {
+    if (m.key === null) return false;
+    for (const other of this.messages.values()) {
+      if (Number(other.id) >= Number(m.id)) break; // the map is in id order
+      if (other.key === m.key && (other.status === "pending" || other.status === "processing" || (other.status === "dead" && !other.skipped))) return true;
+    }
+    return false;
   }
 
   claimable(m: ModelMessage): boolean {
-    return (m.status === "pending" && m.availableAt <= this.now) || (m.status === "processing" && m.lockedUntil! <= this.now);
+    const due = (m.status === "pending" && m.availableAt <= this.now) || (m.status === "processing" && m.lockedUntil! <= this.now);
+    return due && !this.waiting(m);
   }
 
   /** The oldest claimable messages by (availableAt, id), at most `limit`, in that order. */
@@ -116,7 +145,7 @@ export class LeaseModel {
     if (m === undefined) return { outcome: "not-claimable", status: "missing" };
     if (this.claimable(m)) return { outcome: "claimed", lease: this.#take(m, owner, leaseMs) };
     if (m.status === "processing") return { outcome: "blocked", heldBy: m.lockedBy, lockedUntil: m.lockedUntil, token: m.token };
-    return { outcome: "not-claimable", status: m.status };
+    return { outcome: "not-claimable", status: m.status === "pending" && this.waiting(m) ? "waiting" : m.status };
   }
 
   #take(m: ModelMessage, owner: string, leaseMs: number): ModelLease {
@@ -176,13 +205,14 @@ export class LeaseModel {
     return { outcome: "completed", processedAt: this.now };
   }
 
-  fail(lease: PresentedLease, error: string, decision: { readonly retryInMs: number } | "dead"): FailOutcome {
+  fail(lease: PresentedLease, error: string, decision: { readonly retryInMs: number } | "dead" | "dead-and-skip"): FailOutcome {
     const m = this.current(lease);
     if (m === undefined) return this.#lost(lease);
     m.lockedUntil = null;
     m.lastError = error;
-    if (decision === "dead") {
+    if (decision === "dead" || decision === "dead-and-skip") {
       m.status = "dead"; // lockedBy stays: who gave up on it
+      m.skipped = decision === "dead-and-skip" && m.key !== null;
       m.availableAt = this.now;
       this.#auditResult(lease, "dead");
       return { outcome: "dead" };

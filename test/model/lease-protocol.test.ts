@@ -1,12 +1,15 @@
-// Model-based test of the lease protocol (invariants 3, 4 and 5 of DESIGN.md, and the states).
+// Model-based test of the lease protocol (invariants 3, 4 and 5 of DESIGN.md, and the states),
+// and of FIFO per ordering key.
 //
-// fast-check generates sequences of commands (enqueue; claim, claimMessage, renew, complete with a
-// business write, fail with a retry or dead, release, crash, by three simulated workers that keep
-// every lease they were handed, stale ones included; clock advances) and runs each sequence on a
-// fresh database and on the in-memory model of lease-model.ts. After every command it compares
-// the operation's result and the whole state: every message's status, owner, token, attempts,
-// expiry, due time, last error and processed time; the business rows (exactly one per processed
-// message, none for any other); the audit trail; and the exclusivity invariants.
+// fast-check generates sequences of commands (enqueue, with or without an ordering key; claim,
+// claimMessage, renew, complete with a business write, fail with a retry, dead or dead-and-skip,
+// release, crash, by three simulated workers that keep every lease they were handed, stale ones
+// included; clock advances) and runs each sequence on a fresh database and on the in-memory model
+// of lease-model.ts. After every command it compares the operation's result and the whole state:
+// every message's key, status, owner, token, attempts, expiry, due time, last error and processed
+// time; the business rows (exactly one per processed message, none for any other); the audit
+// trail; and the exclusivity invariants. The model says which message of a key may be claimed
+// from its definition (no earlier message of the key unfinished), not from the stores' mechanism.
 //
 // Environment:
 //   WASSAL_TEST_STORES=sqlite|postgres  which stores run (default: both; see test/conformance/stores.ts)
@@ -56,6 +59,8 @@ const MUST_SEE = [
   "claimMessage:claimed",
   "claimMessage:blocked",
   "claimMessage:not-claimable",
+  "claimMessage:waiting",
+  "claim:key-waited",
   "renew:renewed",
   "renew:lease-lost",
   "complete:completed",
