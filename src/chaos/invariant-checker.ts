@@ -161,6 +161,45 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     }
   }
 
+  // --- FIFO per ordering key, from the audit trail's order (its rows are in commit order) -----
+  const keyOf = new Map(messages.map((m) => [m.id, m.key]));
+  const finishedAt = new Map<string, number>(); // message id -> index of its first completion or death
+  const keyedCompletions: { messageId: string; key: string; index: number }[] = [];
+  audit.forEach((e, index) => {
+    if ((e.action === "complete" || e.action === "dead") && !finishedAt.has(e.messageId)) finishedAt.set(e.messageId, index);
+    const key = keyOf.get(e.messageId);
+    if (e.action === "complete" && key) keyedCompletions.push({ messageId: e.messageId, key, index });
+  });
+  const idsByKey = new Map<string, string[]>();
+  for (const m of messages) if (m.key !== null) idsByKey.set(m.key, [...(idsByKey.get(m.key) ?? []), m.id]);
+  // A claim of a keyed message while an earlier message of its key had not finished: two messages
+  // of the key could then hold live leases at once.
+  let keyOverlaps = 0;
+  audit.forEach((e, index) => {
+    const key = keyOf.get(e.messageId);
+    if (e.action !== "claim" || !key) return;
+    for (const earlier of idsByKey.get(key) ?? []) {
+      if (Number(earlier) >= Number(e.messageId)) break;
+      const done = finishedAt.get(earlier);
+      if (done === undefined || done > index) {
+        keyOverlaps += 1;
+        note(`key ${key}: message ${e.messageId} claimed by ${e.owner} while message ${earlier} had not finished`);
+        break;
+      }
+    }
+  });
+  // The effects (each completion commits its business write) in the order of enqueue, per key.
+  let keyInversions = 0;
+  const lastCompletedByKey = new Map<string, string>();
+  for (const c of keyedCompletions) {
+    const last = lastCompletedByKey.get(c.key);
+    if (last !== undefined && Number(last) > Number(c.messageId)) {
+      keyInversions += 1;
+      note(`key ${c.key}: message ${c.messageId} completed after message ${last}, enqueued later`);
+    }
+    lastCompletedByKey.set(c.key, c.messageId);
+  }
+
   // --- Provider: duplicates, creations, transaction ids --------------------------------------
   const checks = providerLog.filter((c) => c.operation === "checkStatus");
   const checksPerKey = countBy(checks, (c) => c.idempotencyKey);
@@ -214,6 +253,14 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
       : row("messages not finished (still pending or processing)", unfinished.length, "0", unfinished.length === 0),
     row("dead messages (each with its last error)", dead.length, "info", deadWithoutError.length === 0, `${deadWithoutError.length} without an error`),
     row("ownership violations (result without the current token)", ownershipViolations, "0", ownershipViolations === 0),
+    row(
+      "keys: claims while an earlier message of the key was unfinished",
+      keyOverlaps,
+      "0",
+      keyOverlaps === 0,
+      idsByKey.size === 0 ? "no ordering keys in this run" : `${idsByKey.size} keys`,
+    ),
+    row("keys: effects committed out of enqueue order", keyInversions, "0", keyInversions === 0, idsByKey.size === 0 ? "no ordering keys in this run" : ""),
     row("stale completions rejected", input.staleCompletionsRejected ?? 0, "info", true, "refused by the token guard, as the workers reported"),
     row("duplicate provider status checks", duplicateChecks, "info", true, "extra attempts of work already tried"),
     row("  explained by an expired lease (reclaim)", explainedByExpiry, "info", true),

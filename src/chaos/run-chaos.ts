@@ -43,6 +43,8 @@ export interface ChaosOptions {
   /** SQLite: a competing writer takes the write lock this often; 0 = never. */
   readonly sqliteLockEveryMs: number;
   readonly sqliteLockMs: number;
+  /** Spread the payments over this many ordering keys (0: no keys), so that each key's reconciliations must run one at a time, in order. */
+  readonly keys: number;
   /** Give up waiting for the workers after this long (default: scaled to the work, see chaosTimeoutMs). */
   readonly timeoutMs?: number;
   /** Keep the database and the logs. */
@@ -67,6 +69,7 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, "store"> = {
   pgRestart: false,
   sqliteLockEveryMs: 1_000,
   sqliteLockMs: 200,
+  keys: 0,
   keep: false,
 };
 
@@ -118,6 +121,7 @@ function checkChaosOptions(o: ChaosOptions): void {
     if (!Number.isInteger(value) || value < min) throw new InvalidArgumentError(`${name} must be a whole number >= ${min} (got ${value})`);
   };
   whole("workers", o.workers, 1);
+  whole("keys", o.keys, 0);
   whole("payments", o.payments, 1);
   whole("leaseMs", o.leaseMs, 100);
   for (const [name, value] of Object.entries({
@@ -156,7 +160,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const location = postgres ? `${redactUrl(db)} (schema ${schema})` : db;
   const outbox = await openOutbox(db, { audit: true, ...(schema ? { schema } : {}) });
   const provider = new ProviderSimulator({ logFile: providerLog });
-  const service = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider });
+  const service = new PaymentsService({
+    store: outbox.store,
+    repository: outbox.payments,
+    provider,
+    ...(options.keys > 0 ? { orderingKeyOf: (request: { idempotencyKey: string }) => keyOfPayment(request.idempotencyKey, options.keys) } : {}),
+  });
   let timedOut = false;
   const figures = {
     paymentsCreated: 0,
@@ -379,6 +388,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     timedOut,
     unfinished: messages.filter((m) => m.status === "pending" || m.status === "processing").length,
   };
+}
+
+/** Payment number n (from its key's last digits) goes to ordering key n mod `keys`: consecutive payments land on different keys. */
+function keyOfPayment(idempotencyKey: string, keys: number): string {
+  return `account-${Number(idempotencyKey.slice(-6)) % keys}`;
 }
 
 /** The payments API is a client of the store too: a lost connection or a busy database is retried. */

@@ -30,6 +30,7 @@ interface RunOptions {
   sqliteLockEvery: number;
   sqliteLockMs: number;
   timeout?: number;
+  keys: number;
   keep?: boolean;
   json?: boolean;
 }
@@ -64,6 +65,12 @@ export function chaosCommand(): Command {
       .option("--sqlite-lock-every <ms>", "SQLite: a competing writer holds the write lock this often; 0: never", integer(0), d.sqliteLockEveryMs)
       .option("--sqlite-lock-ms <ms>", "SQLite: how long the competing writer holds it", integer(0), d.sqliteLockMs)
       .option("--timeout <ms>", "give up waiting for the workers after this long (default: 30 s + the creation time + 100 ms per payment)", integer(1000))
+      .option(
+        "--keys <n>",
+        "spread the payments over n ordering keys, so each key's reconciliations must run one at a time, in order; 0: no keys",
+        integer(0, 1_000_000),
+        d.keys,
+      )
       .option("--keep", "keep the database, the provider log and the workers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")
       .action(async (o: RunOptions) => {
@@ -86,6 +93,7 @@ export function chaosCommand(): Command {
           sqliteLockEveryMs: o.sqliteLockEvery,
           sqliteLockMs: o.sqliteLockMs,
           ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+          keys: o.keys,
           keep: o.keep ?? false,
           ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
         });

@@ -56,6 +56,11 @@ export interface PaymentsServiceOptions<Tx> {
   readonly repository: PaymentsRepository<Tx>;
   readonly provider: PaymentProvider;
   readonly clock?: Clock;
+  /**
+   * The ordering key of a payment's reconciliation message (say, its merchant's account), so that
+   * the reconciliations of one key run one at a time, in creation order. Default: none.
+   */
+  readonly orderingKeyOf?: (request: CreatePaymentRequest) => string | undefined;
 }
 
 export interface CreatePaymentResult {
@@ -101,12 +106,14 @@ export class PaymentsService<Tx> {
   readonly #repository: PaymentsRepository<Tx>;
   readonly #provider: PaymentProvider;
   readonly #clock: Clock;
+  readonly #orderingKeyOf: ((request: CreatePaymentRequest) => string | undefined) | undefined;
 
   constructor(options: PaymentsServiceOptions<Tx>) {
     this.#store = options.store;
     this.#repository = options.repository;
     this.#provider = options.provider;
     this.#clock = options.clock ?? systemClock;
+    this.#orderingKeyOf = options.orderingKeyOf;
   }
 
   /**
@@ -124,10 +131,12 @@ export class PaymentsService<Tx> {
     const outcome = await this.#store.transaction(async (tx) => {
       const payment = await this.#repository.insert(tx, { ...checked, providerReference, now: this.#clock.now() });
       if (payment === undefined) return undefined; // a concurrent create won the key
+      const key = this.#orderingKeyOf?.(checked);
       const message = await this.#store.enqueue(tx, {
         type: RECONCILE_MESSAGE_TYPE,
         dedupeKey: `${RECONCILE_MESSAGE_TYPE}:${payment.idempotencyKey}`,
         payload: { paymentId: payment.id, idempotencyKey: payment.idempotencyKey },
+        ...(key === undefined ? {} : { key }),
       });
       return { payment, message };
     });

@@ -60,4 +60,28 @@ describe("short chaos runs", () => {
     expect(result.figures.connectionKills).toBeGreaterThan(0);
     expect(row(result, "ownership violations")).toBe(0);
   });
+  it("sqlite, with 25 ordering keys: the same faults, and each key's reconciliations one at a time, in creation order", { timeout: 150_000 }, async () => {
+    const { code, result } = await runChaos([...COMMON, "--store", "sqlite", "--keys", "25", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
+    expect(result.report.examples).toEqual([]);
+    expect(result.passed).toBe(true);
+    expect(code).toBe(0);
+    expect(result.figures.processed).toBe(400);
+    expect(result.figures.kills).toBeGreaterThan(0);
+    expect(result.figures.pauses).toBeGreaterThan(0);
+    expect(row(result, "keys: claims while an earlier message of the key was unfinished")).toBe(0);
+    expect(row(result, "keys: effects committed out of enqueue order")).toBe(0);
+    expect(row(result, "ownership violations")).toBe(0);
+  });
+
+  it.skipIf(!PG)("postgres, with 25 ordering keys: killed, paused, cut off, and each key still in order", { timeout: 150_000 }, async () => {
+    const { code, result } = await runChaos([...COMMON, "--store", TEST_DATABASE_URL, "--keys", "25", "--pg-terminate-every", "600"]);
+    expect(result.report.examples).toEqual([]);
+    expect(result.passed).toBe(true);
+    expect(code).toBe(0);
+    expect(result.figures.processed).toBe(400);
+    expect(result.figures.kills).toBeGreaterThan(0);
+    expect(result.figures.connectionKills).toBeGreaterThan(0);
+    expect(row(result, "keys: claims while an earlier message of the key was unfinished")).toBe(0);
+    expect(row(result, "keys: effects committed out of enqueue order")).toBe(0);
+  });
 });

@@ -102,6 +102,38 @@ describe("invariant checker", () => {
     expect(report.rows.some((r) => r.name.startsWith("messages not finished"))).toBe(false);
   });
 
+  it("with ordering keys: passes FIFO, and flags a claim before an earlier message of the key finished and effects out of enqueue order", () => {
+    const keyed = (id: string, key: string, owner: string) => message(id, key, { key: "account-1", lockedBy: owner });
+    const input: CheckerInput = {
+      messages: [keyed("1", "K1", "w1"), keyed("2", "K2", "w2")],
+      payments: [payment("K1"), payment("K2")],
+      providerLog: [
+        call("createPayment", "K1", "created PRV-K1"),
+        call("checkStatus", "K1", "Paid TXN-K1"),
+        call("createPayment", "K2", "created PRV-K2"),
+        call("checkStatus", "K2", "Paid TXN-K2"),
+      ],
+      audit: [
+        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+        entry("1", "complete", 1, "w1", 5),
+        entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }),
+        entry("2", "complete", 1, "w2", 9),
+      ],
+    };
+    expect(failing(input)).toEqual([]);
+    const overlapping = {
+      ...input,
+      audit: [
+        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+        entry("2", "claim", 1, "w2", 1, { previousStatus: "pending" }),
+        entry("2", "complete", 1, "w2", 3),
+        entry("1", "complete", 1, "w1", 5),
+      ],
+    };
+    expect(failing(overlapping)).toEqual(["keys: claims while an earlier message of the key was unfinished", "keys: effects committed out of enqueue order"]);
+    expect(checkInvariants(overlapping).examples).toContain("key account-1: message 2 claimed by w2 while message 1 had not finished");
+  });
+
   it("flags a completion under a stale token", () => {
     const input = clean();
     const audit = [
