@@ -53,6 +53,8 @@ interface Settings {
   processes: number[];
   /** Process counts of the payments runs. */
   paymentsProcesses: number[];
+  /** Process counts of the ordering-keys runs. */
+  keysProcesses: number[];
   /** Messages of an enqueue run with one message per transaction. */
   singleEnqueues: number;
   stores: string[];
@@ -74,12 +76,16 @@ interface Config {
   readonly messages?: number;
   /** Wassal only: the real payments reconciliation handler instead of a no-op. */
   readonly payments?: boolean;
+  /** Wassal only: the messages spread over this many ordering keys (absent: no keys). */
+  readonly keys?: number;
   /** Which table the row belongs to (a no-op row run only as the payments' reference is "payments"). */
-  readonly section: "throughput" | "payments";
+  readonly section: "throughput" | "payments" | "keys";
 }
 
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres"] as const;
-const SECTIONS = ["throughput", "payments", "enqueue", "latency", "scale"] as const;
+const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale"] as const;
+/** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
+const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
 const BATCH = 100;
 /** Messages per transaction in the batched enqueue runs. */
@@ -145,7 +151,8 @@ const systemName = (c: Config) =>
       : c.groupCommit === false
         ? `${c.system} (no group commit)`
         : c.system;
-const shortName = (c: Config) => (c.payments ? "wassal-payments" : c.groupCommit === false ? "wassal-no-gc" : c.system);
+const shortName = (c: Config) =>
+  c.payments ? "wassal-payments" : c.groupCommit === false ? "wassal-no-gc" : c.keys !== undefined ? `wassal-keys-${c.keys}` : c.system;
 const label = (c: Config) => `${shortName(c).padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
 async function postgresReachable(url: string): Promise<boolean> {
@@ -185,6 +192,7 @@ async function prepare(
   store: string,
   settings: Settings,
   content: "noop" | "payments" = "noop",
+  keys?: number,
 ): Promise<{ db: string; schema: string; cleanup: () => Promise<void> }> {
   let db: string;
   let schema = "-";
@@ -209,7 +217,7 @@ async function prepare(
       await inParallel(Math.ceil(settings.messages / 1000), parallel, (chunk) =>
         outbox.store.transaction(async (tx) => {
           for (let n = chunk * 1000; n < Math.min(settings.messages, (chunk + 1) * 1000); n += 1)
-            await outbox.store.enqueue(tx, { type: "bench.noop", payload: { n } });
+            await outbox.store.enqueue(tx, { type: "bench.noop", payload: { n }, ...(keys === undefined ? {} : { key: `k${n % keys}` }) });
         }),
       );
     }
@@ -300,7 +308,7 @@ async function runOnce(config: Config, all: Settings): Promise<{ rate: number; m
   const settings = { ...all, messages: config.messages ?? all.messages };
   const { db, schema, cleanup } = isPeer(system)
     ? await preparePeer(system, settings.messages, settings.postgresUrl)
-    : await prepare(config.store, settings, config.payments ? "payments" : "noop");
+    : await prepare(config.store, settings, config.payments ? "payments" : "noop", config.keys);
   if (config.store === "postgres") await analyze(settings.postgresUrl);
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
@@ -347,6 +355,7 @@ async function main(): Promise<void> {
     reps: options.reps ?? (options.quick ? 2 : 3),
     processes: options.quick ? [1, 4] : [1, 2, 4],
     paymentsProcesses: options.quick ? [1] : [1, 4],
+    keysProcesses: options.quick ? [1] : [1, 4],
     singleEnqueues: options.quick ? 500 : 2_000,
     stores: options.stores,
     postgresUrl: options.postgres,
@@ -394,6 +403,21 @@ async function main(): Promise<void> {
           messages: Math.min(PAYMENTS_MESSAGES, settings.messages),
           section: "payments",
         });
+      // What ordering keys cost: the same worker on the same number of messages, spread over many
+      // keys, a few, or one (one key is sequential by definition: one message in flight at a time).
+      if (run("keys") && settings.keysProcesses.includes(processes)) {
+        for (const keys of KEY_COUNTS) {
+          configs.push({
+            system: "wassal",
+            store,
+            processes,
+            batch: BATCH,
+            section: "keys",
+            ...(keys === undefined ? {} : { keys }),
+            ...(keys === 1 ? { messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages) } : {}),
+          });
+        }
+      }
     }
   }
   process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
@@ -466,6 +490,29 @@ async function main(): Promise<void> {
     lines.push(...table);
     process.stdout.write(`\n${table.join("\n")}\n`);
   }
+  if (run("keys")) {
+    const noKeys = (r: (typeof rows)[number]) =>
+      rows.find(
+        (o) => o.config.section === "keys" && o.config.keys === undefined && o.config.store === r.config.store && o.config.processes === r.config.processes,
+      )?.throughput.median ?? 0;
+    const table = [
+      `| store | processes | ordering keys | messages | messages/s median (min–max) | ÷ no keys | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|",
+      ...rows
+        .filter((r) => r.config.section === "keys")
+        .map(
+          (r) =>
+            `| ${r.config.store} | ${r.config.processes} | ${r.config.keys ?? "none"} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(r.throughput.median / noKeys(r)).toFixed(2)} | ${r.peakRssMb} |`,
+        ),
+    ];
+    lines.push(
+      ...(lines.length > 0 ? [""] : []),
+      `Ordering keys (Wassal batch ${BATCH}, no-op handler; the messages spread round-robin over the keys):`,
+      "",
+      ...table,
+    );
+    process.stdout.write(`\n${table.join("\n")}\n`);
+  }
   const paymentRows = rows.filter((r) => r.config.payments);
   if (run("payments")) {
     const table = [
@@ -535,27 +582,41 @@ async function main(): Promise<void> {
   // Scale: claim latency with little and with much processed history (FULL durability is not the
   // point here, so SQLite runs NORMAL).
   const big = options.quick ? 100_000 : 1_000_000;
-  const scaleRows: string[] = ["| store | processed rows | claim median ms | min | max | ratio to 10,000 |", "|---|---|---|---|---|---|"];
+  const scaleRows: string[] = [
+    "| store | ordering keys | processed rows | claim median ms | min | max | ratio to 10,000 without keys |",
+    "|---|---|---|---|---|---|---|",
+  ];
   const scale: Record<string, unknown> = {};
+  // Each store: 10,000 and `big` processed rows, without keys and with (history rows each with a
+  // key of their own, the claimed messages over 100 keys), all four measured in interleaved rounds.
+  const variants = [
+    { history: 10_000, keys: false },
+    { history: big, keys: false },
+    { history: 10_000, keys: true },
+    { history: big, keys: true },
+  ];
   for (const store of run("scale") ? settings.stores.filter((s) => s !== "sqlite-FULL") : []) {
-    const prepared = [await prepareEmpty(store, settings), await prepareEmpty(store, settings)];
+    const prepared = await Promise.all(variants.map(() => prepareEmpty(store, settings)));
     let results: Spread[];
     try {
       results = await claimLatencies(
-        prepared.map((p, i) => ({ db: p.db, schema: p.schema !== "-" ? p.schema : undefined, history: i === 0 ? 10_000 : big })),
+        prepared.map((p, i) => ({ db: p.db, schema: p.schema !== "-" ? p.schema : undefined, ...(variants[i] as { history: number; keys: boolean }) })),
         100,
         5,
       );
     } finally {
       for (const p of prepared) await p.cleanup();
     }
-    scale[store] = results;
+    scale[store] = variants.map((v, i) => ({ ...v, latency: results[i] }));
     const base = results[0]?.median ?? 1;
-    [10_000, big].forEach((history, i) => {
+    variants.forEach((v, i) => {
       const r = results[i];
-      if (r) scaleRows.push(`| ${store} | ${history} | ${r.median.toFixed(3)} | ${r.min.toFixed(3)} | ${r.max.toFixed(3)} | ${(r.median / base).toFixed(2)} |`);
+      if (r)
+        scaleRows.push(
+          `| ${store} | ${v.keys ? "yes" : "none"} | ${v.history} | ${r.median.toFixed(3)} | ${r.min.toFixed(3)} | ${r.max.toFixed(3)} | ${(r.median / base).toFixed(2)} |`,
+        );
     });
-    process.stderr.write(`scale ${store}: ${results.map((r) => r.median.toFixed(3)).join(" ms → ")} ms\n`);
+    process.stderr.write(`scale ${store}: ${results.map((r) => r.median.toFixed(3)).join(" ms, ")} ms\n`);
   }
   if (run("scale")) {
     lines.push(...(lines.length > 0 ? [""] : []), "Claim latency (claim of 1, then complete) as processed history grows:", "", ...scaleRows);

@@ -122,8 +122,8 @@ export interface OutboxDriver<Tx> {
    * already does). Keys sorted.
    */
   lockKeys(params: { readonly tx: Tx; readonly keys: readonly string[] }): MaybePromise<void>;
-  /** Inside `tx`: the earliest message waiting for `key` takes it over (its holder finished). */
-  promoteNext(params: { readonly tx: Tx; readonly key: string }): MaybePromise<void>;
+  /** Inside `tx`: for each of `keys` (distinct), the earliest message waiting for it takes it over (its holder finished). */
+  promoteNext(params: { readonly tx: Tx; readonly keys: readonly string[] }): MaybePromise<void>;
   /** Dead messages holding their keys, oldest death first. */
   blockedKeys(params: { readonly limit: number }): Promise<BlockedKey[]>;
   /** The dead message holding `key`, or null. */

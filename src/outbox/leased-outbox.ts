@@ -259,7 +259,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   /** A keyed completion (its key's turn already taken): the guarded update, then the key passes to the next message waiting. */
   #completeKeyed(tx: Tx, lease: Lease, key: string, finalize: Finalize<Tx> | undefined): MaybePromise<Outcome> {
     return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) =>
-      done === null ? "lost" : andThen(this.#driver.promoteNext({ tx, key }), () => this.#afterGuard(tx, done, finalize)),
+      done === null ? "lost" : andThen(this.#driver.promoteNext({ tx, keys: [key] }), () => this.#afterGuard(tx, done, finalize)),
     );
   }
 
@@ -299,10 +299,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       if (bulk.length > 0) {
         const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit });
         record(at, completed);
-        for (const lease of bulkLeases) {
-          if (lease.message.key !== null && completed.has(leaseKey(lease.messageId, lease.token)))
-            await this.#driver.promoteNext({ tx, key: lease.message.key });
-        }
+        // Each completed lease's key passes on; all in one call (one round trip on PostgreSQL).
+        const handedOn = bulkLeases.filter((lease) => lease.message.key !== null && completed.has(leaseKey(lease.messageId, lease.token)));
+        if (handedOn.length > 0) await this.#driver.promoteNext({ tx, keys: [...new Set(handedOn.map((lease) => lease.message.key as string))] });
       }
       let open = false; // a member's savepoint is open; the next member releases it, or the commit does
       for (const [index, { lease, finalize }] of items.entries()) {
@@ -318,7 +317,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         try {
           if (finalize) await finalize(tx);
           // Inside the member's savepoint: a business write that fails undoes the hand-on too.
-          if (lease.message.key !== null) await this.#driver.promoteNext({ tx, key: lease.message.key });
+          if (lease.message.key !== null) await this.#driver.promoteNext({ tx, keys: [lease.message.key] });
           outcomes[index] = { done };
         } catch (error) {
           await this.#driver.rollbackSavepoint({ tx });
@@ -376,7 +375,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return this.#driver.transaction((tx) =>
       andThen(this.#driver.lockKeys({ tx, keys: [key] }), () =>
         andThen(this.#driver.skipKeyHolder({ tx, key }), (skipped) =>
-          skipped === null ? null : andThen(this.#driver.promoteNext({ tx, key }), () => skipped),
+          skipped === null ? null : andThen(this.#driver.promoteNext({ tx, keys: [key] }), () => skipped),
         ),
       ),
     );

@@ -213,11 +213,12 @@ export function outboxSql(schema: string) {
      */
     lockKeys: `SELECT pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0)) FROM unnest($1::text[]) AS k`,
 
-    /** $1 key: the next message of the key takes it over, its holder done: the earliest one waiting. */
+    /** $1 keys: for each, the next message takes it over, its holder done: the earliest one waiting. One round trip for a group. */
     promoteNext: `UPDATE ${table} SET key_state = 0
-      WHERE id = (SELECT id FROM ${table}
-                  WHERE ordering_key = $1 AND status IN ('pending', 'processing', 'dead') AND key_state = 1
-                  ORDER BY id LIMIT 1)`,
+      WHERE id IN (SELECT (SELECT w.id FROM ${table} w
+                           WHERE w.ordering_key = k AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1
+                           ORDER BY w.id LIMIT 1)
+                   FROM unnest($1::text[]) AS k)`,
 
     /** $1 now, $2 id, $3 token, $4 lease ms. */
     renew: `WITH ${CLOCK}

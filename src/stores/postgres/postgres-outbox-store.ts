@@ -250,8 +250,8 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     if (params.keys.length > 0) await params.tx.query(this.#sql.lockKeys, [params.keys]);
   }
 
-  async promoteNext(params: { tx: PostgresTx; key: string }): Promise<void> {
-    await params.tx.query(this.#sql.promoteNext, [params.key]);
+  async promoteNext(params: { tx: PostgresTx; keys: readonly string[] }): Promise<void> {
+    if (params.keys.length > 0) await params.tx.query(this.#sql.promoteNext, [params.keys]);
   }
 
   async blockedKeys(params: { limit: number }): Promise<BlockedKey[]> {
