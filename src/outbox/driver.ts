@@ -104,6 +104,8 @@ export interface OutboxDriver<Tx> {
     readonly tx: Tx | null;
     readonly leases: readonly Lease[];
     readonly audit: boolean;
+    /** Also hand on the ordering keys of the messages it completed (as handOn does), in the same transaction. */
+    readonly handOnKeys: boolean;
   }): Promise<{ readonly at: Date; readonly completed: ReadonlySet<string> }>;
   /**
    * The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its
@@ -117,13 +119,11 @@ export interface OutboxDriver<Tx> {
     readonly audit: boolean;
   }): Date | null | Promise<Date | null>;
   /**
-   * Inside `tx`, before its completions: makes the transactions that enqueue to or hand on these
-   * ordering keys take turns, until commit (PostgreSQL's advisory locks; SQLite's single writer
-   * already does). Keys sorted.
+   * Inside `tx`: hands each of `keys` on, its holder finished: the key's earliest waiting message
+   * takes it over. Safe against an enqueue to the key committing at the same time (it waits its
+   * turn, or is seen).
    */
-  lockKeys(params: { readonly tx: Tx; readonly keys: readonly string[] }): MaybePromise<void>;
-  /** Inside `tx`: for each of `keys` (distinct), the earliest message waiting for it takes it over (its holder finished). */
-  promoteNext(params: { readonly tx: Tx; readonly keys: readonly string[] }): MaybePromise<void>;
+  handOn(params: { readonly tx: Tx; readonly keys: readonly string[] }): MaybePromise<void>;
   /** Dead messages holding their keys, oldest death first. */
   blockedKeys(params: { readonly limit: number }): Promise<BlockedKey[]>;
   /** The dead message holding `key`, or null. */

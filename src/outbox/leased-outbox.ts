@@ -249,17 +249,17 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   #completeAlone(lease: Lease, finalize: Finalize<Tx> | undefined): Promise<Outcome> {
     const key = lease.message.key;
     return this.#driver.transaction((tx) => {
-      if (key !== null) return andThen(this.#driver.lockKeys({ tx, keys: [key] }), () => this.#completeKeyed(tx, lease, key, finalize));
+      if (key !== null) return this.#completeKeyed(tx, lease, key, finalize);
       // The guarded update first: if the lease is gone, the business write never runs.
       const done = this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit });
       return done instanceof Promise ? done.then((at) => this.#afterGuard(tx, at, finalize)) : this.#afterGuard(tx, done, finalize);
     });
   }
 
-  /** A keyed completion (its key's turn already taken): the guarded update, then the key passes to the next message waiting. */
+  /** A keyed completion: the guarded update, then the key passes to the next message waiting, in the same transaction. */
   #completeKeyed(tx: Tx, lease: Lease, key: string, finalize: Finalize<Tx> | undefined): MaybePromise<Outcome> {
     return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) =>
-      done === null ? "lost" : andThen(this.#driver.promoteNext({ tx, keys: [key] }), () => this.#afterGuard(tx, done, finalize)),
+      done === null ? "lost" : andThen(this.#driver.handOn({ tx, keys: [key] }), () => this.#afterGuard(tx, done, finalize)),
     );
   }
 
@@ -287,21 +287,17 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost";
       }
     };
-    // Keyed completions hand their keys on in the same transaction, their keys' turns taken first.
-    const keys = [...new Set(items.map(({ lease }) => lease.message.key).filter((key): key is string => key !== null))].sort();
-    if (bulk.length === items.length && keys.length === 0) {
-      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases: bulkLeases, audit: this.#audit });
+    // Completed messages with ordering keys hand their keys on in the same statement (or transaction).
+    const handOnKeys = bulkLeases.some((lease) => lease.message.key !== null);
+    if (bulk.length === items.length) {
+      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases: bulkLeases, audit: this.#audit, handOnKeys });
       record(at, completed);
       return outcomes;
     }
     await this.#driver.transaction(async (tx) => {
-      if (keys.length > 0) await this.#driver.lockKeys({ tx, keys });
       if (bulk.length > 0) {
-        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit });
+        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys });
         record(at, completed);
-        // Each completed lease's key passes on; all in one call (one round trip on PostgreSQL).
-        const handedOn = bulkLeases.filter((lease) => lease.message.key !== null && completed.has(leaseKey(lease.messageId, lease.token)));
-        if (handedOn.length > 0) await this.#driver.promoteNext({ tx, keys: [...new Set(handedOn.map((lease) => lease.message.key as string))] });
       }
       let open = false; // a member's savepoint is open; the next member releases it, or the commit does
       for (const [index, { lease, finalize }] of items.entries()) {
@@ -317,7 +313,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         try {
           if (finalize) await finalize(tx);
           // Inside the member's savepoint: a business write that fails undoes the hand-on too.
-          if (lease.message.key !== null) await this.#driver.promoteNext({ tx, keys: [lease.message.key] });
+          if (lease.message.key !== null) await this.#driver.handOn({ tx, keys: [lease.message.key] });
           outcomes[index] = { done };
         } catch (error) {
           await this.#driver.rollbackSavepoint({ tx });
@@ -373,10 +369,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   /** Skips the dead message holding `key` and hands the key on: its id, or null when no dead message holds it. */
   #skip(key: string): Promise<string | null> {
     return this.#driver.transaction((tx) =>
-      andThen(this.#driver.lockKeys({ tx, keys: [key] }), () =>
-        andThen(this.#driver.skipKeyHolder({ tx, key }), (skipped) =>
-          skipped === null ? null : andThen(this.#driver.promoteNext({ tx, keys: [key] }), () => skipped),
-        ),
+      andThen(this.#driver.skipKeyHolder({ tx, key }), (skipped) =>
+        skipped === null ? null : andThen(this.#driver.handOn({ tx, keys: [key] }), () => skipped),
       ),
     );
   }

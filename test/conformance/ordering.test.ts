@@ -161,7 +161,15 @@ describeEachStore("ordered per key, with enqueues racing completions on several 
     const others = [await harness.connect(), await harness.connect()];
     const PER_WRITER = 15;
     const writers = [store, ...others].map(async (writer, w) => {
-      for (let n = 0; n < PER_WRITER; n += 1) await enqueueMessage(writer, { key: "hot", payload: { label: `w${w}-${n}` } });
+      for (let n = 0; n < PER_WRITER; n += 1) {
+        // Business writes after the enqueue keep the transaction open a while: the window in which
+        // a completion must not miss the waiting message this transaction is about to commit.
+        await writer.transaction(async (tx) => {
+          await writer.enqueue(tx, { type: "test.message", key: "hot", payload: { label: `w${w}-${n}` } });
+          await harness.businessWrite(tx, `w${w}-${n}`);
+          await harness.businessWrite(tx, `w${w}-${n}`);
+        });
+      }
     });
     const completedIds: number[] = [];
     let writing = true;
@@ -277,5 +285,40 @@ describeEachStore("ordered per key: blocked keys, skip and redrive", (factory) =
     expect((await store.redrive("all")).moved).toBe(2);
     const again = await drainOneKey(store);
     expect(again).toEqual(["c1", "c2"]);
+  });
+});
+
+describeEachStore("ordered per key: a completion and an enqueue of the same key at the same moment", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("the message enqueued while its key's holder completes is handed the key, not stranded waiting", async () => {
+    const { store, harness } = ctx();
+    const completer = await harness.connect();
+    await enqueueKeyed(store, "h", "k");
+    const [holder] = await claimAll(store);
+    // An application transaction enqueues to the key while the holder is still processing, and
+    // stays open until told to commit.
+    let commit: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    let enqueued: () => void = () => undefined;
+    const inserted = new Promise<void>((resolve) => {
+      enqueued = resolve;
+    });
+    const writer = store.transaction(async (tx) => {
+      await store.enqueue(tx, { type: "test.message", key: "k", payload: { label: "w" } });
+      enqueued();
+      await gate;
+    });
+    await inserted;
+    // Now the holder completes on another connection. It must not hand the key on without seeing
+    // the waiting message: it either waits for that transaction, or sees it.
+    const completing = completer.complete(holder!);
+    await Promise.race([completing, new Promise((resolve) => setTimeout(resolve, 300))]);
+    commit();
+    await writer;
+    expect((await completing).outcome).toBe("completed");
+    expect(labels(await claimAll(completer))).toEqual(["w"]);
   });
 });

@@ -18,7 +18,14 @@ describe("concurrent migrations", () => {
     try {
       await Promise.all(stores.map((s) => s.migrate()));
       const applied = stores[0]!.db.prepare("SELECT name FROM wassal_migrations").pluck().all();
-      expect(applied).toEqual(["outbox-001-create", "outbox-002-audit", "outbox-003-dead-index", "outbox-004-envelope", "outbox-005-key-order"]);
+      expect(applied).toEqual([
+        "outbox-001-create",
+        "outbox-002-audit",
+        "outbox-003-dead-index",
+        "outbox-004-envelope",
+        "outbox-005-key-order",
+        "outbox-006-hand-on",
+      ]);
       await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
       expect((await stores[5]!.countByStatus()).pending).toBe(1);
     } finally {
@@ -38,6 +45,7 @@ describe("concurrent migrations", () => {
         "outbox-003-dead-index",
         "outbox-004-envelope",
         "outbox-005-key-order",
+        "outbox-006-hand-on",
       ]);
       await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
       expect((await stores[5]!.countByStatus()).pending).toBe(1);

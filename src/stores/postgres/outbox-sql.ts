@@ -89,6 +89,33 @@ CREATE INDEX outbox_messages_key ON ${schema}.outbox_messages (ordering_key, id)
   WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
 `,
     },
+    {
+      name: "outbox-006-hand-on",
+      sql: `
+-- Hands ordering keys on, their holders done: takes each key's turn (the advisory lock an enqueue
+-- to the key takes, until commit), then promotes each key's earliest waiting message. A function,
+-- so that the promotion reads with a snapshot taken after the locks (in READ COMMITTED each query
+-- of a volatile function takes its own): an enqueue that committed while this waited for its
+-- key is seen. Called from the completion statement itself, it costs no round trip of its own.
+CREATE FUNCTION ${schema}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  k text;
+  promoted integer;
+BEGIN
+  FOR k IN SELECT DISTINCT x FROM unnest(keys) AS x WHERE x IS NOT NULL ORDER BY x LOOP
+    PERFORM pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0));
+  END LOOP;
+  UPDATE ${schema}.outbox_messages SET key_state = 0
+  WHERE id IN (SELECT (SELECT w.id FROM ${schema}.outbox_messages w
+                       WHERE w.ordering_key = k2 AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1
+                       ORDER BY w.id LIMIT 1)
+               FROM unnest(keys) AS k2);
+  GET DIAGNOSTICS promoted = ROW_COUNT;
+  RETURN promoted;
+END
+$fn$;
+`,
+    },
   ];
 }
 
@@ -213,12 +240,8 @@ export function outboxSql(schema: string) {
      */
     lockKeys: `SELECT pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0)) FROM unnest($1::text[]) AS k`,
 
-    /** $1 keys: for each, the next message takes it over, its holder done: the earliest one waiting. One round trip for a group. */
-    promoteNext: `UPDATE ${table} SET key_state = 0
-      WHERE id IN (SELECT (SELECT w.id FROM ${table} w
-                           WHERE w.ordering_key = k AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1
-                           ORDER BY w.id LIMIT 1)
-                   FROM unnest($1::text[]) AS k)`,
+    /** $1 keys: hands them on (see wassal_hand_on in the migrations): their turns taken, each one's next message promoted. */
+    handOn: `SELECT ${schema}.wassal_hand_on($1::text[])`,
 
     /** $1 now, $2 id, $3 token, $4 lease ms. */
     renew: `WITH ${CLOCK}
@@ -247,6 +270,18 @@ export function outboxSql(schema: string) {
         RETURNING m.id, w.token, w.owner, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)
       SELECT id::text AS id, token, ${EPOCH_MS("now")} AS now_ms FROM done`,
+
+    /** As completeBulk, and the completed messages' ordering keys handed on in the same statement (wassal_hand_on). */
+    completeBulkHandOn: `WITH ${CLOCK},
+      wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
+      done AS (
+        UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
+        FROM clock, wanted w
+        WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing'
+        RETURNING m.id, m.ordering_key, w.token, w.owner, clock.t AS now),
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean),
+      handed AS (SELECT ${schema}.wassal_hand_on(array_agg(ordering_key)) AS promoted FROM done)
+      SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done, handed`,
 
     // savepoint: (none) completeInSavepoint opens the savepoint in the same round trip as the guarded update
 

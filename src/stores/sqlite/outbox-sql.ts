@@ -79,6 +79,12 @@ CREATE INDEX outbox_messages_claimable ON outbox_messages (available_at, id) WHE
 CREATE INDEX outbox_messages_key ON outbox_messages (ordering_key, id) WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
 `,
   },
+  {
+    name: "outbox-006-hand-on",
+    // PostgreSQL creates a function here; SQLite needs none: one writer at a time already keeps an
+    // enqueue from racing the hand-on, which is the promoteNext statement below.
+    sql: "-- (nothing on SQLite)",
+  },
 ];
 
 /**
@@ -147,8 +153,8 @@ export const SQL = {
 
   // lockKeys: (none) BEGIN IMMEDIATE already serialises every writer, enqueues and completions alike
 
-  /** The next message of a key takes it over, its holder done: the earliest one waiting. */
-  promoteNext: `UPDATE outbox_messages SET key_state = 0
+  /** Hands a key on, its holder done: the key's earliest waiting message takes it over (PostgreSQL: wassal_hand_on). */
+  handOn: `UPDATE outbox_messages SET key_state = 0
                 WHERE id = (SELECT id FROM outbox_messages
                             WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND key_state = 1
                             ORDER BY id LIMIT 1)`,

@@ -246,7 +246,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  async completeBulk(params: { tx: SqliteTx | null; leases: readonly Lease[]; audit: boolean }): Promise<{ at: Date; completed: ReadonlySet<string> }> {
+  async completeBulk(params: {
+    tx: SqliteTx | null;
+    leases: readonly Lease[];
+    audit: boolean;
+    handOnKeys: boolean;
+  }): Promise<{ at: Date; completed: ReadonlySet<string> }> {
     const { leases, audit } = params;
     const work = () => {
       const now = this.now();
@@ -257,6 +262,10 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         for (const lease of leases) {
           if (completed.has(leaseKey(lease.messageId, lease.token))) this.#audit(true, rowId(lease.messageId), lease.token, lease.owner, "complete", now);
         }
+      }
+      if (params.handOnKeys) {
+        const keys = leases.filter((l) => l.message.key !== null && completed.has(leaseKey(l.messageId, l.token))).map((l) => l.message.key as string);
+        this.handOn({ tx: this.db, keys });
       }
       return { at: new Date(now), completed };
     };
@@ -276,14 +285,10 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return new Date(now);
   }
 
-  lockKeys(): void {
-    // BEGIN IMMEDIATE already lets one writer in at a time.
-  }
-
-  promoteNext(params: { tx: SqliteTx; keys: readonly string[] }): void {
-    // One prepared statement per key: in-process, a statement costs microseconds, no round trip.
-    const promote = this.#stmt("promoteNext");
-    for (const key of params.keys) promote.run({ key });
+  handOn(params: { tx: SqliteTx; keys: readonly string[] }): void {
+    // BEGIN IMMEDIATE already keeps enqueues out; one prepared statement per key costs microseconds in-process.
+    const handOn = this.#stmt("handOn");
+    for (const key of new Set(params.keys)) handOn.run({ key });
   }
 
   async blockedKeys(params: { limit: number }): Promise<BlockedKey[]> {
