@@ -128,8 +128,11 @@ export interface OutboxDriver<Tx> {
   blockedKeys(params: { readonly limit: number }): Promise<BlockedKey[]>;
   /** The dead message holding `key`, or null. */
   deadHolder(params: { readonly key: string }): Promise<string | null>;
-  /** Inside `tx`: marks the dead message holding `key` as skipped (it stays dead, the key is free); its id, or null when none holds it. */
-  skipKeyHolder(params: { readonly tx: Tx; readonly key: string }): MaybePromise<string | null>;
+  /**
+   * Inside `tx`: marks the dead message holding `key` as skipped (it stays dead, the key is free);
+   * its id, or null when none holds it (or when `messageId` is given and is not the one).
+   */
+  skipKeyHolder(params: { readonly tx: Tx; readonly key: string; readonly messageId: string | null }): MaybePromise<string | null>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 

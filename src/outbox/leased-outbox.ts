@@ -295,9 +295,12 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       return outcomes;
     }
     await this.#driver.transaction(async (tx) => {
+      const handedOn: string[] = []; // keys of the completions, handed on together at the end
       if (bulk.length > 0) {
-        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys });
+        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false });
         record(at, completed);
+        for (const lease of bulkLeases)
+          if (lease.message.key !== null && completed.has(leaseKey(lease.messageId, lease.token))) handedOn.push(lease.message.key);
       }
       let open = false; // a member's savepoint is open; the next member releases it, or the commit does
       for (const [index, { lease, finalize }] of items.entries()) {
@@ -312,14 +315,16 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         }
         try {
           if (finalize) await finalize(tx);
-          // Inside the member's savepoint: a business write that fails undoes the hand-on too.
-          if (lease.message.key !== null) await this.#driver.handOn({ tx, keys: [lease.message.key] });
+          if (lease.message.key !== null) handedOn.push(lease.message.key);
           outcomes[index] = { done };
         } catch (error) {
           await this.#driver.rollbackSavepoint({ tx });
           outcomes[index] = { error };
         }
       }
+      // One call, its keys sorted, after every member: a member whose business write failed hands
+      // nothing on, and no two groups take the same keys' turns in opposite orders.
+      if (handedOn.length > 0) await this.#driver.handOn({ tx, keys: [...new Set(handedOn)].sort() });
     });
     return outcomes;
   }
@@ -334,7 +339,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (retryInMs === null) {
       // Skipped at once: its key moves on. (A crash between the two transactions leaves the key
       // blocked by this dead message, the safe side: nothing out of order; skip it by hand.)
-      if (decision === "dead-and-skip" && lease.message.key !== null) await this.#skip(lease.message.key);
+      if (decision === "dead-and-skip" && lease.message.key !== null) await this.#skip(lease.message.key, lease.messageId);
       publish(this.events, { type: "dead", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, error: text });
       return { outcome: "dead", messageId: lease.messageId };
     }
@@ -367,9 +372,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   }
 
   /** Skips the dead message holding `key` and hands the key on: its id, or null when no dead message holds it. */
-  #skip(key: string): Promise<string | null> {
+  #skip(key: string, messageId: string | null): Promise<string | null> {
     return this.#driver.transaction((tx) =>
-      andThen(this.#driver.skipKeyHolder({ tx, key }), (skipped) =>
+      andThen(this.#driver.skipKeyHolder({ tx, key, messageId }), (skipped) =>
         skipped === null ? null : andThen(this.#driver.handOn({ tx, keys: [key] }), () => skipped),
       ),
     );
@@ -384,7 +389,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     checkOrderingKey(key);
     if (action !== "redrive" && action !== "skip") throw new InvalidArgumentError(`unblock action must be "redrive" or "skip" (got ${shown(action)})`);
     if (action === "skip") {
-      const skipped = await this.#skip(key);
+      const skipped = await this.#skip(key, null);
       if (skipped === null) throw new KeyNotBlockedError(key);
       return { key, messageId: skipped, action };
     }

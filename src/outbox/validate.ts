@@ -133,7 +133,9 @@ export function checkLease(lease: Lease): Lease {
   checkObject(lease, "lease");
   checkMessageId(lease.messageId);
   checkOwner(lease.owner);
-  checkObject(lease.message, "lease.message");
+  const { key } = checkObject(lease.message, "lease.message");
+  if (key !== null && typeof key !== "string")
+    throw new InvalidArgumentError(`lease.message.key must be the message's ordering key or null (got ${shown(key)}); pass the lease a claim returned`);
   if (typeof lease.token !== "number" || !Number.isSafeInteger(lease.token) || lease.token < 1) {
     throw new InvalidArgumentError(`lease.token must be a whole number >= 1 (got ${shown(lease.token)}); pass the lease a claim returned`);
   }

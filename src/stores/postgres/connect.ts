@@ -95,6 +95,9 @@ export async function openPostgresPool(url: string, options: PostgresConnectOpti
     max,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
     application_name: options.applicationName ?? "wassal",
+    // FIFO per ordering key relies on each statement reading what committed before it (READ
+    // COMMITTED): the store's own sessions use it whatever the database's default.
+    options: "-c default_transaction_isolation=read\\ committed",
   });
   pool.on("error", () => {
     // An idle client lost its connection; the pool drops it and opens a new one when needed.

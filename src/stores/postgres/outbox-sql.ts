@@ -105,11 +105,14 @@ BEGIN
   FOR k IN SELECT DISTINCT x FROM unnest(keys) AS x WHERE x IS NOT NULL ORDER BY x LOOP
     PERFORM pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0));
   END LOOP;
+  -- Only a key without a holder is handed on: calling this after any change is safe (it settles).
   UPDATE ${schema}.outbox_messages SET key_state = 0
   WHERE id IN (SELECT (SELECT w.id FROM ${schema}.outbox_messages w
                        WHERE w.ordering_key = k2 AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1
                        ORDER BY w.id LIMIT 1)
-               FROM unnest(keys) AS k2);
+               FROM unnest(keys) AS k2
+               WHERE NOT EXISTS (SELECT 1 FROM ${schema}.outbox_messages h
+                                 WHERE h.ordering_key = k2 AND h.status IN ('pending', 'processing', 'dead') AND h.key_state = 0));
   GET DIAGNOSTICS promoted = ROW_COUNT;
   RETURN promoted;
 END
@@ -238,7 +241,8 @@ export function outboxSql(schema: string) {
      * key on. Without it a message enqueued while its key's holder completes could commit as
      * waiting after the completion looked for whom to promote, and wait forever.
      */
-    lockKeys: `SELECT pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0)) FROM unnest($1::text[]) AS k`,
+    lockKeys: `SELECT current_setting('transaction_isolation') AS isolation,
+      (SELECT count(pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0))) FROM unnest($1::text[]) AS k) AS locked`,
 
     /** $1 keys: hands them on (see wassal_hand_on in the migrations): their turns taken, each one's next message promoted. */
     handOn: `SELECT ${schema}.wassal_hand_on($1::text[])`,
@@ -385,11 +389,12 @@ export function outboxSql(schema: string) {
       SELECT id::text AS id FROM moved`,
 
     /**
-     * $1 ids, or null for every dead message: the keys of the skipped messages among them, sorted,
-     * for lockKeys before a redrive decides whether each rejoins its key as holder or behind one.
+     * $1 ids, or null for every dead message: the keys of the keyed dead messages among them,
+     * sorted, for lockKeys before a redrive decides whether each rejoins its key as holder or behind
+     * one (a skip of any of them waits for the same locks).
      */
-    keysOfSkipped: `SELECT DISTINCT ordering_key AS key FROM ${table}
-      WHERE status = 'dead' AND key_state = 2 AND ordering_key IS NOT NULL AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
+    keysOfDead: `SELECT DISTINCT ordering_key AS key FROM ${table}
+      WHERE status = 'dead' AND ordering_key IS NOT NULL AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
       ORDER BY 1`,
 
     /** $1 limit: dead messages that hold their key (blocking the messages behind it), oldest death first, with how many wait. */
@@ -403,9 +408,14 @@ export function outboxSql(schema: string) {
     /** $1 key: the dead message holding it, if any. */
     deadHolder: `SELECT id::text AS id FROM ${table} WHERE ordering_key = $1 AND status = 'dead' AND key_state = 0 ORDER BY id LIMIT 1`,
 
-    /** $1 key: skips the dead message holding it; it stays dead and lets its key move on (key_state 2). */
+    /**
+     * $1 key, $2 message id or null: skips the dead message holding the key (only that message when
+     * named); it stays dead and lets its key move on (key_state 2). The outer conditions are checked
+     * again on the row as it is when locked: a redrive that committed meanwhile wins.
+     */
     skipKeyHolder: `UPDATE ${table} SET key_state = 2
       WHERE id = (SELECT id FROM ${table} WHERE ordering_key = $1 AND status = 'dead' AND key_state = 0 ORDER BY id LIMIT 1)
+        AND ($2::bigint IS NULL OR id = $2::bigint) AND status = 'dead' AND key_state = 0
       RETURNING id::text AS id`,
 
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */

@@ -153,7 +153,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async enqueue(params: EnqueueParams<PostgresTx>): Promise<OutboxMessage> {
     // A keyed message takes its key's turn first (see lockKeys): whether it waits is decided after.
-    if (params.key !== null) await params.tx.query(this.#sql.lockKeys, [[params.key]]);
+    if (params.key !== null) await this.#lockKeys(params.tx, [params.key]);
     const { rows } = await params.tx.query<MessageRow>(this.#sql.enqueue, [
       this.#now(),
       params.type,
@@ -267,8 +267,23 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return (await this.pool.query<{ id: string }>(this.#sql.deadHolder, [params.key])).rows[0]?.id ?? null;
   }
 
-  async skipKeyHolder(params: { tx: PostgresTx; key: string }): Promise<string | null> {
-    return (await params.tx.query<{ id: string }>(this.#sql.skipKeyHolder, [params.key])).rows[0]?.id ?? null;
+  async skipKeyHolder(params: { tx: PostgresTx; key: string; messageId: string | null }): Promise<string | null> {
+    // The key's turn first (as an enqueue or a redrive takes it), then the skip reads afresh.
+    await this.#lockKeys(params.tx, [params.key]);
+    return (await params.tx.query<{ id: string }>(this.#sql.skipKeyHolder, [params.key, params.messageId])).rows[0]?.id ?? null;
+  }
+
+  /**
+   * Takes the keys' turns (see lockKeys). Only under READ COMMITTED does the next statement see what
+   * committed while it waited, which FIFO per key relies on: any other level is refused here.
+   */
+  async #lockKeys(tx: PostgresTx, keys: readonly string[]): Promise<void> {
+    const isolation = (await tx.query<{ isolation: string }>(this.#sql.lockKeys, [keys])).rows[0]?.isolation;
+    if (isolation !== "read committed") {
+      throw new InvalidArgumentError(
+        `messages with an ordering key need a READ COMMITTED transaction on PostgreSQL (this one is ${isolation}): enqueue them in a transaction at that level, the default`,
+      );
+    }
   }
 
   async rollbackSavepoint(params: { tx: PostgresTx }): Promise<void> {
@@ -361,13 +376,18 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const { messageIds, audit } = params;
     // Skipped messages rejoin their keys' order: their keys' turns first, as an enqueue takes them (see lockKeys).
     return this.transaction(async (tx) => {
-      const keys = (await tx.query<{ key: string }>(this.#sql.keysOfSkipped, [messageIds === "all" ? null : messageIds])).rows.map((r) => r.key);
-      if (keys.length > 0) await tx.query(this.#sql.lockKeys, [keys]);
+      const keys = (await tx.query<{ key: string }>(this.#sql.keysOfDead, [messageIds === "all" ? null : messageIds])).rows.map((r) => r.key);
+      if (keys.length > 0) await this.#lockKeys(tx, keys);
+      let result: RedriveCount;
       if (messageIds === "all") {
-        return { moved: (await tx.query<{ moved: number }>(this.#sql.redriveAll, [this.#now(), audit])).rows[0]?.moved ?? 0, movedIds: null };
+        result = { moved: (await tx.query<{ moved: number }>(this.#sql.redriveAll, [this.#now(), audit])).rows[0]?.moved ?? 0, movedIds: null };
+      } else {
+        const rows = (await tx.query<{ id: string }>(this.#sql.redriveSome, [this.#now(), audit, messageIds])).rows;
+        result = { moved: rows.length, movedIds: new Set(rows.map((row) => row.id)) };
       }
-      const rows = (await tx.query<{ id: string }>(this.#sql.redriveSome, [this.#now(), audit, messageIds])).rows;
-      return { moved: rows.length, movedIds: new Set(rows.map((row) => row.id)) };
+      // Settle: a key whose earlier message vanished meanwhile (purged) gets a holder again.
+      await this.handOn({ tx, keys });
+      return result;
     });
   }
 

@@ -94,8 +94,9 @@ CREATE INDEX outbox_messages_key ON outbox_messages (ordering_key, id) WHERE ord
  */
 const redrivenKeyState = (targeted: string) => `CASE WHEN key_state <> 2 THEN key_state
        WHEN EXISTS (SELECT 1 FROM outbox_messages k WHERE k.ordering_key = outbox_messages.ordering_key AND k.id <> outbox_messages.id
-                    AND ((k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1))
-                         OR (k.status = 'dead' AND k.key_state = 2 AND k.id < outbox_messages.id AND ${targeted}))) THEN 1
+                    AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1))
+         OR EXISTS (SELECT 1 FROM outbox_messages k WHERE k.ordering_key = outbox_messages.ordering_key AND k.id < outbox_messages.id
+                    AND k.status IN ('pending', 'processing', 'dead') AND k.status = 'dead' AND k.key_state = 2 AND ${targeted}) THEN 1
        ELSE 0 END`;
 
 const COLUMNS =
@@ -153,11 +154,16 @@ export const SQL = {
 
   // lockKeys: (none) BEGIN IMMEDIATE already serialises every writer, enqueues and completions alike
 
-  /** Hands a key on, its holder done: the key's earliest waiting message takes it over (PostgreSQL: wassal_hand_on). */
+  /**
+   * Hands a key on: its earliest waiting message takes it over, if the key has no holder (so it is
+   * safe after any change: it settles). PostgreSQL: wassal_hand_on.
+   */
   handOn: `UPDATE outbox_messages SET key_state = 0
                 WHERE id = (SELECT id FROM outbox_messages
                             WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND key_state = 1
-                            ORDER BY id LIMIT 1)`,
+                            ORDER BY id LIMIT 1)
+                  AND NOT EXISTS (SELECT 1 FROM outbox_messages h
+                                  WHERE h.ordering_key = @key AND h.status IN ('pending', 'processing', 'dead') AND h.key_state = 0)`,
 
   renew: `UPDATE outbox_messages SET locked_until = @until, available_at = @until
           WHERE id = @id AND lease_token = @token AND status = 'processing'
@@ -238,7 +244,7 @@ export const SQL = {
                   key_state = ${redrivenKeyState("k.id IN (SELECT value FROM json_each(@ids))")}
                 WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead' RETURNING id`,
 
-  // keysOfSkipped: (none) BEGIN IMMEDIATE already keeps enqueues of the same keys out while a redrive decides
+  // keysOfDead: (none) BEGIN IMMEDIATE already keeps enqueues of the same keys out while a redrive decides
 
   /** Dead messages that hold their key (blocking the messages behind it), oldest death first, with how many wait. */
   blockedKeys: `SELECT m.ordering_key AS key, m.id, m.type, m.last_error, m.available_at AS died_at,
@@ -253,11 +259,12 @@ export const SQL = {
                WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND status = 'dead' AND key_state = 0
                ORDER BY id LIMIT 1`,
 
-  /** Skips the dead message holding @key: it stays dead, and lets its key move on (key_state 2). */
+  /** Skips the dead message holding @key (only @id when given): it stays dead, and lets its key move on (key_state 2). */
   skipKeyHolder: `UPDATE outbox_messages SET key_state = 2
                   WHERE id = (SELECT id FROM outbox_messages
                               WHERE ordering_key = @key AND status IN ('pending', 'processing', 'dead') AND status = 'dead' AND key_state = 0
                               ORDER BY id LIMIT 1)
+                    AND (@id IS NULL OR id = @id)
                   RETURNING id`,
 
   /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */

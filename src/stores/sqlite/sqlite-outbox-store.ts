@@ -311,8 +311,10 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return id === undefined ? null : String(id);
   }
 
-  skipKeyHolder(params: { tx: SqliteTx; key: string }): string | null {
-    const row = this.#stmt("skipKeyHolder").get({ key: params.key }) as { id: number } | undefined;
+  skipKeyHolder(params: { tx: SqliteTx; key: string; messageId: string | null }): string | null {
+    const row = this.#stmt("skipKeyHolder").get({ key: params.key, id: params.messageId === null ? null : rowId(params.messageId) }) as
+      | { id: number }
+      | undefined;
     return row === undefined ? null : String(row.id);
   }
 
