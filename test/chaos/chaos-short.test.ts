@@ -32,6 +32,20 @@ function row(result: ChaosJson, name: string): number {
 
 const COMMON = ["--workers", "3", "--payments", "400", "--rate", "400", "--lease-ms", "600", "--kill-every", "250", "--pause-every", "700", "--seed", "7"];
 
+/** A run with 25 ordering keys under the common faults: every invariant held, keys in order, workers killed. */
+async function expectKeyedRunHeld(args: readonly string[]): Promise<{ result: ChaosJson }> {
+  const { code, result } = await runChaos([...COMMON, "--keys", "25", ...args]);
+  expect(result.report.examples).toEqual([]);
+  expect(result.passed).toBe(true);
+  expect(code).toBe(0);
+  expect(result.figures.processed).toBe(400);
+  expect(result.figures.kills).toBeGreaterThan(0);
+  expect(row(result, "keys: claims while an earlier message of the key was unfinished")).toBe(0);
+  expect(row(result, "keys: effects committed out of enqueue order")).toBe(0);
+  expect(row(result, "ownership violations")).toBe(0);
+  return { result };
+}
+
 describe("short chaos runs", () => {
   it("sqlite: workers killed, paused past their lease and failing, a competing writer: nothing lost, no ownership violation", {
     timeout: 150_000,
@@ -61,27 +75,12 @@ describe("short chaos runs", () => {
     expect(row(result, "ownership violations")).toBe(0);
   });
   it("sqlite, with 25 ordering keys: the same faults, and each key's reconciliations one at a time, in creation order", { timeout: 150_000 }, async () => {
-    const { code, result } = await runChaos([...COMMON, "--store", "sqlite", "--keys", "25", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
-    expect(result.report.examples).toEqual([]);
-    expect(result.passed).toBe(true);
-    expect(code).toBe(0);
-    expect(result.figures.processed).toBe(400);
-    expect(result.figures.kills).toBeGreaterThan(0);
+    const { result } = await expectKeyedRunHeld(["--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
     expect(result.figures.pauses).toBeGreaterThan(0);
-    expect(row(result, "keys: claims while an earlier message of the key was unfinished")).toBe(0);
-    expect(row(result, "keys: effects committed out of enqueue order")).toBe(0);
-    expect(row(result, "ownership violations")).toBe(0);
   });
 
   it.skipIf(!PG)("postgres, with 25 ordering keys: killed, paused, cut off, and each key still in order", { timeout: 150_000 }, async () => {
-    const { code, result } = await runChaos([...COMMON, "--store", TEST_DATABASE_URL, "--keys", "25", "--pg-terminate-every", "600"]);
-    expect(result.report.examples).toEqual([]);
-    expect(result.passed).toBe(true);
-    expect(code).toBe(0);
-    expect(result.figures.processed).toBe(400);
-    expect(result.figures.kills).toBeGreaterThan(0);
+    const { result } = await expectKeyedRunHeld(["--store", TEST_DATABASE_URL, "--pg-terminate-every", "600"]);
     expect(result.figures.connectionKills).toBeGreaterThan(0);
-    expect(row(result, "keys: claims while an earlier message of the key was unfinished")).toBe(0);
-    expect(row(result, "keys: effects committed out of enqueue order")).toBe(0);
   });
 });

@@ -11,6 +11,16 @@ import { tempDir } from "../support/temp.js";
 const PG = await postgresAvailable();
 const dir = tempDir();
 
+/** The outbox's migrations, the same names on both stores, in order. */
+const OUTBOX_MIGRATION_NAMES = [
+  "outbox-001-create",
+  "outbox-002-audit",
+  "outbox-003-dead-index",
+  "outbox-004-envelope",
+  "outbox-005-key-order",
+  "outbox-006-hand-on",
+];
+
 describe("concurrent migrations", () => {
   it("sqlite: eight connections migrating one new file at once apply each migration once", async () => {
     const path = join(dir, "concurrent.db");
@@ -18,14 +28,7 @@ describe("concurrent migrations", () => {
     try {
       await Promise.all(stores.map((s) => s.migrate()));
       const applied = stores[0]!.db.prepare("SELECT name FROM wassal_migrations").pluck().all();
-      expect(applied).toEqual([
-        "outbox-001-create",
-        "outbox-002-audit",
-        "outbox-003-dead-index",
-        "outbox-004-envelope",
-        "outbox-005-key-order",
-        "outbox-006-hand-on",
-      ]);
+      expect(applied).toEqual(OUTBOX_MIGRATION_NAMES);
       await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
       expect((await stores[5]!.countByStatus()).pending).toBe(1);
     } finally {
@@ -39,14 +42,7 @@ describe("concurrent migrations", () => {
     try {
       await Promise.all(stores.map((s) => s.migrate()));
       const { rows } = await withClient((client) => client.query<{ name: string }>(`SELECT name FROM ${schema}.wassal_migrations`));
-      expect(rows.map((r) => r.name)).toEqual([
-        "outbox-001-create",
-        "outbox-002-audit",
-        "outbox-003-dead-index",
-        "outbox-004-envelope",
-        "outbox-005-key-order",
-        "outbox-006-hand-on",
-      ]);
+      expect(rows.map((r) => r.name)).toEqual(OUTBOX_MIGRATION_NAMES);
       await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
       expect((await stores[5]!.countByStatus()).pending).toBe(1);
     } finally {

@@ -157,6 +157,25 @@ export function outboxSql(schema: string) {
   const table = `${schema}.outbox_messages`;
   const audit = `${schema}.outbox_audit`;
   const AUDIT_COLUMNS = "message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until";
+  /**
+   * $1 now, $2 ids, $3 tokens, $4 owners, $5 audit?: many guarded completions in one statement
+   * (for completions without business writes, which cannot fail one by one); with `handOn`, the
+   * completed messages' ordering keys are handed on by the same statement (wassal_hand_on).
+   */
+  const completeBulkSql = (handOn: boolean) => `WITH ${CLOCK},
+      wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
+      done AS (
+        UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
+        FROM clock, wanted w
+        WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing'
+        RETURNING m.id, m.ordering_key, w.token, w.owner, clock.t AS now),
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)${
+        handOn
+          ? `,
+      handed AS (SELECT ${schema}.wassal_hand_on(array_agg(ordering_key)) AS promoted FROM done)`
+          : ""
+      }
+      SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done${handOn ? ", handed" : ""}`;
   const channel = wakeChannel(schema);
   return {
     /**
@@ -265,27 +284,10 @@ export function outboxSql(schema: string) {
      * $1 now, $2 ids, $3 tokens, $4 owners, $5 audit?: many guarded completions in one statement
      * (for completions without business writes, which cannot fail one by one).
      */
-    completeBulk: `WITH ${CLOCK},
-      wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
-      done AS (
-        UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
-        FROM clock, wanted w
-        WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing'
-        RETURNING m.id, w.token, w.owner, clock.t AS now),
-      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)
-      SELECT id::text AS id, token, ${EPOCH_MS("now")} AS now_ms FROM done`,
+    completeBulk: completeBulkSql(false),
 
     /** As completeBulk, and the completed messages' ordering keys handed on in the same statement (wassal_hand_on). */
-    completeBulkHandOn: `WITH ${CLOCK},
-      wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
-      done AS (
-        UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
-        FROM clock, wanted w
-        WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing'
-        RETURNING m.id, m.ordering_key, w.token, w.owner, clock.t AS now),
-      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean),
-      handed AS (SELECT ${schema}.wassal_hand_on(array_agg(ordering_key)) AS promoted FROM done)
-      SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done, handed`,
+    completeBulkHandOn: completeBulkSql(true),
 
     // savepoint: (none) completeInSavepoint opens the savepoint in the same round trip as the guarded update
 
