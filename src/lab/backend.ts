@@ -3,7 +3,9 @@
 
 import type { Clock } from "../outbox/clock.js";
 import type { OutboxStore } from "../outbox/store.js";
+import { WassalError } from "../outbox/errors.js";
 import type { PaymentsRepository } from "../payments/types.js";
+import type { OpenedOutbox } from "../stores/open-outbox.js";
 
 export interface LabConnection<Tx> {
   readonly store: OutboxStore<Tx>;
@@ -19,4 +21,34 @@ export interface LabBackend<Tx> {
   connect(clock: Clock): Promise<LabConnection<Tx>>;
   /** Removes the data (unless the user asked to keep it) and reports what it did. */
   dispose(): Promise<string>;
+}
+
+/**
+ * The connections a backend opened. `closeAll` closes every one, those still opening included
+ * (an interrupted run may be mid-way through opening one, whose migration would otherwise put the
+ * removed database back), and refuses new ones afterwards.
+ */
+export class OpenedConnections {
+  readonly #opened: OpenedOutbox[] = [];
+  readonly #opening = new Set<Promise<OpenedOutbox>>();
+  #closed = false;
+
+  async open(open: () => Promise<OpenedOutbox>): Promise<OpenedOutbox> {
+    if (this.#closed) throw new WassalError("LAB_STOPPED", "the lab run is stopping: its database is being removed, so no connection can be opened");
+    const opening = open();
+    this.#opening.add(opening);
+    try {
+      const opened = await opening;
+      this.#opened.push(opened);
+      return opened;
+    } finally {
+      this.#opening.delete(opening);
+    }
+  }
+
+  async closeAll(): Promise<void> {
+    this.#closed = true;
+    await Promise.allSettled([...this.#opening]);
+    for (const opened of this.#opened.splice(0)) await opened.close();
+  }
 }

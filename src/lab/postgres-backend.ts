@@ -4,8 +4,8 @@
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../outbox/clock.js";
 import { dropSchema, postgresServerVersion, redactUrl } from "../stores/admin.js";
-import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
-import type { LabBackend, LabConnection } from "./backend.js";
+import { openOutbox } from "../stores/open-outbox.js";
+import { OpenedConnections, type LabBackend, type LabConnection } from "./backend.js";
 
 export class PostgresLabBackend implements LabBackend<unknown> {
   readonly location: string;
@@ -13,7 +13,7 @@ export class PostgresLabBackend implements LabBackend<unknown> {
   readonly #url: string;
   readonly #schema: string;
   readonly #keep: boolean;
-  readonly #connections: OpenedOutbox[] = [];
+  readonly #connections = new OpenedConnections();
 
   private constructor(url: string, schema: string, version: string, keep: boolean) {
     this.#url = url;
@@ -30,13 +30,12 @@ export class PostgresLabBackend implements LabBackend<unknown> {
   }
 
   async connect(clock: Clock): Promise<LabConnection<unknown>> {
-    const opened = await openOutbox(this.#url, { schema: this.#schema, clock, maxConnections: 2 });
-    this.#connections.push(opened);
+    const opened = await this.#connections.open(() => openOutbox(this.#url, { schema: this.#schema, clock, maxConnections: 2 }));
     return { store: opened.store, repository: opened.payments };
   }
 
   async dispose(): Promise<string> {
-    for (const opened of this.#connections) await opened.close();
+    await this.#connections.closeAll();
     if (this.#keep) return `schema ${this.#schema} kept (--keep-db)`;
     await dropSchema(this.#url, this.#schema);
     return `temporary schema ${this.#schema} dropped`;

@@ -7,8 +7,8 @@ import { join } from "node:path";
 import type { Clock } from "../outbox/clock.js";
 import { DatabaseOpenError } from "../outbox/errors.js";
 import { sqliteHoldsTables, sqliteVersion } from "../stores/admin.js";
-import { openOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
-import type { LabBackend, LabConnection } from "./backend.js";
+import { openOutbox } from "../stores/open-outbox.js";
+import { OpenedConnections, type LabBackend, type LabConnection } from "./backend.js";
 
 export interface SqliteBackendOptions {
   /** A file to use instead of a temporary one; it is kept. */
@@ -24,7 +24,7 @@ export class SqliteLabBackend implements LabBackend<unknown> {
   readonly description: string;
   readonly #tempDir: string | null;
   readonly #keep: boolean;
-  readonly #connections: OpenedOutbox[] = [];
+  readonly #connections = new OpenedConnections();
 
   constructor(options: SqliteBackendOptions) {
     if (options.path !== undefined) {
@@ -45,13 +45,12 @@ export class SqliteLabBackend implements LabBackend<unknown> {
   }
 
   async connect(clock: Clock): Promise<LabConnection<unknown>> {
-    const opened = await openOutbox(this.location, { clock });
-    this.#connections.push(opened);
+    const opened = await this.#connections.open(() => openOutbox(this.location, { clock }));
     return { store: opened.store, repository: opened.payments };
   }
 
   async dispose(): Promise<string> {
-    for (const opened of this.#connections) await opened.close();
+    await this.#connections.closeAll();
     if (this.#tempDir === null) return `database kept at ${this.location} (you named it with --db)`;
     if (this.#keep) return `database kept at ${this.location} (--keep-db)`;
     rmSync(this.#tempDir, { recursive: true, force: true });
