@@ -1,6 +1,6 @@
 // The raw limit of a store: a bare SQL loop, no library around it, that claims `batch` rows in
 // one statement and completes them in another, until nothing is left. Same schema as Wassal's,
-// and the same claimable range (status IN ('pending', 'processing') AND available_at <= now), so
+// and the same claimable range (status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now), so
 // both use the partial index: SQLite does not infer that status = 'pending' implies the index's
 // condition, and a loop written that way scans the table at every claim.
 //   node bench/.build/raw-child.js <db> <schema> <synchronous> <batch>
@@ -22,7 +22,7 @@ if (db.startsWith("postgres")) {
   const t = `${schema}.outbox_messages`;
   for (;;) {
     const { rows } = await client.query<{ id: string }>(
-      `WITH c AS MATERIALIZED (SELECT id FROM ${t} WHERE status IN ('pending', 'processing') AND available_at <= now()
+      `WITH c AS MATERIALIZED (SELECT id FROM ${t} WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now()
                                  ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
        UPDATE ${t} m SET status = 'processing', locked_by = 'raw', locked_until = now() + interval '30 s', available_at = now() + interval '30 s',
               lease_token = m.lease_token + 1, attempts = m.attempts + 1
@@ -43,7 +43,7 @@ if (db.startsWith("postgres")) {
   sqlite.pragma(`synchronous = ${synchronous === "NORMAL" ? "NORMAL" : "FULL"}`);
   const claim = sqlite.prepare(`UPDATE outbox_messages SET status = 'processing', locked_by = 'raw', locked_until = @until, available_at = @until,
       lease_token = lease_token + 1, attempts = attempts + 1
-    WHERE id IN (SELECT id FROM outbox_messages WHERE status IN ('pending', 'processing') AND available_at <= @now
+    WHERE id IN (SELECT id FROM outbox_messages WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
                  ORDER BY available_at, id LIMIT @batch) RETURNING id`);
   const complete = sqlite.prepare(`UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL
     WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'processing'`);
