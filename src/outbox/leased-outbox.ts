@@ -251,8 +251,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return this.#driver.transaction((tx) => {
       if (key !== null) return this.#completeKeyed(tx, lease, key, finalize);
       // The guarded update first: if the lease is gone, the business write never runs.
-      const done = this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit });
-      return done instanceof Promise ? done.then((at) => this.#afterGuard(tx, at, finalize)) : this.#afterGuard(tx, done, finalize);
+      return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) => this.#afterGuard(tx, done, finalize));
     });
   }
 

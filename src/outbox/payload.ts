@@ -37,6 +37,13 @@ export function storableText(text: string, maxLength: number): string {
   return UNSTORABLE.test(cut) ? cut.replace(new RegExp(UNSTORABLE.source, "g"), "\ufffd") : cut;
 }
 
+/** An object made by `{}` or Object.create(null): what JSON can carry, unlike a Date, Map or class instance. */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
 function describe(value: unknown): string {
   if (value === null) return "null";
   if (typeof value !== "object") return typeof value === "number" ? String(value) : typeof value;
@@ -72,8 +79,7 @@ function check(value: unknown, path: string, depth: number, open: Set<object>): 
       check(value[i], `${path}[${i}]`, depth + 1, open);
     }
   } else {
-    const proto: unknown = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) {
+    if (!isPlainObject(value)) {
       throw new UnsupportedPayloadError(path, `${describe(value)} is not a plain object (convert it first, for example a Date to an ISO string)`);
     }
     if (Object.getOwnPropertySymbols(value).length > 0) throw new UnsupportedPayloadError(path, "an object has symbol keys, which JSON leaves out");

@@ -1,7 +1,7 @@
 // Argument checks shared by every store, so each one rejects bad input with the same words.
 
 import { InvalidArgumentError, LeaseLostError } from "./errors.js";
-import { storableText, unstorableText } from "./payload.js";
+import { isPlainObject, storableText, unstorableText } from "./payload.js";
 import { MESSAGE_STATUSES, type ClaimOptions, type Lease, type LeaseLost, type MessageStatus } from "./types.js";
 
 export const MAX_CLAIM_LIMIT = 1000;
@@ -77,7 +77,7 @@ export function checkDestination(destination: unknown): string {
 
 /** Headers as stored: JSON text of a string-to-string map, or null when there are none. */
 export function checkHeaders(headers: unknown): string | null {
-  if (typeof headers !== "object" || headers === null || Array.isArray(headers) || ![Object.prototype, null].includes(Object.getPrototypeOf(headers))) {
+  if (!isPlainObject(headers)) {
     throw new InvalidArgumentError(`headers must be a plain object of string values (got ${Array.isArray(headers) ? "an array" : shown(headers)})`);
   }
   const entries = Object.entries(headers);
