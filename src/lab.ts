@@ -13,13 +13,19 @@ export {
   type PaymentProvider,
   type PaymentsServiceOptions,
 } from "./payments/payments-service.js";
+export { PaymentEvents, parsePaymentEvent, type PaymentEventsOptions } from "./payments/payment-events.js";
 export { ProviderError, ProviderSimulator, type ProviderCall, type ProviderOperation, type ProviderSimulatorOptions } from "./payments/provider-simulator.js";
 export {
   RECONCILE_MESSAGE_TYPE,
+  PAYMENT_EVENTS,
   type CreatePaymentRequest,
   type Payment,
+  type PaymentEvent,
+  type PaymentEventPayload,
   type PaymentOutcome,
   type PaymentStatus,
   type PaymentsRepository,
+  type StatementLine,
 } from "./payments/types.js";
+export type { LabMetrics, OrderingMetrics, ScenarioMetrics } from "./lab/metrics.js";
 export { findScenario, runScenario, SCENARIOS, type LabRunOptions, type LabRunResult } from "./lab/run-lab.js";

@@ -34,6 +34,34 @@ export interface LabMetrics {
   processedByWorker: Record<string, number>;
 }
 
+/** What the ordering scenarios report, computed from the ledger, the final rows and the statement. */
+export interface OrderingMetrics {
+  eventsEnqueued: number;
+  keyed: boolean;
+  processingAttempts: number;
+  retriesScheduled: number;
+  statementLines: number;
+  eventsAppliedMoreThanOnce: number;
+  /** Claims of an event while an earlier event of its payment was unfinished. */
+  claimsAheadOfTurn: number;
+  /** Claims of an event while another event of its payment was under a live lease. */
+  concurrentLeasesPerPayment: number;
+  /** Payments whose statement lines are not in the order their events were enqueued. */
+  paymentsOutOfOrder: number;
+  /** Payments whose statement ends at a state that is not their last event's. */
+  wrongFinalStates: number;
+  ownershipViolations: number;
+  claimsWon: number;
+  claimsEmpty: number;
+  outboxProcessed: number;
+  outboxUnfinished: number;
+  outboxDead: number;
+  appliedByWorker: Record<string, number>;
+}
+
+/** The figures of any scenario. */
+export type ScenarioMetrics = LabMetrics | OrderingMetrics;
+
 export interface MetricInputs {
   readonly ledger: Ledger;
   readonly provider: ProviderSimulator;

@@ -4,7 +4,6 @@
 import type { OutboxMessage } from "../outbox/types.js";
 import type { Payment } from "../payments/types.js";
 import type { Ledger, LedgerEntry } from "./ledger.js";
-import type { LabMetrics } from "./metrics.js";
 import { clockTime, heading, textTable } from "./text-table.js";
 
 export interface Check {
@@ -65,7 +64,7 @@ export function renderMessages(messages: readonly OutboxMessage[], labels: Label
   );
 }
 
-function describe(entry: LedgerEntry, labels: Labels): string | undefined {
+function describe(entry: LedgerEntry, labels: Labels, work: string): string | undefined {
   switch (entry.type) {
     case "note":
       return entry.text;
@@ -76,7 +75,7 @@ function describe(entry: LedgerEntry, labels: Labels): string | undefined {
     case "claim-blocked":
       return `claim ${labels(entry.messageId)} -> BLOCKED (held by ${entry.heldBy ?? "nobody"} until ${entry.lockedUntil ? clockTime(entry.lockedUntil) : "-"})`;
     case "processing-started":
-      return `process ${labels(entry.messageId)}: ask the provider for its status${entry.token === null ? " (no lease)" : ` (token ${entry.token})`}`;
+      return `process ${labels(entry.messageId)}: ${work}${entry.token === null ? " (no lease)" : ` (token ${entry.token})`}`;
     case "processing-finished":
       return entry.result === "unguarded-write"
         ? `finalize ${labels(entry.messageId)}: wrote ${entry.detail} WITHOUT any ownership check`
@@ -98,10 +97,11 @@ function describe(entry: LedgerEntry, labels: Labels): string | undefined {
   }
 }
 
-export function renderTimeline(ledger: Ledger, labels: Labels, from = 0): string {
+/** The run's events in order, from ledger entry `from` on; `work` says what processing a message does. */
+export function renderTimeline(ledger: Ledger, labels: Labels, from = 0, work = "ask the provider for its status"): string {
   const rows = ledger.entries
     .filter((e) => e.seq > from)
-    .map((e) => [String(e.seq).padStart(3), clockTime(e.at), e.owner, describe(e, labels)] as const)
+    .map((e) => [String(e.seq).padStart(3), clockTime(e.at), e.owner, describe(e, labels, work)] as const)
     .filter((row): row is readonly [string, string, string, string] => row[3] !== undefined);
   return textTable(["#", "clock", "who", "what"], rows);
 }
@@ -144,7 +144,7 @@ export function renderProcessingLedger(ledger: Ledger, labels: Labels): string {
   return textTable(["attempt", "worker", "payment", "token", "result", "detail"], rows);
 }
 
-export function renderMetrics(metrics: LabMetrics): string {
+export function renderMetrics(metrics: object): string {
   const show = (value: unknown) =>
     value === null
       ? "n/a"

@@ -1,28 +1,29 @@
 // Runs lab scenarios: sets up the backend, runs, renders the report with its header, saves it
-// under Reports/Session-15/, and removes the temporary database.
+// under Reports/<series>/ (Reports/Session-15/, say), and removes the temporary database.
 
 import { mkdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { LabBackend } from "./backend.js";
-import type { LabMetrics } from "./metrics.js";
+import type { ScenarioMetrics } from "./metrics.js";
 import type { Check } from "./report.js";
 import type { Scenario } from "./scenario.js";
 import { competingWorkersNoClaim } from "./scenarios/competing-workers-no-claim.js";
 import { outboxLeasing } from "./scenarios/outbox-leasing.js";
+import { paymentEventsByKey, paymentEventsUnordered } from "./scenarios/payment-events.js";
 import { SqliteLabBackend } from "./sqlite-backend.js";
 import { PostgresLabBackend } from "./postgres-backend.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { isPostgresUrl } from "../stores/admin.js";
 
-/** Every scenario, BEFORE first. */
-export const SCENARIOS: readonly Scenario[] = [competingWorkersNoClaim, outboxLeasing];
+/** Every scenario, lesson by lesson, BEFORE first. */
+export const SCENARIOS: readonly Scenario[] = [competingWorkersNoClaim, outboxLeasing, paymentEventsUnordered, paymentEventsByKey];
 
 export function findScenario(name: string): Scenario | undefined {
   return SCENARIOS.find((s) => s.name === name);
 }
 
 export interface LabRunOptions {
-  /** Reports go to <reportsDir>/Reports/Session-15/ (default: the working directory). */
+  /** Reports go to <reportsDir>/Reports/<series>/, e.g. Reports/Session-15/ (default: the working directory). */
   readonly reportsDir?: string;
   /**
    * A PostgreSQL URL (the run gets a temporary schema there), or a SQLite file to run on
@@ -47,7 +48,7 @@ export interface LabRunResult {
   readonly databasePath: string;
   readonly databaseFate: string;
   readonly checks: readonly Check[];
-  readonly metrics: LabMetrics;
+  readonly metrics: ScenarioMetrics;
   readonly text: string;
 }
 
@@ -57,7 +58,7 @@ function stamp(at: Date): string {
 }
 
 export function reportPathFor(scenario: Scenario, reportsDir: string, at: Date): string {
-  return join(resolve(reportsDir), "Reports", "Session-15", `${scenario.reportStem}-RunReport-${stamp(at)}.txt`);
+  return join(resolve(reportsDir), "Reports", scenario.series, `${scenario.reportStem}-RunReport-${stamp(at)}.txt`);
 }
 
 /**

@@ -30,7 +30,7 @@ export interface World<Tx> {
 }
 
 /** 09:00:00.000 UTC today: the scenario clock's start, like the lesson's report. */
-function scenarioStart(): Date {
+export function scenarioStart(): Date {
   const today = new Date().toISOString().slice(0, 10);
   return new Date(`${today}T09:00:00.000Z`);
 }

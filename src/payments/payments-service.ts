@@ -16,14 +16,11 @@ import {
   type ReconcilePayload,
 } from "./types.js";
 
-/** A reconciliation message whose payload is not what this version of Wassal wrote. */
+/** A payments message whose payload is not what this version of Wassal wrote. */
 export class InvalidPayloadError extends UnrecoverableError {
   override name = "InvalidPayloadError";
-  constructor(messageId: string, detail: string) {
-    super(
-      "INVALID_PAYLOAD",
-      `message ${messageId} has an invalid ${RECONCILE_MESSAGE_TYPE} payload: ${detail}; it cannot be processed and should be marked dead`,
-    );
+  constructor(messageId: string, detail: string, type: string = RECONCILE_MESSAGE_TYPE) {
+    super("INVALID_PAYLOAD", `message ${messageId} has an invalid ${type} payload: ${detail}; it cannot be processed and should be marked dead`);
   }
 }
 

@@ -37,6 +37,31 @@ export interface ReconcilePayload {
 /** The message type that asks a worker to reconcile one payment with the provider. */
 export const RECONCILE_MESSAGE_TYPE = "payment.reconcile";
 
+/** The lifecycle events a payment publishes for downstream consumers, in the order they happen. */
+export const PAYMENT_EVENTS = ["payment.created", "payment.paid", "payment.refunded"] as const;
+export type PaymentEvent = (typeof PAYMENT_EVENTS)[number];
+
+/** A payment event's payload: which payment, and which step of its life. */
+export interface PaymentEventPayload {
+  readonly idempotencyKey: string;
+  readonly event: PaymentEvent;
+  [key: string]: string;
+}
+
+/**
+ * One line of the customer's statement: a payment event as a consumer applied it. `seq` is the
+ * order in which the lines were committed; the statement shows a payment at its latest line.
+ */
+export interface StatementLine {
+  readonly seq: number;
+  readonly idempotencyKey: string;
+  readonly event: PaymentEvent;
+  /** The outbox message the line was applied from (at most one line per message). */
+  readonly messageId: string;
+  readonly appliedBy: string;
+  readonly appliedAt: Date;
+}
+
 /** Payment rows, per store. Writes take the caller's transaction. */
 export interface PaymentsRepository<Tx> {
   migrate(): Promise<void>;
@@ -46,4 +71,11 @@ export interface PaymentsRepository<Tx> {
   /** Moves a Pending payment to its outcome; returns false when it was not Pending. */
   recordOutcome(tx: Tx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean>;
   list(): Promise<Payment[]>;
+  /**
+   * Appends a statement line; returns false (and writes nothing) when the message already has
+   * one, so a message is applied at most once.
+   */
+  appendStatement(tx: Tx, line: Omit<StatementLine, "seq">): Promise<boolean>;
+  /** Every statement line, in commit order. */
+  statement(): Promise<StatementLine[]>;
 }

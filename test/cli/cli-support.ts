@@ -8,6 +8,17 @@ import { expect } from "vitest";
 
 export const BEFORE = "session-15-competing-workers-no-claim";
 export const AFTER = "session-15-outbox-leasing";
+export const ORDER_BEFORE = "ordering-payment-events-unordered";
+export const ORDER_AFTER = "ordering-payment-events-by-key";
+/** Every scenario, in the order `lab all` runs them. */
+export const ALL = [BEFORE, AFTER, ORDER_BEFORE, ORDER_AFTER] as const;
+/** The folder under Reports/ each scenario saves to. */
+export const SERIES: Readonly<Record<string, string>> = {
+  [BEFORE]: "Session-15",
+  [AFTER]: "Session-15",
+  [ORDER_BEFORE]: "Ordering",
+  [ORDER_AFTER]: "Ordering",
+};
 
 /** A working directory and a TMPDIR for one CLI run (pass it as runCli's options). */
 export interface Sandbox {
@@ -41,7 +52,7 @@ export interface ScenarioJson {
   reportError: string | null;
   databasePath: string;
   checks: Check[];
-  metrics: Record<string, unknown> & { processedByWorker: Record<string, number>; claimsBlocked: number };
+  metrics: Record<string, unknown> & { processedByWorker: Record<string, number>; claimsBlocked: number; appliedByWorker: Record<string, number> };
 }
 
 export const BEFORE_FIGURES = {
@@ -91,7 +102,65 @@ export const AFTER_FIGURES = {
 export const REPORT_NAME = {
   [BEFORE]: /^Session-15-Competing-Workers-No-Claim-RunReport-.*\.txt$/,
   [AFTER]: /^Session-15-Outbox-Leasing-RunReport-.*\.txt$/,
+  [ORDER_BEFORE]: /^Ordering-Payment-Events-Unordered-RunReport-.*\.txt$/,
+  [ORDER_AFTER]: /^Ordering-Payment-Events-By-Key-RunReport-.*\.txt$/,
 } as const;
+
+/**
+ * The ordering pair runs the same workload (5 events of 2 payments, Worker-A's first call slow,
+ * PAY-001 paid failing once): every event is applied once in both, and only the keys decide the order.
+ */
+const ORDERING_COMMON = {
+  eventsEnqueued: 5,
+  processingAttempts: 6,
+  retriesScheduled: 1,
+  statementLines: 5,
+  eventsAppliedMoreThanOnce: 0,
+  ownershipViolations: 0,
+  claimsWon: 6,
+  outboxProcessed: 5,
+  outboxUnfinished: 0,
+  outboxDead: 0,
+};
+
+export const ORDER_BEFORE_FIGURES = {
+  ...ORDERING_COMMON,
+  keyed: false,
+  claimsAheadOfTurn: 2,
+  concurrentLeasesPerPayment: 2,
+  paymentsOutOfOrder: 1,
+  wrongFinalStates: 1,
+};
+
+export const ORDER_AFTER_FIGURES = {
+  ...ORDERING_COMMON,
+  keyed: true,
+  claimsAheadOfTurn: 0,
+  concurrentLeasesPerPayment: 0,
+  paymentsOutOfOrder: 0,
+  wrongFinalStates: 0,
+};
+
+export function expectOrderingFigures(result: ScenarioJson): void {
+  expect(result.passed).toBe(true);
+  if (result.scenario === ORDER_BEFORE) {
+    expect(result.metrics).toMatchObject(ORDER_BEFORE_FIGURES);
+    // Worker-B ran ahead with PAY-001's refund and PAY-002's two events while Worker-A was held.
+    expect(result.metrics.appliedByWorker).toEqual({ "Worker-A": 2, "Worker-B": 3 });
+  } else {
+    expect(result.scenario).toBe(ORDER_AFTER);
+    expect(result.metrics).toMatchObject(ORDER_AFTER_FIGURES);
+    // Worker-B could only take PAY-002's events; PAY-001's waited for Worker-A, in order.
+    expect(result.metrics.appliedByWorker).toEqual({ "Worker-A": 3, "Worker-B": 2 });
+  }
+}
+
+/** The figures of whichever scenario this is. */
+export function expectFigures(result: ScenarioJson): void {
+  if (result.scenario === BEFORE) expectBeforeFigures(result);
+  else if (result.scenario === AFTER) expectAfterFigures(result);
+  else expectOrderingFigures(result);
+}
 
 export function expectBeforeFigures(result: ScenarioJson): void {
   expect(result.scenario).toBe(BEFORE);

@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { expectNoStack, oneLine } from "../support/assertions.js";
 import { requireBuiltCli, runCli } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
-import { AFTER, BEFORE, sandbox as sandboxIn } from "./cli-support.js";
+import { AFTER, ALL, BEFORE, sandbox as sandboxIn } from "./cli-support.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).
@@ -74,7 +74,7 @@ describe("names, options and help", () => {
     expectNothingRan(box);
   });
 
-  it("`lab --list` exits 0 and lists both scenarios (and all), running nothing", async () => {
+  it("`lab --list` exits 0 and lists every scenario (and all), running nothing", async () => {
     const box = sandbox();
     const run = await runCli(["lab", "--list"], box);
     expect(run.code).toBe(0);
@@ -83,7 +83,7 @@ describe("names, options and help", () => {
       .split("\n")
       .filter((l) => l.trim() !== "")
       .map((l) => l.trim().split(/\s+/)[0]);
-    expect(names).toEqual([BEFORE, AFTER, "all"]);
+    expect(names).toEqual([...ALL, "all"]);
     expectNothingRan(box);
   });
 

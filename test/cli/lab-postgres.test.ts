@@ -13,7 +13,19 @@ import { expectNoStack, oneLine } from "../support/assertions.js";
 import { requireBuiltCli, runCli, type CliResult } from "../support/cli.js";
 import { postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { AFTER, BEFORE, expectAfterFigures, expectBeforeFigures, REPORT_NAME, sandbox as sandboxIn, type Sandbox, type ScenarioJson } from "./cli-support.js";
+import {
+  AFTER,
+  ALL,
+  BEFORE,
+  expectAfterFigures,
+  expectBeforeFigures,
+  expectFigures,
+  REPORT_NAME,
+  sandbox as sandboxIn,
+  SERIES,
+  type Sandbox,
+  type ScenarioJson,
+} from "./cli-support.js";
 
 const PG = await postgresAvailable();
 
@@ -60,7 +72,7 @@ function expectSavedPostgresReport(result: ScenarioJson, reportsRoot: string, fa
   for (const c of result.checks) expect(c, c.name).toMatchObject({ passed: true });
   expect(result.reportError).toBeNull();
   const path = result.reportPath!;
-  expect(dirname(path)).toBe(join(reportsRoot, "Reports", "Session-15"));
+  expect(dirname(path)).toBe(join(reportsRoot, "Reports", SERIES[result.scenario]!));
   expect(basename(path)).toMatch(REPORT_NAME[result.scenario as keyof typeof REPORT_NAME]);
   const text = readFileSync(path, "utf8");
   expect(text).toContain(`Wassal payments lab: ${result.scenario}`);
@@ -90,7 +102,7 @@ function parse<T>(run: CliResult): T {
 // ---------------------------------------------------------------------------------------------
 
 describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
-  it("all --db <url> --json: the same figures as on SQLite, both reports saved, both temporary schemas dropped", async () => {
+  it("all --db <url> --json: the same figures as on SQLite, every report saved, every temporary schema dropped", async () => {
     const box = sandbox();
     const reports = join(box.cwd, "reports");
     const before = await labSchemas();
@@ -99,14 +111,16 @@ describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
     const payload = parse<{ passed: boolean; scenarios: ScenarioJson[] }>(run);
 
     expect(payload.passed).toBe(true);
-    expect(payload.scenarios.map((s) => s.scenario)).toEqual([BEFORE, AFTER]);
-    expectBeforeFigures(payload.scenarios[0]!);
-    expectAfterFigures(payload.scenarios[1]!);
-    for (const scenario of payload.scenarios) expectSavedPostgresReport(scenario, reports, "dropped");
+    expect(payload.scenarios.map((s) => s.scenario)).toEqual(ALL);
+    for (const scenario of payload.scenarios) {
+      expectFigures(scenario);
+      expectSavedPostgresReport(scenario, reports, "dropped");
+    }
     const schemas = payload.scenarios.map(schemaOf);
     // Each scenario ran in a schema of its own.
-    expect(new Set(schemas).size).toBe(2);
+    expect(new Set(schemas).size).toBe(ALL.length);
     expect(readdirSync(join(reports, "Reports", "Session-15"))).toHaveLength(2);
+    expect(readdirSync(join(reports, "Reports", "Ordering"))).toHaveLength(2);
 
     // No lab schema is left behind: neither of this run's, nor any other new one.
     const after = await labSchemas();

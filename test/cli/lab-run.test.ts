@@ -10,7 +10,21 @@ import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { requireBuiltCli, runCli } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
-import { AFTER, BEFORE, expectAfterFigures, expectBeforeFigures, REPORT_NAME, sandbox as sandboxIn, type ScenarioJson } from "./cli-support.js";
+import {
+  AFTER,
+  ALL,
+  BEFORE,
+  expectAfterFigures,
+  expectBeforeFigures,
+  expectFigures,
+  expectOrderingFigures,
+  ORDER_AFTER,
+  ORDER_BEFORE,
+  REPORT_NAME,
+  sandbox as sandboxIn,
+  SERIES,
+  type ScenarioJson,
+} from "./cli-support.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).
@@ -26,7 +40,7 @@ function expectSavedReport(result: ScenarioJson, reportsRoot: string): string {
   expect(result.reportError).toBeNull();
   expect(result.reportPath).not.toBeNull();
   const path = result.reportPath!;
-  expect(dirname(path)).toBe(join(reportsRoot, "Reports", "Session-15"));
+  expect(dirname(path)).toBe(join(reportsRoot, "Reports", SERIES[result.scenario]!));
   expect(basename(path)).toMatch(REPORT_NAME[result.scenario as keyof typeof REPORT_NAME]);
   expect(existsSync(path)).toBe(true);
   const text = readFileSync(path, "utf8");
@@ -82,24 +96,48 @@ describe("wassal lab --json", () => {
     expectTempDbDeleted(result, box.tmp);
   });
 
-  it("all: both scenarios in order, both reports saved, both temporary databases deleted", async () => {
+  it("all: every scenario in order, every report saved in its lesson's folder, every temporary database deleted", async () => {
     const box = sandbox();
     const run = await runCli(["lab", "all", "--json", "--reports", box.cwd], box);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     const payload = JSON.parse(run.stdout) as { passed: boolean; scenarios: ScenarioJson[] };
     expect(payload.passed).toBe(true);
-    expect(payload.scenarios.map((s) => s.scenario)).toEqual([BEFORE, AFTER]);
-    expectBeforeFigures(payload.scenarios[0]!);
-    expectAfterFigures(payload.scenarios[1]!);
+    expect(payload.scenarios.map((s) => s.scenario)).toEqual(ALL);
     for (const scenario of payload.scenarios) {
+      expectFigures(scenario);
       expectSavedReport(scenario, box.cwd);
       expectTempDbDeleted(scenario, box.tmp);
     }
-    const files = readdirSync(join(box.cwd, "Reports", "Session-15")).sort();
-    expect(files).toHaveLength(2);
-    expect(files.some((f) => REPORT_NAME[BEFORE].test(f))).toBe(true);
-    expect(files.some((f) => REPORT_NAME[AFTER].test(f))).toBe(true);
+    for (const [folder, names] of [
+      ["Session-15", [BEFORE, AFTER]],
+      ["Ordering", [ORDER_BEFORE, ORDER_AFTER]],
+    ] as const) {
+      const files = readdirSync(join(box.cwd, "Reports", folder)).sort();
+      expect(files).toHaveLength(2);
+      for (const name of names) expect(files.some((f) => REPORT_NAME[name].test(f))).toBe(true);
+    }
+  });
+
+  it(`${ORDER_BEFORE} and ${ORDER_AFTER}: the same workload, out of order without keys and in order with them`, async () => {
+    for (const name of [ORDER_BEFORE, ORDER_AFTER]) {
+      const box = sandbox();
+      const run = await runCli(["lab", name, "--json"], box);
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      const result = JSON.parse(run.stdout) as ScenarioJson;
+      expectOrderingFigures(result);
+      const text = expectSavedReport(result, box.cwd);
+      expect(text).toContain("CREATE TABLE payment_statement");
+      if (name === ORDER_BEFORE) {
+        expect(text).toMatch(/^PAY-001 +created, paid, refunded +refunded, created, paid +NO +paid +refunded$/m);
+        expect(text).toContain("claim PAY-001 refunded by id -> NOT CLAIMABLE: processed");
+      } else {
+        expect(text).toMatch(/^PAY-001 +created, paid, refunded +created, paid, refunded +yes +refunded +refunded$/m);
+        expect(text).toContain("claim PAY-001 refunded by id -> NOT CLAIMABLE: waiting behind an earlier event of its key");
+      }
+      expectTempDbDeleted(result, box.tmp);
+    }
   });
 
   it("--keep-db keeps the temporary database, holding the run's final rows", async () => {
@@ -204,11 +242,12 @@ describe("wassal lab (text)", () => {
     expect(run.stdout).not.toMatch(/^FAIL\b/m);
   });
 
-  it("all: both reports, then one PASSED line per scenario", async () => {
+  it("all: every report, then one PASSED line per scenario", async () => {
     const box = sandbox();
     const run = await runCli(["lab", "all"], box);
     expect(run.code).toBe(0);
-    expect(run.stdout.trimEnd().split("\n").slice(-2)).toEqual([`PASSED  ${BEFORE}`, `PASSED  ${AFTER}`]);
+    expect(run.stdout.trimEnd().split("\n").slice(-ALL.length)).toEqual(ALL.map((name) => `PASSED  ${name}`));
     expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toHaveLength(2);
+    expect(readdirSync(join(box.cwd, "Reports", "Ordering"))).toHaveLength(2);
   });
 });

@@ -175,6 +175,8 @@ function describeStore(factory: PaymentsStoreFactory): void {
         findByKey: (key) => real.findByKey(key),
         list: () => real.list(),
         recordOutcome: (tx, key, outcome, now) => real.recordOutcome(tx, key, outcome, now),
+        appendStatement: (tx, line) => real.appendStatement(tx, line),
+        statement: () => real.statement(),
         insert: async (tx, request) => {
           const payment = await real.insert(tx, request);
           signalInserted();

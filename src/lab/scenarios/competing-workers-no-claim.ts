@@ -158,6 +158,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
 
 export const competingWorkersNoClaim: Scenario = {
   name: "session-15-competing-workers-no-claim",
+  series: "Session-15",
   phase: "BEFORE",
   title: "Competing workers without claims",
   reportStem: "Session-15-Competing-Workers-No-Claim",

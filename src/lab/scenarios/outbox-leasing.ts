@@ -213,6 +213,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
 
 export const outboxLeasing: Scenario = {
   name: "session-15-outbox-leasing",
+  series: "Session-15",
   phase: "AFTER",
   title: "Outbox leasing",
   reportStem: "Session-15-Outbox-Leasing",

@@ -1,7 +1,7 @@
 // The payments table on PostgreSQL, in the outbox's schema. As on SQLite, a CHECK makes a
 // transaction id present exactly when Paid.
 
-import type { CreatePaymentRequest, Payment, PaymentOutcome, PaymentStatus, PaymentsRepository } from "../../payments/types.js";
+import type { CreatePaymentRequest, Payment, PaymentEvent, PaymentOutcome, PaymentStatus, PaymentsRepository, StatementLine } from "../../payments/types.js";
 import type { PgMigration } from "./outbox-sql.js";
 import type { PostgresOutboxStore, PostgresTx } from "./postgres-outbox-store.js";
 
@@ -24,6 +24,19 @@ CREATE TABLE ${schema}.payments (
 );
 `,
     },
+    {
+      name: "payments-002-statement",
+      sql: `
+CREATE TABLE ${schema}.payment_statement (
+  seq             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  idempotency_key text        NOT NULL,
+  event           text        NOT NULL CHECK (event IN ('payment.created', 'payment.paid', 'payment.refunded')),
+  message_id      bigint      NOT NULL UNIQUE,
+  applied_by      text        NOT NULL,
+  applied_at      timestamptz NOT NULL
+);
+`,
+    },
   ];
 }
 
@@ -39,6 +52,15 @@ interface PaymentRow {
   updated_at: Date;
 }
 
+interface StatementRow {
+  seq: string;
+  idempotency_key: string;
+  event: string;
+  message_id: string;
+  applied_by: string;
+  applied_at: Date;
+}
+
 const COLUMNS = "id, idempotency_key, amount, currency, payment_status, transaction_id, provider_reference, created_at, updated_at";
 
 function paymentsSql(schema: string) {
@@ -52,6 +74,10 @@ function paymentsSql(schema: string) {
     recordOutcome: `UPDATE ${table} SET payment_status = $2, transaction_id = $3, updated_at = $4
                     WHERE idempotency_key = $1 AND payment_status = 'Pending'`,
     list: `SELECT ${COLUMNS} FROM ${table} ORDER BY id`,
+    appendStatement: `INSERT INTO ${schema}.payment_statement (idempotency_key, event, message_id, applied_by, applied_at)
+                      VALUES ($1, $2, $3, $4, $5)
+                      ON CONFLICT (message_id) DO NOTHING`,
+    statement: `SELECT seq, idempotency_key, event, message_id, applied_by, applied_at FROM ${schema}.payment_statement ORDER BY seq`,
   } as const;
 }
 
@@ -101,5 +127,21 @@ export class PostgresPaymentsRepository implements PaymentsRepository<PostgresTx
 
   async list(): Promise<Payment[]> {
     return (await this.#store.pool.query<PaymentRow>(this.#sql.list)).rows.map(toPayment);
+  }
+
+  async appendStatement(tx: PostgresTx, line: Omit<StatementLine, "seq">): Promise<boolean> {
+    const result = await tx.query(this.#sql.appendStatement, [line.idempotencyKey, line.event, line.messageId, line.appliedBy, line.appliedAt]);
+    return result.rowCount === 1;
+  }
+
+  async statement(): Promise<StatementLine[]> {
+    return (await this.#store.pool.query<StatementRow>(this.#sql.statement)).rows.map((row) => ({
+      seq: Number(row.seq),
+      idempotencyKey: row.idempotency_key,
+      event: row.event as PaymentEvent,
+      messageId: row.message_id,
+      appliedBy: row.applied_by,
+      appliedAt: row.applied_at,
+    }));
   }
 }

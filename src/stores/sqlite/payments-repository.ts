@@ -2,7 +2,7 @@
 // so no code path can store a fake success.
 
 import type Database from "better-sqlite3";
-import type { CreatePaymentRequest, Payment, PaymentOutcome, PaymentStatus, PaymentsRepository } from "../../payments/types.js";
+import type { CreatePaymentRequest, Payment, PaymentEvent, PaymentOutcome, PaymentStatus, PaymentsRepository, StatementLine } from "../../payments/types.js";
 import type { Migration } from "./migrate.js";
 import { statement } from "./statement-cache.js";
 import type { SqliteOutboxStore, SqliteTx } from "./sqlite-outbox-store.js";
@@ -25,6 +25,19 @@ CREATE TABLE payments (
 ) STRICT;
 `,
   },
+  {
+    name: "payments-002-statement",
+    sql: `
+CREATE TABLE payment_statement (
+  seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+  idempotency_key TEXT    NOT NULL,
+  event           TEXT    NOT NULL CHECK (event IN ('payment.created', 'payment.paid', 'payment.refunded')),
+  message_id      INTEGER NOT NULL UNIQUE,
+  applied_by      TEXT    NOT NULL,
+  applied_at      INTEGER NOT NULL
+) STRICT;
+`,
+  },
 ];
 
 interface PaymentRow {
@@ -39,6 +52,15 @@ interface PaymentRow {
   updated_at: number;
 }
 
+interface StatementRow {
+  seq: number;
+  idempotency_key: string;
+  event: string;
+  message_id: number;
+  applied_by: string;
+  applied_at: number;
+}
+
 const COLUMNS = "id, idempotency_key, amount, currency, payment_status, transaction_id, provider_reference, created_at, updated_at";
 
 const SQL = {
@@ -50,6 +72,10 @@ const SQL = {
   recordOutcome: `UPDATE payments SET payment_status = @status, transaction_id = @transactionId, updated_at = @now
                   WHERE idempotency_key = @idempotencyKey AND payment_status = 'Pending'`,
   list: `SELECT ${COLUMNS} FROM payments ORDER BY id`,
+  appendStatement: `INSERT INTO payment_statement (idempotency_key, event, message_id, applied_by, applied_at)
+                    VALUES (@idempotencyKey, @event, @messageId, @appliedBy, @appliedAt)
+                    ON CONFLICT (message_id) DO NOTHING`,
+  statement: `SELECT seq, idempotency_key, event, message_id, applied_by, applied_at FROM payment_statement ORDER BY seq`,
 } as const;
 
 function toPayment(row: PaymentRow): Payment {
@@ -107,5 +133,28 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
 
   async list(): Promise<Payment[]> {
     return (await this.#store.writeLock.serial(() => statement(this.#db, SQL.list).all() as PaymentRow[])).map(toPayment);
+  }
+
+  async appendStatement(tx: SqliteTx, line: Omit<StatementLine, "seq">): Promise<boolean> {
+    const result = statement(tx, SQL.appendStatement).run({
+      idempotencyKey: line.idempotencyKey,
+      event: line.event,
+      messageId: line.messageId,
+      appliedBy: line.appliedBy,
+      appliedAt: line.appliedAt.getTime(),
+    });
+    return result.changes === 1;
+  }
+
+  async statement(): Promise<StatementLine[]> {
+    const rows = await this.#store.writeLock.serial(() => statement(this.#db, SQL.statement).all() as StatementRow[]);
+    return rows.map((row) => ({
+      seq: row.seq,
+      idempotencyKey: row.idempotency_key,
+      event: row.event as PaymentEvent,
+      messageId: String(row.message_id),
+      appliedBy: row.applied_by,
+      appliedAt: new Date(row.applied_at),
+    }));
   }
 }
