@@ -4,19 +4,30 @@
 //
 // Times are epoch milliseconds. A message is claimable when it is pending and due
 // (availableAt <= now) or processing under an expired lease (lockedUntil <= now), and, if it has an
-// ordering key, when no earlier message of its key is unfinished: pending, processing, or dead and
-// not skipped (FIFO per key). A lease is
+// ordering key, when it is its key's turn (FIFO per key, as the README words it):
+// - Each key has a queue. A message joins it at enqueue: as the key's *holder* when the key has no
+//   unfinished message in its queue, else *waiting*.
+// - Only the holder may be claimed. When it finishes (processed, or dead and skipped), the waiting
+//   message with the lowest id becomes the holder.
+// - A dead holder keeps its key (blocks it) until it is redriven (it stays the holder) or skipped
+//   (it leaves the queue, and the key moves on). Dead messages that left the queue may be purged.
+// - A skipped message that is redriven rejoins the queue: as holder if the queue is empty, else
+//   waiting, so it never overtakes the message whose turn it is; among the waiting, the lowest id
+//   goes first.
+// Without redrives of skipped messages this is "no earlier message of the key is unfinished", and
+// checkState in lease-commands.ts checks that reading too. A lease is
 // *current* while its message is processing under its token, expired or not: an expired lease
 // that nobody reclaimed may still renew, complete, fail or release.
 
 export type Status = "pending" | "processing" | "processed" | "dead";
+export type KeyState = "holder" | "waiting" | "skipped";
 
 export interface ModelMessage {
   readonly id: string;
   /** The ordering key, or null. */
   readonly key: string | null;
-  /** Dead and skipped in its key's order ("dead-and-skip"): it no longer holds its key. */
-  skipped: boolean;
+  /** Its place in its key's queue (always "holder" without a key); "skipped" once it left the queue dead. */
+  keyState: KeyState;
   status: Status;
   /** Who holds or last held the lease (kept on processed and dead rows). */
   lockedBy: string | null;
@@ -58,10 +69,11 @@ export interface LeaseLost {
   readonly outcome: "lease-lost";
   readonly messageId: string;
   readonly token: number;
-  readonly current: Holder;
+  /** Null when the message no longer exists (purged). */
+  readonly current: Holder | null;
 }
 
-export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release";
+export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive";
 
 /** One row of the audit trail (the previous* fields are set on claims only). */
 export interface ModelAuditEntry {
@@ -104,7 +116,7 @@ export class LeaseModel {
     this.messages.set(id, {
       id,
       key,
-      skipped: false,
+      keyState: key !== null && this.#queued(key).length > 0 ? "waiting" : "holder",
       status: "pending",
       lockedBy: null,
       token: 0,
@@ -116,19 +128,28 @@ export class LeaseModel {
     });
   }
 
-  /** Whether an earlier message of m's key still holds the key (unfinished, or dead and not skipped). */
+  /** The messages in a key's queue, in id order: unfinished (or dead and not skipped), holder or waiting. */
+  #queued(key: string): ModelMessage[] {
+    return [...this.messages.values()].filter((m) => m.key === key && m.status !== "processed" && m.keyState !== "skipped");
+  }
+
+  /** When the key has no holder left, its waiting message with the lowest id becomes the holder. */
+  #handOn(key: string | null): void {
+    if (key === null) return;
+    const queue = this.#queued(key);
+    if (queue.some((m) => m.keyState === "holder")) return;
+    const next = queue.find((m) => m.keyState === "waiting");
+    if (next !== undefined) next.keyState = "holder";
+  }
+
+  /** Whether m waits in its key's queue behind the holder. */
   waiting(m: ModelMessage): boolean {
-    if (m.key === null) return false;
-    for (const other of this.messages.values()) {
-      if (Number(other.id) >= Number(m.id)) break; // the map is in id order
-      if (other.key === m.key && (other.status === "pending" || other.status === "processing" || (other.status === "dead" && !other.skipped))) return true;
-    }
-    return false;
+    return m.keyState === "waiting";
   }
 
   claimable(m: ModelMessage): boolean {
     const due = (m.status === "pending" && m.availableAt <= this.now) || (m.status === "processing" && m.lockedUntil! <= this.now);
-    return due && !this.waiting(m);
+    return due && m.keyState === "holder";
   }
 
   /** The oldest claimable messages by (availableAt, id), at most `limit`, in that order. */
@@ -175,12 +196,12 @@ export class LeaseModel {
   }
 
   #lost(lease: PresentedLease): LeaseLost {
-    const m = this.messages.get(lease.messageId)!;
+    const m = this.messages.get(lease.messageId);
     return {
       outcome: "lease-lost",
       messageId: lease.messageId,
       token: lease.token,
-      current: { status: m.status, lockedBy: m.lockedBy, lockedUntil: m.lockedUntil, leaseToken: m.token },
+      current: m === undefined ? null : { status: m.status, lockedBy: m.lockedBy, lockedUntil: m.lockedUntil, leaseToken: m.token },
     };
   }
 
@@ -202,6 +223,7 @@ export class LeaseModel {
     m.lastError = null;
     this.businessRows.set(m.id, (this.businessRows.get(m.id) ?? 0) + 1);
     this.#auditResult(lease, "complete");
+    this.#handOn(m.key);
     return { outcome: "completed", processedAt: this.now };
   }
 
@@ -212,9 +234,9 @@ export class LeaseModel {
     m.lastError = error;
     if (decision === "dead" || decision === "dead-and-skip") {
       m.status = "dead"; // lockedBy stays: who gave up on it
-      m.skipped = decision === "dead-and-skip" && m.key !== null;
       m.availableAt = this.now;
       this.#auditResult(lease, "dead");
+      if (decision === "dead-and-skip" && m.key !== null) this.#skip(m);
       return { outcome: "dead" };
     }
     m.status = "pending";
@@ -234,6 +256,87 @@ export class LeaseModel {
     m.attempts = Math.max(m.attempts - 1, 0);
     this.#auditResult(lease, "release");
     return { outcome: "released" };
+  }
+
+  #skip(m: ModelMessage): void {
+    m.keyState = "skipped";
+    this.#handOn(m.key);
+  }
+
+  /** The dead message holding a key (the lowest id, should there be more), if any. */
+  deadHolder(key: string): ModelMessage | undefined {
+    return this.#queued(key).find((m) => m.status === "dead" && m.keyState === "holder");
+  }
+
+  /** Keys held by a dead message, oldest death first, with how many wait behind each. */
+  blockedKeys(): { key: string; messageId: string; lastError: string | null; diedAt: number; waiting: number }[] {
+    return [...this.messages.values()]
+      .filter((m) => m.key !== null && m.status === "dead" && m.keyState === "holder")
+      .sort((a, b) => a.availableAt - b.availableAt || Number(a.id) - Number(b.id))
+      .map((m) => ({
+        key: m.key!,
+        messageId: m.id,
+        lastError: m.lastError,
+        diedAt: m.availableAt,
+        waiting: this.#queued(m.key!).filter((w) => w.keyState === "waiting").length,
+      }));
+  }
+
+  /**
+   * Dead messages back to pending, due now, with their attempts reset; the rest of each is kept.
+   * A skipped one rejoins its key's queue (see the top of this file). Returns the ids moved.
+   */
+  redrive(target: readonly string[] | "all"): string[] {
+    const moved = [...this.messages.values()].filter((m) => m.status === "dead" && (target === "all" || target.includes(m.id)));
+    // Decided for all of them at once, as one statement does: a skipped message waits when its
+    // queue has a message, or an earlier skipped message of its key comes back with it.
+    const rejoining = moved.filter((m) => m.keyState === "skipped");
+    const states = new Map(
+      rejoining.map((m) => [
+        m.id,
+        this.#queued(m.key!).length > 0 || rejoining.some((o) => o.key === m.key && Number(o.id) < Number(m.id)) ? ("waiting" as const) : ("holder" as const),
+      ]),
+    );
+    for (const m of moved) {
+      this.audit.push({
+        messageId: m.id,
+        token: m.token,
+        owner: "redrive",
+        action: "redrive",
+        at: this.now,
+        previousStatus: null,
+        previousOwner: null,
+        previousLockedUntil: null,
+      });
+      m.status = "pending";
+      m.availableAt = this.now;
+      m.attempts = 0;
+      m.lockedBy = null;
+      m.lockedUntil = null;
+      m.keyState = states.get(m.id) ?? m.keyState;
+    }
+    return moved.map((m) => m.id);
+  }
+
+  /** Redrives or skips the dead message holding the key; undefined when no dead message holds it. */
+  unblockKey(key: string, action: "redrive" | "skip"): string | undefined {
+    const holder = this.deadHolder(key);
+    if (holder === undefined) return undefined;
+    if (action === "skip") this.#skip(holder);
+    else this.redrive([holder.id]);
+    return holder.id;
+  }
+
+  /** Deletes dead messages that died before `before`, except those holding their key. Returns how many. */
+  purgeDead(before: number): number {
+    let deleted = 0;
+    for (const m of [...this.messages.values()]) {
+      if (m.status === "dead" && m.availableAt < before && (m.key === null || m.keyState !== "holder")) {
+        this.messages.delete(m.id);
+        deleted += 1;
+      }
+    }
+    return deleted;
   }
 
   #auditResult(lease: PresentedLease, action: AuditAction): void {

@@ -4,16 +4,24 @@
 // fast-check generates sequences of commands (enqueue, with or without an ordering key; claim,
 // claimMessage, renew, complete with a business write, fail with a retry, dead or dead-and-skip,
 // release, crash, by three simulated workers that keep every lease they were handed, stale ones
-// included; clock advances) and runs each sequence on a fresh database and on the in-memory model
-// of lease-model.ts. After every command it compares the operation's result and the whole state:
-// every message's key, status, owner, token, attempts, expiry, due time, last error and processed
-// time; the business rows (exactly one per processed message, none for any other); the audit
-// trail; and the exclusivity invariants. The model says which message of a key may be claimed
-// from its definition (no earlier message of the key unfinished), not from the stores' mechanism.
+// included; redrive, unblockKey with redrive or skip, purgeDead; clock advances) and runs each
+// sequence on a fresh database and on the in-memory model of lease-model.ts. After every command
+// it compares the operation's result and the whole state: every message's key, status, owner,
+// token, attempts, expiry, due time, last error and processed time; the business rows (exactly one
+// per processed message, none for any other); the audit trail; the blocked keys; and the
+// exclusivity invariants. The model keeps each key's queue as the README states it (a holder, the
+// waiting in id order, a dead holder blocking until redriven or skipped, a redriven skipped
+// message rejoining behind the holder), and every claim is also checked against the definition
+// "no earlier message of the key unfinished" wherever no skipped message was redriven.
+//
+// Two mixes of commands run: "all" (every operation; half the messages keyed) and "dead-keys"
+// (every message keyed, failures often fatal, so keys are blocked, skipped, redriven and purged).
 //
 // Environment:
 //   WASSAL_TEST_STORES=sqlite|postgres  which stores run (default: both; see test/conformance/stores.ts)
-//   WASSAL_MODEL_RUNS=n                 sequences per store (default: 200 on SQLite, 50 on PostgreSQL, up to 40 commands each)
+//   WASSAL_MODEL_MIX=all|dead-keys      which mix runs (default: both)
+//   WASSAL_MODEL_RUNS=n                 sequences per store and mix (default: SQLite 200 "all" and 150 "dead-keys",
+//                                       PostgreSQL 50 and 40; up to 40 commands each, 80 in "dead-keys")
 //   WASSAL_MODEL_SEED=s                 the seed (default: random, printed when the test starts)
 //   WASSAL_MODEL_PATH=p                 with the seed, replays one (shrunk) counterexample
 //   WASSAL_MODEL_REPLAY_PATH=r          with seed and path, the commands' replayPath
@@ -25,12 +33,13 @@ import fc from "fast-check";
 import { expect, it } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
 import { describeEachStore, START, type BusinessRowsReader, type StoreFactory } from "../conformance/stores.js";
-import { checkState, commandArb, newWorld, type Real } from "./lease-commands.js";
+import { checkState, commandArb, type Mix, newWorld, type Real } from "./lease-commands.js";
 
-const SETTINGS: Record<string, { numRuns: number; maxCommands: number }> = {
-  sqlite: { numRuns: 200, maxCommands: 40 },
-  postgres: { numRuns: 50, maxCommands: 40 },
+const SETTINGS: Record<string, Record<Mix, { numRuns: number; maxCommands: number }>> = {
+  sqlite: { all: { numRuns: 200, maxCommands: 40 }, "dead-keys": { numRuns: 150, maxCommands: 80 } },
+  postgres: { all: { numRuns: 50, maxCommands: 40 }, "dead-keys": { numRuns: 40, maxCommands: 80 } },
 };
+const MIXES: readonly Mix[] = ["all", "dead-keys"];
 
 const env = process.env;
 const replaying = env.WASSAL_MODEL_PATH !== undefined && env.WASSAL_MODEL_PATH !== "";
@@ -46,46 +55,61 @@ function envInt(name: string): number | undefined {
 /**
  * Outcomes a useful generator reaches: a test that never sees one checks less than it claims. The
  * generator is the same for every store, so this is checked wherever enough sequences ran (SQLite's
- * default); every outcome here comes up at least a dozen times in 150 sequences.
+ * default); every outcome of "all" comes up at least a dozen times in 150 sequences, every one of
+ * "dead-keys" at least five times.
  */
 const GATE_SEQUENCES = 150;
-const MUST_SEE = [
-  "claim:empty",
-  "claim:one",
-  "claim:several",
-  "lease:fresh",
-  "lease:reclaimed-own",
-  "lease:reclaimed-other",
-  "claimMessage:claimed",
-  "claimMessage:blocked",
-  "claimMessage:not-claimable",
-  "claimMessage:waiting",
-  "claim:key-waited",
-  "renew:renewed",
-  "renew:lease-lost",
-  "complete:completed",
-  "complete:lease-lost",
-  "complete:finalize-threw",
-  "fail:retry-scheduled",
-  "fail:dead",
-  "fail:lease-lost",
-  "release:released",
-  "release:lease-lost",
-];
+const MUST_SEE: Record<Mix, readonly string[]> = {
+  all: [
+    "claim:empty",
+    "claim:one",
+    "claim:several",
+    "lease:fresh",
+    "lease:reclaimed-own",
+    "lease:reclaimed-other",
+    "claimMessage:claimed",
+    "claimMessage:blocked",
+    "claimMessage:not-claimable",
+    "claimMessage:waiting",
+    "claim:key-waited",
+    "renew:renewed",
+    "renew:lease-lost",
+    "complete:completed",
+    "complete:lease-lost",
+    "complete:finalize-threw",
+    "fail:retry-scheduled",
+    "fail:dead",
+    "fail:lease-lost",
+    "release:released",
+    "release:lease-lost",
+  ],
+  // Keys blocked by dead messages: skipped, redriven (a skipped one rejoining its queue), purged.
+  "dead-keys": [
+    "fail:dead",
+    "claim:key-waited",
+    "claimMessage:waiting",
+    "unblock:skip",
+    "unblock:redrive",
+    "unblock:not-blocked",
+    "redrive:moved",
+    "redrive:rejoined",
+    "purgeDead:deleted",
+  ],
+};
 
-async function runModel(factory: StoreFactory): Promise<void> {
-  const settings = SETTINGS[factory.name] ?? { numRuns: 30, maxCommands: 30 };
+async function runModel(factory: StoreFactory, mix: Mix): Promise<void> {
+  const settings = SETTINGS[factory.name]?.[mix] ?? { numRuns: 30, maxCommands: 30 };
   const seed = envInt("WASSAL_MODEL_SEED") ?? Math.floor(Math.random() * 0x7fffffff);
   const numRuns = envInt("WASSAL_MODEL_RUNS") ?? settings.numRuns;
   const replayPath = env.WASSAL_MODEL_REPLAY_PATH || undefined;
   console.info(
-    `[model] ${factory.name}: seed ${seed}, ${replaying ? `replaying path ${env.WASSAL_MODEL_PATH}` : `${numRuns} runs of up to ${settings.maxCommands} commands`}`,
+    `[model] ${factory.name}, ${mix}: seed ${seed}, ${replaying ? `replaying path ${env.WASSAL_MODEL_PATH}` : `${numRuns} runs of up to ${settings.maxCommands} commands`}`,
   );
 
   const seen = new Map<string, number>();
   let sequences = 0;
   let commandsRun = 0;
-  const commands = fc.commands([commandArb], { maxCommands: settings.maxCommands, size: "max", ...(replayPath !== undefined && { replayPath }) });
+  const commands = fc.commands([commandArb(mix)], { maxCommands: settings.maxCommands, size: "max", ...(replayPath !== undefined && { replayPath }) });
   const property = fc.asyncProperty(commands, async (cmds) => {
     const clock = new ManualClock(START);
     const harness = await factory.create(clock);
@@ -101,7 +125,7 @@ async function runModel(factory: StoreFactory): Promise<void> {
       // The harness's own check, on a connection of its own: one business row per processed message.
       for (const id of model.ids) {
         const rows = await harness.countBusinessRows(id);
-        const processed = model.spec.messages.get(id)!.status === "processed";
+        const processed = model.spec.messages.get(id)?.status === "processed";
         if (rows !== (processed ? 1 : 0))
           throw new Error(`invariant: message #${id} (${processed ? "processed" : "not processed"}) has ${rows} business row(s)`);
       }
@@ -117,6 +141,7 @@ async function runModel(factory: StoreFactory): Promise<void> {
     const commandsReplay = /replayPath="([^"]*)"/.exec(report)?.[1];
     const replay = [
       `WASSAL_TEST_STORES=${factory.name}`,
+      `WASSAL_MODEL_MIX=${mix}`,
       `WASSAL_MODEL_SEED=${details.seed}`,
       `WASSAL_MODEL_PATH="${details.counterexamplePath ?? ""}"`,
       ...(commandsReplay !== undefined ? [`WASSAL_MODEL_REPLAY_PATH="${commandsReplay}"`] : []),
@@ -124,7 +149,7 @@ async function runModel(factory: StoreFactory): Promise<void> {
     ].join(" ");
     const failure = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
     throw new Error(
-      `The ${factory.name} store disagrees with the lease model.\nReplay this case with:\n  ${replay}\n\n${report}\n\nWhat failed on the shrunk counterexample:\n${failure}`,
+      `The ${factory.name} store disagrees with the lease model (${mix} mix).\nReplay this case with:\n  ${replay}\n\n${report}\n\nWhat failed on the shrunk counterexample:\n${failure}`,
     );
   }
 
@@ -133,21 +158,34 @@ async function runModel(factory: StoreFactory): Promise<void> {
     .map(([k, n]) => `${k} ${n}`)
     .join(", ");
   console.info(
-    `[model] ${factory.name}: passed, ${sequences} sequences, ${commandsRun} commands run (${(commandsRun / Math.max(sequences, 1)).toFixed(1)} per sequence); outcomes seen: ${coverage}`,
+    `[model] ${factory.name}, ${mix}: passed, ${sequences} sequences, ${commandsRun} commands run (${(commandsRun / Math.max(sequences, 1)).toFixed(1)} per sequence); outcomes seen: ${coverage}`,
   );
   if (!replaying && sequences >= GATE_SEQUENCES) {
     expect(
-      MUST_SEE.filter((key) => !seen.has(key)),
+      MUST_SEE[mix].filter((key) => !seen.has(key)),
       "outcomes the generator never reached",
     ).toEqual([]);
   }
 }
 
+/** WASSAL_MODEL_MIX picks one mix (a replay line names it); default: both. */
+const mixes = (() => {
+  const named = env.WASSAL_MODEL_MIX;
+  if (named === undefined || named === "") return MIXES;
+  if (!MIXES.includes(named as Mix)) throw new Error(`WASSAL_MODEL_MIX must be one of ${MIXES.join(", ")} (got ${JSON.stringify(named)})`);
+  return [named as Mix];
+})();
+
 describeEachStore("the lease protocol against its model", (factory) => {
   // Generous: a failure shrinks on a real database, and only a finished shrink prints the replay line.
-  it(
-    "agrees with the model after every command of any sequence of claims, renewals, completions, failures, releases, crashes and clock steps",
-    () => runModel(factory),
+  it.runIf(mixes.includes("all"))(
+    "agrees with the model after every command of any sequence of claims, renewals, completions, failures, releases, redrives, unblocks, purges, crashes and clock steps",
+    () => runModel(factory, "all"),
+    600_000,
+  );
+  it.runIf(mixes.includes("dead-keys"))(
+    "agrees with the model on keys blocked by dead messages: skipped, redriven, rejoining and purged",
+    () => runModel(factory, "dead-keys"),
     600_000,
   );
 });
