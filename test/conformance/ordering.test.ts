@@ -322,3 +322,39 @@ describeEachStore("ordered per key: a completion and an enqueue of the same key 
     expect(labels(await claimAll(completer))).toEqual(["w"]);
   });
 });
+
+describeEachStore("ordered per key: a skip and a redrive of the same dead message at the same moment", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("whichever goes first, the key ends with one holder: no two of its messages are ever claimable at once, and none is stranded", async () => {
+    const { store, harness } = ctx();
+    const skipper = await harness.connect();
+    const rediver = await harness.connect();
+    const ROUNDS = 20;
+    const outcomes = new Set<string>();
+    for (let round = 0; round < ROUNDS; round += 1) {
+      const key = `race-${round}`;
+      // A dead holder with one (or, every other round, no) message waiting behind it.
+      const dead = await enqueueKeyed(store, `${key}-1`, key);
+      if (round % 2 === 0) await enqueueKeyed(store, `${key}-2`, key);
+      const [lease] = await claimAll(store);
+      expect(lease?.messageId).toBe(dead.id);
+      await store.fail(lease!, new Error("poison"), "dead");
+
+      const [skip, redrive] = await Promise.allSettled([skipper.unblockKey(key, "skip"), rediver.redrive({ messageIds: [dead.id] })]);
+      // The redrive always finds the message dead (skipped or not); the skip finds it only if it came first.
+      expect(redrive).toMatchObject({ status: "fulfilled", value: { moved: 1, notMoved: [] } });
+      if (skip.status === "rejected") expect(skip.reason).toBeInstanceOf(KeyNotBlockedError);
+      outcomes.add(skip.status === "fulfilled" ? "skip first" : "redrive first");
+
+      // One at a time, and everything of the key is processed: the redriven message either kept
+      // its turn (redrive first) or rejoined behind the message that was handed the key.
+      const order = await drainOneKey(store);
+      expect([...order].sort()).toEqual(round % 2 === 0 ? [`${key}-1`, `${key}-2`] : [`${key}-1`]);
+      if (skip.status === "rejected") expect(order[0]).toBe(`${key}-1`);
+      expect(await store.blockedKeys()).toEqual([]);
+    }
+    expect((await store.countByStatus()).pending).toBe(0);
+    console.info(`[ordering] ${factory.name}: skip vs redrive, ${ROUNDS} rounds: ${[...outcomes].join(" and ")} seen`);
+  });
+});
