@@ -31,6 +31,12 @@ export interface CheckerInput {
   readonly staleCompletionsRejected?: number;
   /** The run stopped waiting before the workers had finished: unfinished messages are not lost, only late. */
   readonly timedOut?: boolean;
+  /**
+   * Message types whose dead messages let their ordering key move on (the workers'
+   * keyMovesOnWhenDead). A dead message of any other type keeps blocking its key, so a later
+   * message of the key claimed after it died is out of order. Default: none.
+   */
+  readonly keyMovesOnWhenDead?: readonly string[];
 }
 
 function paymentKeyOf(message: OutboxMessage): string | null {
@@ -163,10 +169,16 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
 
   // --- FIFO per ordering key, from the audit trail's order (its rows are in commit order) -----
   const keyOf = new Map(messages.map((m) => [m.id, m.key]));
-  const finishedAt = new Map<string, number>(); // message id -> index of its first completion or death
+  // A death finishes a message's turn only where its type lets the key move on; otherwise it blocks
+  // the key until an operator redrives it (it is claimed again: not finished) or skips it (not
+  // in the audit trail: a run that skips by hand must not be judged by this row).
+  const skipping = new Set(input.keyMovesOnWhenDead ?? []);
+  const typeOf = new Map(messages.map((m) => [m.id, m.type]));
+  const finishedAt = new Map<string, number>(); // message id -> index of its completion, or its death that let the key go
   const keyedCompletions: { messageId: string; key: string; index: number }[] = [];
   audit.forEach((e, index) => {
-    if ((e.action === "complete" || e.action === "dead") && !finishedAt.has(e.messageId)) finishedAt.set(e.messageId, index);
+    const finishes = e.action === "complete" || (e.action === "dead" && skipping.has(typeOf.get(e.messageId) ?? ""));
+    if (finishes && !finishedAt.has(e.messageId)) finishedAt.set(e.messageId, index);
     const key = keyOf.get(e.messageId);
     if (e.action === "complete" && key) keyedCompletions.push({ messageId: e.messageId, key, index });
   });

@@ -132,6 +132,23 @@ describe("invariant checker", () => {
     };
     expect(failing(overlapping)).toEqual(["keys: claims while an earlier message of the key was unfinished", "keys: effects committed out of enqueue order"]);
     expect(checkInvariants(overlapping).examples).toContain("key account-1: message 2 claimed by w2 while message 1 had not finished");
+
+    // A dead message blocks its key: a later one claimed after the death is out of order, unless
+    // the dead message's type lets its key move on.
+    const afterDeath = {
+      ...input,
+      messages: [keyed("1", "K1", "w1"), keyed("2", "K2", "w2")].map((m) => (m.id === "1" ? { ...m, status: "dead" as const } : m)),
+      audit: [
+        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+        entry("1", "dead", 1, "w1", 5),
+        entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }),
+        entry("2", "complete", 1, "w2", 9),
+      ],
+    };
+    expect(failing(afterDeath)).toContain("keys: claims while an earlier message of the key was unfinished");
+    expect(failing({ ...afterDeath, keyMovesOnWhenDead: [afterDeath.messages[0]!.type] })).not.toContain(
+      "keys: claims while an earlier message of the key was unfinished",
+    );
   });
 
   it("flags a completion under a stale token", () => {
