@@ -19,6 +19,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-004-envelope",
   "outbox-005-key-order",
   "outbox-006-hand-on",
+  "outbox-007-hand-on-wakes",
 ];
 
 describe("concurrent migrations", () => {

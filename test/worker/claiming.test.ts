@@ -146,6 +146,29 @@ describeEachStore("worker claiming", (factory) => {
     expect(clock.now()).toEqual(START);
   });
 
+  it("is woken when a completion on another connection hands it a key (no new message, yet new work)", async () => {
+    const { store, clock, harness } = ctx();
+    const log = new EventLog(store);
+    const producer = await harness.connect();
+    await enqueueMessage(producer, { key: "order-1", payload: { n: 1 } });
+    const second = await enqueueMessage(producer, { key: "order-1", payload: { n: 2 } });
+    const [first] = await producer.claim("elsewhere", { limit: 10, leaseMs: LEASE_MS });
+    await workers.start({
+      store,
+      clock,
+      name: "listener",
+      handlers: { "test.message": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: 60_000,
+      wakeOnNewMessages: true,
+    });
+    await log.waitFor("claim-empty"); // the second message waits behind the first
+    await waitForSleepers(clock, 1);
+    expect((await producer.complete(first!)).outcome).toBe("completed");
+    await waitForStatus(store, second.id, "processed");
+    expect(clock.now()).toEqual(START);
+  });
+
   it("finds a message that nothing announced at the next poll", async () => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);

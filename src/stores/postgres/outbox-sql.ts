@@ -97,7 +97,22 @@ CREATE INDEX outbox_messages_key ON ${schema}.outbox_messages (ordering_key, id)
 -- so that the promotion reads with a snapshot taken after the locks (in READ COMMITTED each query
 -- of a volatile function takes its own): an enqueue that committed while this waited for its
 -- key is seen. Called from the completion statement itself, it costs no round trip of its own.
-CREATE FUNCTION ${schema}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
+${handOnFunction(schema, false)}`,
+    },
+    {
+      name: "outbox-007-hand-on-wakes",
+      sql: `
+-- A hand-on that promotes a message also notifies the schema's channel, as an enqueue does, so
+-- idle workers in other processes claim it at once instead of at their next poll. (PostgreSQL
+-- delivers it at commit, once per transaction.)
+${handOnFunction(schema, true)}`,
+    },
+  ];
+}
+
+/** wassal_hand_on: created by outbox-006; outbox-007 replaces it with one that also wakes listeners. */
+function handOnFunction(schema: string, wakes: boolean): string {
+  return `CREATE ${wakes ? "OR REPLACE " : ""}FUNCTION ${schema}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   k text;
   promoted integer;
@@ -113,13 +128,18 @@ BEGIN
                FROM unnest(keys) AS k2
                WHERE NOT EXISTS (SELECT 1 FROM ${schema}.outbox_messages h
                                  WHERE h.ordering_key = k2 AND h.status IN ('pending', 'processing', 'dead') AND h.key_state = 0));
-  GET DIAGNOSTICS promoted = ROW_COUNT;
+  GET DIAGNOSTICS promoted = ROW_COUNT;${
+    wakes
+      ? `
+  IF promoted > 0 THEN
+    PERFORM pg_notify('${wakeChannel(schema)}', '');
+  END IF;`
+      : ""
+  }
   RETURN promoted;
 END
 $fn$;
-`,
-    },
-  ];
+`;
 }
 
 const COLUMNS =

@@ -105,7 +105,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   readonly db: Database.Database;
   readonly writeLock: WriteLock;
   readonly #clock: Clock;
-  /** Wakes every store on this file in this process (after a commit that enqueued). */
+  /** Wakes every store on this file in this process (after a commit that enqueued, or handed a key on). */
   readonly #wake = (): void => {
     for (const wake of wakeListeners.get(wakeKey(this.path)) ?? []) wake();
   };
@@ -288,7 +288,10 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   handOn(params: { tx: SqliteTx; keys: readonly string[] }): void {
     // BEGIN IMMEDIATE already keeps enqueues out; one prepared statement per key costs microseconds in-process.
     const handOn = this.#stmt("handOn");
-    for (const key of new Set(params.keys)) handOn.run({ key });
+    let promoted = 0;
+    for (const key of new Set(params.keys)) promoted += handOn.run({ key }).changes;
+    // A message became claimable: wake this process's idle listeners too (other processes hear the commit).
+    if (promoted > 0 && params.tx === this.db) this.writeLock.afterCommit(this.#wake);
   }
 
   async blockedKeys(params: { limit: number }): Promise<BlockedKey[]> {
@@ -371,8 +374,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   /**
    * Wake-ups from other processes. Every commit writes to the -wal file, so a watch on it (inotify)
    * hears each one at once. Then PRAGMA data_version says whether another connection committed
-   * since the last look (this connection's own commits do not count), and the newest id whether
-   * that commit enqueued. The write comes before the commit is visible (the flush to disk and the
+   * since the last look (this connection's own commits do not count), the newest id whether that
+   * commit enqueued, and the claimable index whether a message became claimable now without being
+   * enqueued (a completion handed its key on to a waiting message). The write comes before the commit is visible (the flush to disk and the
    * -shm index update follow it, and make no event), so a look that sees nothing yet looks again a
    * few times over the next 130 ms. Looks go through the lock's queue, never inside this
    * connection's own transaction. A failed look, or a file system that cannot be watched, leaves
@@ -381,9 +385,13 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   #watchOtherProcesses(wake: () => void): FSWatcher | undefined {
     if (this.path === ":memory:" || this.db.readonly) return undefined;
     const dataVersion = this.#stmt("dataVersion").pluck();
-    const newestId = this.#stmt("newestId").pluck();
-    const look = () => this.writeLock.serial(() => ({ version: dataVersion.get() as number, newest: (newestId.get() as number | null) ?? 0 }));
-    let seen: { version: number; newest: number } | undefined;
+    const newestId = this.#stmt("newestId");
+    const look = () =>
+      this.writeLock.serial(() => {
+        const { newest, due } = newestId.get({ now: this.now() }) as { newest: number | null; due: number };
+        return { version: dataVersion.get() as number, newest: newest ?? 0, due: due === 1 };
+      });
+    let seen: { version: number; newest: number; due: boolean } | undefined;
     void look().then((first) => {
       seen ??= first;
     });
@@ -393,7 +401,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       const before = seen;
       seen = now;
       if (before === undefined || now.version === before.version) return before === undefined;
-      if (now.newest > before.newest) wake();
+      // Woken by a new message, or by work that appeared without one (edge-triggered: a backlog
+      // that stays claimable does not wake the listener at every commit).
+      if (now.newest > before.newest || (now.due && !before.due)) wake();
       return true;
     };
     let running = false;
