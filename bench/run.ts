@@ -303,6 +303,18 @@ async function analyze(url: string): Promise<void> {
   }
 }
 
+/** What a run that processed too few left in the outbox: counts, and whether any of it can be claimed now. */
+async function leftBehind(db: string, schema: string): Promise<string> {
+  const outbox = await openOutbox(db, { ...(schema !== "-" ? { schema } : {}), mustExist: true });
+  try {
+    const counts = await outbox.store.countByStatus();
+    const claimable = await outbox.store.claim("bench-check", { limit: 10, leaseMs: 60_000 });
+    return `left ${JSON.stringify(counts)}; ${claimable.length} claimable now (0 with pending messages would mean stranded ones)`;
+  } finally {
+    await outbox.close();
+  }
+}
+
 async function runOnce(config: Config, all: Settings): Promise<{ rate: number; maxRssMb: number }> {
   const system = config.system;
   const settings = { ...all, messages: config.messages ?? all.messages };
@@ -325,7 +337,7 @@ async function runOnce(config: Config, all: Settings): Promise<{ rate: number; m
             )
           : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
-    if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}`);
+    if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}; ${await leftBehind(db, schema)}`);
     if (config.payments) await verifyPayments(db, schema, settings.messages);
     return { rate: settings.messages / seconds, maxRssMb: Math.max(...reports.map((r) => r.maxRssMb)) };
   } finally {

@@ -29,10 +29,25 @@ const worker = new Worker({
 });
 process.stdout.write("ready\n");
 await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
-// Done when a claim finds nothing and nothing is running (no polling of the database).
+// Done when a claim finds nothing, nothing is running here, and nothing is left unfinished. With
+// ordering keys a claim also finds nothing while another process holds the key it would need, or
+// while this process's own completion, which hands the key on, is still committing. Should work
+// stay unfinished yet unclaimable for 10 s, give up: the parent then reports what was left.
 const idle = new Promise<void>((resolve) => {
+  let looking = false;
+  let stuckSince: number | undefined;
   outbox.store.events.subscribe((event) => {
-    if (event.type === "claim-empty" && worker.inFlight === 0) resolve();
+    if (event.type !== "claim-empty" || worker.inFlight !== 0 || looking) return;
+    looking = true;
+    void outbox.store.countByStatus().then((counts) => {
+      looking = false;
+      if (counts.pending === 0 && counts.processing === 0) return resolve();
+      stuckSince ??= Date.now();
+      if (Date.now() - stuckSince > 10_000) resolve();
+    });
+  });
+  outbox.store.events.subscribe((event) => {
+    if (event.type === "claim-won") stuckSince = undefined;
   });
 });
 await worker.start();
