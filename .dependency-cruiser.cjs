@@ -17,6 +17,13 @@ module.exports = {
       to: { path: "^src/(stores|lab|chaos|cli|runtime|observability)/" },
     },
     {
+      name: "relay-on-the-core",
+      comment: "The relay works through the store contract and the Worker: it imports no store, domain, lab, chaos, CLI or runtime code.",
+      severity: "error",
+      from: { path: "^src/relay/" },
+      to: { path: "^src/(stores|payments|lab|chaos|cli|runtime)/" },
+    },
+    {
       name: "database-drivers-only-in-stores",
       comment: "SQL lives only under src/stores (scripts/lint-sql.mjs checks the text); so do the database drivers.",
       severity: "error",

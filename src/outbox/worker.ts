@@ -22,8 +22,10 @@ import { checkLeaseMs, checkOwner, describeError, MAX_CLAIM_LIMIT } from "./vali
 
 export interface WorkerOptions<Tx> {
   readonly store: OutboxStore<Tx>;
-  /** One handler per message type. A message of another type is marked dead. */
+  /** One handler per message type. A message of another type goes to `defaultHandler`, or is marked dead without one. */
   readonly handlers: Readonly<Record<string, Handler<Tx>>>;
+  /** Handles every type that has no handler of its own (a relay publishes every type). Default: none. */
+  readonly defaultHandler?: Handler<Tx>;
   /** The owner name written on every lease (default: host-pid-random). */
   readonly name?: string;
   /** Messages processed at once (default 10). */
@@ -119,6 +121,7 @@ export class Worker<Tx> {
   readonly retry: RetryPolicy;
   readonly shutdownGraceMs: number;
   readonly #handlers: Readonly<Record<string, Handler<Tx>>>;
+  readonly #defaultHandler: Handler<Tx> | undefined;
   readonly #clock: Clock;
   readonly #random: () => number;
   readonly #wakeOnNew: boolean;
@@ -140,6 +143,10 @@ export class Worker<Tx> {
   constructor(options: WorkerOptions<Tx>) {
     this.store = options.store;
     this.#handlers = options.handlers;
+    if (options.defaultHandler !== undefined && typeof options.defaultHandler !== "function") {
+      throw new InvalidArgumentError(`defaultHandler must be a function (message, context) => Promise<HandlerResult>; got ${typeof options.defaultHandler}`);
+    }
+    this.#defaultHandler = options.defaultHandler;
     this.name = checkOwner(options.name ?? defaultWorkerName());
     this.concurrency = positiveInteger("concurrency", options.concurrency ?? 10);
     this.leaseMs = checkLeaseMs(options.leaseMs ?? 30_000);
@@ -281,7 +288,7 @@ export class Worker<Tx> {
       await this.#fail(lease, new AttemptsExhaustedError(message.attempts, this.retry.maxAttempts, message.lastError), "dead");
       return;
     }
-    const handler = Object.hasOwn(this.#handlers, message.type) ? this.#handlers[message.type] : undefined;
+    const handler = Object.hasOwn(this.#handlers, message.type) ? this.#handlers[message.type] : this.#defaultHandler;
     if (handler === undefined) {
       await this.#fail(lease, new UnknownMessageTypeError(message.type, Object.keys(this.#handlers)), "dead");
       return;

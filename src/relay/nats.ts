@@ -1,0 +1,120 @@
+// NATS JetStream: each message is published to its subject with the message id as Nats-Msg-Id, so
+// the stream's duplicate window drops a re-publish (after a relay crashed between the broker's
+// acknowledgement and the completion), and the relay completes it once the PubAck arrives.
+// Publishes are pipelined: each awaits its own PubAck, many at once.
+//
+// The client (@nats-io/transport-node and @nats-io/jetstream) is an optional peer dependency,
+// loaded only when a NATS publisher is made.
+
+import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
+import { importOptional } from "./optional.js";
+
+export interface NatsOptions {
+  /** Server URLs, e.g. "nats://127.0.0.1:4222". */
+  readonly servers: string | readonly string[];
+  /** How long to wait for a PubAck (default 5 000 ms); a timeout is retried. */
+  readonly ackTimeoutMs?: number;
+  /** Called on connection changes ("disconnect", "reconnect"), for logs. */
+  readonly onStatus?: (status: string) => void;
+}
+
+/** Server errors that refuse this message for good, whatever is retried. */
+const REFUSED = /maximum payload|message size exceeds|max_payload|MAX_PAYLOAD/i;
+
+export class NatsPublisher implements Publisher {
+  readonly description: string;
+  readonly #connecting: Promise<NatsConnection>;
+  readonly #headers: () => MsgHdrs;
+  readonly #ackTimeoutMs: number;
+  #nc: NatsConnection | undefined;
+  #js: JetStreamClient | undefined;
+  #connected = false;
+  #closed = false;
+
+  private constructor(
+    transport: typeof import("@nats-io/transport-node"),
+    jetstream: typeof import("@nats-io/jetstream"),
+    servers: string[],
+    ackTimeoutMs: number,
+    onStatus: ((status: string) => void) | undefined,
+  ) {
+    this.#headers = transport.headers;
+    this.#ackTimeoutMs = ackTimeoutMs;
+    this.description = `NATS JetStream at ${servers.join(", ")}`;
+    // Waits for the server if it is not up yet, and reconnects for ever afterwards: a relay
+    // started before its broker, or losing it, holds its messages and loses nothing.
+    this.#connecting = transport.connect({ servers, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    this.#connecting.then(
+      (nc) => {
+        if (this.#closed) return void nc.close();
+        this.#nc = nc;
+        this.#js = jetstream.jetstream(nc);
+        this.#connected = true;
+        onStatus?.("connect");
+        void this.#watch(nc, onStatus);
+      },
+      () => undefined, // only when closed before connecting
+    );
+  }
+
+  /**
+   * Loads the client and starts connecting; resolves at once (publishes find the broker
+   * unreachable until the connection is up). `connected()` waits for it.
+   */
+  static async open(options: NatsOptions): Promise<NatsPublisher> {
+    const servers = [options.servers].flat();
+    if (servers.length === 0 || servers.some((s) => typeof s !== "string" || s === "")) {
+      throw new InvalidArgumentError(`NATS servers must be one or more URLs such as nats://127.0.0.1:4222 (got ${JSON.stringify(options.servers)})`);
+    }
+    const ackTimeoutMs = options.ackTimeoutMs ?? 5_000;
+    if (!Number.isSafeInteger(ackTimeoutMs) || ackTimeoutMs < 1)
+      throw new InvalidArgumentError(`ackTimeoutMs must be a whole number of milliseconds >= 1 (got ${String(ackTimeoutMs)})`);
+    const transport = await importOptional<typeof import("@nats-io/transport-node")>("@nats-io/transport-node", "a NATS relay");
+    const jetstream = await importOptional<typeof import("@nats-io/jetstream")>("@nats-io/jetstream", "a NATS relay");
+    return new NatsPublisher(transport, jetstream, servers, ackTimeoutMs, options.onStatus);
+  }
+
+  /** Resolves once connected (for the first time). */
+  async connected(): Promise<void> {
+    await this.#connecting;
+  }
+
+  async #watch(nc: NatsConnection, onStatus: ((status: string) => void) | undefined): Promise<void> {
+    for await (const status of nc.status()) {
+      if (status.type === "disconnect") this.#connected = false;
+      if (status.type === "reconnect") this.#connected = true;
+      if (status.type === "disconnect" || status.type === "reconnect") onStatus?.(status.type);
+    }
+  }
+
+  async publish(message: OutgoingMessage, signal: AbortSignal): Promise<PublishReceipt> {
+    const nc = this.#nc;
+    const js = this.#js;
+    if (nc === undefined || js === undefined) throw new BrokerUnavailableError(`${this.description}: not connected yet`);
+    if (!this.#connected) throw new BrokerUnavailableError(`${this.description}: disconnected, reconnecting`);
+    const h = this.#headers();
+    for (const [name, value] of Object.entries(message.headers)) h.set(name, value);
+    h.set("Wassal-Message-Id", message.messageId);
+    h.set("Wassal-Type", message.type);
+    if (message.key !== null) h.set("Wassal-Key", message.key);
+    try {
+      const ack = await js.publish(message.destination, message.body, { msgID: message.id, headers: h, timeout: this.#ackTimeoutMs });
+      return { duplicate: ack.duplicate };
+    } catch (error) {
+      const text = error instanceof Error ? error.message : String(error);
+      if (REFUSED.test(text)) throw new PermanentPublishError(`${message.destination}: ${text}`, { cause: error });
+      if (!this.#connected || nc.isClosed()) throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
+      if (signal.aborted) throw error;
+      // No stream for the subject, a timeout, the server's own error: retried, then dead.
+      throw new Error(`publish to ${message.destination}: ${text}`, { cause: error });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#nc?.close();
+  }
+}

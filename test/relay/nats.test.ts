@@ -1,0 +1,269 @@
+// The relay to NATS JetStream, on every store, against the real server (127.0.0.1:4222; a private
+// one on its own port for the restart): Nats-Msg-Id and headers on the stored message, completion
+// after the PubAck, a re-publish absorbed by the stream's duplicate window, a message the stream
+// refuses for good dead with the server's reason, and a broker that goes away mid-run: the relay
+// holds its messages, spends no attempt, and delivers them once the server is back.
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import { NatsPublisher } from "../../src/relay/nats.js";
+import { PermanentPublishError } from "../../src/relay/publisher.js";
+import { Relay, type RelayOptions } from "../../src/relay/relay.js";
+import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
+import { requireService } from "../support/services.js";
+import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
+
+const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
+const natsUp = await requireService(
+  "NATS",
+  NATS_URL,
+  "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
+);
+
+let streamNumber = 0;
+
+/** A stream of its own for each test: subjects "<name>.>", with a duplicate window. */
+async function freshStream(jsm: JetStreamManager, options: { maxMsgSize?: number } = {}): Promise<string> {
+  streamNumber += 1;
+  const name = `WASSAL_TEST_${process.pid}_${streamNumber}`;
+  await jsm.streams.add({
+    name,
+    subjects: [`${name}.>`],
+    duplicate_window: 60_000_000_000,
+    ...(options.maxMsgSize ? { max_msg_size: options.maxMsgSize } : {}),
+  });
+  return name;
+}
+
+describe.skipIf(!natsUp)("NATS JetStream", () => {
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  const streams: string[] = [];
+
+  beforeAll(async () => {
+    nc = await connect({ servers: NATS_URL });
+    jsm = await jetstreamManager(nc);
+  });
+  afterAll(async () => {
+    for (const name of streams) await jsm.streams.delete(name).catch(() => undefined);
+    await nc.close();
+  });
+
+  describeEachStore("the relay to NATS JetStream", (factory) => {
+    const ctx = useStoreHarness(factory);
+    const relays: Relay<unknown>[] = [];
+    const publishers: NatsPublisher[] = [];
+
+    afterEach(async () => {
+      await Promise.all(relays.splice(0).map((relay) => relay.stop({ graceMs: 0 })));
+      await Promise.all(publishers.splice(0).map((p) => p.close()));
+    });
+
+    async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}, servers = NATS_URL) {
+      const publisher = await NatsPublisher.open({ servers, ackTimeoutMs: 2_000 });
+      await publisher.connected();
+      publishers.push(publisher);
+      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock: ctx().clock, pollIntervalMs: 60_000, ...options });
+      relays.push(relay);
+      await relay.start();
+      return relay;
+    }
+
+    async function newStream(options: { maxMsgSize?: number } = {}): Promise<string> {
+      const name = await freshStream(jsm, options);
+      streams.push(name);
+      return name;
+    }
+
+    it("publishes with Nats-Msg-Id and headers, and completes each message once the PubAck is in", async () => {
+      const { store } = ctx();
+      const stream = await newStream();
+      const a = await enqueueMessage(store, { type: "order.created", key: "order-1", headers: { "x-trace": "t-1" }, payload: { order: 1 } });
+      const b = await enqueueMessage(store, { type: "order.paid", key: "order-1", payload: { order: 1, paid: true } });
+      const relay = await startRelay(store, stream, { idPrefix: "shop:" });
+      await waitForStatus(store, a.id, "processed");
+      await waitForStatus(store, b.id, "processed");
+
+      const info = await jsm.streams.info(stream);
+      expect(info.state.messages).toBe(2);
+      const first = await jsm.streams.getMessage(stream, { seq: 1 });
+      const second = await jsm.streams.getMessage(stream, { seq: 2 });
+      expect(first?.subject).toBe(`${stream}.order.created`);
+      expect(second?.subject).toBe(`${stream}.order.paid`);
+      expect(first?.json()).toEqual({ order: 1 });
+      expect(first?.header.get("Nats-Msg-Id")).toBe(`shop:${a.id}`);
+      expect(first?.header.get("Wassal-Message-Id")).toBe(a.id);
+      expect(first?.header.get("Wassal-Type")).toBe("order.created");
+      expect(first?.header.get("Wassal-Key")).toBe("order-1");
+      expect(first?.header.get("x-trace")).toBe("t-1");
+      expect(relay.stats).toMatchObject({ published: 2, duplicates: 0 });
+    });
+
+    it("a re-publish of an id the stream has seen is absorbed by its duplicate window (counted, completed, stored once)", async () => {
+      const { store } = ctx();
+      const stream = await newStream();
+      const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      // As if a relay had published it and crashed before completing it.
+      await jetstream(nc).publish(`${stream}.t`, JSON.stringify({ n: 1 }), { msgID: message.id });
+      const relay = await startRelay(store, stream);
+      await waitForStatus(store, message.id, "processed");
+      expect(relay.stats).toMatchObject({ published: 1, duplicates: 1 });
+      expect((await jsm.streams.info(stream)).state.messages).toBe(1);
+    });
+
+    it("a message the stream refuses for good (too large) goes dead with the server's reason; the next goes on", async () => {
+      const { store } = ctx();
+      const stream = await newStream({ maxMsgSize: 200 });
+      const big = await enqueueMessage(store, { type: "t", payload: { blob: "x".repeat(500) } });
+      const small = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      await startRelay(store, stream);
+      const dead = await waitForStatus(store, big.id, "dead");
+      expect(dead.lastError).toContain(PermanentPublishError.name);
+      expect(dead.lastError).toMatch(/message size exceeds maximum allowed/i);
+      expect(dead.attempts).toBe(1);
+      await waitForStatus(store, small.id, "processed");
+    });
+  });
+
+  describeEachStore("the relay while its NATS server is away", (factory) => {
+    const ctx = useStoreHarness(factory);
+    let server: PrivateNats | undefined;
+
+    afterEach(async () => {
+      await server?.stop();
+      server = undefined;
+    });
+
+    it("holds its messages under lease, spends no attempt, and delivers them once the server is back", async () => {
+      const { store, clock } = ctx();
+      server = await PrivateNats.start();
+      const own = await connect({ servers: server.url });
+      const ownJsm = await jetstreamManager(own);
+      const stream = await freshStream(ownJsm);
+      await own.close();
+
+      const publisher = await NatsPublisher.open({ servers: server.url, ackTimeoutMs: 1_000 });
+      await publisher.connected();
+      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock, pollIntervalMs: 60_000, leaseMs: 30_000 });
+      await relay.start();
+      try {
+        const first = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+        await waitForStatus(store, first.id, "processed");
+
+        await server.pause();
+        const second = await enqueueMessage(store, { type: "t", payload: { n: 2 } });
+        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+        const held = await store.getMessage(second.id);
+        expect(held).toMatchObject({ status: "processing", attempts: 1, lastError: null });
+
+        await server.resume();
+        // The relay waits on the manual clock between tries: move it until the message is through.
+        const processed = await advanceUntil(clock, waitForStatus(store, second.id, "processed"));
+        expect(processed.attempts).toBe(1);
+        const check = await connect({ servers: server.url });
+        expect((await (await jetstreamManager(check)).streams.info(stream)).state.messages).toBe(2);
+        await check.close();
+      } finally {
+        await relay.stop({ graceMs: 0 });
+        await publisher.close();
+      }
+    });
+
+    it("started before its server is up, it holds the messages and delivers them once the server comes", async () => {
+      const { store, clock } = ctx();
+      server = await PrivateNats.start();
+      const own = await connect({ servers: server.url });
+      const stream = await freshStream(await jetstreamManager(own));
+      await own.close();
+      await server.pause();
+
+      const publisher = await NatsPublisher.open({ servers: server.url, ackTimeoutMs: 1_000 });
+      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock, pollIntervalMs: 60_000 });
+      await relay.start();
+      try {
+        const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+        expect(await store.getMessage(message.id)).toMatchObject({ status: "processing", attempts: 1 });
+        await server.resume();
+        const processed = await advanceUntil(clock, waitForStatus(store, message.id, "processed"));
+        expect(processed.attempts).toBe(1);
+      } finally {
+        await relay.stop({ graceMs: 0 });
+        await publisher.close();
+      }
+    });
+  });
+});
+
+/** Moves the manual clock (the relay's backoff) until `promise` settles; returns its value. */
+async function advanceUntil<T>(clock: { advance(ms: number): void }, promise: Promise<T>): Promise<T> {
+  while (!(await settlesWithin(promise, 50))) clock.advance(250);
+  return promise;
+}
+
+/** A nats-server of the test's own (own port, own JetStream directory), which it can stop and start again. */
+class PrivateNats {
+  readonly url: string;
+  readonly #port: number;
+  readonly #dir: string;
+  #process: ChildProcess | undefined;
+
+  private constructor(port: number, dir: string) {
+    this.#port = port;
+    this.#dir = dir;
+    this.url = `nats://127.0.0.1:${port}`;
+  }
+
+  static async start(): Promise<PrivateNats> {
+    const server = new PrivateNats(await freePort(), mkdtempSync(join(tmpdir(), "wassal-nats-")));
+    await server.resume();
+    return server;
+  }
+
+  /** Stops the server (SIGTERM); its JetStream data stays on disk. */
+  async pause(): Promise<void> {
+    const child = this.#process;
+    this.#process = undefined;
+    if (child === undefined || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGTERM");
+    await exited;
+  }
+
+  /** Starts it again on the same port and directory, and waits until it accepts connections. */
+  async resume(): Promise<void> {
+    this.#process = spawn("nats-server", ["-a", "127.0.0.1", "-p", String(this.#port), "-js", "-sd", this.#dir], { stdio: "ignore" });
+    await waitUntil(`nats-server on ${this.url}`, async () => {
+      try {
+        const probe = await connect({ servers: this.url, reconnect: false, timeout: 200 });
+        await probe.close();
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.pause();
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
