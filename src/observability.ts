@@ -1,4 +1,4 @@
 // "wassal/observability": Prometheus metrics and structured logs, both built from a store's events.
 
 export { createLogger, logEvents, type Logger } from "./observability/logging.js";
-export { outboxMetrics, serveMetrics, type OutboxMetrics } from "./observability/metrics.js";
+export { outboxMetrics, relayMetrics, serveMetrics, type OutboxMetrics, type RelayMetricEvent } from "./observability/metrics.js";

@@ -12,11 +12,20 @@ import { chaosCommand } from "./chaos-command.js";
 import { labCommand } from "./lab-command.js";
 import { outboxCommand } from "./outbox-command.js";
 import { paymentsCommand } from "./payments-command.js";
+import { relayCommand } from "./relay-command.js";
 import { workerCommand } from "./worker-command.js";
 
 const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
 
-const USAGE_CODES = new Set(["INVALID_ARGUMENT", "UNSUPPORTED_PAYLOAD", "DATABASE_OPEN", "NOT_IN_TRANSACTION", "MESSAGE_NOT_FOUND", "KEY_NOT_BLOCKED"]);
+const USAGE_CODES = new Set([
+  "INVALID_ARGUMENT",
+  "UNSUPPORTED_PAYLOAD",
+  "DATABASE_OPEN",
+  "NOT_IN_TRANSACTION",
+  "MESSAGE_NOT_FOUND",
+  "KEY_NOT_BLOCKED",
+  "MISSING_CLIENT",
+]);
 
 /** Every command (and sub-command) reports errors the same way: through main's catch, exit 2. */
 function withErrors(command: Command): Command {
@@ -33,6 +42,7 @@ function program(): Command {
     .exitOverride()
     .addCommand(withErrors(labCommand()))
     .addCommand(withErrors(workerCommand()))
+    .addCommand(withErrors(relayCommand()))
     .addCommand(withErrors(paymentsCommand()))
     .addCommand(withErrors(outboxCommand()))
     .addCommand(withErrors(chaosCommand()));

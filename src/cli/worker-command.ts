@@ -1,13 +1,12 @@
-// `wassal worker`: parses its options and runs the payments worker until SIGTERM or SIGINT.
-// The first signal stops gracefully (finish or release in-flight work, exit 0); a second one
-// exits at once.
+// `wassal worker`: parses its options and runs the payments worker until SIGTERM or SIGINT
+// (see until-signal.ts).
 
 import { Command, Option } from "commander";
 import { createLogger, LOG_LEVELS } from "../observability/logging.js";
 import { startPaymentsWorker } from "../runtime/payments-worker.js";
-import { EXIT } from "./exit-codes.js";
 import { integer, oneOf, share as rate } from "./options.js";
 import { dbOption, schemaOption, synchronousOption } from "./shared-options.js";
+import { runUntilSignal } from "./until-signal.js";
 
 interface WorkerOptions {
   db: string;
@@ -63,76 +62,37 @@ export function workerCommand(): Command {
     )
     .action(async (options: WorkerOptions) => {
       const logger = createLogger(options.logLevel);
-      // Signals are handled from before the first claim: a SIGTERM that arrives while the worker
-      // is starting stops it gracefully (once started) instead of killing it with leases held.
-      let signals = 0;
-      let stopRequested: NodeJS.Signals | undefined;
-      let stopNow: ((signal: NodeJS.Signals) => void) | undefined;
-      const onSignal = (signal: NodeJS.Signals) => {
-        signals += 1;
-        if (signals > 1) {
-          logger.warn({ signal }, "second signal: exiting at once; leases of unfinished messages will expire");
-          logger.flush();
-          process.exit(EXIT.interrupted);
-        }
-        if (stopNow) stopNow(signal);
-        else stopRequested = signal;
-      };
-      process.on("SIGTERM", onSignal);
-      process.on("SIGINT", onSignal);
-      const running = await startPaymentsWorker({
-        db: options.db,
-        ...(options.schema === undefined ? {} : { schema: options.schema }),
-        ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
-        ...(options.name === undefined ? {} : { name: options.name }),
-        ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
-        concurrency: options.concurrency,
-        leaseMs: options.leaseMs,
-        pollIntervalMs: options.pollMs,
-        retry: { maxAttempts: options.maxAttempts, baseDelayMs: options.retryBaseMs },
-        shutdownGraceMs: options.graceMs,
-        providerLatencyMs: options.providerLatencyMs,
-        ...(options.audit ? { audit: true } : {}),
-        ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
-        faults: {
-          seed: options.faultSeed,
-          ...(options.faultHandlerErrorRate === undefined ? {} : { handlerErrorRate: options.faultHandlerErrorRate }),
-          ...(options.faultProviderFailureRate === undefined ? {} : { providerFailureRate: options.faultProviderFailureRate }),
-          ...(options.faultProviderTimeoutRate === undefined ? {} : { providerTimeoutRate: options.faultProviderTimeoutRate }),
-          ...(options.faultLatencySpikeRate === undefined ? {} : { latencySpikeRate: options.faultLatencySpikeRate }),
-          ...(options.faultLatencySpikeMs === undefined ? {} : { latencySpikeMs: options.faultLatencySpikeMs }),
-        },
-        logger,
-      });
-      const { worker } = running;
-      logger.info(
-        { worker: worker.name, db: running.location, concurrency: worker.concurrency, leaseMs: worker.leaseMs, metrics: running.metricsUrl },
-        "worker started",
-      );
-      // A supervisor that started us with an IPC channel (a Node parent, pm2's wait_ready) hears
-      // "ready" once we are claiming; the channel must not keep the worker alive by itself.
-      if (process.send) {
-        process.send("ready");
-        process.channel?.unref();
-      }
-      await new Promise<void>((resolve) => {
-        stopNow = (signal) => {
-          logger.info({ signal, inFlight: worker.inFlight, graceMs: options.graceMs }, "stopping: no new claims; finishing or releasing in-flight messages");
-          running.stop().then(
-            () => {
-              logger.info("worker stopped");
-              logger.flush();
-              // Nothing of ours is left running; do not wait for stray timers or sockets.
-              process.exit(process.exitCode ?? EXIT.ok);
-            },
-            (error: unknown) => {
-              logger.error({ error: String(error) }, "error while stopping");
-              process.exitCode = EXIT.failed;
-              resolve();
-            },
-          );
-        };
-        if (stopRequested !== undefined) stopNow(stopRequested);
+      await runUntilSignal(logger, "worker", async () => {
+        const running = await startPaymentsWorker({
+          db: options.db,
+          ...(options.schema === undefined ? {} : { schema: options.schema }),
+          ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+          ...(options.name === undefined ? {} : { name: options.name }),
+          ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
+          concurrency: options.concurrency,
+          leaseMs: options.leaseMs,
+          pollIntervalMs: options.pollMs,
+          retry: { maxAttempts: options.maxAttempts, baseDelayMs: options.retryBaseMs },
+          shutdownGraceMs: options.graceMs,
+          providerLatencyMs: options.providerLatencyMs,
+          ...(options.audit ? { audit: true } : {}),
+          ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
+          faults: {
+            seed: options.faultSeed,
+            ...(options.faultHandlerErrorRate === undefined ? {} : { handlerErrorRate: options.faultHandlerErrorRate }),
+            ...(options.faultProviderFailureRate === undefined ? {} : { providerFailureRate: options.faultProviderFailureRate }),
+            ...(options.faultProviderTimeoutRate === undefined ? {} : { providerTimeoutRate: options.faultProviderTimeoutRate }),
+            ...(options.faultLatencySpikeRate === undefined ? {} : { latencySpikeRate: options.faultLatencySpikeRate }),
+            ...(options.faultLatencySpikeMs === undefined ? {} : { latencySpikeMs: options.faultLatencySpikeMs }),
+          },
+          logger,
+        });
+        const { worker } = running;
+        logger.info(
+          { worker: worker.name, db: running.location, concurrency: worker.concurrency, leaseMs: worker.leaseMs, metrics: running.metricsUrl },
+          "worker started",
+        );
+        return { stop: () => running.stop(), stoppingDetail: () => ({ inFlight: worker.inFlight, graceMs: options.graceMs }) };
       });
     });
 }

@@ -115,6 +115,29 @@ export function outboxMetrics(
   return { registry, detach };
 }
 
+/** What a relay reports, as the relay's onEvent hands it (see RelayEvent). */
+export type RelayMetricEvent = { readonly type: "published"; readonly duplicate: boolean } | { readonly type: "broker-unavailable" };
+
+/** Registers the relay's counters on `registry`; returns the function that counts each relay event. */
+export function relayMetrics(registry: Registry): (event: RelayMetricEvent) => void {
+  const published = new Counter({
+    name: "wassal_relay_published_total",
+    help: 'Messages the broker acknowledged; duplicate="true" when its duplicate window already had the id.',
+    labelNames: ["duplicate"],
+    registers: [registry],
+  });
+  const unavailable = new Counter({
+    name: "wassal_relay_broker_unavailable_total",
+    help: "Publishes that found the broker unreachable; the message was held under its lease and published again.",
+    registers: [registry],
+  });
+  for (const duplicate of ["false", "true"]) published.inc({ duplicate }, 0);
+  return (event) => {
+    if (event.type === "published") published.inc({ duplicate: String(event.duplicate) });
+    else unavailable.inc();
+  };
+}
+
 /** Serves `registry` at http://host:port/metrics. Resolves once listening. */
 export async function serveMetrics(registry: Registry, port: number, host = "127.0.0.1"): Promise<Server> {
   const server = createServer((request, response) => {

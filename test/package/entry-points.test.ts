@@ -26,7 +26,7 @@ function inFreshProcess<T>(code: string): T {
 
 describe("entry points", () => {
   beforeAll(() => {
-    for (const entry of ["index.js", "sqlite.js", "postgres.js", "observability.js", "lab.js"]) requireBuilt(entry);
+    for (const entry of ["index.js", "sqlite.js", "postgres.js", "observability.js", "lab.js", "relay.js"]) requireBuilt(entry);
   });
 
   it("the root loads no database driver; wassal/postgres loads pg alone and wassal/sqlite better-sqlite3 alone", () => {
@@ -65,11 +65,26 @@ describe("entry points", () => {
         postgres: await names("wassal/postgres"),
         observability: await names("wassal/observability"),
         lab: await names("wassal/lab"),
+        relay: await names("wassal/relay"),
       }));`);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["PostgresOutboxStore"]);
-    expect(out.observability).toEqual(["createLogger", "logEvents", "outboxMetrics", "serveMetrics"]);
+    expect(out.observability).toEqual(["createLogger", "logEvents", "outboxMetrics", "relayMetrics", "serveMetrics"]);
+    expect(out.relay).toEqual(
+      expect.arrayContaining(["Relay", "NatsPublisher", "WebhookPublisher", "PermanentPublishError", "BrokerUnavailableError", "router"]),
+    );
     expect(out.lab).toEqual(expect.arrayContaining(["openOutbox", "withOutbox", "PaymentsService", "ProviderSimulator", "runScenario", "SCENARIOS"]));
+  });
+
+  it("wassal/relay loads no database driver, and a NATS publisher opens at once even with no server (it connects in the background)", () => {
+    const out = inFreshProcess<{ drivers: string[]; connectedYet: boolean }>(`
+      const relay = await import("wassal/relay");
+      const publisher = await relay.NatsPublisher.open({ servers: "nats://127.0.0.1:1" });
+      const connectedYet = await Promise.race([publisher.connected().then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 200))]);
+      await publisher.close();
+      console.log(JSON.stringify({ drivers: drivers(), connectedYet }));
+      process.exit(0);`);
+    expect(out).toEqual({ drivers: [], connectedYet: false });
   });
 
   it("a caller can listen to a store's events but cannot emit one, and a store has no lease-bypassing member", () => {

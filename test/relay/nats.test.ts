@@ -6,7 +6,6 @@
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -19,6 +18,7 @@ import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
 import { requireService } from "../support/services.js";
 import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
+import { freePort } from "../worker-cli/harness.js";
 
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
 const natsUp = await requireService(
@@ -255,15 +255,4 @@ class PrivateNats {
     await this.pause();
     rmSync(this.#dir, { recursive: true, force: true });
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }

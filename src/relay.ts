@@ -1,0 +1,19 @@
+// "wassal/relay": publish an outbox's messages to a broker (NATS JetStream, webhooks), completing
+// each only once the broker acknowledged it. The broker clients are optional peer dependencies,
+// loaded only when a publisher of theirs is opened.
+
+export { MissingClientError } from "./relay/optional.js";
+export { NatsPublisher, type NatsOptions } from "./relay/nats.js";
+export { PUBLISHER_SCHEMES, publisherTarget, type PublisherTarget, type PublisherTargetOptions } from "./relay/open-publisher.js";
+export {
+  BrokerUnavailableError,
+  NoRouteError,
+  PermanentPublishError,
+  router,
+  type OutgoingMessage,
+  type PublishReceipt,
+  type Publisher,
+  type Routes,
+} from "./relay/publisher.js";
+export { outgoing, Relay, type RelayEvent, type RelayOptions, type RelayStats } from "./relay/relay.js";
+export { WebhookPublisher, webhookKey, webhookSignature, type WebhookOptions } from "./relay/webhook.js";

@@ -1,0 +1,61 @@
+// A publisher from one URL, as `wassal relay --to URL` takes it: nats:// for NATS JetStream,
+// http:// or https:// for webhooks. Checked before anything connects, so bad input costs nothing.
+
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { NatsPublisher } from "./nats.js";
+import type { Publisher } from "./publisher.js";
+import { WebhookPublisher, webhookKey } from "./webhook.js";
+
+/** The URL schemes a relay publishes to, with what each means. */
+export const PUBLISHER_SCHEMES: Readonly<Record<string, string>> = {
+  "nats:": "NATS JetStream, e.g. nats://127.0.0.1:4222 (subjects from --destination and --route)",
+  "http:": "webhooks: each message POSTed to the URL (or to its route's URL), signed with --webhook-secret",
+  "https:": "webhooks, over TLS",
+};
+
+export interface PublisherTarget {
+  readonly scheme: string;
+  /** The destination a message gets when neither it nor a route gives one (the webhook URL), if any. */
+  readonly defaultDestination: string | undefined;
+  /** Connects (or starts connecting: a NATS relay waits for its server in the background). */
+  open(): Promise<Publisher>;
+}
+
+export interface PublisherTargetOptions {
+  /** The Standard Webhooks secret ("whsec_…"), required for http(s). */
+  readonly webhookSecret?: string;
+  /** Connection changes of a broker (e.g. "disconnect", "reconnect"), for logs. */
+  readonly onStatus?: (status: string) => void;
+}
+
+function supported(): string {
+  return Object.entries(PUBLISHER_SCHEMES)
+    .map(([scheme, what]) => `${scheme}// (${what})`)
+    .join("; ");
+}
+
+/** Checks the URL and what its scheme needs (a webhook secret); throws InvalidArgumentError naming what would be valid. */
+export function publisherTarget(to: string, options: PublisherTargetOptions = {}): PublisherTarget {
+  let url: URL;
+  try {
+    url = new URL(to);
+  } catch {
+    throw new InvalidArgumentError(`--to ${JSON.stringify(to)} is not a URL; the relay publishes to ${supported()}`);
+  }
+  const scheme = url.protocol;
+  if (!Object.hasOwn(PUBLISHER_SCHEMES, scheme)) {
+    throw new InvalidArgumentError(`--to ${url.protocol}// is not a broker this relay publishes to; supported: ${supported()}`);
+  }
+  if (scheme === "nats:") {
+    if (url.pathname !== "" && url.pathname !== "/")
+      throw new InvalidArgumentError(`--to ${to}: a NATS URL names a server only (nats://host:port); subjects come from --destination and --route`);
+    return {
+      scheme,
+      defaultDestination: undefined,
+      open: () => NatsPublisher.open({ servers: to, ...(options.onStatus ? { onStatus: options.onStatus } : {}) }),
+    };
+  }
+  webhookKey(options.webhookSecret); // before anything runs: a missing or short secret is bad input
+  const secret = options.webhookSecret as string;
+  return { scheme, defaultDestination: url.href.replaceAll("%7Btype%7D", "{type}"), open: async () => new WebhookPublisher({ secret }) };
+}

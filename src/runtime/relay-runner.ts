@@ -1,0 +1,117 @@
+// A ready-to-run relay: checks the broker URL (and a webhook's secret) before anything opens,
+// opens the store, starts the publisher, wires logs and metrics, and starts publishing.
+
+import type { Server } from "node:http";
+import type { Logger } from "pino";
+import { defaultWorkerName } from "../outbox/worker.js";
+import type { RetryPolicy } from "../outbox/retry.js";
+import { logEvents } from "../observability/logging.js";
+import { outboxMetrics, relayMetrics, serveMetrics } from "../observability/metrics.js";
+import { publisherTarget } from "../relay/open-publisher.js";
+import type { Routes } from "../relay/publisher.js";
+import { Relay } from "../relay/relay.js";
+import { openOutbox, type OpenOutboxOptions } from "../stores/open-outbox.js";
+
+export interface RelayRunnerOptions extends OpenOutboxOptions {
+  /** A SQLite file path or a postgres:// URL. */
+  readonly db: string;
+  /** The broker: nats://host:port, or an http(s) URL for webhooks. */
+  readonly to: string;
+  /** Routes by type; the default destination (for webhooks, the --to URL unless given). */
+  readonly routes: Routes;
+  readonly webhookSecret?: string;
+  readonly idPrefix?: string;
+  readonly name?: string;
+  readonly maxInFlight?: number;
+  readonly leaseMs?: number;
+  readonly pollIntervalMs?: number;
+  readonly retry?: Partial<RetryPolicy>;
+  readonly shutdownGraceMs?: number;
+  readonly metricsPort?: number;
+  readonly logger: Logger;
+}
+
+export interface RunningRelay {
+  readonly relay: Relay<unknown>;
+  readonly location: string;
+  readonly broker: string;
+  readonly metricsUrl: string | null;
+  /** Graceful stop: finish or release outstanding publishes, then close everything. */
+  stop(): Promise<void>;
+}
+
+export async function startRelay(options: RelayRunnerOptions): Promise<RunningRelay> {
+  const { logger } = options;
+  const target = publisherTarget(options.to, {
+    ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
+    onStatus: (status) =>
+      status === "disconnect"
+        ? logger.warn({ broker: options.to }, "broker connection lost; reconnecting")
+        : logger.info({ broker: options.to, status }, "broker connected"),
+  });
+  const defaultDestination = options.routes.default ?? target.defaultDestination;
+  const routes: Routes = { ...options.routes, ...(defaultDestination === undefined ? {} : { default: defaultDestination }) };
+  const name = options.name ?? defaultWorkerName();
+  const outbox = await openOutbox(options.db, { ...options, mustExist: true, applicationName: `wassal-relay-${name}`.slice(0, 63) });
+  const { store } = outbox;
+  const detachLogs = logEvents(store.events, logger);
+  const metrics = outboxMetrics(store.events, { countByStatus: () => store.countByStatus(), processMetrics: true });
+  const count = relayMetrics(metrics.registry);
+  let server: Server | undefined;
+  let publisher: Awaited<ReturnType<typeof target.open>> | undefined;
+  try {
+    if (options.metricsPort !== undefined) server = await serveMetrics(metrics.registry, options.metricsPort);
+    publisher = await target.open();
+    const relay = new Relay({
+      store,
+      publisher,
+      routes,
+      name,
+      ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),
+      ...(options.maxInFlight === undefined ? {} : { maxInFlight: options.maxInFlight }),
+      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+      ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
+      ...(options.retry === undefined ? {} : { retry: options.retry }),
+      ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+      onEvent: (event) => {
+        count(event);
+        if (event.type === "broker-unavailable") {
+          logger.warn(
+            { messageId: event.messageId, retryInMs: event.retryInMs, error: event.error },
+            "broker unreachable; holding the message and publishing again",
+          );
+        } else {
+          logger.debug({ messageId: event.messageId, destination: event.destination, duplicate: event.duplicate }, "published");
+        }
+      },
+    });
+    if (routes.default === undefined && Object.keys(routes.byType ?? {}).length === 0) {
+      logger.warn("no --destination and no --route: only messages enqueued with their own destination can be published; the rest go dead (NoRouteError)");
+    }
+    await relay.start();
+    const address = server?.address();
+    const metricsUrl = address && typeof address === "object" ? `http://${address.address}:${address.port}/metrics` : null;
+    const opened = publisher;
+    return {
+      relay,
+      location: outbox.location,
+      broker: opened.description,
+      metricsUrl,
+      async stop() {
+        await relay.stop();
+        await opened.close();
+        detachLogs();
+        metrics.detach();
+        await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+        await outbox.close();
+      },
+    };
+  } catch (error) {
+    await publisher?.close();
+    detachLogs();
+    metrics.detach();
+    server?.close();
+    await outbox.close();
+    throw error;
+  }
+}

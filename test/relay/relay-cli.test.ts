@@ -1,0 +1,146 @@
+// `wassal relay` through real processes: bad input exits 2 with one clear line before anything
+// opens; --help lists the brokers; and a relay process publishes a SQLite outbox's messages to the
+// real NATS server, completes them, and stops gracefully on SIGTERM.
+//
+// Needs `npm run build` first (`npm test` does it).
+
+import { existsSync, mkdtempSync } from "node:fs";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openOutbox } from "../../src/stores/open-outbox.js";
+import { errorLine } from "../support/assertions.js";
+import { killAll, requireBuiltCli, runCli, startCli, type CliResult } from "../support/cli.js";
+import { requireService } from "../support/services.js";
+import { tempDir } from "../support/temp.js";
+import { until } from "../support/wait.js";
+import { logLines } from "../worker-cli/harness.js";
+
+const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
+const natsUp = await requireService(
+  "NATS",
+  NATS_URL,
+  "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
+);
+const FILE_TMP = tempDir("wassal-relay-cli-");
+const cwd = () => mkdtempSync(join(FILE_TMP, "cwd-"));
+const SECRET = `whsec_${Buffer.alloc(32, 1).toString("base64")}`;
+
+beforeAll(requireBuiltCli);
+afterEach(killAll);
+
+/** Exit 2, nothing on stdout, one line on stderr (returned). */
+function usageError(run: CliResult): string {
+  expect({ code: run.code, signal: run.signal, stdout: run.stdout }).toEqual({ code: 2, signal: null, stdout: "" });
+  return errorLine(run.stderr);
+}
+
+describe("wassal relay: bad input exits 2 with one line, before anything opens", () => {
+  it("an unknown URL scheme names the supported ones", async () => {
+    const dir = cwd();
+    const db = join(dir, "never.db");
+    const line = usageError(await runCli(["relay", "--db", db, "--to", "kafka://127.0.0.1:9092"], { cwd: dir }));
+    expect(line).toContain("--to kafka:// is not a broker this relay publishes to; supported: nats:// (NATS JetStream");
+    expect(line).toContain("http://");
+    expect(line).toContain("https://");
+    expect(existsSync(db)).toBe(false);
+  });
+
+  it("--to that is not a URL says so", async () => {
+    const dir = cwd();
+    expect(usageError(await runCli(["relay", "--db", join(dir, "x.db"), "--to", "localhost:4222"], { cwd: dir }))).toMatch(
+      /--to "localhost:4222" is not a URL|is not a broker/,
+    );
+  });
+
+  it("a webhook without a secret, or with a short one, is refused and says how to make one", async () => {
+    const dir = cwd();
+    const db = join(dir, "never.db");
+    const missing = usageError(await runCli(["relay", "--db", db, "--to", "http://127.0.0.1:9/hooks"], { cwd: dir }));
+    expect(missing).toContain("a webhook secret is required");
+    expect(missing).toContain("openssl rand -base64 32");
+    const short = usageError(
+      await runCli(["relay", "--db", db, "--to", "http://127.0.0.1:9/hooks", "--webhook-secret", `whsec_${Buffer.alloc(8).toString("base64")}`], { cwd: dir }),
+    );
+    expect(short).toContain("holds 8 bytes; it must hold 24 to 64");
+    expect(existsSync(db)).toBe(false);
+  });
+
+  it("a database that holds no outbox is refused (the relay never creates one)", async () => {
+    const dir = cwd();
+    const db = join(dir, "missing.db");
+    const line = usageError(await runCli(["relay", "--db", db, "--to", "http://127.0.0.1:9/h", "--webhook-secret", SECRET], { cwd: dir }));
+    expect(line).toContain("missing.db");
+    expect(existsSync(db)).toBe(false);
+  });
+
+  it("--route without '=' names the expected form", async () => {
+    const dir = cwd();
+    const line = usageError(await runCli(["relay", "--db", join(dir, "x.db"), "--to", NATS_URL, "--route", "order.paid"], { cwd: dir }));
+    expect(line).toContain("expected <type>=<destination>");
+  });
+
+  it("--help lists the brokers and the routing rules", async () => {
+    const run = await runCli(["relay", "--help"], { cwd: cwd() });
+    expect(run.code).toBe(0);
+    for (const text of [
+      "--to <url>",
+      "--destination <template>",
+      "--route <type=destination>",
+      "--webhook-secret",
+      "--max-in-flight",
+      "nats://",
+      "https://",
+      "Exit codes",
+    ]) {
+      expect(run.stdout).toContain(text);
+    }
+  });
+});
+
+describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  const stream = `WASSAL_CLI_${process.pid}`;
+
+  beforeAll(async () => {
+    nc = await connect({ servers: NATS_URL });
+    jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
+  });
+  afterAll(async () => {
+    await jsm.streams.delete(stream).catch(() => undefined);
+    await nc.close();
+  });
+
+  it("publishes the outbox's messages, completes them, and stops on SIGTERM with exit 0", async () => {
+    const dir = cwd();
+    const db = join(dir, "app.db");
+    const outbox = await openOutbox(db);
+    try {
+      await outbox.store.transaction(async (tx) => {
+        for (let n = 0; n < 20; n += 1) await outbox.store.enqueue(tx, { type: n % 2 ? "order.paid" : "order.created", key: `order-${n % 4}`, payload: { n } });
+      });
+    } finally {
+      await outbox.close();
+    }
+    const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--destination", `${stream}.{type}`, "--route", `order.paid=${stream}.paid`], { cwd: dir });
+    await relay.waitForStderr("relay started");
+    await until("20 messages in the stream", async () => (await jsm.streams.info(stream)).state.messages === 20, { timeoutMs: 15_000, intervalMs: 20 });
+    const check = await openOutbox(db, { mustExist: true });
+    try {
+      await until("all processed", async () => (await check.store.countByStatus()).processed === 20, { timeoutMs: 15_000, intervalMs: 20 });
+    } finally {
+      await check.close();
+    }
+    const subjects = (await jsm.streams.info(stream, { subjects_filter: ">" })).state.subjects ?? {};
+    expect(subjects).toEqual({ [`${stream}.order.created`]: 10, [`${stream}.paid`]: 10 });
+    relay.signal("SIGTERM");
+    const exit = await relay.waitForExit(15_000);
+    expect(exit).toMatchObject({ code: 0, signal: null });
+    const messages = logLines(relay.stderr()).map((l) => l.msg);
+    expect(messages).toContain("relay started");
+    expect(messages).toContain("relay stopped");
+  });
+});
