@@ -1,10 +1,11 @@
-// "wassal/relay": publish an outbox's messages to a broker (NATS JetStream, RabbitMQ, webhooks), completing
+// "wassal/relay": publish an outbox's messages to a broker (NATS JetStream, RabbitMQ, Redis Streams, webhooks), completing
 // each only once the broker acknowledged it. The broker clients are optional peer dependencies,
 // loaded only when a publisher of theirs is opened.
 
 export { MissingClientError } from "./relay/optional.js";
 export { NatsPublisher, type NatsOptions } from "./relay/nats.js";
 export { amqpDestination, RabbitMqPublisher, type RabbitMqOptions } from "./relay/rabbitmq.js";
+export { RedisStreamsPublisher, type RedisStreamsOptions } from "./relay/redis.js";
 export { PUBLISHER_SCHEMES, publisherTarget, type PublisherTarget, type PublisherTargetOptions } from "./relay/open-publisher.js";
 export {
   BrokerUnavailableError,

@@ -1,9 +1,11 @@
 // A publisher from one URL, as `wassal relay --to URL` takes it: nats:// for NATS JetStream,
-// amqp:// or amqps:// for RabbitMQ, http:// or https:// for webhooks. Checked before anything connects, so bad input costs nothing.
+// amqp:// or amqps:// for RabbitMQ, redis:// or rediss:// for Redis Streams, http:// or https://
+// for webhooks. Checked before anything connects, so bad input costs nothing.
 
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { NatsPublisher } from "./nats.js";
 import { RabbitMqPublisher } from "./rabbitmq.js";
+import { RedisStreamsPublisher } from "./redis.js";
 import type { Publisher } from "./publisher.js";
 import { WebhookPublisher, webhookKey } from "./webhook.js";
 
@@ -12,6 +14,8 @@ export const PUBLISHER_SCHEMES: Readonly<Record<string, string>> = {
   "nats:": "NATS JetStream, e.g. nats://127.0.0.1:4222 (subjects from --destination and --route)",
   "amqp:": 'RabbitMQ, e.g. amqp://guest:guest@127.0.0.1:5672 (destinations "<exchange>/<routing key>", or "/<queue>")',
   "amqps:": "RabbitMQ over TLS",
+  "redis:": "Redis Streams, e.g. redis://127.0.0.1:6379 (destinations are stream keys)",
+  "rediss:": "Redis Streams over TLS",
   "http:": "webhooks: each message POSTed to the URL (or to its route's URL), signed with --webhook-secret",
   "https:": "webhooks, over TLS",
 };
@@ -63,6 +67,13 @@ export function publisherTarget(to: string, options: PublisherTargetOptions = {}
       scheme,
       defaultDestination: undefined,
       open: () => RabbitMqPublisher.open({ url: to, ...(options.onStatus ? { onStatus: options.onStatus } : {}) }),
+    };
+  }
+  if (scheme === "redis:" || scheme === "rediss:") {
+    return {
+      scheme,
+      defaultDestination: undefined,
+      open: () => RedisStreamsPublisher.open({ url: to, ...(options.onStatus ? { onStatus: options.onStatus } : {}) }),
     };
   }
   webhookKey(options.webhookSecret); // before anything runs: a missing or short secret is bad input

@@ -1,0 +1,185 @@
+// The relay to Redis Streams, on every store, against the real server (127.0.0.1:6379; a private
+// one on its own port for the restart): XADD with id, type, key, headers and body, completion once
+// appended, each key in enqueue order, a re-publish within the window appended once and counted
+// as a duplicate, and a server that goes away mid-run: the messages are held and delivered once
+// it is back.
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { createClient } from "redis";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import { RedisStreamsPublisher } from "../../src/relay/redis.js";
+import { Relay, type RelayOptions } from "../../src/relay/relay.js";
+import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
+import { requireService } from "../support/services.js";
+import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
+import { freePort } from "../worker-cli/harness.js";
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+const redisUp = await requireService("Redis", REDIS_URL, 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no');
+
+type Entry = { id: string; message: Record<string, string> };
+
+describe.skipIf(!redisUp)("Redis Streams", () => {
+  const client = createClient({ url: REDIS_URL });
+  const streams: string[] = [];
+
+  beforeAll(async () => {
+    await client.connect();
+  });
+  afterAll(async () => {
+    for (const stream of streams) await client.del(stream);
+    await client.close();
+  });
+
+  const newStream = () => {
+    const name = `wassal-test-${randomBytes(4).toString("hex")}`;
+    streams.push(name);
+    return name;
+  };
+  const entries = async (stream: string) => (await client.xRange(stream, "-", "+")) as Entry[];
+
+  describeEachStore("the relay to Redis Streams", (factory) => {
+    const ctx = useStoreHarness(factory);
+    const relays: Relay<unknown>[] = [];
+    const publishers: RedisStreamsPublisher[] = [];
+
+    afterEach(async () => {
+      await Promise.all(relays.splice(0).map((relay) => relay.stop({ graceMs: 0 })));
+      await Promise.all(publishers.splice(0).map((p) => p.close()));
+    });
+
+    async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}, url = REDIS_URL) {
+      const publisher = await RedisStreamsPublisher.open({ url });
+      await publisher.connected();
+      publishers.push(publisher);
+      const relay = new Relay({ store, publisher, routes: { default: stream }, clock: ctx().clock, pollIntervalMs: 60_000, ...options });
+      relays.push(relay);
+      await relay.start();
+      return relay;
+    }
+
+    it("appends each message with its id, type, key, headers and body, each key in enqueue order", async () => {
+      const { store } = ctx();
+      const stream = newStream();
+      const ids: string[] = [];
+      for (let n = 0; n < 9; n += 1)
+        ids.push((await enqueueMessage(store, { type: "order.paid", key: `order-${n % 3}`, headers: { "x-trace": `t-${n}` }, payload: { n } })).id);
+      const relay = await startRelay(store, stream, { idPrefix: "shop:" });
+      await waitUntil("9 processed", async () => (await store.countByStatus()).processed === 9);
+      const got = await entries(stream);
+      expect(got).toHaveLength(9);
+      expect(got.find((e) => e.message.id === `shop:${ids[0]}`)?.message).toEqual({
+        id: `shop:${ids[0]}`,
+        type: "order.paid",
+        key: "order-0",
+        headers: JSON.stringify({ "x-trace": "t-0" }),
+        body: JSON.stringify({ n: 0 }),
+      });
+      for (const key of ["order-0", "order-1", "order-2"]) {
+        const ns = got.filter((e) => e.message.key === key).map((e) => (JSON.parse(e.message.body ?? "{}") as { n: number }).n);
+        expect(ns).toEqual([...ns].sort((a, b) => a - b));
+      }
+      expect(relay.stats).toMatchObject({ published: 9, duplicates: 0 });
+    });
+
+    it("a re-publish of an id within the window appends nothing and counts as a duplicate", async () => {
+      const { store } = ctx();
+      const stream = newStream();
+      const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      // As if a relay had appended it and crashed before completing it.
+      const early = await RedisStreamsPublisher.open({ url: REDIS_URL });
+      await early.connected();
+      await early.publish(
+        { id: message.id, messageId: message.id, type: "t", key: null, destination: stream, headers: {}, body: "{}", createdAt: new Date() },
+        new AbortController().signal,
+      );
+      await early.close();
+      const relay = await startRelay(store, stream);
+      await waitForStatus(store, message.id, "processed");
+      expect(relay.stats).toMatchObject({ published: 1, duplicates: 1 });
+      expect(await entries(stream)).toHaveLength(1);
+    });
+  });
+
+  describeEachStore("the relay while its Redis server is away", (factory) => {
+    const ctx = useStoreHarness(factory);
+    let server: PrivateRedis | undefined;
+
+    afterEach(async () => {
+      await server?.stop();
+      server = undefined;
+    });
+
+    it("holds its messages under lease, spends no attempt, and delivers them once the server is back", async () => {
+      const { store, clock } = ctx();
+      server = await PrivateRedis.start();
+      const publisher = await RedisStreamsPublisher.open({ url: server.url });
+      await publisher.connected();
+      const relay = new Relay({ store, publisher, routes: { default: "events" }, clock, pollIntervalMs: 60_000 });
+      await relay.start();
+      try {
+        const first = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+        await waitForStatus(store, first.id, "processed");
+        await server.pause();
+        const second = await enqueueMessage(store, { type: "t", payload: { n: 2 } });
+        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+        expect(await store.getMessage(second.id)).toMatchObject({ status: "processing", attempts: 1, lastError: null });
+        await server.resume();
+        const done = waitForStatus(store, second.id, "processed");
+        while (!(await settlesWithin(done, 50))) clock.advance(250);
+        expect((await done).attempts).toBe(1);
+      } finally {
+        await relay.stop({ graceMs: 0 });
+        await publisher.close();
+      }
+    });
+  });
+});
+
+/** A redis-server of the test's own (own port, nothing on disk), which it can stop and start again. */
+class PrivateRedis {
+  readonly url: string;
+  readonly #port: number;
+  #process: ChildProcess | undefined;
+
+  private constructor(port: number) {
+    this.#port = port;
+    this.url = `redis://127.0.0.1:${port}`;
+  }
+
+  static async start(): Promise<PrivateRedis> {
+    const server = new PrivateRedis(await freePort());
+    await server.resume();
+    return server;
+  }
+
+  async pause(): Promise<void> {
+    const child = this.#process;
+    this.#process = undefined;
+    if (child === undefined || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGTERM");
+    await exited;
+  }
+
+  async resume(): Promise<void> {
+    this.#process = spawn("redis-server", ["--bind", "127.0.0.1", "--port", String(this.#port), "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+    await waitUntil(`redis-server on ${this.url}`, async () => {
+      const probe = createClient({ url: this.url, socket: { reconnectStrategy: false, connectTimeout: 200 } });
+      probe.on("error", () => undefined);
+      try {
+        await probe.connect();
+        await probe.close();
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.pause();
+  }
+}
