@@ -30,7 +30,7 @@ export function leaseKey(messageId: string, token: number): string {
 }
 
 /** What retention deletes: processed messages (by processed time), dead ones (by when they died), or audit rows (by their time). */
-export type PurgeTarget = "processed" | "dead" | "audit";
+export type PurgeTarget = "processed" | "dead" | "audit" | "inbox";
 
 export interface RedriveCount {
   readonly moved: number;
@@ -155,6 +155,8 @@ export interface OutboxDriver<Tx> {
   redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<RedriveCount>;
   /** Deletes one batch of processed messages, dead messages or audit rows from before `before`, oldest first; returns how many. */
   purgeBatch(params: { readonly target: PurgeTarget; readonly before: Date; readonly limit: number }): Promise<number>;
+  /** Records a received message's id in the caller's transaction: true if new, false if it was recorded before. */
+  inboxRecord(params: { readonly tx: Tx; readonly source: string; readonly messageId: string }): MaybePromise<boolean>;
   auditTrail(): Promise<AuditEntry[]>;
   getMessage(params: { readonly messageId: string }): Promise<OutboxMessage | undefined>;
   listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;

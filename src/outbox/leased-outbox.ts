@@ -43,6 +43,8 @@ import {
   checkDelayMs,
   checkDestination,
   checkHeaders,
+  checkInboxId,
+  checkInboxSource,
   checkLease,
   checkLeaseMs,
   checkMessageId,
@@ -423,6 +425,21 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   purgeAudit(before: Date, options: PurgeOptions = {}): Promise<number> {
     return this.#purge("audit", before, options);
+  }
+
+  async receive(tx: Tx, messageId: string, options: { readonly source?: string } = {}): Promise<boolean> {
+    if (!this.#driver.isInTransaction(tx)) {
+      throw new NotInTransactionError(
+        `receive needs an open transaction so the id commits with your effect: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`,
+      );
+    }
+    const id = checkInboxId(messageId);
+    const source = checkInboxSource(checkObject(options, "receive options ({ source })").source ?? "");
+    return this.#driver.inboxRecord({ tx, source, messageId: id });
+  }
+
+  purgeInbox(before: Date, options: PurgeOptions = {}): Promise<number> {
+    return this.#purge("inbox", before, options);
   }
 
   /** Retention in short batches, so no lock is held for long. */

@@ -126,6 +126,21 @@ export interface OutboxStore<Tx> {
   /** Deletes audit rows written before `before`, in short batches. Returns how many. */
   purgeAudit(before: Date, options?: PurgeOptions): Promise<number>;
 
+  /**
+   * The inbox, for a consumer: records a received message's id (from `source`, the producer or
+   * stream it came from, "" by default) in the caller's transaction, with the consumer's own
+   * writes. True when the id is new: apply the message. False when it was recorded before (a
+   * redelivery or a re-publish): skip it; the transaction then changes nothing. A concurrent
+   * receive of the same id waits for this transaction, and sees it as recorded if it commits.
+   */
+  receive(tx: Tx, messageId: string, options?: { readonly source?: string }): Promise<boolean>;
+
+  /**
+   * Deletes inbox ids recorded before `before`, in short batches. Returns how many. Keep ids at
+   * least as long as a message can come back: the broker's redelivery window and any replay.
+   */
+  purgeInbox(before: Date, options?: PurgeOptions): Promise<number>;
+
   /** The audit trail, oldest first (empty unless the store was opened with `audit: true`). */
   auditTrail(): Promise<AuditEntry[]>;
 

@@ -69,6 +69,17 @@ export function checkOrderingKey(key: unknown): string {
   return checkText(key, "key (the ordering key)", MAX_KEY_LENGTH);
 }
 
+/** An id a consumer received (the broker's message id), for the inbox. */
+export function checkInboxId(id: unknown): string {
+  return checkText(id, "inbox message id", MAX_KEY_LENGTH);
+}
+
+/** Where inbox ids come from ("" by default): any string without NUL or lone surrogates, at most 255 characters. */
+export function checkInboxSource(source: unknown): string {
+  if (source === "") return source;
+  return checkText(source, "inbox source", MAX_KEY_LENGTH);
+}
+
 export function checkDestination(destination: unknown): string {
   const text = checkText(destination, "destination", MAX_KEY_LENGTH);
   if (CONTROL.test(text)) throw new InvalidArgumentError(`destination contains a control character (got ${shown(text)})`);

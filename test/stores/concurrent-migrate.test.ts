@@ -20,6 +20,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-005-key-order",
   "outbox-006-hand-on",
   "outbox-007-hand-on-wakes",
+  "outbox-008-inbox",
 ];
 
 describe("concurrent migrations", () => {

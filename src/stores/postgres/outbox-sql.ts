@@ -107,6 +107,20 @@ ${handOnFunction(schema, false)}`,
 -- delivers it at commit, once per transaction.)
 ${handOnFunction(schema, true)}`,
     },
+    {
+      name: "outbox-008-inbox",
+      sql: `
+-- The inbox: ids of messages a consumer received, recorded with its effect; a second receive of
+-- one changes nothing (and waits for a concurrent first one to commit or roll back).
+CREATE TABLE ${schema}.wassal_inbox (
+  source      text        NOT NULL,
+  message_id  text        NOT NULL,
+  received_at timestamptz NOT NULL,
+  PRIMARY KEY (source, message_id)
+);
+CREATE INDEX wassal_inbox_received ON ${schema}.wassal_inbox (received_at);
+`,
+    },
   ];
 }
 
@@ -457,6 +471,15 @@ export function outboxSql(schema: string) {
     /** $1 cutoff, $2 batch size: audit rows written before $1, oldest first. */
     purgeAudit: `WITH batch AS MATERIALIZED (SELECT id FROM ${audit} WHERE at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${audit} a USING batch WHERE a.id = batch.id`,
+
+    /** $1 cutoff, $2 batch size: inbox ids received before $1, oldest first. */
+    purgeInbox: `WITH batch AS MATERIALIZED (
+        SELECT source, message_id FROM ${schema}.wassal_inbox WHERE received_at < $1 ORDER BY received_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${schema}.wassal_inbox i USING batch WHERE i.source = batch.source AND i.message_id = batch.message_id`,
+
+    /** $1 now, $2 source, $3 id: records a received id; no row when it was recorded before. */
+    inboxRecord: `INSERT INTO ${schema}.wassal_inbox (source, message_id, received_at) VALUES ($2, $3, coalesce($1::timestamptz, clock_timestamp()))
+      ON CONFLICT DO NOTHING`,
 
     // schema: (none) PostgreSQL keeps no DDL text: schemaTables to schemaIndexes rebuild it from the catalogue
 

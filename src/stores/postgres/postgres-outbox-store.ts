@@ -392,8 +392,12 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   async purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {
-    const sql = params.target === "processed" ? this.#sql.purgeProcessed : params.target === "dead" ? this.#sql.purgeDead : this.#sql.purgeAudit;
+    const sql = { processed: this.#sql.purgeProcessed, dead: this.#sql.purgeDead, audit: this.#sql.purgeAudit, inbox: this.#sql.purgeInbox }[params.target];
     return (await this.pool.query(sql, [params.before, params.limit])).rowCount ?? 0;
+  }
+
+  async inboxRecord(params: { tx: PostgresTx; source: string; messageId: string }): Promise<boolean> {
+    return ((await params.tx.query(this.#sql.inboxRecord, [this.#now(), params.source, params.messageId])).rowCount ?? 0) === 1;
   }
 
   async auditTrail(): Promise<AuditEntry[]> {

@@ -91,6 +91,20 @@ CREATE INDEX outbox_messages_key ON outbox_messages (ordering_key, id) WHERE ord
     // commit (the -wal watch) and look for a claimable message (newestId below).
     sql: "-- (nothing on SQLite)",
   },
+  {
+    name: "outbox-008-inbox",
+    sql: `
+-- The inbox: ids of messages a consumer received, recorded with its effect; a second receive of
+-- one changes nothing. received_at orders retention.
+CREATE TABLE wassal_inbox (
+  source      TEXT    NOT NULL,
+  message_id  TEXT    NOT NULL,
+  received_at INTEGER NOT NULL,
+  PRIMARY KEY (source, message_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX wassal_inbox_received ON wassal_inbox (received_at);
+`,
+  },
 ];
 
 /**
@@ -290,6 +304,13 @@ export const SQL = {
 
   /** One batch of audit rows written before @before, oldest first. */
   purgeAudit: `DELETE FROM outbox_audit WHERE id IN (SELECT id FROM outbox_audit WHERE at < @before ORDER BY id LIMIT @limit)`,
+
+  /** One batch of inbox ids received before @before, oldest first. */
+  purgeInbox: `DELETE FROM wassal_inbox WHERE (source, message_id) IN (
+                 SELECT source, message_id FROM wassal_inbox WHERE received_at < @before ORDER BY received_at LIMIT @limit)`,
+
+  /** Records a received id; changes nothing (0 rows) when it was recorded before. */
+  inboxRecord: `INSERT INTO wassal_inbox (source, message_id, received_at) VALUES (@source, @id, @now) ON CONFLICT DO NOTHING`,
 
   schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
 

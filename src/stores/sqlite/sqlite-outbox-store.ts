@@ -466,8 +466,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {
-    const name = params.target === "processed" ? "purgeProcessed" : params.target === "dead" ? "purgeDead" : "purgeAudit";
+    const name = ({ processed: "purgeProcessed", dead: "purgeDead", audit: "purgeAudit", inbox: "purgeInbox" } as const)[params.target];
     return this.writeLock.run(() => this.#stmt(name).run({ before: params.before.getTime(), limit: params.limit }).changes);
+  }
+
+  inboxRecord(params: { tx: SqliteTx; source: string; messageId: string }): boolean {
+    return statement(params.tx, SQL.inboxRecord).run({ source: params.source, id: params.messageId, now: this.now() }).changes === 1;
   }
 
   async auditTrail(): Promise<AuditEntry[]> {
