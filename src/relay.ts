@@ -1,8 +1,11 @@
-// "wassal/relay": publish an outbox's messages to a broker (NATS JetStream, RabbitMQ, Redis Streams, webhooks), completing
-// each only once the broker acknowledged it. The broker clients are optional peer dependencies,
+// "wassal/relay": publish an outbox's messages to a broker (NATS JetStream, RabbitMQ, Redis Streams,
+// webhooks), completing each only once the broker acknowledged it; and, on the consuming side, an
+// inbox that applies each received message once. The broker clients are optional peer dependencies,
 // loaded only when a publisher of theirs is opened.
 
+export { Inbox, type InboxOptions, type Received } from "./relay/inbox.js";
 export { MissingClientError } from "./relay/optional.js";
+export { NatsConsumer, type ConsumerStats, type DeliveredMessage, type DeliveryHandler, type NatsConsumerOptions } from "./relay/nats-consumer.js";
 export { NatsPublisher, type NatsOptions } from "./relay/nats.js";
 export { amqpDestination, RabbitMqPublisher, type RabbitMqOptions } from "./relay/rabbitmq.js";
 export { RedisStreamsPublisher, type RedisStreamsOptions } from "./relay/redis.js";

@@ -12,7 +12,9 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
+import { Inbox } from "../../src/relay/inbox.js";
 import { NatsPublisher } from "../../src/relay/nats.js";
+import { NatsConsumer } from "../../src/relay/nats-consumer.js";
 import { PermanentPublishError } from "../../src/relay/publisher.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
@@ -30,13 +32,13 @@ const natsUp = await requireService(
 let streamNumber = 0;
 
 /** A stream of its own for each test: subjects "<name>.>", with a duplicate window. */
-async function freshStream(jsm: JetStreamManager, options: { maxMsgSize?: number } = {}): Promise<string> {
+async function freshStream(jsm: JetStreamManager, options: { maxMsgSize?: number; duplicateWindowMs?: number } = {}): Promise<string> {
   streamNumber += 1;
   const name = `WASSAL_TEST_${process.pid}_${streamNumber}`;
   await jsm.streams.add({
     name,
     subjects: [`${name}.>`],
-    duplicate_window: 60_000_000_000,
+    duplicate_window: (options.duplicateWindowMs ?? 60_000) * 1_000_000,
     ...(options.maxMsgSize ? { max_msg_size: options.maxMsgSize } : {}),
   });
   return name;
@@ -129,6 +131,113 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       expect(dead.lastError).toMatch(/message size exceeds maximum allowed/i);
       expect(dead.attempts).toBe(1);
       await waitForStatus(store, small.id, "processed");
+    });
+  });
+
+  describeEachStore("from the outbox through NATS JetStream to a consumer's inbox", (factory) => {
+    const ctx = useStoreHarness(factory);
+    const stops: (() => Promise<void>)[] = [];
+    afterEach(async () => {
+      for (const stop of stops.splice(0).reverse()) await stop();
+    });
+
+    it("each message has exactly one effect, in each key's order; a re-publish after the window and a failed handler change nothing", async () => {
+      const { store, harness } = ctx();
+      const stream = await freshStream(jsm, { duplicateWindowMs: 100 });
+      streams.push(stream);
+      const consumerStore = await harness.connect();
+      const applied: { id: string; key: string | null; n: number }[] = [];
+      let failOnce = true;
+      const consumer = await NatsConsumer.start({
+        servers: NATS_URL,
+        stream,
+        durable: "statement",
+        ackWaitMs: 1_000,
+        retryDelayMs: 10,
+        inbox: new Inbox({ store: consumerStore, source: stream }),
+        handle: async (message, tx) => {
+          const { n } = message.body as { n: number };
+          await harness.businessWrite(tx, `effect-${n}`);
+          if (n === 3 && failOnce) {
+            failOnce = false;
+            throw new Error("the consumer's own failure, once");
+          }
+          applied.push({ id: message.id, key: message.key, n });
+        },
+      });
+      stops.push(() => consumer.stop());
+
+      const ids: string[] = [];
+      for (let n = 0; n < 9; n += 1) ids.push((await enqueueMessage(store, { type: "t", key: `k${n % 3}`, payload: { n } })).id);
+      const publisher = await NatsPublisher.open({ servers: NATS_URL });
+      await publisher.connected();
+      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock: ctx().clock, pollIntervalMs: 60_000 });
+      stops.push(async () => {
+        await relay.stop({ graceMs: 0 });
+        await publisher.close();
+      });
+      await relay.start();
+      await waitUntil("9 applied", () => applied.length === 9);
+
+      // A relay that crashed after publishing, and published again once the window had passed:
+      // the stream holds the message twice; the consumer's inbox absorbs the second.
+      const js = jetstream(nc);
+      for (;;) {
+        const ack = await js.publish(`${stream}.t`, JSON.stringify({ n: 0 }), { msgID: ids[0]! });
+        if (!ack.duplicate) break;
+        await new Promise((resolve) => setTimeout(resolve, 20)); // the window runs on the broker's clock
+      }
+      await waitUntil("the re-publish absorbed", () => consumer.stats.duplicates === 1);
+
+      for (let n = 0; n < 9; n += 1) expect(await harness.countBusinessRows(`effect-${n}`), `effect of ${n}`).toBe(1);
+      expect(applied).toHaveLength(9);
+      for (const key of ["k0", "k1", "k2"]) {
+        const ns = applied.filter((a) => a.key === key).map((a) => a.n);
+        expect(ns).toEqual([...ns].sort((a, b) => a - b));
+      }
+      expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 1, terminated: 0 });
+      expect(applied.map((a) => a.id).sort()).toEqual([...ids].sort());
+    });
+  });
+
+  describe("the consumer's own failures", () => {
+    it("a message whose handler keeps failing is tried maxAttempts times in place, then terminated and reported; the next ones go on", async () => {
+      const stream = await freshStream(jsm);
+      streams.push(stream);
+      const { SqliteOutboxStore } = await import("../../src/stores/sqlite/sqlite-outbox-store.js");
+      const store = new SqliteOutboxStore({ path: ":memory:" });
+      await store.migrate();
+      const js = jetstream(nc);
+      for (const n of [1, 2, 3]) await js.publish(`${stream}.t`, JSON.stringify({ n }), { msgID: `m-${n}` });
+      const order: number[] = [];
+      const errors: { n: number; final: boolean }[] = [];
+      const consumer = await NatsConsumer.start({
+        servers: NATS_URL,
+        stream,
+        durable: "poison",
+        maxAttempts: 3,
+        retryDelayMs: 1,
+        inbox: new Inbox({ store }),
+        handle: (message) => {
+          const { n } = message.body as { n: number };
+          if (n === 2) throw new Error("poison");
+          order.push(n);
+        },
+        onError: (_error, message, final) => errors.push({ n: (message.body as { n: number }).n, final }),
+      });
+      try {
+        await waitUntil("1 and 3 applied", () => order.length === 2);
+        expect(order).toEqual([1, 3]);
+        expect(errors).toEqual([
+          { n: 2, final: false },
+          { n: 2, final: false },
+          { n: 2, final: true },
+        ]);
+        expect(consumer.stats).toEqual({ applied: 2, duplicates: 0, failed: 3, terminated: 1 });
+      } finally {
+        await consumer.stop();
+        await store.close();
+      }
     });
   });
 
