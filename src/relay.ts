@@ -5,7 +5,10 @@
 
 export { Inbox, type InboxOptions, type Received } from "./relay/inbox.js";
 export { MissingClientError } from "./relay/optional.js";
-export { NatsConsumer, type ConsumerStats, type DeliveredMessage, type DeliveryHandler, type NatsConsumerOptions } from "./relay/nats-consumer.js";
+export type { ConsumerRetry, ConsumerStats, DeliveredMessage, DeliveryHandler } from "./relay/deliver.js";
+export { NatsConsumer, type NatsConsumerOptions } from "./relay/nats-consumer.js";
+export { RabbitMqConsumer, type RabbitMqConsumerOptions } from "./relay/rabbitmq-consumer.js";
+export { RedisStreamsConsumer, type RedisStreamsConsumerOptions } from "./relay/redis-consumer.js";
 export { NatsPublisher, type NatsOptions } from "./relay/nats.js";
 export { amqpDestination, RabbitMqPublisher, type RabbitMqOptions } from "./relay/rabbitmq.js";
 export { RedisStreamsPublisher, type RedisStreamsOptions } from "./relay/redis.js";

@@ -10,27 +10,11 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { InvalidArgumentError } from "../outbox/errors.js";
+import { type ConsumerRetry, type ConsumerStats, checkRetry, type DeliveredMessage, type DeliveryHandler, deliver, parseBody } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { importOptional } from "./optional.js";
 
-/** A message as the consumer's handler gets it. */
-export interface DeliveredMessage {
-  /** The id the inbox records (the publisher's Nats-Msg-Id; the stream sequence without one). */
-  readonly id: string;
-  readonly type: string | null;
-  readonly key: string | null;
-  /** The broker headers other than the id and Wassal's own. */
-  readonly headers: Readonly<Record<string, string>>;
-  /** The payload, parsed from JSON (the raw text when it is not JSON). */
-  readonly body: unknown;
-  /** Where it was delivered from: the NATS subject. */
-  readonly source: string;
-  readonly redelivered: boolean;
-}
-
-export type DeliveryHandler<Tx> = (message: DeliveredMessage, tx: Tx) => void | Promise<void>;
-
-export interface NatsConsumerOptions<Tx> {
+export interface NatsConsumerOptions<Tx> extends ConsumerRetry {
   readonly servers: string | readonly string[];
   readonly stream: string;
   /** The durable consumer's name; created (explicit acks) if it does not exist. */
@@ -39,23 +23,6 @@ export interface NatsConsumerOptions<Tx> {
   readonly handle: DeliveryHandler<Tx>;
   /** How long the server waits for an ack before redelivering (default 30 000 ms); kept alive while a message is retried. */
   readonly ackWaitMs?: number;
-  /** Tries of a message whose handler throws, before it is terminated (default 5). */
-  readonly maxAttempts?: number;
-  /** The wait before the second try, doubling each time up to 30 s (default 1 000 ms). */
-  readonly retryDelayMs?: number;
-  /** Told of each handler failure; `final` when the message is terminated. */
-  readonly onError?: (error: unknown, message: DeliveredMessage, final: boolean) => void;
-}
-
-export interface ConsumerStats {
-  /** Messages whose handler ran and committed. */
-  applied: number;
-  /** Messages the inbox had seen: acknowledged without running the handler. */
-  duplicates: number;
-  /** Handler runs that threw (rolled back; the message is tried again). */
-  failed: number;
-  /** Messages terminated after maxAttempts failures: never applied. */
-  terminated: number;
 }
 
 const OWN_HEADERS = new Set(["nats-msg-id", "wassal-type", "wassal-key", "wassal-message-id"]);
@@ -63,13 +30,7 @@ const OWN_HEADERS = new Set(["nats-msg-id", "wassal-type", "wassal-key", "wassal
 function delivered(m: JsMsg, stream: string): DeliveredMessage {
   const headers: Record<string, string> = {};
   for (const [name, values] of m.headers ?? []) if (!OWN_HEADERS.has(name.toLowerCase())) headers[name] = values.join(", ");
-  const text = new TextDecoder().decode(m.data);
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    // not JSON: the handler gets the text
-  }
+  const body = parseBody(new TextDecoder().decode(m.data));
   return {
     id: m.headers?.get("Nats-Msg-Id") || `${stream}:${m.seq}`,
     type: m.headers?.get("Wassal-Type") || null,
@@ -97,27 +58,8 @@ export class NatsConsumer<Tx> {
     this.#messages = messages;
     this.#loop = (async () => {
       for await (const m of messages) {
-        const message = delivered(m, options.stream);
-        for (let attempt = 1, delay = retry.delayMs; ; attempt += 1, delay = Math.min(delay * 2, 30_000)) {
-          try {
-            const received = await options.inbox.handle(message.id, (tx) => options.handle(message, tx));
-            if (received.duplicate) this.stats.duplicates += 1;
-            else this.stats.applied += 1;
-            await m.ackAck();
-            break;
-          } catch (error) {
-            this.stats.failed += 1;
-            const final = attempt >= retry.maxAttempts;
-            options.onError?.(error, message, final);
-            if (final) {
-              this.stats.terminated += 1;
-              m.term(`the handler failed ${attempt} times: ${error instanceof Error ? error.message : String(error)}`);
-              break;
-            }
-            m.working(); // the server keeps waiting for this message's ack
-            await new Promise((resolve) => setTimeout(resolve, delay));
-          }
-        }
+        const acknowledger = { ack: () => m.ackAck().then(() => undefined), giveUp: (reason: string) => m.term(reason), working: () => m.working() };
+        await deliver(delivered(m, options.stream), acknowledger, options.inbox, options.handle, retry, this.stats, options.onError);
       }
     })();
   }
@@ -127,12 +69,7 @@ export class NatsConsumer<Tx> {
     const ackWaitMs = options.ackWaitMs ?? 30_000;
     if (!Number.isSafeInteger(ackWaitMs) || ackWaitMs < 100)
       throw new InvalidArgumentError(`ackWaitMs must be a whole number of milliseconds >= 100 (got ${String(ackWaitMs)})`);
-    const maxAttempts = options.maxAttempts ?? 5;
-    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1)
-      throw new InvalidArgumentError(`maxAttempts must be a whole number >= 1 (got ${String(maxAttempts)})`);
-    const delayMs = options.retryDelayMs ?? 1_000;
-    if (!Number.isSafeInteger(delayMs) || delayMs < 0)
-      throw new InvalidArgumentError(`retryDelayMs must be a whole number of milliseconds >= 0 (got ${String(delayMs)})`);
+    const retry = checkRetry(options);
     if (typeof options.handle !== "function") throw new InvalidArgumentError("NatsConsumer needs handle: (message, tx) => void");
     const transport = await importOptional<typeof import("@nats-io/transport-node")>("@nats-io/transport-node", "a NATS consumer");
     const jetstream = await importOptional<typeof import("@nats-io/jetstream")>("@nats-io/jetstream", "a NATS consumer");
@@ -148,7 +85,7 @@ export class NatsConsumer<Tx> {
       }
       const consumer = await jetstream.jetstream(nc).consumers.get(options.stream, options.durable);
       const messages = await consumer.consume({ max_messages: 100 });
-      return new NatsConsumer(nc, messages, options, { maxAttempts, delayMs });
+      return new NatsConsumer(nc, messages, options, retry);
     } catch (error) {
       await nc.close();
       throw error;

@@ -7,7 +7,9 @@ import { randomBytes } from "node:crypto";
 import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from "amqplib";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
+import { Inbox } from "../../src/relay/inbox.js";
 import { RabbitMqPublisher } from "../../src/relay/rabbitmq.js";
+import { RabbitMqConsumer } from "../../src/relay/rabbitmq-consumer.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
 import { requireService } from "../support/services.js";
@@ -98,6 +100,44 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
         expect(ns).toHaveLength(4);
       }
       expect(relay.stats).toMatchObject({ published: 12, duplicates: 0, unavailableRetries: 0 });
+    });
+
+    it("through RabbitMQ to a consumer's inbox: one effect per message, each key in order; a re-published one absorbed", async () => {
+      const { store, harness } = ctx();
+      const name = `wassal-test-${randomBytes(4).toString("hex")}`;
+      await admin.assertExchange(name, "topic", { durable: false, autoDelete: true });
+      await admin.assertQueue(`${name}-in`, { durable: false, autoDelete: true });
+      await admin.bindQueue(`${name}-in`, name, "#");
+      const consumerStore = await harness.connect();
+      const applied: { key: string | null; n: number }[] = [];
+      const consumer = await RabbitMqConsumer.start({
+        url: AMQP_URL,
+        queue: `${name}-in`,
+        retryDelayMs: 1,
+        inbox: new Inbox({ store: consumerStore, source: name }),
+        handle: async (message, tx) => {
+          const { n } = message.body as { n: number };
+          await harness.businessWrite(tx, `effect-${n}`);
+          applied.push({ key: message.key, n });
+        },
+      });
+      try {
+        const ids: string[] = [];
+        for (let n = 0; n < 9; n += 1) ids.push((await enqueueMessage(store, { type: "t", key: `k${n % 3}`, payload: { n } })).id);
+        await startRelay(store, name);
+        await waitUntil("9 applied", () => applied.length === 9);
+        // A relay that crashed after the confirm publishes the same message again.
+        admin.publish(name, "events.t", Buffer.from(JSON.stringify({ n: 0 })), { messageId: ids[0]!, persistent: true });
+        await waitUntil("the re-publish absorbed", () => consumer.stats.duplicates === 1);
+        for (let n = 0; n < 9; n += 1) expect(await harness.countBusinessRows(`effect-${n}`)).toBe(1);
+        for (const key of ["k0", "k1", "k2"]) {
+          const ns = applied.filter((a) => a.key === key).map((a) => a.n);
+          expect(ns).toEqual([...ns].sort((a, b) => a - b));
+        }
+        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0 });
+      } finally {
+        await consumer.stop();
+      }
     });
 
     it("a message no queue takes is returned: retried, then dead with the reason; a routable one goes on", async () => {

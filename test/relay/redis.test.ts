@@ -9,7 +9,9 @@ import { randomBytes } from "node:crypto";
 import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
+import { Inbox } from "../../src/relay/inbox.js";
 import { RedisStreamsPublisher } from "../../src/relay/redis.js";
+import { RedisStreamsConsumer } from "../../src/relay/redis-consumer.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
 import { requireService } from "../support/services.js";
@@ -100,6 +102,58 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
       await waitForStatus(store, message.id, "processed");
       expect(relay.stats).toMatchObject({ published: 1, duplicates: 1 });
       expect(await entries(stream)).toHaveLength(1);
+    });
+  });
+
+  describeEachStore("from the outbox through Redis Streams to a consumer's inbox", (factory) => {
+    const ctx = useStoreHarness(factory);
+
+    it("one effect per entry, each key in order; an entry appended again after the window absorbed", async () => {
+      const { store, harness } = ctx();
+      const stream = newStream();
+      const consumerStore = await harness.connect();
+      const applied: { key: string | null; n: number }[] = [];
+      const consumer = await RedisStreamsConsumer.start({
+        url: REDIS_URL,
+        stream,
+        group: "statement",
+        consumer: "c1",
+        retryDelayMs: 1,
+        inbox: new Inbox({ store: consumerStore, source: stream }),
+        handle: async (message, tx) => {
+          const { n } = message.body as { n: number };
+          await harness.businessWrite(tx, `effect-${n}`);
+          applied.push({ key: message.key, n });
+        },
+      });
+      const publisher = await RedisStreamsPublisher.open({ url: REDIS_URL, duplicateWindowMs: 1 });
+      await publisher.connected();
+      const relay = new Relay({ store, publisher, routes: { default: stream }, clock: ctx().clock, pollIntervalMs: 60_000 });
+      try {
+        const ids: string[] = [];
+        for (let n = 0; n < 9; n += 1) ids.push((await enqueueMessage(store, { type: "t", key: `k${n % 3}`, payload: { n } })).id);
+        await relay.start();
+        await waitUntil("9 applied", () => applied.length === 9);
+        // The 1 ms window has passed: the same message appended again reaches the consumer.
+        let receipt = { duplicate: true };
+        while (receipt.duplicate) {
+          receipt = await publisher.publish(
+            { id: ids[0]!, messageId: ids[0]!, type: "t", key: "k0", destination: stream, headers: {}, body: JSON.stringify({ n: 0 }), createdAt: new Date() },
+            new AbortController().signal,
+          );
+        }
+        await waitUntil("the re-publish absorbed", () => consumer.stats.duplicates === 1);
+        for (let n = 0; n < 9; n += 1) expect(await harness.countBusinessRows(`effect-${n}`)).toBe(1);
+        for (const key of ["k0", "k1", "k2"]) {
+          const ns = applied.filter((a) => a.key === key).map((a) => a.n);
+          expect(ns).toEqual([...ns].sort((a, b) => a - b));
+        }
+        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0 });
+      } finally {
+        await relay.stop({ graceMs: 0 });
+        await publisher.close();
+        await consumer.stop();
+      }
     });
   });
 

@@ -1,0 +1,104 @@
+// What every consumer does with one delivered message, whatever the broker: apply it through the
+// inbox in the consumer's transaction, then acknowledge it; if the handler throws, try it again in
+// place (so nothing behind it overtakes it, and each key's order holds), and after maxAttempts give
+// it up (the broker's "terminate" or "reject") and report it.
+
+import { InvalidArgumentError } from "../outbox/errors.js";
+import type { Inbox } from "./inbox.js";
+
+/** A message as the consumer's handler gets it. */
+export interface DeliveredMessage {
+  /** The id the inbox records: the publisher's message id. */
+  readonly id: string;
+  readonly type: string | null;
+  readonly key: string | null;
+  /** The broker headers other than the id and Wassal's own. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The payload, parsed from JSON (the raw text when it is not JSON). */
+  readonly body: unknown;
+  /** Where it was delivered from: a subject, a queue, a stream. */
+  readonly source: string;
+  readonly redelivered: boolean;
+}
+
+export type DeliveryHandler<Tx> = (message: DeliveredMessage, tx: Tx) => void | Promise<void>;
+
+export interface ConsumerStats {
+  /** Messages whose handler ran and committed. */
+  applied: number;
+  /** Messages the inbox had seen: acknowledged without running the handler. */
+  duplicates: number;
+  /** Handler runs that threw (rolled back; the message is tried again). */
+  failed: number;
+  /** Messages given up after maxAttempts failures: never applied. */
+  terminated: number;
+}
+
+export interface ConsumerRetry {
+  /** Tries of a message whose handler throws, before it is given up (default 5). */
+  readonly maxAttempts?: number;
+  /** The wait before the second try, doubling each time up to 30 s (default 1 000 ms). */
+  readonly retryDelayMs?: number;
+  /** Told of each handler failure; `final` when the message is given up. */
+  readonly onError?: (error: unknown, message: DeliveredMessage, final: boolean) => void;
+}
+
+/** What the broker lets a consumer do with the message in hand. */
+export interface Acknowledger {
+  ack(): Promise<void> | void;
+  /** Give the message up for good (no redelivery), saying why. */
+  giveUp(reason: string): Promise<void> | void;
+  /** Tell the broker the message is still being worked on (optional). */
+  working?(): void;
+}
+
+export function checkRetry(retry: ConsumerRetry): { maxAttempts: number; delayMs: number } {
+  const maxAttempts = retry.maxAttempts ?? 5;
+  if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1)
+    throw new InvalidArgumentError(`maxAttempts must be a whole number >= 1 (got ${String(maxAttempts)})`);
+  const delayMs = retry.retryDelayMs ?? 1_000;
+  if (!Number.isSafeInteger(delayMs) || delayMs < 0)
+    throw new InvalidArgumentError(`retryDelayMs must be a whole number of milliseconds >= 0 (got ${String(delayMs)})`);
+  return { maxAttempts, delayMs };
+}
+
+/** Parses a payload as JSON, or hands the text over as it is. */
+export function parseBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** Applies one message once (see the top of this file) and updates `stats`. */
+export async function deliver<Tx>(
+  message: DeliveredMessage,
+  broker: Acknowledger,
+  inbox: Inbox<Tx>,
+  handle: DeliveryHandler<Tx>,
+  retry: { maxAttempts: number; delayMs: number },
+  stats: ConsumerStats,
+  onError?: ConsumerRetry["onError"],
+): Promise<void> {
+  for (let attempt = 1, delay = retry.delayMs; ; attempt += 1, delay = Math.min(delay * 2, 30_000)) {
+    try {
+      const received = await inbox.handle(message.id, (tx) => handle(message, tx));
+      if (received.duplicate) stats.duplicates += 1;
+      else stats.applied += 1;
+      await broker.ack();
+      return;
+    } catch (error) {
+      stats.failed += 1;
+      const final = attempt >= retry.maxAttempts;
+      onError?.(error, message, final);
+      if (final) {
+        stats.terminated += 1;
+        await broker.giveUp(`the handler failed ${attempt} times: ${error instanceof Error ? error.message : String(error)}`);
+        return;
+      }
+      broker.working?.();
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}

@@ -1,0 +1,88 @@
+// The receiving side for RabbitMQ: consumes a queue one message at a time (prefetch 1, so the
+// queue's order holds), applies each through the inbox in the consumer's transaction, and acks it
+// after the commit; a redelivered or re-published message finds its message-id in the inbox and is
+// acked without running the handler. A handler that keeps failing is rejected without requeue
+// (to the queue's dead-letter exchange, if it has one) after maxAttempts. See deliver.ts.
+
+import type { Channel, ChannelModel, ConsumeMessage } from "amqplib";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { type ConsumerRetry, type ConsumerStats, checkRetry, type DeliveredMessage, type DeliveryHandler, deliver, parseBody } from "./deliver.js";
+import type { Inbox } from "./inbox.js";
+import { importOptional } from "./optional.js";
+
+export interface RabbitMqConsumerOptions<Tx> extends ConsumerRetry {
+  readonly url: string;
+  /** The queue to consume (it must exist). */
+  readonly queue: string;
+  readonly inbox: Inbox<Tx>;
+  readonly handle: DeliveryHandler<Tx>;
+}
+
+const OWN_HEADERS = new Set(["wassal-type", "wassal-key", "wassal-message-id"]);
+
+function delivered(m: ConsumeMessage, queue: string): DeliveredMessage {
+  const raw = (m.properties.headers ?? {}) as Record<string, unknown>;
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(raw)) if (!OWN_HEADERS.has(name) && value !== undefined && value !== null) headers[name] = String(value);
+  const text = (value: unknown) => (typeof value === "string" && value !== "" ? value : null);
+  return {
+    id: text(m.properties.messageId) ?? "",
+    type: text(raw["wassal-type"]) ?? text(m.properties.type),
+    key: text(raw["wassal-key"]),
+    headers,
+    body: parseBody(m.content.toString("utf8")),
+    source: queue,
+    redelivered: m.fields.redelivered,
+  };
+}
+
+export class RabbitMqConsumer<Tx> {
+  readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
+  readonly #model: ChannelModel;
+  readonly #channel: Channel;
+  #tag = "";
+  #current: Promise<void> = Promise.resolve();
+
+  private constructor(model: ChannelModel, channel: Channel) {
+    this.#model = model;
+    this.#channel = channel;
+  }
+
+  static async start<Tx>(options: RabbitMqConsumerOptions<Tx>): Promise<RabbitMqConsumer<Tx>> {
+    if (typeof options.handle !== "function") throw new InvalidArgumentError("RabbitMqConsumer needs handle: (message, tx) => void");
+    const retry = checkRetry(options);
+    const amqp = await importOptional<typeof import("amqplib")>("amqplib", "a RabbitMQ consumer");
+    const model = await amqp.connect(options.url);
+    try {
+      const channel = await model.createChannel();
+      await channel.prefetch(1);
+      const consumer = new RabbitMqConsumer<Tx>(model, channel);
+      const { consumerTag } = await channel.consume(options.queue, (m) => {
+        if (m === null) return;
+        consumer.#current = consumer.#current.then(async () => {
+          const message = delivered(m, options.queue);
+          if (message.id === "") {
+            consumer.stats.terminated += 1;
+            options.onError?.(new Error("the message has no message-id, so it cannot be applied exactly once"), message, true);
+            channel.nack(m, false, false);
+            return;
+          }
+          const acknowledger = { ack: () => channel.ack(m), giveUp: () => channel.nack(m, false, false) };
+          await deliver(message, acknowledger, options.inbox, options.handle, retry, consumer.stats, options.onError);
+        });
+      });
+      consumer.#tag = consumerTag;
+      return consumer;
+    } catch (error) {
+      await model.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Stops consuming, lets the message in hand finish, and closes the connection (unacked messages go back to the queue). */
+  async stop(): Promise<void> {
+    await this.#channel.cancel(this.#tag).catch(() => undefined);
+    await this.#current;
+    await this.#model.close().catch(() => undefined);
+  }
+}
