@@ -45,12 +45,12 @@ function delivered(m: JsMsg, stream: string): DeliveredMessage {
 export class NatsConsumer<Tx> {
   readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
   readonly #nc: NatsConnection;
-  readonly #messages: { stop(): void; close(): Promise<void | Error> };
+  readonly #messages: { stop(): void; close(): Promise<unknown> };
   readonly #loop: Promise<void>;
 
   private constructor(
     nc: NatsConnection,
-    messages: AsyncIterable<JsMsg> & { stop(): void; close(): Promise<void | Error> },
+    messages: AsyncIterable<JsMsg> & { stop(): void; close(): Promise<unknown> },
     options: NatsConsumerOptions<Tx>,
     retry: { maxAttempts: number; delayMs: number },
   ) {

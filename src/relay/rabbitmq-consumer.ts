@@ -36,7 +36,7 @@ function delivered(m: ConsumeMessage, queue: string): DeliveredMessage {
   };
 }
 
-export class RabbitMqConsumer<Tx> {
+export class RabbitMqConsumer {
   readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
   readonly #model: ChannelModel;
   readonly #channel: Channel;
@@ -48,7 +48,7 @@ export class RabbitMqConsumer<Tx> {
     this.#channel = channel;
   }
 
-  static async start<Tx>(options: RabbitMqConsumerOptions<Tx>): Promise<RabbitMqConsumer<Tx>> {
+  static async start<Tx>(options: RabbitMqConsumerOptions<Tx>): Promise<RabbitMqConsumer> {
     if (typeof options.handle !== "function") throw new InvalidArgumentError("RabbitMqConsumer needs handle: (message, tx) => void");
     const retry = checkRetry(options);
     const amqp = await importOptional<typeof import("amqplib")>("amqplib", "a RabbitMQ consumer");
@@ -56,7 +56,7 @@ export class RabbitMqConsumer<Tx> {
     try {
       const channel = await model.createChannel();
       await channel.prefetch(1);
-      const consumer = new RabbitMqConsumer<Tx>(model, channel);
+      const consumer = new RabbitMqConsumer(model, channel);
       const { consumerTag } = await channel.consume(options.queue, (m) => {
         if (m === null) return;
         consumer.#current = consumer.#current.then(async () => {

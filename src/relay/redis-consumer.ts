@@ -43,7 +43,7 @@ function delivered(entry: Entry, stream: string, redelivered: boolean): Delivere
   };
 }
 
-export class RedisStreamsConsumer<Tx> {
+export class RedisStreamsConsumer {
   readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
   readonly #client: RedisClientType;
   #stopping = false;
@@ -53,7 +53,7 @@ export class RedisStreamsConsumer<Tx> {
     this.#client = client;
   }
 
-  static async start<Tx>(options: RedisStreamsConsumerOptions<Tx>): Promise<RedisStreamsConsumer<Tx>> {
+  static async start<Tx>(options: RedisStreamsConsumerOptions<Tx>): Promise<RedisStreamsConsumer> {
     if (typeof options.handle !== "function") throw new InvalidArgumentError("RedisStreamsConsumer needs handle: (message, tx) => void");
     const retry = checkRetry(options);
     const redis = await importOptional<typeof import("redis")>("redis", "a Redis Streams consumer");
@@ -68,7 +68,7 @@ export class RedisStreamsConsumer<Tx> {
       await client.close().catch(() => undefined);
       throw error;
     }
-    const consumer = new RedisStreamsConsumer<Tx>(client);
+    const consumer = new RedisStreamsConsumer(client);
     consumer.#loop = consumer.#run(options, retry);
     return consumer;
   }
