@@ -2,11 +2,11 @@
 // SIGINT (see until-signal.ts).
 
 import { Command, Option, InvalidArgumentError as CommanderInvalidArgument } from "commander";
-import { createLogger, LOG_LEVELS } from "../observability/logging.js";
+import { createLogger } from "../observability/logging.js";
 import { PUBLISHER_SCHEMES } from "../relay/open-publisher.js";
 import { startRelay } from "../runtime/relay-runner.js";
-import { integer, oneOf } from "./options.js";
-import { dbOption, schemaOption, synchronousOption } from "./shared-options.js";
+import { integer } from "./options.js";
+import { dbOption, runnerOptions, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
 interface RelayCommandOptions {
@@ -42,7 +42,7 @@ export function relayCommand(): Command {
   const schemes = Object.entries(PUBLISHER_SCHEMES)
     .map(([scheme, what]) => `  ${`${scheme}//`.padEnd(10)} ${what}`)
     .join("\n");
-  return new Command("relay")
+  const command = new Command("relay")
     .description("publish the outbox's messages to a broker, completing each once the broker acknowledged it (until SIGTERM or SIGINT)")
     .addOption(dbOption().makeOptionMandatory())
     .addOption(schemaOption())
@@ -56,14 +56,16 @@ export function relayCommand(): Command {
     .addOption(new Option("--webhook-secret <whsec_…>", "Standard Webhooks signing secret, required for http(s)").env("WASSAL_WEBHOOK_SECRET"))
     .option("--id-prefix <text>", "put in front of each message id the broker deduplicates on (give each outbox sharing a broker its own)")
     .option("--name <name>", "owner name written on the relay's leases (default: host-pid-random)")
-    .option("--max-in-flight <n>", "messages published and awaiting the broker's acknowledgement at once", integer(1, 1000), 256)
-    .option("--lease-ms <ms>", "lease length; renewed every third of it while a publish is outstanding", integer(100, 86_400_000), 30_000)
-    .option("--poll-ms <ms>", "longest wait between claims when nothing wakes the relay", integer(1, 3_600_000), 1_000)
-    .option("--max-attempts <n>", "attempts before a message the broker keeps failing is dead (an unreachable broker spends none)", integer(1, 1000), 5)
-    .option("--retry-base-ms <ms>", "wait after the first failure; doubles each attempt (with ±20% jitter)", integer(0, 3_600_000), 1_000)
-    .option("--grace-ms <ms>", "on shutdown, how long outstanding publishes may finish before their messages are released", integer(0, 3_600_000), 10_000)
-    .option("--metrics-port <port>", "serve Prometheus metrics on http://127.0.0.1:<port>/metrics (0 picks a free port)", integer(0, 65_535))
-    .addOption(new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"))
+    .option("--max-in-flight <n>", "messages published and awaiting the broker's acknowledgement at once", integer(1, 1000), 256);
+  return withOptions(
+    command,
+    runnerOptions({
+      name: "relay",
+      work: "a publish is outstanding",
+      inFlight: "outstanding publishes",
+      attempts: "attempts before a message the broker keeps failing is dead (an unreachable broker spends none)",
+    }),
+  )
     .addHelpText(
       "after",
       `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error.`,

@@ -1,8 +1,9 @@
 // Options several commands share.
 
 import { Option } from "commander";
+import { LOG_LEVELS } from "../observability/logging.js";
 import type { OpenOutboxOptions } from "../stores/open-outbox.js";
-import { oneOf } from "./options.js";
+import { integer, oneOf } from "./options.js";
 
 /**
  * How a command uses the database: "read" only looks (opened read-only, never migrated), "repair"
@@ -33,4 +34,28 @@ export function synchronousOption(): Option {
     "--synchronous <mode>",
     "SQLite durability: FULL flushes every commit (default), NORMAL is faster and may lose the last commits on power loss",
   ).argParser(oneOf(["FULL", "NORMAL"] as const));
+}
+
+/**
+ * The options of a long-running claimer (the worker, the relay): leases, polling, retries,
+ * shutdown, metrics and logs. `what` says, for the help texts, its name, when a lease is renewed
+ * ("a handler runs"), what may finish at shutdown, and what --max-attempts counts.
+ */
+export function runnerOptions(what: { readonly name: string; readonly work: string; readonly inFlight: string; readonly attempts: string }): Option[] {
+  return [
+    new Option("--lease-ms <ms>", `lease length; renewed every third of it while ${what.work}`).argParser(integer(100, 86_400_000)).default(30_000),
+    new Option("--poll-ms <ms>", `longest wait between claims when nothing wakes the ${what.name}`).argParser(integer(1, 3_600_000)).default(1_000),
+    new Option("--max-attempts <n>", what.attempts).argParser(integer(1, 1000)).default(5),
+    new Option("--retry-base-ms <ms>", "wait after the first failure; doubles each attempt (with ±20% jitter)").argParser(integer(0, 3_600_000)).default(1_000),
+    new Option("--grace-ms <ms>", `on shutdown, how long ${what.inFlight} may finish before their messages are released`)
+      .argParser(integer(0, 3_600_000))
+      .default(10_000),
+    new Option("--metrics-port <port>", "serve Prometheus metrics on http://127.0.0.1:<port>/metrics (0 picks a free port)").argParser(integer(0, 65_535)),
+    new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"),
+  ];
+}
+
+/** Adds every option of the list to the command. */
+export function withOptions<C extends { addOption(option: Option): C }>(command: C, options: readonly Option[]): C {
+  return options.reduce((c, option) => c.addOption(option), command);
 }

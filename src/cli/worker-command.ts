@@ -1,11 +1,11 @@
 // `wassal worker`: parses its options and runs the payments worker until SIGTERM or SIGINT
 // (see until-signal.ts).
 
-import { Command, Option } from "commander";
-import { createLogger, LOG_LEVELS } from "../observability/logging.js";
+import { Command } from "commander";
+import { createLogger } from "../observability/logging.js";
 import { startPaymentsWorker } from "../runtime/payments-worker.js";
-import { integer, oneOf, share as rate } from "./options.js";
-import { dbOption, schemaOption, synchronousOption } from "./shared-options.js";
+import { integer, share as rate } from "./options.js";
+import { dbOption, runnerOptions, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
 interface WorkerOptions {
@@ -33,20 +33,17 @@ interface WorkerOptions {
 }
 
 export function workerCommand(): Command {
-  return new Command("worker")
+  const command = new Command("worker")
     .description("process the payments' reconciliation messages until stopped (SIGTERM or SIGINT: graceful; a second signal: at once)")
     .addOption(dbOption().makeOptionMandatory())
     .addOption(schemaOption())
     .addOption(synchronousOption())
     .option("--name <name>", "owner name written on this worker's leases (default: host-pid-random)")
-    .option("--concurrency <n>", "messages processed at once", integer(1, 1000), 10)
-    .option("--lease-ms <ms>", "lease length; renewed every third of it while a handler runs", integer(100, 86_400_000), 30_000)
-    .option("--poll-ms <ms>", "longest wait between claims when nothing wakes the worker", integer(1, 3_600_000), 1_000)
-    .option("--max-attempts <n>", "attempts before a message is dead", integer(1, 1000), 5)
-    .option("--retry-base-ms <ms>", "wait after the first failure; doubles each attempt (with ±20% jitter)", integer(0, 3_600_000), 1_000)
-    .option("--grace-ms <ms>", "on shutdown, how long running handlers may finish before their messages are released", integer(0, 3_600_000), 10_000)
-    .option("--metrics-port <port>", "serve Prometheus metrics on http://127.0.0.1:<port>/metrics (0 picks a free port)", integer(0, 65_535))
-    .addOption(new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"))
+    .option("--concurrency <n>", "messages processed at once", integer(1, 1000), 10);
+  return withOptions(
+    command,
+    runnerOptions({ name: "worker", work: "a handler runs", inFlight: "running handlers", attempts: "attempts before a message is dead" }),
+  )
     .option("--provider-latency-ms <ms>", "simulated payment provider latency per call", integer(0, 60_000), 0)
     .option("--audit", "keep the audit trail: every claim, completion, retry, dead message and release with its token")
     .option("--provider-log <file>", "append every simulated provider call to <file> as JSON lines")

@@ -4,10 +4,6 @@
 // refuses for good dead with the server's reason, and a broker that goes away mid-run: the relay
 // holds its messages, spends no attempt, and delivers them once the server is back.
 
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -18,9 +14,10 @@ import { NatsConsumer } from "../../src/relay/nats-consumer.js";
 import { PermanentPublishError } from "../../src/relay/publisher.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
+import { PrivateServer } from "../support/private-server.js";
 import { requireService } from "../support/services.js";
-import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
-import { freePort } from "../worker-cli/harness.js";
+import { advanceUntil, useRelays } from "./support.js";
+import { waitForStatus, waitUntil } from "../worker/support.js";
 
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
 const natsUp = await requireService(
@@ -60,22 +57,12 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
 
   describeEachStore("the relay to NATS JetStream", (factory) => {
     const ctx = useStoreHarness(factory);
-    const relays: Relay<unknown>[] = [];
-    const publishers: NatsPublisher[] = [];
+    const relays = useRelays(() => ctx().clock);
 
-    afterEach(async () => {
-      await Promise.all(relays.splice(0).map((relay) => relay.stop({ graceMs: 0 })));
-      await Promise.all(publishers.splice(0).map((p) => p.close()));
-    });
-
-    async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}, servers = NATS_URL) {
-      const publisher = await NatsPublisher.open({ servers, ackTimeoutMs: 2_000 });
+    async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}) {
+      const publisher = await NatsPublisher.open({ servers: NATS_URL, ackTimeoutMs: 2_000 });
       await publisher.connected();
-      publishers.push(publisher);
-      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock: ctx().clock, pollIntervalMs: 60_000, ...options });
-      relays.push(relay);
-      await relay.start();
-      return relay;
+      return relays.start(store, publisher, { routes: { default: `${stream}.{type}` }, ...options });
     }
 
     async function newStream(options: { maxMsgSize?: number } = {}): Promise<string> {
@@ -243,7 +230,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
 
   describeEachStore("the relay while its NATS server is away", (factory) => {
     const ctx = useStoreHarness(factory);
-    let server: PrivateNats | undefined;
+    let server: PrivateServer | undefined;
 
     afterEach(async () => {
       await server?.stop();
@@ -252,7 +239,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
 
     it("holds its messages under lease, spends no attempt, and delivers them once the server is back", async () => {
       const { store, clock } = ctx();
-      server = await PrivateNats.start();
+      server = await PrivateServer.nats();
       const own = await connect({ servers: server.url });
       const ownJsm = await jetstreamManager(own);
       const stream = await freshStream(ownJsm);
@@ -287,7 +274,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
 
     it("started before its server is up, it holds the messages and delivers them once the server comes", async () => {
       const { store, clock } = ctx();
-      server = await PrivateNats.start();
+      server = await PrivateServer.nats();
       const own = await connect({ servers: server.url });
       const stream = await freshStream(await jetstreamManager(own));
       await own.close();
@@ -310,58 +297,3 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
     });
   });
 });
-
-/** Moves the manual clock (the relay's backoff) until `promise` settles; returns its value. */
-async function advanceUntil<T>(clock: { advance(ms: number): void }, promise: Promise<T>): Promise<T> {
-  while (!(await settlesWithin(promise, 50))) clock.advance(250);
-  return promise;
-}
-
-/** A nats-server of the test's own (own port, own JetStream directory), which it can stop and start again. */
-class PrivateNats {
-  readonly url: string;
-  readonly #port: number;
-  readonly #dir: string;
-  #process: ChildProcess | undefined;
-
-  private constructor(port: number, dir: string) {
-    this.#port = port;
-    this.#dir = dir;
-    this.url = `nats://127.0.0.1:${port}`;
-  }
-
-  static async start(): Promise<PrivateNats> {
-    const server = new PrivateNats(await freePort(), mkdtempSync(join(tmpdir(), "wassal-nats-")));
-    await server.resume();
-    return server;
-  }
-
-  /** Stops the server (SIGTERM); its JetStream data stays on disk. */
-  async pause(): Promise<void> {
-    const child = this.#process;
-    this.#process = undefined;
-    if (child === undefined || child.exitCode !== null) return;
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    child.kill("SIGTERM");
-    await exited;
-  }
-
-  /** Starts it again on the same port and directory, and waits until it accepts connections. */
-  async resume(): Promise<void> {
-    this.#process = spawn("nats-server", ["-a", "127.0.0.1", "-p", String(this.#port), "-js", "-sd", this.#dir], { stdio: "ignore" });
-    await waitUntil(`nats-server on ${this.url}`, async () => {
-      try {
-        const probe = await connect({ servers: this.url, reconnect: false, timeout: 200 });
-        await probe.close();
-        return true;
-      } catch {
-        return false;
-      }
-    });
-  }
-
-  async stop(): Promise<void> {
-    await this.pause();
-    rmSync(this.#dir, { recursive: true, force: true });
-  }
-}

@@ -5,14 +5,15 @@
 
 import { randomBytes } from "node:crypto";
 import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from "amqplib";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import { Inbox } from "../../src/relay/inbox.js";
 import { RabbitMqPublisher } from "../../src/relay/rabbitmq.js";
 import { RabbitMqConsumer } from "../../src/relay/rabbitmq-consumer.js";
-import { Relay, type RelayOptions } from "../../src/relay/relay.js";
+import type { RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
 import { requireService } from "../support/services.js";
+import { useRelays } from "./support.js";
 import { waitForSleepers, waitForStatus, waitUntil } from "../worker/support.js";
 
 const AMQP_URL = process.env.TEST_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672";
@@ -49,30 +50,16 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
 
   describeEachStore("the relay to RabbitMQ", (factory) => {
     const ctx = useStoreHarness(factory);
-    const relays: Relay<unknown>[] = [];
-    const publishers: RabbitMqPublisher[] = [];
-
-    afterEach(async () => {
-      await Promise.all(relays.splice(0).map((relay) => relay.stop({ graceMs: 0 })));
-      await Promise.all(publishers.splice(0).map((p) => p.close()));
-    });
+    const relays = useRelays(() => ctx().clock);
 
     async function startRelay(store: OutboxStore<unknown>, exchange: string, options: Partial<RelayOptions<unknown>> = {}) {
       const publisher = await RabbitMqPublisher.open({ url: AMQP_URL });
       await publisher.connected();
-      publishers.push(publisher);
-      const relay = new Relay({
-        store,
-        publisher,
+      return relays.start(store, publisher, {
         routes: { default: `${exchange}/events.{type}` },
-        clock: ctx().clock,
-        pollIntervalMs: 60_000,
         retry: { maxAttempts: 2, baseDelayMs: 1_000, jitter: 0 },
         ...options,
       });
-      relays.push(relay);
-      await relay.start();
-      return relay;
     }
 
     it("publishes persistent messages with message-id and headers, completed once confirmed, each key in order", async () => {

@@ -4,7 +4,6 @@
 // as a duplicate, and a server that goes away mid-run: the messages are held and delivered once
 // it is back.
 
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -14,9 +13,10 @@ import { RedisStreamsPublisher } from "../../src/relay/redis.js";
 import { RedisStreamsConsumer } from "../../src/relay/redis-consumer.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
+import { PrivateServer } from "../support/private-server.js";
 import { requireService } from "../support/services.js";
-import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
-import { freePort } from "../worker-cli/harness.js";
+import { advanceUntil, useRelays } from "./support.js";
+import { waitForStatus, waitUntil } from "../worker/support.js";
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const redisUp = await requireService("Redis", REDIS_URL, 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no');
@@ -44,22 +44,12 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
 
   describeEachStore("the relay to Redis Streams", (factory) => {
     const ctx = useStoreHarness(factory);
-    const relays: Relay<unknown>[] = [];
-    const publishers: RedisStreamsPublisher[] = [];
+    const relays = useRelays(() => ctx().clock);
 
-    afterEach(async () => {
-      await Promise.all(relays.splice(0).map((relay) => relay.stop({ graceMs: 0 })));
-      await Promise.all(publishers.splice(0).map((p) => p.close()));
-    });
-
-    async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}, url = REDIS_URL) {
-      const publisher = await RedisStreamsPublisher.open({ url });
+    async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}) {
+      const publisher = await RedisStreamsPublisher.open({ url: REDIS_URL });
       await publisher.connected();
-      publishers.push(publisher);
-      const relay = new Relay({ store, publisher, routes: { default: stream }, clock: ctx().clock, pollIntervalMs: 60_000, ...options });
-      relays.push(relay);
-      await relay.start();
-      return relay;
+      return relays.start(store, publisher, { routes: { default: stream }, ...options });
     }
 
     it("appends each message with its id, type, key, headers and body, each key in enqueue order", async () => {
@@ -159,7 +149,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
 
   describeEachStore("the relay while its Redis server is away", (factory) => {
     const ctx = useStoreHarness(factory);
-    let server: PrivateRedis | undefined;
+    let server: PrivateServer | undefined;
 
     afterEach(async () => {
       await server?.stop();
@@ -168,7 +158,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
 
     it("holds its messages under lease, spends no attempt, and delivers them once the server is back", async () => {
       const { store, clock } = ctx();
-      server = await PrivateRedis.start();
+      server = await PrivateServer.redis();
       const publisher = await RedisStreamsPublisher.open({ url: server.url });
       await publisher.connected();
       const relay = new Relay({ store, publisher, routes: { default: "events" }, clock, pollIntervalMs: 60_000 });
@@ -181,9 +171,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
         await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
         expect(await store.getMessage(second.id)).toMatchObject({ status: "processing", attempts: 1, lastError: null });
         await server.resume();
-        const done = waitForStatus(store, second.id, "processed");
-        while (!(await settlesWithin(done, 50))) clock.advance(250);
-        expect((await done).attempts).toBe(1);
+        expect((await advanceUntil(clock, waitForStatus(store, second.id, "processed"))).attempts).toBe(1);
       } finally {
         await relay.stop({ graceMs: 0 });
         await publisher.close();
@@ -191,49 +179,3 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
     });
   });
 });
-
-/** A redis-server of the test's own (own port, nothing on disk), which it can stop and start again. */
-class PrivateRedis {
-  readonly url: string;
-  readonly #port: number;
-  #process: ChildProcess | undefined;
-
-  private constructor(port: number) {
-    this.#port = port;
-    this.url = `redis://127.0.0.1:${port}`;
-  }
-
-  static async start(): Promise<PrivateRedis> {
-    const server = new PrivateRedis(await freePort());
-    await server.resume();
-    return server;
-  }
-
-  async pause(): Promise<void> {
-    const child = this.#process;
-    this.#process = undefined;
-    if (child === undefined || child.exitCode !== null) return;
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    child.kill("SIGTERM");
-    await exited;
-  }
-
-  async resume(): Promise<void> {
-    this.#process = spawn("redis-server", ["--bind", "127.0.0.1", "--port", String(this.#port), "--save", "", "--appendonly", "no"], { stdio: "ignore" });
-    await waitUntil(`redis-server on ${this.url}`, async () => {
-      const probe = createClient({ url: this.url, socket: { reconnectStrategy: false, connectTimeout: 200 } });
-      probe.on("error", () => undefined);
-      try {
-        await probe.connect();
-        await probe.close();
-        return true;
-      } catch {
-        return false;
-      }
-    });
-  }
-
-  async stop(): Promise<void> {
-    await this.pause();
-  }
-}

@@ -1,0 +1,38 @@
+// Shared by the relay tests: relays (and their publishers) stopped after each test, and moving the
+// manual clock (the relay's backoff) until something settles.
+
+import { afterEach } from "vitest";
+import type { ManualClock } from "../../src/outbox/clock.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { Publisher } from "../../src/relay/publisher.js";
+import { Relay, type RelayOptions } from "../../src/relay/relay.js";
+import { settlesWithin } from "../worker/support.js";
+
+/** Moves the manual clock 250 ms at a time until `promise` settles; returns its value. */
+export async function advanceUntil<T>(clock: ManualClock, promise: Promise<T>): Promise<T> {
+  while (!(await settlesWithin(promise, 50))) clock.advance(250);
+  return promise;
+}
+
+/**
+ * Relays started by a test, stopped (with their publishers closed) after it. Call inside the
+ * describe, after useStoreHarness, so they stop before the database closes.
+ */
+export function useRelays(clock: () => ManualClock) {
+  const started: { relay: Relay<unknown>; publisher: Publisher }[] = [];
+  afterEach(async () => {
+    for (const { relay, publisher } of started.splice(0)) {
+      await relay.stop({ graceMs: 0 });
+      await publisher.close();
+    }
+  });
+  return {
+    /** A started relay on the test's clock, polling once a minute (wake-ups do the rest). */
+    async start(store: OutboxStore<unknown>, publisher: Publisher, options: Partial<RelayOptions<unknown>> = {}): Promise<Relay<unknown>> {
+      const relay = new Relay({ store, publisher, clock: clock(), pollIntervalMs: 60_000, ...options });
+      started.push({ relay, publisher });
+      await relay.start();
+      return relay;
+    },
+  };
+}
