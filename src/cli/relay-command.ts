@@ -1,32 +1,23 @@
 // `wassal relay`: parses its options and runs a relay from the outbox to a broker until SIGTERM or
 // SIGINT (see until-signal.ts).
 
-import { Command, Option, InvalidArgumentError as CommanderInvalidArgument } from "commander";
+import { InvalidArgumentError as CommanderInvalidArgument, Command, Option } from "commander";
+import type { LevelWithSilent } from "pino";
 import { createLogger } from "../observability/logging.js";
 import { PUBLISHER_SCHEMES } from "../relay/open-publisher.js";
 import { startRelay } from "../runtime/relay-runner.js";
 import { integer } from "./options.js";
-import { dbOption, runnerOptions, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
+import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
-interface RelayCommandOptions {
-  db: string;
-  schema?: string;
-  synchronous?: "FULL" | "NORMAL";
+interface RelayCommandOptions extends RunnerFlags {
   to: string;
   destination?: string;
   route: Record<string, string>;
   webhookSecret?: string;
   idPrefix?: string;
-  name?: string;
   maxInFlight: number;
-  leaseMs: number;
-  pollMs: number;
-  maxAttempts: number;
-  retryBaseMs: number;
-  graceMs: number;
-  metricsPort?: number;
-  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  logLevel: LevelWithSilent;
 }
 
 /** Collects repeated --route <type>=<destination> into one map. */
@@ -74,20 +65,12 @@ export function relayCommand(): Command {
       const logger = createLogger(options.logLevel);
       await runUntilSignal(logger, "relay", async () => {
         const running = await startRelay({
-          db: options.db,
-          ...(options.schema === undefined ? {} : { schema: options.schema }),
-          ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+          ...runnerSettings(options),
           to: options.to,
           routes: { byType: options.route, ...(options.destination === undefined ? {} : { default: options.destination }) },
           ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
           ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),
-          ...(options.name === undefined ? {} : { name: options.name }),
-          ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
           maxInFlight: options.maxInFlight,
-          leaseMs: options.leaseMs,
-          pollIntervalMs: options.pollMs,
-          retry: { maxAttempts: options.maxAttempts, baseDelayMs: options.retryBaseMs },
-          shutdownGraceMs: options.graceMs,
           logger,
         });
         const { relay } = running;

@@ -59,3 +59,32 @@ export function runnerOptions(what: { readonly name: string; readonly work: stri
 export function withOptions<C extends { addOption(option: Option): C }>(command: C, options: readonly Option[]): C {
   return options.reduce((c, option) => c.addOption(option), command);
 }
+
+/** What runnerOptions (with --db, --schema, --synchronous and --name) parsed to. */
+export interface RunnerFlags {
+  db: string;
+  schema?: string;
+  synchronous?: "FULL" | "NORMAL";
+  name?: string;
+  leaseMs: number;
+  pollMs: number;
+  maxAttempts: number;
+  retryBaseMs: number;
+  graceMs: number;
+  metricsPort?: number;
+}
+
+/** The settings every runner takes, from its flags. */
+export function runnerSettings(flags: RunnerFlags) {
+  return {
+    db: flags.db,
+    ...(flags.schema === undefined ? {} : { schema: flags.schema }),
+    ...(flags.synchronous === undefined ? {} : { synchronous: flags.synchronous }),
+    ...(flags.name === undefined ? {} : { name: flags.name }),
+    ...(flags.metricsPort === undefined ? {} : { metricsPort: flags.metricsPort }),
+    leaseMs: flags.leaseMs,
+    pollIntervalMs: flags.pollMs,
+    retry: { maxAttempts: flags.maxAttempts, baseDelayMs: flags.retryBaseMs },
+    shutdownGraceMs: flags.graceMs,
+  };
+}

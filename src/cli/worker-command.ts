@@ -2,25 +2,16 @@
 // (see until-signal.ts).
 
 import { Command } from "commander";
+import type { LevelWithSilent } from "pino";
 import { createLogger } from "../observability/logging.js";
 import { startPaymentsWorker } from "../runtime/payments-worker.js";
 import { integer, share as rate } from "./options.js";
-import { dbOption, runnerOptions, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
+import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
-interface WorkerOptions {
-  db: string;
-  schema?: string;
-  synchronous?: "FULL" | "NORMAL";
-  name?: string;
+interface WorkerOptions extends RunnerFlags {
   concurrency: number;
-  leaseMs: number;
-  pollMs: number;
-  maxAttempts: number;
-  retryBaseMs: number;
-  graceMs: number;
-  metricsPort?: number;
-  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  logLevel: LevelWithSilent;
   providerLatencyMs: number;
   audit?: boolean;
   providerLog?: string;
@@ -61,16 +52,8 @@ export function workerCommand(): Command {
       const logger = createLogger(options.logLevel);
       await runUntilSignal(logger, "worker", async () => {
         const running = await startPaymentsWorker({
-          db: options.db,
-          ...(options.schema === undefined ? {} : { schema: options.schema }),
-          ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
-          ...(options.name === undefined ? {} : { name: options.name }),
-          ...(options.metricsPort === undefined ? {} : { metricsPort: options.metricsPort }),
+          ...runnerSettings(options),
           concurrency: options.concurrency,
-          leaseMs: options.leaseMs,
-          pollIntervalMs: options.pollMs,
-          retry: { maxAttempts: options.maxAttempts, baseDelayMs: options.retryBaseMs },
-          shutdownGraceMs: options.graceMs,
           providerLatencyMs: options.providerLatencyMs,
           ...(options.audit ? { audit: true } : {}),
           ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
