@@ -35,6 +35,7 @@
 import { execSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -43,6 +44,7 @@ import pg from "pg";
 import { PaymentsService, ProviderSimulator, openOutbox } from "wassal/lab";
 import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
+import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
@@ -83,7 +85,7 @@ interface Config {
 }
 
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres"] as const;
-const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale"] as const;
+const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "relay"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
@@ -154,6 +156,22 @@ const systemName = (c: Config) =>
 const shortName = (c: Config) =>
   c.payments ? "wassal-payments" : c.groupCommit === false ? "wassal-no-gc" : c.keys !== undefined ? `wassal-keys-${c.keys}` : c.system;
 const label = (c: Config) => `${shortName(c).padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
+
+/** Whether something accepts TCP connections on 127.0.0.1:port. */
+function tcpReachable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.setTimeout(1_000, () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
 
 async function postgresReachable(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
@@ -635,10 +653,44 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${scaleRows.join("\n")}\n`);
   }
 
+  // The relay: outbox → broker, next to the naive relay and a bare publish loop, per broker.
+  let relay: unknown = null;
+  if (run("relay")) {
+    const brokers: RelayBroker[] = [];
+    for (const [broker, port] of [
+      ["nats", 4222],
+      ["rabbitmq", 5672],
+    ] as const) {
+      if (await tcpReachable(port)) brokers.push(broker);
+      else process.stderr.write(`bench: ${broker} is unreachable on 127.0.0.1:${port}; leaving it out of the relay section\n`);
+    }
+    const stores = settings.stores.filter((s) => s !== "sqlite-FULL");
+    const result = await relayBench({
+      stores,
+      brokers: RELAY_BROKERS.filter((b) => brokers.includes(b)),
+      messages: settings.messages,
+      reps: settings.reps,
+      latencySeconds: options.quick ? 2 : 10,
+      prepare: async (store) => ({ ...(await prepareEmpty(store, settings)), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL" }),
+    });
+    relay = result.data;
+    lines.push(
+      ...(lines.length > 0 ? [""] : []),
+      `Relay, outbox → broker (256 in flight; the naive relay awaits each acknowledgement; the bare loop publishes with no database):`,
+      "",
+      ...result.table,
+      "",
+      "Relay latency, enqueue → broker acknowledgement, relay running (wake-up on):",
+      "",
+      ...result.latencyTable,
+    );
+    process.stdout.write(`\n${result.table.join("\n")}\n\n${result.latencyTable.join("\n")}\n`);
+  }
+
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, relay }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }
