@@ -15,7 +15,7 @@
 import { randomBytes } from "node:crypto";
 import amqp from "amqplib";
 import { connect } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { openOutbox } from "wassal/lab";
 import { NatsPublisher, type Publisher, RabbitMqPublisher, Relay } from "wassal/relay";
 import { percentile, type Spread, spread } from "./stats.js";
@@ -118,7 +118,16 @@ async function runOnce(store: string, broker: RelayBroker, system: RelaySystem, 
         const lane = async () => {
           for (let n = next++; n < messages; n = next++) {
             await publisher.publish(
-              { id: `bare-${n}`, messageId: String(n + 1), type: "bench.event", key: null, destination: target.destination, headers: {}, body, createdAt: new Date() },
+              {
+                id: `bare-${n}`,
+                messageId: String(n + 1),
+                type: "bench.event",
+                key: null,
+                destination: target.destination,
+                headers: {},
+                body,
+                createdAt: new Date(),
+              },
               new AbortController().signal,
             );
           }
@@ -127,11 +136,16 @@ async function runOnce(store: string, broker: RelayBroker, system: RelaySystem, 
       });
     }
     const prepared = await options.prepare(store);
-    const outbox = await openOutbox(prepared.db, { ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}), synchronous: prepared.synchronous, maxConnections: 8 });
+    const outbox = await openOutbox(prepared.db, {
+      ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
+      synchronous: prepared.synchronous,
+      maxConnections: 8,
+    });
     try {
       for (let done = 0; done < messages; done += 100) {
         await outbox.store.transaction(async (tx) => {
-          for (let n = done; n < Math.min(messages, done + 100); n += 1) await outbox.store.enqueue(tx, { type: "bench.event", payload: { order: n, total: 1250, currency: "EUR" } });
+          for (let n = done; n < Math.min(messages, done + 100); n += 1)
+            await outbox.store.enqueue(tx, { type: "bench.event", payload: { order: n, total: 1250, currency: "EUR" } });
         });
       }
       let published = 0;
@@ -167,12 +181,21 @@ async function runOnce(store: string, broker: RelayBroker, system: RelaySystem, 
 }
 
 /** Enqueue → broker acknowledgement at `rate` per second, with the relay running. */
-async function latency(store: string, broker: RelayBroker, options: RelayBenchOptions, rate: number): Promise<{ messages: number; p50: number; p99: number; max: number }> {
+async function latency(
+  store: string,
+  broker: RelayBroker,
+  options: RelayBenchOptions,
+  rate: number,
+): Promise<{ messages: number; p50: number; p99: number; max: number }> {
   const target = broker === "nats" ? await natsTarget() : await rabbitTarget();
   const publisher = await openPublisher(broker);
   await publisher.connected();
   const prepared = await options.prepare(store);
-  const outbox = await openOutbox(prepared.db, { ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}), synchronous: prepared.synchronous, maxConnections: 8 });
+  const outbox = await openOutbox(prepared.db, {
+    ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
+    synchronous: prepared.synchronous,
+    maxConnections: 8,
+  });
   const enqueuedAt = new Map<string, number>();
   const samples: number[] = [];
   const relay = new Relay({
@@ -227,10 +250,18 @@ export async function relayBench(options: RelayBenchOptions): Promise<RelayBench
   const samples = new Map(configs.map((c) => [c, { rates: [] as number[], cpu: [] as number[] }]));
   for (let rep = 1; rep <= options.reps; rep += 1) {
     for (const config of configs) {
-      const figures = await runOnce(config.store === "-" ? (options.stores[0] as string) : config.store, config.broker, config.system, config.messages, options);
+      const figures = await runOnce(
+        config.store === "-" ? (options.stores[0] as string) : config.store,
+        config.broker,
+        config.system,
+        config.messages,
+        options,
+      );
       samples.get(config)?.rates.push(figures.rate);
       samples.get(config)?.cpu.push(figures.cpuUsPerMessage);
-      process.stderr.write(`rep ${rep}/${options.reps}  relay ${config.system.padEnd(17)} ${config.broker.padEnd(8)} ${config.store.padEnd(13)} ${Math.round(figures.rate)} msg/s, ${figures.cpuUsPerMessage.toFixed(0)} µs CPU/msg\n`);
+      process.stderr.write(
+        `rep ${rep}/${options.reps}  relay ${config.system.padEnd(17)} ${config.broker.padEnd(8)} ${config.store.padEnd(13)} ${Math.round(figures.rate)} msg/s, ${figures.cpuUsPerMessage.toFixed(0)} µs CPU/msg\n`,
+      );
     }
   }
   const fmt = (s: Spread) => `${Math.round(s.median)} (${Math.round(s.min)}–${Math.round(s.max)})`;
@@ -238,7 +269,8 @@ export async function relayBench(options: RelayBenchOptions): Promise<RelayBench
     const s = samples.get(config) ?? { rates: [], cpu: [] };
     return { ...config, rate: spread(s.rates), cpu: spread(s.cpu) };
   });
-  const find = (broker: string, system: RelaySystem, store: string) => rows.find((r) => r.broker === broker && r.system === system && (system === "bare publish loop" || r.store === store));
+  const find = (broker: string, system: RelaySystem, store: string) =>
+    rows.find((r) => r.broker === broker && r.system === system && (system === "bare publish loop" || r.store === store));
   const table = [
     "| broker | system | store | messages | messages/s median (min–max) | CPU µs per message (median) | relay ÷ this | this ÷ bare loop |",
     "|---|---|---|---|---|---|---|---|",

@@ -4,19 +4,20 @@
 // PostgreSQL connections and a server restart, a competing SQLite writer). At the end the
 // invariant checker reads what is left and judges it.
 
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
+import { InvalidArgumentError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
 import { dropSchema, isPostgresUrl, openConnectionKiller, redactUrl, type ConnectionKiller } from "../stores/admin.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { checkInvariants, type InvariantReport } from "./invariant-checker.js";
+import { ProcessPool } from "./process-pool.js";
 
 export interface ChaosOptions {
   /** "sqlite" (a temporary file) or a postgres:// URL (a temporary schema there). */
@@ -108,14 +109,6 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** How long the workers may take to start, all of them, before the run gives up. */
 const READY_WAIT_MS = 60_000;
 
-/** The run could not start: its workers never became ready. */
-export class ChaosSetupError extends WassalError {
-  override name = "ChaosSetupError";
-  constructor(message: string) {
-    super("CHAOS_SETUP", message);
-  }
-}
-
 function checkChaosOptions(o: ChaosOptions): void {
   const whole = (name: string, value: number, min: number) => {
     if (!Number.isInteger(value) || value < min) throw new InvalidArgumentError(`${name} must be a whole number >= ${min} (got ${value})`);
@@ -135,15 +128,6 @@ function checkChaosOptions(o: ChaosOptions): void {
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of payments per second (got ${o.rate})`);
   if (o.store !== "sqlite" && !isPostgresUrl(o.store))
     throw new InvalidArgumentError(`store must be "sqlite" or a postgres:// URL (got ${JSON.stringify(o.store)})`);
-}
-
-interface WorkerSlot {
-  index: number;
-  generation: number;
-  process: ChildProcess | undefined;
-  paused: boolean;
-  /** When the current process reported ready (performance.now()), or undefined while it starts. */
-  readyAt: number | undefined;
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
@@ -179,80 +163,56 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     workerStarts: 0,
     seconds: 0,
   };
-  const slots: WorkerSlot[] = Array.from({ length: options.workers }, (_, index) => ({
-    index,
-    generation: 0,
-    process: undefined,
-    paused: false,
-    readyAt: undefined,
-  }));
-  let stopping = false;
-
-  const startWorker = (slot: WorkerSlot) => {
-    slot.generation += 1;
-    figures.workerStarts += 1;
-    const name = `chaos-${runId}-w${slot.index}-g${slot.generation}`;
-    const log = openSync(join(workDir, `${name}.log`), "a");
-    const args = [
-      CLI,
-      "worker",
-      "--db",
-      db,
-      ...(schema ? ["--schema", schema] : []),
-      "--name",
-      name,
-      "--audit",
-      "--provider-log",
-      providerLog,
-      "--concurrency",
-      "4",
-      "--lease-ms",
-      String(options.leaseMs),
-      "--poll-ms",
-      "200",
-      "--max-attempts",
-      "100",
-      "--retry-base-ms",
-      "20",
-      "--grace-ms",
-      "500",
-      "--log-level",
-      process.env.WASSAL_CHAOS_LOG_LEVEL ?? "warn",
-      "--fault-seed",
-      String(options.seed * 1000 + slot.index * 100 + slot.generation),
-      "--fault-handler-error-rate",
-      String(options.handlerErrorRate),
-      "--fault-provider-failure-rate",
-      String(options.providerFailureRate),
-      "--fault-provider-timeout-rate",
-      String(options.providerTimeoutRate),
-      "--fault-latency-spike-rate",
-      String(options.latencySpikeRate),
-      "--fault-latency-spike-ms",
-      String(options.latencySpikeMs),
-    ];
-    // An IPC channel: the worker sends "ready" on it once it is claiming.
-    const child = spawn(process.execPath, args, { stdio: ["ignore", log, log, "ipc"] });
-    closeSync(log);
-    slot.process = child;
-    slot.paused = false;
-    slot.readyAt = undefined;
-    child.on("message", (message) => {
-      if (message === "ready" && slot.process === child) slot.readyAt = performance.now();
-    });
-    child.on("exit", () => {
-      if (slot.process !== child) return; // killed by us: the killer restarts it
-      // A worker that died on its own is restarted too: the run must go on.
-      slot.process = undefined;
-      if (!stopping) setTimeout(() => !stopping && slot.process === undefined && startWorker(slot), 100);
-    });
-  };
-
-  // Faults hit only workers that reported ready at least a lease ago: on a busy machine a worker
-  // can take longer to start than the kill interval, and one killed while starting never gets to
-  // work, so the run would measure start-up time instead of the protocol.
-  const live = () => slots.filter((s) => s.process !== undefined && !s.paused && s.readyAt !== undefined && performance.now() - s.readyAt >= options.leaseMs);
-  const pick = <T>(items: readonly T[]): T | undefined => items[Math.floor(random() * items.length)];
+  const pool = new ProcessPool({
+    size: options.workers,
+    workDir,
+    leaseMs: options.leaseMs,
+    random,
+    command: (index, generation) => {
+      const name = `chaos-${runId}-w${index}-g${generation}`;
+      return {
+        name,
+        args: [
+          CLI,
+          "worker",
+          "--db",
+          db,
+          ...(schema ? ["--schema", schema] : []),
+          "--name",
+          name,
+          "--audit",
+          "--provider-log",
+          providerLog,
+          "--concurrency",
+          "4",
+          "--lease-ms",
+          String(options.leaseMs),
+          "--poll-ms",
+          "200",
+          "--max-attempts",
+          "100",
+          "--retry-base-ms",
+          "20",
+          "--grace-ms",
+          "500",
+          "--log-level",
+          process.env.WASSAL_CHAOS_LOG_LEVEL ?? "warn",
+          "--fault-seed",
+          String(options.seed * 1000 + index * 100 + generation),
+          "--fault-handler-error-rate",
+          String(options.handlerErrorRate),
+          "--fault-provider-failure-rate",
+          String(options.providerFailureRate),
+          "--fault-provider-timeout-rate",
+          String(options.providerTimeoutRate),
+          "--fault-latency-spike-rate",
+          String(options.latencySpikeRate),
+          "--fault-latency-spike-ms",
+          String(options.latencySpikeMs),
+        ],
+      };
+    },
+  });
 
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, action: () => void | Promise<void>) => {
@@ -261,43 +221,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
 
   let killer: ConnectionKiller | undefined;
   try {
-    for (const slot of slots) startWorker(slot);
     // The run starts once every worker is claiming, so that faults and work overlap however slowly
     // this machine starts processes.
-    const readyBy = performance.now() + READY_WAIT_MS;
-    while (slots.some((s) => s.readyAt === undefined)) {
-      if (performance.now() > readyBy) {
-        throw new ChaosSetupError(`the workers did not all report ready within ${READY_WAIT_MS / 1000} s; rerun with --keep and read their logs`);
-      }
-      await sleep(20);
-    }
-    progress(`${slots.length} workers ready after ${Math.round(performance.now() - started)} ms`);
+    await pool.start(READY_WAIT_MS);
+    progress(`${options.workers} workers ready after ${Math.round(performance.now() - started)} ms`);
     const createdFrom = performance.now();
 
-    every(options.killEveryMs, () => {
-      const slot = pick(live());
-      if (!slot?.process) return;
-      figures.kills += 1;
-      const victim = slot.process;
-      slot.process = undefined; // the exit handler restarts it
-      victim.kill("SIGKILL");
-      setTimeout(() => !stopping && slot.process === undefined && startWorker(slot), 50);
-    });
-    every(options.pauseEveryMs, () => {
-      const slot = pick(live());
-      if (!slot?.process) return;
-      figures.pauses += 1;
-      slot.paused = true;
-      const child = slot.process;
-      child.kill("SIGSTOP");
-      setTimeout(
-        () => {
-          child.kill("SIGCONT"); // it wakes up believing it still owns its leases
-          slot.paused = false;
-        },
-        Math.round(options.leaseMs * 1.5),
-      );
-    });
+    every(options.killEveryMs, () => pool.killOne());
+    every(options.pauseEveryMs, () => pool.pauseOne());
     if (postgres) {
       const opened = await openConnectionKiller(db);
       killer = opened;
@@ -347,17 +278,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
   } catch (error) {
     // The run could not go on: leave nothing behind but what --keep asks for.
-    stopping = true;
-    await stopWorkers(slots);
+    await pool.stop();
     await outbox.close().catch(() => undefined);
     if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
     if (!options.keep) rmSync(workDir, { recursive: true, force: true });
     throw error;
   } finally {
-    stopping = true;
     for (const timer of timers) clearInterval(timer);
-    await stopWorkers(slots);
+    await pool.stop();
     await killer?.close();
+    figures.kills = pool.kills;
+    figures.pauses = pool.pauses;
+    figures.workerStarts = pool.starts;
   }
 
   const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
@@ -407,24 +339,6 @@ async function createWithRetry(service: PaymentsService<unknown>, key: string): 
       await sleep(Math.min(1000, 20 * attempt));
     }
   }
-}
-
-async function stopWorkers(slots: readonly WorkerSlot[]): Promise<void> {
-  const running = slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null);
-  await Promise.all(
-    running.map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-          child.once("exit", () => {
-            clearTimeout(timer);
-            resolve();
-          });
-          child.kill("SIGCONT");
-          child.kill("SIGTERM");
-        }),
-    ),
-  );
 }
 
 /** Completions the token guard refused, counted from the workers' logs. */

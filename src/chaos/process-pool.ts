@@ -1,0 +1,143 @@
+// The processes of a chaos run (workers, relays): each slot runs one `wassal` process at a time,
+// which reports "ready" over IPC once it is claiming. A process that dies is started again; the
+// run SIGKILLs one (and starts its replacement) or SIGSTOPs one past its lease and lets it go on,
+// but only a process that has been ready for a lease at least, so that a slow start on a busy
+// machine does not turn the run into a measure of start-up time.
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
+import { join } from "node:path";
+import { WassalError } from "../outbox/errors.js";
+
+/** The run could not start: its processes never became ready. */
+export class ChaosSetupError extends WassalError {
+  override name = "ChaosSetupError";
+  constructor(message: string) {
+    super("CHAOS_SETUP", message);
+  }
+}
+
+interface Slot {
+  readonly index: number;
+  generation: number;
+  process: ChildProcess | undefined;
+  paused: boolean;
+  /** When the current process reported ready (performance.now()), or undefined while it starts. */
+  readyAt: number | undefined;
+}
+
+export interface ProcessPoolOptions {
+  readonly size: number;
+  /** The log files' folder: each process writes <name>.log there. */
+  readonly workDir: string;
+  readonly leaseMs: number;
+  readonly random: () => number;
+  /** The process's name and its arguments (after node), for slot `index`, start number `generation`. */
+  command(index: number, generation: number): { readonly name: string; readonly args: readonly string[] };
+}
+
+export class ProcessPool {
+  /** Processes started, restarts included. */
+  starts = 0;
+  kills = 0;
+  pauses = 0;
+  readonly #options: ProcessPoolOptions;
+  readonly #slots: Slot[];
+  #stopping = false;
+
+  constructor(options: ProcessPoolOptions) {
+    this.#options = options;
+    this.#slots = Array.from({ length: options.size }, (_, index) => ({ index, generation: 0, process: undefined, paused: false, readyAt: undefined }));
+  }
+
+  #start(slot: Slot): void {
+    slot.generation += 1;
+    this.starts += 1;
+    const { name, args } = this.#options.command(slot.index, slot.generation);
+    const log = openSync(join(this.#options.workDir, `${name}.log`), "a");
+    // An IPC channel: the process sends "ready" on it once it is claiming.
+    const child = spawn(process.execPath, [...args], { stdio: ["ignore", log, log, "ipc"] });
+    closeSync(log);
+    slot.process = child;
+    slot.paused = false;
+    slot.readyAt = undefined;
+    child.on("message", (message) => {
+      if (message === "ready" && slot.process === child) slot.readyAt = performance.now();
+    });
+    child.on("exit", () => {
+      if (slot.process !== child) return; // killed by us: the killer restarts it
+      // A process that died on its own is started again too: the run must go on.
+      slot.process = undefined;
+      if (!this.#stopping) setTimeout(() => !this.#stopping && slot.process === undefined && this.#start(slot), 100);
+    });
+  }
+
+  /** Starts every slot and waits until all report ready (or throws ChaosSetupError after `waitMs`). */
+  async start(waitMs: number): Promise<void> {
+    for (const slot of this.#slots) this.#start(slot);
+    const readyBy = performance.now() + waitMs;
+    while (this.#slots.some((s) => s.readyAt === undefined)) {
+      if (performance.now() > readyBy) {
+        throw new ChaosSetupError(`the processes did not all report ready within ${waitMs / 1000} s; rerun with --keep and read their logs`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  #live(): Slot[] {
+    return this.#slots.filter((s) => s.process !== undefined && !s.paused && s.readyAt !== undefined && performance.now() - s.readyAt >= this.#options.leaseMs);
+  }
+
+  #pick(): Slot | undefined {
+    const live = this.#live();
+    return live[Math.floor(this.#options.random() * live.length)];
+  }
+
+  /** SIGKILLs a random live process and starts its replacement. */
+  killOne(): void {
+    const slot = this.#pick();
+    if (!slot?.process) return;
+    this.kills += 1;
+    const victim = slot.process;
+    slot.process = undefined; // the exit handler leaves it to us
+    victim.kill("SIGKILL");
+    setTimeout(() => !this.#stopping && slot.process === undefined && this.#start(slot), 50);
+  }
+
+  /** SIGSTOPs a random live process for 1.5 leases, then SIGCONT: it wakes believing it still owns its leases. */
+  pauseOne(): void {
+    const slot = this.#pick();
+    if (!slot?.process) return;
+    this.pauses += 1;
+    slot.paused = true;
+    const child = slot.process;
+    child.kill("SIGSTOP");
+    setTimeout(
+      () => {
+        child.kill("SIGCONT");
+        slot.paused = false;
+      },
+      Math.round(this.#options.leaseMs * 1.5),
+    );
+  }
+
+  /** Stops every process gracefully (SIGCONT, SIGTERM; SIGKILL after 10 s), and starts no more. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    const running = this.#slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null);
+    await Promise.all(
+      running.map(
+        (child) =>
+          new Promise<void>((resolve) => {
+            const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+            child.once("exit", () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            child.kill("SIGCONT");
+            child.kill("SIGTERM");
+          }),
+      ),
+    );
+  }
+}
