@@ -3,6 +3,7 @@
 
 import { Command, Option } from "commander";
 import { checkInvariants, renderInvariants } from "../chaos/invariant-checker.js";
+import { RELAY_CHAOS_DEFAULTS, renderRelayChaos, runRelayChaos } from "../chaos/relay-chaos.js";
 import { CHAOS_DEFAULTS, runChaos } from "../chaos/run-chaos.js";
 import { readProviderLog } from "../payments/provider-simulator.js";
 import { withOutbox } from "../stores/open-outbox.js";
@@ -126,6 +127,82 @@ export function chaosCommand(): Command {
         }
         process.exitCode = result.passed ? EXIT.ok : EXIT.failed;
       }),
+  );
+
+  const r = RELAY_CHAOS_DEFAULTS;
+  chaos.addCommand(
+    new Command("relay")
+      .description(
+        "end to end: enqueue at a steady rate, relays publish to a NATS JetStream server of the run's own, a consumer applies each message through the inbox; kill and pause relays, restart the broker; then check every message had exactly one effect, in each key's order",
+      )
+      .addOption(new Option("--store <sqlite|url>", '"sqlite" (temporary files) or a postgres:// URL (temporary schemas there)').default("sqlite"))
+      .option("--relays <n>", "relay processes", integer(1, 64), r.relays)
+      .option("--messages <n>", "messages to enqueue", integer(1, 10_000_000), r.messages)
+      .option("--rate <n>", "messages enqueued per second", integer(1, 1_000_000), r.rate)
+      .option("--keys <n>", "ordering keys the messages are spread over; 0: none", integer(0, 1_000_000), r.keys)
+      .option("--seed <n>", "seed of every random choice", integer(0), r.seed)
+      .option("--lease-ms <ms>", "the relays' lease", integer(100, 600_000), r.leaseMs)
+      .option("--kill-every <ms>", "SIGKILL a random relay (and restart it) this often; 0: never", integer(0), r.killEveryMs)
+      .option("--pause-every <ms>", "SIGSTOP a random relay for 1.5 leases, then SIGCONT, this often; 0: never", integer(0), r.pauseEveryMs)
+      .option("--no-broker-restart", "do not stop and restart the broker mid-run")
+      .option("--timeout <ms>", "give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message)", integer(1000))
+      .option("--keep", "keep the databases and the relays' logs (their folder is printed)")
+      .option("--json", "print one JSON object instead of the table")
+      .action(
+        async (o: {
+          store: string;
+          relays: number;
+          messages: number;
+          rate: number;
+          keys: number;
+          seed: number;
+          leaseMs: number;
+          killEvery: number;
+          pauseEvery: number;
+          brokerRestart: boolean;
+          timeout?: number;
+          keep?: boolean;
+          json?: boolean;
+        }) => {
+          const result = await runRelayChaos({
+            store: o.store,
+            relays: o.relays,
+            messages: o.messages,
+            rate: o.rate,
+            keys: o.keys,
+            seed: o.seed,
+            leaseMs: o.leaseMs,
+            killEveryMs: o.killEvery,
+            pauseEveryMs: o.pauseEvery,
+            brokerRestart: o.brokerRestart,
+            ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+            keep: o.keep ?? false,
+            ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
+          });
+          if (o.json) printJson(result);
+          else
+            process.stdout.write(
+              [
+                `relay chaos run on ${result.location}`,
+                "",
+                textTable(
+                  ["figure", "value"],
+                  Object.entries(result.figures).map(([k, v]) => [k, v]),
+                ),
+                "",
+                renderRelayChaos(result),
+                result.workDir ? `kept: ${result.workDir}` : "",
+                result.passed
+                  ? "PASSED: every message had exactly one effect, in each key's order"
+                  : result.timedOut
+                    ? "TIMED OUT (see above)"
+                    : "FAILED (see above)",
+                "",
+              ].join("\n"),
+            );
+          process.exitCode = result.passed ? EXIT.ok : EXIT.failed;
+        },
+      ),
   );
 
   chaos.addCommand(
