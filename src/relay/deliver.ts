@@ -1,7 +1,8 @@
 // What every consumer does with one delivered message, whatever the broker: apply it through the
 // inbox in the consumer's transaction, then acknowledge it; if the handler throws, try it again in
 // place (so nothing behind it overtakes it, and each key's order holds), and after maxAttempts give
-// it up (the broker's "terminate" or "reject") and report it.
+// it up (the broker's "terminate" or "reject") and report it. An acknowledgement that fails (the
+// connection went away) is left to the broker's redelivery, which the inbox absorbs.
 
 import { InvalidArgumentError } from "../outbox/errors.js";
 import type { Inbox } from "./inbox.js";
@@ -86,19 +87,29 @@ export async function deliver<Tx>(
       const received = await inbox.handle(message.id, (tx) => handle(message, tx));
       if (received.duplicate) stats.duplicates += 1;
       else stats.applied += 1;
-      await broker.ack();
-      return;
     } catch (error) {
       stats.failed += 1;
       const final = attempt >= retry.maxAttempts;
       onError?.(error, message, final);
       if (final) {
         stats.terminated += 1;
-        await broker.giveUp(`the handler failed ${attempt} times: ${error instanceof Error ? error.message : String(error)}`);
+        try {
+          await broker.giveUp(`the handler failed ${attempt} times: ${error instanceof Error ? error.message : String(error)}`);
+        } catch {
+          // The connection went away: the broker delivers it again, and it is tried again then.
+        }
         return;
       }
       broker.working?.();
       await new Promise((resolve) => setTimeout(resolve, delay));
+      continue;
     }
+    try {
+      await broker.ack();
+    } catch {
+      // The connection went away after the commit: the broker delivers the message again, and the
+      // inbox, which has its id, absorbs it.
+    }
+    return;
   }
 }

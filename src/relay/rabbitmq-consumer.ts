@@ -2,7 +2,8 @@
 // queue's order holds), applies each through the inbox in the consumer's transaction, and acks it
 // after the commit; a redelivered or re-published message finds its message-id in the inbox and is
 // acked without running the handler. A handler that keeps failing is rejected without requeue
-// (to the queue's dead-letter exchange, if it has one) after maxAttempts. See deliver.ts.
+// (to the queue's dead-letter exchange, if it has one) after maxAttempts. A lost connection is
+// opened again with backoff, and consuming goes on. See deliver.ts.
 
 import type { Channel, ChannelModel, ConsumeMessage } from "amqplib";
 import { InvalidArgumentError } from "../outbox/errors.js";
@@ -38,51 +39,94 @@ function delivered(m: ConsumeMessage, queue: string): DeliveredMessage {
 
 export class RabbitMqConsumer {
   readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
-  readonly #model: ChannelModel;
-  readonly #channel: Channel;
+  readonly #amqp: typeof import("amqplib");
+  readonly #options: RabbitMqConsumerOptions<unknown>;
+  readonly #retry: { maxAttempts: number; delayMs: number };
+  #model: ChannelModel | undefined;
+  #channel: Channel | undefined;
   #tag = "";
   #current: Promise<void> = Promise.resolve();
+  #stopping = false;
+  #loop: Promise<void> = Promise.resolve();
 
-  private constructor(model: ChannelModel, channel: Channel) {
-    this.#model = model;
-    this.#channel = channel;
+  private constructor(amqp: typeof import("amqplib"), options: RabbitMqConsumerOptions<unknown>, retry: { maxAttempts: number; delayMs: number }) {
+    this.#amqp = amqp;
+    this.#options = options;
+    this.#retry = retry;
   }
 
+  /** Connects and starts consuming; reconnects (with backoff) whenever the connection is lost. */
   static async start<Tx>(options: RabbitMqConsumerOptions<Tx>): Promise<RabbitMqConsumer> {
     if (typeof options.handle !== "function") throw new InvalidArgumentError("RabbitMqConsumer needs handle: (message, tx) => void");
     const retry = checkRetry(options);
     const amqp = await importOptional<typeof import("amqplib")>("amqplib", "a RabbitMQ consumer");
-    const model = await amqp.connect(options.url);
+    const consumer = new RabbitMqConsumer(amqp, options as RabbitMqConsumerOptions<unknown>, retry);
+    const { closed } = await consumer.#connect(); // the first connection must work: a bad URL or queue is an error now
+    consumer.#loop = consumer.#reconnecting(closed);
+    return consumer;
+  }
+
+  /** Opens a connection and consumes; resolves with a promise that settles when it closes. */
+  async #connect(): Promise<{ readonly closed: Promise<void> }> {
+    const options = this.#options;
+    const model = await this.#amqp.connect(options.url);
     try {
+      const closed = new Promise<void>((resolve) => {
+        model.on("close", () => resolve());
+        model.on("error", () => undefined); // followed by "close"
+      });
       const channel = await model.createChannel();
+      channel.on("error", () => undefined);
       await channel.prefetch(1);
-      const consumer = new RabbitMqConsumer(model, channel);
       const { consumerTag } = await channel.consume(options.queue, (m) => {
         if (m === null) return;
-        consumer.#current = consumer.#current.then(async () => {
-          const message = delivered(m, options.queue);
-          if (message.id === "") {
-            consumer.stats.terminated += 1;
-            options.onError?.(new Error("the message has no message-id, so it cannot be applied exactly once"), message, true);
-            channel.nack(m, false, false);
-            return;
-          }
-          const acknowledger = { ack: () => channel.ack(m), giveUp: () => channel.nack(m, false, false) };
-          await deliver(message, acknowledger, options.inbox, options.handle, retry, consumer.stats, options.onError);
-        });
+        this.#current = this.#current.then(() => this.#deliver(channel, m));
       });
-      consumer.#tag = consumerTag;
-      return consumer;
+      this.#model = model;
+      this.#channel = channel;
+      this.#tag = consumerTag;
+      return { closed };
     } catch (error) {
       await model.close().catch(() => undefined);
       throw error;
     }
   }
 
+  async #deliver(channel: Channel, m: ConsumeMessage): Promise<void> {
+    const options = this.#options;
+    const message = delivered(m, options.queue);
+    if (message.id === "") {
+      this.stats.terminated += 1;
+      options.onError?.(new Error("the message has no message-id, so it cannot be applied exactly once"), message, true);
+      channel.nack(m, false, false);
+      return;
+    }
+    const acknowledger = { ack: () => channel.ack(m), giveUp: () => channel.nack(m, false, false) };
+    await deliver(message, acknowledger, options.inbox, options.handle, this.#retry, this.stats, options.onError);
+  }
+
+  async #reconnecting(closed: Promise<void>): Promise<void> {
+    for (let current = closed; ; ) {
+      await current;
+      if (this.#stopping) return;
+      for (let delay = 250; !this.#stopping; delay = Math.min(delay * 2, 5_000)) {
+        try {
+          current = (await this.#connect()).closed;
+          break;
+        } catch {
+          await new Promise((resolve) => setTimeout(resolve, delay));
+        }
+      }
+      if (this.#stopping) return;
+    }
+  }
+
   /** Stops consuming, lets the message in hand finish, and closes the connection (unacked messages go back to the queue). */
   async stop(): Promise<void> {
-    await this.#channel.cancel(this.#tag).catch(() => undefined);
+    this.#stopping = true;
+    await this.#channel?.cancel(this.#tag).catch(() => undefined);
     await this.#current;
-    await this.#model.close().catch(() => undefined);
+    await this.#model?.close().catch(() => undefined);
+    await this.#loop;
   }
 }
