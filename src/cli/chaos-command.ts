@@ -3,7 +3,7 @@
 
 import { Command, Option } from "commander";
 import { checkInvariants, renderInvariants } from "../chaos/invariant-checker.js";
-import { RELAY_CHAOS_DEFAULTS, renderRelayChaos, runRelayChaos } from "../chaos/relay-chaos.js";
+import { CHAOS_BROKERS, type ChaosBrokerName, RELAY_CHAOS_DEFAULTS, renderRelayChaos, runRelayChaos } from "../chaos/relay-chaos.js";
 import { CHAOS_DEFAULTS, runChaos } from "../chaos/run-chaos.js";
 import { readProviderLog } from "../payments/provider-simulator.js";
 import { withOutbox } from "../stores/open-outbox.js";
@@ -133,9 +133,14 @@ export function chaosCommand(): Command {
   chaos.addCommand(
     new Command("relay")
       .description(
-        "end to end: enqueue at a steady rate, relays publish to a NATS JetStream server of the run's own, a consumer applies each message through the inbox; kill and pause relays, restart the broker; then check every message had exactly one effect, in each key's order",
+        "end to end: enqueue at a steady rate, relays publish to a broker of the run's own (NATS JetStream or RabbitMQ), a consumer applies each message through the inbox; kill and pause relays, restart the broker; then check every message had exactly one effect, in each key's order",
       )
       .addOption(new Option("--store <sqlite|url>", '"sqlite" (temporary files) or a postgres:// URL (temporary schemas there)').default("sqlite"))
+      .addOption(
+        new Option("--broker <name>", "the broker the run starts for itself: nats (a nats-server with JetStream) or rabbitmq (a RabbitMQ node)")
+          .choices(CHAOS_BROKERS)
+          .default(r.broker),
+      )
       .option("--relays <n>", "relay processes", integer(1, 64), r.relays)
       .option("--messages <n>", "messages to enqueue", integer(1, 10_000_000), r.messages)
       .option("--rate <n>", "messages enqueued per second", integer(1, 1_000_000), r.rate)
@@ -151,6 +156,7 @@ export function chaosCommand(): Command {
       .action(
         async (o: {
           store: string;
+          broker: ChaosBrokerName;
           relays: number;
           messages: number;
           rate: number;
@@ -166,6 +172,7 @@ export function chaosCommand(): Command {
         }) => {
           const result = await runRelayChaos({
             store: o.store,
+            broker: o.broker,
             relays: o.relays,
             messages: o.messages,
             rate: o.rate,

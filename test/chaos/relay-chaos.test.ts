@@ -1,7 +1,7 @@
 // The end-to-end chaos run (`wassal chaos relay`) inside `npm test`: real `wassal relay` processes
-// killed and paused past their lease, a NATS server of the run's own stopped and started mid-run,
-// and a consumer applying through the inbox, on each store. And the judge that reads the result:
-// shown each fault it must catch.
+// killed and paused past their lease, a broker of the run's own (a NATS server on each store, a
+// RabbitMQ node on SQLite) stopped and started mid-run, and a consumer applying through the inbox.
+// And the judge that reads the result: shown each fault it must catch.
 
 import { beforeAll, describe, expect, it } from "vitest";
 import { judgeRelayChaos } from "../../src/chaos/relay-chaos.js";
@@ -16,6 +16,9 @@ const NATS = await requireService(
   "nats://127.0.0.1:4222",
   "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
 );
+
+// The same for RabbitMQ: the run starts a node of its own (about 8 s), and restarts only that one.
+const RABBIT = await requireService("RabbitMQ", "amqp://127.0.0.1:5672", "rabbitmq-server -detached");
 
 beforeAll(requireBuiltCli);
 
@@ -97,5 +100,11 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
 
   it.skipIf(!PG)("postgres: the same faults, the same result", async () => {
     await runRelayChaos(["--store", TEST_DATABASE_URL]);
+  });
+});
+
+describe.skipIf(!RABBIT)("wassal chaos relay --broker rabbitmq (short)", () => {
+  it("sqlite: relays killed and paused, the run's own RabbitMQ node restarted: every message one effect, in each key's order", async () => {
+    await runRelayChaos(["--broker", "rabbitmq"]);
   });
 });
