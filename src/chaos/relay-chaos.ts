@@ -13,7 +13,7 @@
 
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +26,7 @@ import { NatsConsumer } from "../relay/nats-consumer.js";
 import { RabbitMqConsumer } from "../relay/rabbitmq-consumer.js";
 import { importOptional } from "../relay/optional.js";
 import { dropSchema, isPostgresUrl, redactUrl } from "../stores/admin.js";
+import { RE_PUBLISHED } from "../runtime/relay-runner.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { textTable } from "../lab/text-table.js";
 import { ProcessPool } from "./process-pool.js";
@@ -91,6 +92,9 @@ export interface RelayChaosResult {
     /** Messages the broker stored (NATS: the stream; RabbitMQ keeps none once consumed: null). */
     readonly streamMessages: number | null;
     readonly consumerApplied: number;
+    /** Re-publishes the broker recognised and dropped (its duplicate window), from the relays' logs. */
+    readonly brokerAbsorbedDuplicates: number;
+    /** Deliveries the consumer's inbox had seen already. */
     readonly consumerDuplicates: number;
     readonly seconds: number;
   };
@@ -284,6 +288,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     brokerRestarts: 0,
     streamMessages: null as number | null,
     consumerApplied: 0,
+    brokerAbsorbedDuplicates: 0,
     consumerDuplicates: 0,
     seconds: 0,
   };
@@ -400,6 +405,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   figures.consumerApplied = consumer.stats.applied;
   figures.consumerDuplicates = consumer.stats.duplicates;
   figures.streamMessages = await broker.stored();
+  figures.brokerAbsorbedDuplicates = countLogLines(workDir, RE_PUBLISHED);
   await broker.stop();
   await broker.close();
 
@@ -413,6 +419,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     unpublished,
     streamMessages: figures.streamMessages,
     consumerDuplicates: figures.consumerDuplicates,
+    brokerAbsorbedDuplicates: figures.brokerAbsorbedDuplicates,
   });
   figures.seconds = Math.round((performance.now() - started) / 100) / 10;
   await producer.close();
@@ -444,6 +451,8 @@ export interface RelayChaosEvidence {
   readonly unpublished: number;
   readonly streamMessages: number | null;
   readonly consumerDuplicates: number;
+  /** Re-publishes the broker itself dropped (0 where it has no duplicate window). */
+  readonly brokerAbsorbedDuplicates?: number;
 }
 
 /** Judges a relay chaos run from what was enqueued and what the consumer committed. */
@@ -486,10 +495,20 @@ export function judgeRelayChaos(e: RelayChaosEvidence): { rows: RelayChaosRow[];
       ...(e.streamMessages === null
         ? []
         : [row("stream copies beyond one per message (re-publishes past the broker's window)", Math.max(0, e.streamMessages - e.expected), "info", true)]),
+      row("re-publishes the broker dropped (its duplicate window)", e.brokerAbsorbedDuplicates ?? 0, "info", true),
       row("duplicate deliveries absorbed by the consumer's inbox", e.consumerDuplicates, "info", true),
     ],
     examples,
   };
+}
+
+/** Lines of the processes' logs in `dir` that contain `text`. */
+function countLogLines(dir: string, text: string): number {
+  let count = 0;
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".log"))) {
+    for (const line of readFileSync(join(dir, file), "utf8").split("\n")) if (line.includes(text)) count += 1;
+  }
+  return count;
 }
 
 export function renderRelayChaos(result: RelayChaosResult): string {

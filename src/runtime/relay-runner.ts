@@ -12,6 +12,9 @@ import type { Routes } from "../relay/publisher.js";
 import { Relay } from "../relay/relay.js";
 import { openOutbox, type OpenOutboxOptions } from "../stores/open-outbox.js";
 
+/** The log line of a re-publish the broker recognised (after a relay stopped between its ack and the completion). */
+export const RE_PUBLISHED = "re-published; the broker already had it (its duplicate window absorbed it)";
+
 export interface RelayRunnerOptions extends OpenOutboxOptions {
   /** A SQLite file path or a postgres:// URL. */
   readonly db: string;
@@ -80,8 +83,10 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
             { messageId: event.messageId, retryInMs: event.retryInMs, error: event.error },
             "broker unreachable; holding the message and publishing again",
           );
+        } else if (event.duplicate) {
+          logger.warn({ messageId: event.messageId, destination: event.destination }, RE_PUBLISHED);
         } else {
-          logger.debug({ messageId: event.messageId, destination: event.destination, duplicate: event.duplicate }, "published");
+          logger.debug({ messageId: event.messageId, destination: event.destination }, "published");
         }
       },
     });
