@@ -30,12 +30,13 @@ function deadLine(m: OutboxMessage): string {
   return `${m.id}\t${m.type}\t${m.dedupeKey ?? "-"}\tattempts ${m.attempts}\t${m.lastError ?? "(no error recorded)"}`;
 }
 
-type PurgeKind = "processed" | "dead" | "audit";
+type PurgeKind = "processed" | "dead" | "audit" | "inbox";
 /** How each kind is reported: "deleted 3 dead messages marked dead before …". */
 const PURGED: Record<PurgeKind, readonly [one: string, many: string, when: string]> = {
   processed: ["processed message", "processed messages", "processed before"],
   dead: ["dead message", "dead messages", "marked dead before"],
   audit: ["audit row", "audit rows", "written before"],
+  inbox: ["inbox id", "inbox ids", "received before"],
 };
 
 export function outboxCommand(): Command {
@@ -189,27 +190,36 @@ export function outboxCommand(): Command {
 
   outbox.addCommand(
     common(new Command("purge"))
-      .description("retention: delete processed messages, dead messages and audit rows older than a duration, in short batches (no long locks)")
+      .description("retention: delete processed messages, dead messages, audit rows and inbox ids older than a duration, in short batches (no long locks)")
       .option("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
       .option("--dead-before <duration>", "delete dead messages that died longer ago than this", parseDuration)
       .option("--audit-before <duration>", "delete audit rows written longer ago than this", parseDuration)
+      .option(
+        "--inbox-before <duration>",
+        "delete inbox ids received longer ago than this (keep them longer than a message can come again: the broker's redelivery and any replay)",
+        parseDuration,
+      )
       .option("--batch-size <n>", "rows deleted per transaction", integer(1, 100_000), 1000)
-      .addHelpText("after", "\nAt least one of --processed-before, --dead-before and --audit-before. A deleted message's dedupe key can be used again.")
-      .action(async (options: Common & { processedBefore?: number; deadBefore?: number; auditBefore?: number; batchSize: number }) => {
+      .addHelpText(
+        "after",
+        "\nAt least one of --processed-before, --dead-before, --audit-before and --inbox-before. A deleted message's dedupe key can be used again; a message whose inbox id was deleted would be applied again.",
+      )
+      .action(async (options: Common & { processedBefore?: number; deadBefore?: number; auditBefore?: number; inboxBefore?: number; batchSize: number }) => {
         const ages: [PurgeKind, number | undefined][] = [
           ["processed", options.processedBefore],
           ["dead", options.deadBefore],
           ["audit", options.auditBefore],
+          ["inbox", options.inboxBefore],
         ];
         const asked = ages.filter((entry): entry is [PurgeKind, number] => entry[1] !== undefined);
         if (asked.length === 0)
-          throw new InvalidArgumentError("name what to purge: --processed-before, --dead-before or --audit-before (a duration such as 7d)");
+          throw new InvalidArgumentError("name what to purge: --processed-before, --dead-before, --audit-before or --inbox-before (a duration such as 7d)");
         await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
           const now = (await store.stats()).now.getTime();
           const result: Partial<Record<PurgeKind, { deleted: number; before: string }>> = {};
           for (const [kind, ageMs] of asked) {
             const before = new Date(now - ageMs);
-            const purge = kind === "processed" ? store.purgeProcessed : kind === "dead" ? store.purgeDead : store.purgeAudit;
+            const purge = { processed: store.purgeProcessed, dead: store.purgeDead, audit: store.purgeAudit, inbox: store.purgeInbox }[kind];
             const deleted = await purge.call(store, before, {
               batchSize: options.batchSize,
               onProgress: (n) => {

@@ -61,7 +61,7 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
     expect(await target.messages()).toHaveLength(1);
     // Something to purge must be named.
     expect(usageError(await runCli(["outbox", "purge", ...target.args], { cwd: dir }))).toBe(
-      "wassal: name what to purge: --processed-before, --dead-before or --audit-before (a duration such as 7d)",
+      "wassal: name what to purge: --processed-before, --dead-before, --audit-before or --inbox-before (a duration such as 7d)",
     );
   });
 

@@ -242,6 +242,29 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       expect(count(await target.messages(), "dead")).toBe(0);
     });
 
+    it("purge --inbox-before: retention for the inbox's ids, reported; recent ids stay", async () => {
+      const fresh = newTarget(kind, FILE_TMP);
+      const outbox = await fresh.open();
+      try {
+        await outbox.store.transaction(async (tx) => {
+          for (const id of ["m-1", "m-2", "m-3"]) expect(await outbox.store.receive(tx, id, { source: "orders" })).toBe(true);
+        });
+      } finally {
+        await outbox.close();
+      }
+      const kept = await cliJson<Record<string, { deleted: number }>>(["outbox", "purge", ...fresh.args, "--inbox-before", "1h"], { cwd: dir });
+      expect(kept.inbox?.deleted).toBe(0);
+      const text = await cliOk(["outbox", "purge", ...fresh.args, "--inbox-before", "0s"], { cwd: dir });
+      expect(text).toMatch(/^deleted 3 inbox ids received before \S+Z\n$/);
+      const reopened = await fresh.open();
+      try {
+        // Purged: the same id is new again.
+        expect(await reopened.store.transaction((tx) => reopened.store.receive(tx, "m-1", { source: "orders" }))).toBe(true);
+      } finally {
+        await reopened.close();
+      }
+    });
+
     it("show <id>: the whole message with its envelope, in text and --json; an absent id exits 2", async () => {
       const fresh = newTarget(kind, FILE_TMP);
       const outbox = await fresh.open();
