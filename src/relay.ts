@@ -25,3 +25,4 @@ export {
 } from "./relay/publisher.js";
 export { outgoing, Relay, type RelayEvent, type RelayOptions, type RelayStats } from "./relay/relay.js";
 export { WebhookPublisher, webhookKey, webhookSignature, type WebhookOptions } from "./relay/webhook.js";
+export { webhookReceiver, type WebhookReceiverOptions, type WebhookRequestHandler } from "./relay/webhook-receiver.js";

@@ -10,7 +10,9 @@ import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import { NoRouteError, PermanentPublishError } from "../../src/relay/publisher.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
+import { Inbox } from "../../src/relay/inbox.js";
 import { WebhookPublisher, webhookKey, webhookSignature } from "../../src/relay/webhook.js";
+import { webhookReceiver } from "../../src/relay/webhook-receiver.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
 import { Gate, waitForSleepers, waitForStatus, waitUntil } from "../worker/support.js";
 
@@ -216,5 +218,75 @@ describeEachStore("the relay to webhooks", (factory) => {
     expect(dead.lastError).toContain(NoRouteError.name);
     expect(dead.lastError).toContain('no destination for message type "unrouted"');
     expect(endpoint.deliveries).toEqual([]);
+  });
+});
+
+describeEachStore("from the outbox through webhooks to a receiver's inbox", (factory) => {
+  const ctx = useStoreHarness(factory);
+  const servers: Server[] = [];
+  const relays: Relay<unknown>[] = [];
+  afterEach(async () => {
+    await Promise.all(relays.splice(0).map((relay) => relay.stop({ graceMs: 0 })));
+    for (const server of servers.splice(0)) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  async function receiver(handler: ReturnType<typeof webhookReceiver>): Promise<string> {
+    const server = createServer(handler);
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/in/{type}`;
+  }
+
+  it("each delivery applied once, in each key's order; a redelivery and a forged or stale one change nothing", async () => {
+    const { store, harness, clock } = ctx();
+    const consumerStore = await harness.connect();
+    const applied: { key: string | null; n: number }[] = [];
+    const handler = webhookReceiver({
+      secret: SECRET,
+      clock,
+      inbox: new Inbox({ store: consumerStore, source: "hooks" }),
+      handle: async (message, tx) => {
+        const { n } = message.body as { n: number };
+        await harness.businessWrite(tx, `effect-${n}`);
+        applied.push({ key: message.key, n });
+      },
+    });
+    const url = await receiver(handler);
+    const ids: string[] = [];
+    for (let n = 0; n < 6; n += 1) ids.push((await enqueueMessage(store, { type: "t", key: `k${n % 2}`, payload: { n } })).id);
+    const relay = new Relay({ store, publisher: new WebhookPublisher({ secret: SECRET, clock }), routes: { default: url }, clock, pollIntervalMs: 60_000 });
+    relays.push(relay);
+    await relay.start();
+    await waitUntil("6 applied", () => applied.length === 6);
+    for (let n = 0; n < 6; n += 1) expect(await harness.countBusinessRows(`effect-${n}`)).toBe(1);
+    for (const key of ["k0", "k1"]) {
+      const ns = applied.filter((a) => a.key === key).map((a) => a.n);
+      expect(ns).toEqual([...ns].sort((a, b) => a - b));
+    }
+
+    // The same delivery again (a sender that did not see the 204): applied once, answered 204.
+    const post = (headers: Record<string, string>, body: string) => fetch(url.replace("{type}", "t"), { method: "POST", headers, body });
+    const ts = Math.floor(clock.now().getTime() / 1000);
+    const body = JSON.stringify({ n: 0 });
+    const signed = (id: string, at: number) => ({
+      "webhook-id": id,
+      "webhook-timestamp": String(at),
+      "webhook-signature": webhookSignature(KEY, id, at, body),
+    });
+    expect((await post(signed(ids[0]!, ts), body)).status).toBe(204);
+    expect(handler.stats).toMatchObject({ applied: 6, duplicates: 1 });
+    // Forged (wrong secret), stale (10 minutes old), unsigned: refused with 401, nothing applied.
+    const forged = {
+      ...signed("x-1", ts),
+      "webhook-signature": webhookSignature(webhookKey(`whsec_${Buffer.alloc(32, 9).toString("base64")}`), "x-1", ts, body),
+    };
+    expect((await post(forged, body)).status).toBe(401);
+    expect((await post(signed("x-2", ts - 600), body)).status).toBe(401);
+    expect((await post({}, body)).status).toBe(401);
+    expect(handler.stats).toMatchObject({ applied: 6, duplicates: 1, failed: 0 });
+    expect(applied).toHaveLength(6);
   });
 });
