@@ -57,6 +57,7 @@ export class ProcessPool {
     const log = openSync(join(this.#options.workDir, `${name}.log`), "a");
     // An IPC channel: the process sends "ready" on it once it is claiming.
     const child = spawn(process.execPath, [...args], { stdio: ["ignore", log, log, "ipc"] });
+    child.once("error", () => undefined); // a failed spawn also exits: the exit handler starts another
     closeSync(log);
     slot.process = child;
     slot.paused = false;

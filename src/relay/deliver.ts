@@ -51,6 +51,15 @@ export interface Acknowledger {
   giveUp(reason: string): Promise<void> | void;
   /** Tell the broker the message is still being worked on (optional). */
   working?(): void;
+  /** True once the consumer is stopping: a message waiting on its database is left to redelivery. */
+  stopping?(): boolean;
+}
+
+/** An error the app's handler threw (as opposed to the consumer's database failing). */
+class HandlerFailure extends Error {
+  constructor(readonly error: unknown) {
+    super("the handler failed");
+  }
 }
 
 export function checkRetry(retry: ConsumerRetry): { maxAttempts: number; delayMs: number } {
@@ -82,15 +91,38 @@ export async function deliver<Tx>(
   stats: ConsumerStats,
   onError?: ConsumerRetry["onError"],
 ): Promise<void> {
-  for (let attempt = 1, delay = retry.delayMs; ; attempt += 1, delay = Math.min(delay * 2, 30_000)) {
+  const report = (error: unknown, final: boolean) => {
     try {
-      const received = await inbox.handle(message.id, (tx) => handle(message, tx));
+      onError?.(error, message, final);
+    } catch {
+      // a report that throws must not stop the consumer
+    }
+  };
+  for (let attempt = 1, delay = retry.delayMs; ; delay = Math.min(delay * 2, 30_000)) {
+    try {
+      const received = await inbox.handle(message.id, async (tx) => {
+        try {
+          return await handle(message, tx);
+        } catch (error) {
+          throw new HandlerFailure(error);
+        }
+      });
       if (received.duplicate) stats.duplicates += 1;
       else stats.applied += 1;
-    } catch (error) {
+    } catch (caught) {
+      if (!(caught instanceof HandlerFailure)) {
+        // The consumer's own database failed (down, busy): nothing was applied and the handler is
+        // not to blame. Try again without spending an attempt, until it works or the consumer stops.
+        report(caught, false);
+        if (broker.stopping?.()) return; // left unacknowledged: the broker delivers it again
+        broker.working?.();
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        continue;
+      }
+      const error = caught.error;
       stats.failed += 1;
       const final = attempt >= retry.maxAttempts;
-      onError?.(error, message, final);
+      report(error, final);
       if (final) {
         stats.terminated += 1;
         try {
@@ -100,6 +132,7 @@ export async function deliver<Tx>(
         }
         return;
       }
+      attempt += 1;
       broker.working?.();
       await new Promise((resolve) => setTimeout(resolve, delay));
       continue;

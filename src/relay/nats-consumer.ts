@@ -46,6 +46,7 @@ export class NatsConsumer<Tx> {
   readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
   readonly #nc: NatsConnection;
   readonly #messages: { stop(): void; close(): Promise<unknown> };
+  #stopping = false;
   readonly #loop: Promise<void>;
 
   private constructor(
@@ -58,8 +59,13 @@ export class NatsConsumer<Tx> {
     this.#messages = messages;
     this.#loop = (async () => {
       for await (const m of messages) {
-        const acknowledger = { ack: () => m.ackAck().then(() => undefined), giveUp: (reason: string) => m.term(reason), working: () => m.working() };
-        await deliver(delivered(m, options.stream), acknowledger, options.inbox, options.handle, retry, this.stats, options.onError);
+        const acknowledger = {
+          ack: () => m.ackAck().then(() => undefined),
+          giveUp: (reason: string) => m.term(reason),
+          working: () => m.working(),
+          stopping: () => this.#stopping,
+        };
+        await deliver(delivered(m, options.stream), acknowledger, options.inbox, options.handle, retry, this.stats, options.onError).catch(() => undefined);
       }
     })();
   }
@@ -94,6 +100,7 @@ export class NatsConsumer<Tx> {
 
   /** Stops taking messages, lets the one in hand finish, and closes the connection. */
   async stop(): Promise<void> {
+    this.#stopping = true;
     this.#messages.stop();
     await this.#loop.catch(() => undefined);
     await this.#nc.close();

@@ -33,6 +33,8 @@ export class NatsPublisher implements Publisher {
   #js: JetStreamClient | undefined;
   #connected = false;
   #closed = false;
+  /** Disconnects so far: a publish that saw one while it waited failed because of it. */
+  #disconnects = 0;
 
   private constructor(
     transport: typeof import("@nats-io/transport-node"),
@@ -84,7 +86,10 @@ export class NatsPublisher implements Publisher {
 
   async #watch(nc: NatsConnection, onStatus: ((status: string) => void) | undefined): Promise<void> {
     for await (const status of nc.status()) {
-      if (status.type === "disconnect") this.#connected = false;
+      if (status.type === "disconnect") {
+        this.#connected = false;
+        this.#disconnects += 1;
+      }
       if (status.type === "reconnect") this.#connected = true;
       if (status.type === "disconnect" || status.type === "reconnect") onStatus?.(status.type);
     }
@@ -95,6 +100,7 @@ export class NatsPublisher implements Publisher {
     const js = this.#js;
     if (nc === undefined || js === undefined) throw new BrokerUnavailableError(`${this.description}: not connected yet`);
     if (!this.#connected) throw new BrokerUnavailableError(`${this.description}: disconnected, reconnecting`);
+    const disconnectsBefore = this.#disconnects;
     const h = this.#headers();
     for (const [name, value] of Object.entries(message.headers)) h.set(name, value);
     h.set("Wassal-Message-Id", message.messageId);
@@ -106,7 +112,12 @@ export class NatsPublisher implements Publisher {
     } catch (error) {
       const text = error instanceof Error ? error.message : String(error);
       if (REFUSED.test(text)) throw new PermanentPublishError(`${message.destination}: ${text}`, { cause: error });
-      if (!this.#connected || nc.isClosed()) throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
+      // Down, or down while this publish waited (its timeout overlapped a disconnect), or JetStream
+      // not answering yet (right after a restart: "no responders"): held, not failed. A subject no
+      // stream takes answers the same, and is held too, with a warning each time.
+      if (!this.#connected || nc.isClosed() || this.#disconnects !== disconnectsBefore || /no responders|503|JetStreamNotEnabled/i.test(text)) {
+        throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
+      }
       if (signal.aborted) throw error;
       // No stream for the subject, a timeout, the server's own error: retried, then dead.
       throw new Error(`publish to ${message.destination}: ${text}`, { cause: error });

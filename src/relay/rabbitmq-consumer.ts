@@ -80,7 +80,7 @@ export class RabbitMqConsumer {
       await channel.prefetch(1);
       const { consumerTag } = await channel.consume(options.queue, (m) => {
         if (m === null) return;
-        this.#current = this.#current.then(() => this.#deliver(channel, m));
+        this.#current = this.#current.then(() => this.#deliver(channel, m)).catch(() => undefined);
       });
       this.#model = model;
       this.#channel = channel;
@@ -97,11 +97,15 @@ export class RabbitMqConsumer {
     const message = delivered(m, options.queue);
     if (message.id === "") {
       this.stats.terminated += 1;
-      options.onError?.(new Error("the message has no message-id, so it cannot be applied exactly once"), message, true);
-      channel.nack(m, false, false);
+      try {
+        options.onError?.(new Error("the message has no message-id, so it cannot be applied exactly once"), message, true);
+        channel.nack(m, false, false);
+      } catch {
+        // a closed channel: the broker delivers it again
+      }
       return;
     }
-    const acknowledger = { ack: () => channel.ack(m), giveUp: () => channel.nack(m, false, false) };
+    const acknowledger = { ack: () => channel.ack(m), giveUp: () => channel.nack(m, false, false), stopping: () => this.#stopping };
     await deliver(message, acknowledger, options.inbox, options.handle, this.#retry, this.stats, options.onError);
   }
 
@@ -112,6 +116,7 @@ export class RabbitMqConsumer {
       for (let delay = 250; !this.#stopping; delay = Math.min(delay * 2, 5_000)) {
         try {
           current = (await this.#connect()).closed;
+          if (this.#stopping) await this.#model?.close().catch(() => undefined); // stopped while connecting
           break;
         } catch {
           await new Promise((resolve) => setTimeout(resolve, delay));

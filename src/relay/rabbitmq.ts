@@ -102,6 +102,9 @@ export class RabbitMqPublisher implements Publisher {
     if (this.#model !== model) return;
     this.#model = undefined;
     this.#channel = undefined;
+    // An exchange deleted meanwhile would close the next channel too: check each one again.
+    this.#exchanges.clear();
+    this.#exchanges.add("");
     void model.close().catch(() => undefined);
     if (this.#closed) return;
     this.#onStatus?.("disconnect");
@@ -113,12 +116,19 @@ export class RabbitMqPublisher implements Publisher {
     if (this.#exchanges.has(exchange)) return;
     const model = this.#model;
     if (model === undefined) throw new BrokerUnavailableError(`${this.description}: not connected`);
-    const probe = await model.createChannel();
+    let probe: Awaited<ReturnType<ChannelModel["createChannel"]>>;
+    try {
+      probe = await model.createChannel();
+    } catch (error) {
+      throw new BrokerUnavailableError(`${this.description}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
     probe.on("error", () => undefined);
     try {
       await probe.checkExchange(exchange);
       this.#exchanges.add(exchange);
     } catch (error) {
+      const text = error instanceof Error ? error.message : String(error);
+      if (!/NOT_FOUND|404/.test(text)) throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
       throw new Error(
         `exchange ${JSON.stringify(exchange)} does not exist on ${this.description}: declare it (and bind a queue), then the message is published`,
         {
@@ -158,7 +168,10 @@ export class RabbitMqPublisher implements Publisher {
             if (error !== null && error !== undefined) {
               const text = error instanceof Error ? error.message : String(error);
               if (REFUSED.test(text)) return reject(new PermanentPublishError(`${message.destination}: ${text}`, { cause: error }));
-              if (this.#channel !== channel) return reject(new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error }));
+              // amqplib fails outstanding confirms ("channel closed") before our close handler runs.
+              if (this.#channel !== channel || /closed|ended|ECONNRESET/i.test(text)) {
+                return reject(new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error }));
+              }
               return reject(new Error(`${this.description} did not confirm the message: ${text}`, { cause: error }));
             }
             if (returned)

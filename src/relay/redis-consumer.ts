@@ -75,24 +75,40 @@ export class RedisStreamsConsumer {
 
   async #run<Tx>(options: RedisStreamsConsumerOptions<Tx>, retry: { maxAttempts: number; delayMs: number }): Promise<void> {
     let from = "0"; // first our own pending entries, then new ones
-    while (!this.#stopping) {
-      const reply = (await this.#client.xReadGroup(
-        options.group,
-        options.consumer,
-        { key: options.stream, id: from },
-        from === "0" ? { COUNT: 1 } : { COUNT: 1, BLOCK: 200 },
-      )) as { name: string; messages: Entry[] }[] | null;
-      const entries = reply?.[0]?.messages ?? [];
+    for (let failures = 0; !this.#stopping; ) {
+      let entries: (Entry | { id: string; message: null })[];
+      try {
+        const reply = (await this.#client.xReadGroup(
+          options.group,
+          options.consumer,
+          { key: options.stream, id: from },
+          from === "0" ? { COUNT: 1 } : { COUNT: 1, BLOCK: 200 },
+        )) as { name: string; messages: (Entry | { id: string; message: null })[] }[] | null;
+        entries = reply?.[0]?.messages ?? [];
+        failures = 0;
+      } catch {
+        // The connection went away (a restart): the client reconnects; read our pending entries
+        // again from the start, then the new ones.
+        if (this.#stopping) return;
+        from = "0";
+        failures += 1;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** failures, 2_000)));
+        continue;
+      }
       if (from === "0" && entries.length === 0) {
         from = ">";
         continue;
       }
       for (const entry of entries) {
-        const acknowledger = {
-          ack: () => this.#client.xAck(options.stream, options.group, entry.id).then(() => undefined),
-          giveUp: () => this.#client.xAck(options.stream, options.group, entry.id).then(() => undefined),
-        };
-        await deliver(delivered(entry, options.stream, from === "0"), acknowledger, options.inbox, options.handle, retry, this.stats, options.onError);
+        const ack = () => this.#client.xAck(options.stream, options.group, entry.id).then(() => undefined);
+        if (entry.message === null) {
+          await ack().catch(() => undefined); // an entry deleted from the stream while pending: nothing to apply
+          continue;
+        }
+        const acknowledger = { ack, giveUp: ack, stopping: () => this.#stopping };
+        await deliver(delivered(entry, options.stream, from === "0"), acknowledger, options.inbox, options.handle, retry, this.stats, options.onError).catch(
+          () => undefined,
+        );
       }
     }
   }

@@ -19,13 +19,22 @@ export interface RedisStreamsOptions {
   readonly onStatus?: (status: string) => void;
 }
 
-/** Appends unless the id was appended within the window; returns the entry id, or nil for a duplicate. */
-const APPEND = `if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
-  return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+/**
+ * Appends unless the id was appended within the window; returns the entry id, or nil for a
+ * duplicate. The marker is set only after XADD succeeded: Redis does not roll a script back, so a
+ * failed append must leave no marker that would pass a later re-publish off as a duplicate.
+ */
+const APPEND = `if redis.call('EXISTS', KEYS[2]) == 1 then
+  return false
 end
-return false`;
+local entry = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+return entry`;
 
-const REFUSED = /OOM|WRONGTYPE|proto-max-bulk-len|too large/i;
+/** Refused for good: the key holds another type, or the entry is too large for the protocol. */
+const REFUSED = /WRONGTYPE|proto-max-bulk-len|invalid bulk length|too large/i;
+/** Passing states of the server (out of memory, loading, a replica, busy): held, not failed. */
+const PASSING = /^(OOM|LOADING|READONLY|MASTERDOWN|BUSY|TRYAGAIN|CLUSTERDOWN)\b/;
 
 export class RedisStreamsPublisher implements Publisher {
   readonly description: string;
@@ -89,7 +98,7 @@ export class RedisStreamsPublisher implements Publisher {
     } catch (error) {
       const text = error instanceof Error ? error.message : String(error);
       if (REFUSED.test(text)) throw new PermanentPublishError(`${stream}: ${text}`, { cause: error });
-      if (!this.#client.isReady || signal.aborted) throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
+      if (!this.#client.isReady || signal.aborted || PASSING.test(text)) throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
       throw new Error(`XADD to ${stream}: ${text}`, { cause: error });
     }
   }

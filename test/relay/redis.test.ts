@@ -76,6 +76,22 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
       expect(relay.stats).toMatchObject({ published: 9, duplicates: 0 });
     });
 
+    it("an append the server refuses leaves no marker: once the cause is fixed, the redriven message is appended, not taken for a duplicate", async () => {
+      const { store } = ctx();
+      const stream = newStream();
+      await client.set(stream, "not a stream"); // XADD on this key fails with WRONGTYPE
+      const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      const relay = await startRelay(store, stream);
+      const dead = await waitForStatus(store, message.id, "dead");
+      expect(dead.lastError).toContain("WRONGTYPE");
+      await client.del(stream);
+      expect((await store.redrive({ messageIds: [message.id] })).moved).toBe(1);
+      relay.worker.wake();
+      await waitForStatus(store, message.id, "processed");
+      expect(relay.stats).toMatchObject({ published: 1, duplicates: 0 });
+      expect(await entries(stream)).toHaveLength(1);
+    });
+
     it("a re-publish of an id within the window appends nothing and counts as a duplicate", async () => {
       const { store } = ctx();
       const stream = newStream();
