@@ -298,15 +298,37 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   mkdirSync(brokerDir);
   const broker = options.broker === "nats" ? await natsBroker(brokerDir, runId) : await rabbitBroker(runId);
   progress(`starting the run's own ${options.broker} broker`);
-  await broker.start();
-  await broker.prepare();
-
-  const producer = await openOutbox(producerDb, { ...(producerSchema ? { schema: producerSchema } : {}) });
-  const consumerOutbox = await openOutbox(consumerDb, { ...(consumerSchema ? { schema: consumerSchema } : {}) });
+  // Set up the broker, both databases and the consumer; if any of it fails, undo what was done.
+  const opened: { close(): Promise<void> }[] = [];
+  const undo = async () => {
+    for (const thing of opened.reverse()) await thing.close().catch(() => undefined);
+    await broker.stop().catch(() => undefined);
+    await broker.close().catch(() => undefined);
+    if (!options.keep) {
+      if (producerSchema) await dropSchema(options.store, producerSchema).catch(() => undefined);
+      if (consumerSchema) await dropSchema(options.store, consumerSchema).catch(() => undefined);
+      rmSync(workDir, { recursive: true, force: true });
+    }
+  };
+  let producer: Awaited<ReturnType<typeof openOutbox>>;
+  let consumerOutbox: Awaited<ReturnType<typeof openOutbox>>;
+  let consumer: Awaited<ReturnType<ChaosBroker["consume"]>>;
+  try {
+    await broker.start();
+    await broker.prepare();
+    producer = await openOutbox(producerDb, { ...(producerSchema ? { schema: producerSchema } : {}) });
+    opened.push(producer);
+    consumerOutbox = await openOutbox(consumerDb, { ...(consumerSchema ? { schema: consumerSchema } : {}) });
+    opened.push(consumerOutbox);
+    const consumerStore = consumerOutbox.store;
+    consumer = await broker.consume(new Inbox({ store: consumerStore, source: runId }), async (message, tx) => {
+      await consumerStore.enqueue(tx, { type: "chaos.effect", payload: { id: message.id, key: message.key ?? "", body: JSON.stringify(message.body) } });
+    });
+  } catch (error) {
+    await undo();
+    throw error;
+  }
   const consumerStore = consumerOutbox.store;
-  const consumer = await broker.consume(new Inbox({ store: consumerStore, source: runId }), async (message, tx) => {
-    await consumerStore.enqueue(tx, { type: "chaos.effect", payload: { id: message.id, key: message.key ?? "", body: JSON.stringify(message.body) } });
-  });
 
   const pool = new ProcessPool({
     size: options.relays,

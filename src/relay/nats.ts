@@ -46,9 +46,19 @@ export class NatsPublisher implements Publisher {
     this.#headers = transport.headers;
     this.#ackTimeoutMs = ackTimeoutMs;
     this.description = `NATS JetStream at ${servers.join(", ")}`;
-    // Waits for the server if it is not up yet, and reconnects for ever afterwards: a relay
-    // started before its broker, or losing it, holds its messages and loses nothing.
-    this.#connecting = transport.connect({ servers, waitOnFirstConnect: true, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    // Dials until the server answers (a relay started before its broker holds its messages), and
+    // reconnects for ever afterwards; close() stops the dialling.
+    this.#connecting = (async () => {
+      for (;;) {
+        if (this.#closed) throw new Error("closed before the first connection");
+        try {
+          return await transport.connect({ servers, maxReconnectAttempts: -1, reconnectTimeWait: 250, timeout: 2_000 });
+        } catch (error) {
+          onStatus?.(`connect failed: ${error instanceof Error ? error.message : String(error)}`);
+          await new Promise((resolve) => setTimeout(resolve, 250).unref());
+        }
+      }
+    })();
     this.#connecting.then(
       (nc) => {
         if (this.#closed) return void nc.close();
@@ -58,7 +68,7 @@ export class NatsPublisher implements Publisher {
         onStatus?.("connect");
         void this.#watch(nc, onStatus);
       },
-      () => undefined, // only when closed before connecting
+      () => undefined, // closed before connecting
     );
   }
 

@@ -18,6 +18,13 @@ export interface RabbitMqOptions {
   readonly url: string;
   /** Called on connection changes ("connect", "disconnect"), for logs. */
   readonly onStatus?: (status: string) => void;
+  /**
+   * How long to wait for the broker's confirm (default 30 000 ms). A broker under a memory or
+   * disk alarm blocks publishers and confirms nothing: after this the message is held as
+   * unreachable and published again (a late confirm then makes a duplicate, which a consumer's
+   * inbox absorbs).
+   */
+  readonly confirmTimeoutMs?: number;
 }
 
 /** Splits "<exchange>/<routing key>" (the first slash separates them). */
@@ -37,6 +44,7 @@ export class RabbitMqPublisher implements Publisher {
   readonly #amqp: typeof import("amqplib");
   readonly #url: string;
   readonly #onStatus: ((status: string) => void) | undefined;
+  readonly #confirmTimeoutMs: number;
   #model: ChannelModel | undefined;
   #channel: ConfirmChannel | undefined;
   /** Message ids the broker returned as unroutable; their confirms follow. */
@@ -51,6 +59,7 @@ export class RabbitMqPublisher implements Publisher {
     this.#amqp = amqp;
     this.#url = options.url;
     this.#onStatus = options.onStatus;
+    this.#confirmTimeoutMs = options.confirmTimeoutMs ?? 30_000;
     const shown = new URL(options.url);
     if (shown.password) shown.password = "***";
     this.description = `RabbitMQ at ${shown.href}`;
@@ -63,6 +72,9 @@ export class RabbitMqPublisher implements Publisher {
     if (typeof options.url !== "string" || !/^amqps?:\/\//.test(options.url)) {
       throw new InvalidArgumentError(`a RabbitMQ URL looks like amqp://user:password@host:5672 (got ${JSON.stringify(options.url)})`);
     }
+    const timeout = options.confirmTimeoutMs ?? 30_000;
+    if (!Number.isSafeInteger(timeout) || timeout < 1)
+      throw new InvalidArgumentError(`confirmTimeoutMs must be a whole number of milliseconds >= 1 (got ${String(timeout)})`);
     const amqp = await importOptional<typeof import("amqplib")>("amqplib", "a RabbitMQ relay");
     return new RabbitMqPublisher(amqp, options);
   }
@@ -74,24 +86,28 @@ export class RabbitMqPublisher implements Publisher {
 
   async #connect(): Promise<void> {
     for (let delay = 250; !this.#closed; delay = Math.min(delay * 2, MAX_RECONNECT_DELAY_MS)) {
+      let model: ChannelModel | undefined;
       try {
-        const model = await this.#amqp.connect(this.#url);
-        if (this.#closed) return void (await model.close().catch(() => undefined));
-        const channel = await model.createConfirmChannel();
-        model.on("error", () => undefined); // followed by "close"
-        model.on("close", () => this.#lost(model));
+        model = await this.#amqp.connect(this.#url);
+        const opened = model;
+        if (this.#closed) return void (await opened.close().catch(() => undefined));
+        const channel = await opened.createConfirmChannel();
+        opened.on("error", () => undefined); // followed by "close"
+        opened.on("close", () => this.#lost(opened));
         channel.on("error", () => undefined); // followed by "close"
-        channel.on("close", () => this.#lost(model));
+        channel.on("close", () => this.#lost(opened));
         channel.on("return", (message) => {
           const id: unknown = message.properties.messageId;
           if (typeof id === "string") this.#returned.add(id);
         });
-        this.#model = model;
+        this.#model = opened;
         this.#channel = channel;
         this.#markConnected();
         this.#onStatus?.("connect");
+        if (this.#closed) await this.close(); // closed while connecting
         return;
       } catch {
+        await model?.close().catch(() => undefined); // the channel failed: do not leak the connection
         await new Promise((resolve) => setTimeout(resolve, delay).unref());
       }
     }
@@ -148,7 +164,23 @@ export class RabbitMqPublisher implements Publisher {
     if (channel === undefined || signal.aborted) throw new BrokerUnavailableError(`${this.description}: not connected`);
     const headers: Record<string, string> = { ...message.headers, "wassal-message-id": message.messageId, "wassal-type": message.type };
     if (message.key !== null) headers["wassal-key"] = message.key;
-    return new Promise<PublishReceipt>((resolve, reject) => {
+    const timeoutMs = this.#confirmTimeoutMs;
+    return new Promise<PublishReceipt>((promiseResolve, promiseReject) => {
+      const timer = setTimeout(
+        () =>
+          promiseReject(
+            new BrokerUnavailableError(`${this.description}: no confirm within ${timeoutMs} ms (is the broker blocked by a memory or disk alarm?)`),
+          ),
+        timeoutMs,
+      );
+      const resolve = (receipt: PublishReceipt) => {
+        clearTimeout(timer);
+        promiseResolve(receipt);
+      };
+      const reject = (error: unknown) => {
+        clearTimeout(timer);
+        promiseReject(error);
+      };
       try {
         channel.publish(
           exchange,
