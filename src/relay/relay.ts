@@ -88,6 +88,8 @@ export class Relay<Tx> {
   readonly worker: Worker<Tx>;
   readonly publisher: Publisher;
   readonly stats: RelayStats = { published: 0, duplicates: 0, unavailableRetries: 0 };
+  /** Publishes now waiting out an unreachable broker. */
+  #waitingOnBroker = 0;
 
   constructor(options: RelayOptions<Tx>) {
     if (typeof options !== "object" || options === null) throw new InvalidArgumentError("Relay needs options: { store, publisher, routes?, … }");
@@ -117,7 +119,12 @@ export class Relay<Tx> {
           if (!(error instanceof BrokerUnavailableError) || signal.aborted) throw error;
           this.stats.unavailableRetries += 1;
           onEvent({ type: "broker-unavailable", messageId: message.id, error: error.message, retryInMs: backoff });
-          await clock.sleep(backoff, signal);
+          this.#waitingOnBroker += 1;
+          try {
+            await clock.sleep(backoff, signal);
+          } finally {
+            this.#waitingOnBroker -= 1;
+          }
           if (signal.aborted) throw error;
         }
       }
@@ -147,8 +154,13 @@ export class Relay<Tx> {
     return this.worker.start();
   }
 
-  /** Stops claiming, lets outstanding publishes finish (up to the grace), releases the rest. Does not close the publisher. */
+  /**
+   * Stops claiming, lets outstanding publishes finish (up to the grace), releases the rest. When
+   * every outstanding publish is waiting out an unreachable broker, none can finish: they are
+   * released at once instead. Does not close the publisher.
+   */
   stop(options: { readonly graceMs?: number } = {}): Promise<void> {
-    return this.worker.stop(options);
+    const stuck = this.#waitingOnBroker > 0 && this.#waitingOnBroker >= this.worker.inFlight;
+    return this.worker.stop(stuck ? { graceMs: 0 } : options);
   }
 }

@@ -17,7 +17,7 @@ import { describeEachStore, enqueueMessage, useStoreHarness } from "../conforman
 import { PrivateServer } from "../support/private-server.js";
 import { requireService } from "../support/services.js";
 import { advanceUntil, useRelays } from "./support.js";
-import { waitForStatus, waitUntil } from "../worker/support.js";
+import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
 
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
 const natsUp = await requireService(
@@ -290,6 +290,29 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
         await server.resume();
         const processed = await advanceUntil(clock, waitForStatus(store, message.id, "processed"));
         expect(processed.attempts).toBe(1);
+      } finally {
+        await relay.stop({ graceMs: 0 });
+        await publisher.close();
+      }
+    });
+
+    it("stopped while its server is down, it releases the held message at once (no grace to wait out), the attempt given back", async () => {
+      const { store, clock } = ctx();
+      server = await PrivateServer.nats();
+      const own = await connect({ servers: server.url });
+      const stream = await freshStream(await jetstreamManager(own));
+      await own.close();
+      await server.pause();
+      const publisher = await NatsPublisher.open({ servers: server.url, ackTimeoutMs: 1_000 });
+      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock, pollIntervalMs: 60_000, shutdownGraceMs: 60_000 });
+      await relay.start();
+      try {
+        const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+        // The grace is a minute of the manual clock, which this test never moves: only an
+        // immediate release lets stop() return.
+        expect(await settlesWithin(relay.stop(), 5_000)).toBe(true);
+        expect(await store.getMessage(message.id)).toMatchObject({ status: "pending", attempts: 0 });
       } finally {
         await relay.stop({ graceMs: 0 });
         await publisher.close();
