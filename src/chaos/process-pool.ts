@@ -5,7 +5,7 @@
 // machine does not turn the run into a measure of start-up time.
 
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { WassalError } from "../outbox/errors.js";
 
@@ -43,6 +43,8 @@ export class ProcessPool {
   pauses = 0;
   readonly #options: ProcessPoolOptions;
   readonly #slots: Slot[];
+  /** The log files the processes wrote to. */
+  readonly #logs = new Set<string>();
   #stopping = false;
 
   constructor(options: ProcessPoolOptions) {
@@ -54,7 +56,9 @@ export class ProcessPool {
     slot.generation += 1;
     this.starts += 1;
     const { name, args } = this.#options.command(slot.index, slot.generation);
-    const log = openSync(join(this.#options.workDir, `${name}.log`), "a");
+    const path = join(this.#options.workDir, `${name}.log`);
+    this.#logs.add(path);
+    const log = openSync(path, "a");
     // An IPC channel: the process sends "ready" on it once it is claiming.
     const child = spawn(process.execPath, [...args], { stdio: ["ignore", log, log, "ipc"] });
     child.once("error", () => undefined); // a failed spawn also exits: the exit handler starts another
@@ -94,7 +98,7 @@ export class ProcessPool {
     return live[Math.floor(this.#options.random() * live.length)];
   }
 
-  /** SIGKILLs a random live process and starts its replacement. */
+  /** SIGKILLs a random live process and starts its replacement at once. */
   killOne(): void {
     const slot = this.#pick();
     if (!slot?.process) return;
@@ -102,7 +106,8 @@ export class ProcessPool {
     const victim = slot.process;
     slot.process = undefined; // the exit handler leaves it to us
     victim.kill("SIGKILL");
-    setTimeout(() => !this.#stopping && slot.process === undefined && this.#start(slot), 50);
+    // Its replacement starts at once, so that every kill has one, even one just before stop().
+    this.#start(slot);
   }
 
   /** SIGSTOPs a random live process for 1.5 leases, then SIGCONT: it wakes believing it still owns its leases. */
@@ -120,6 +125,16 @@ export class ProcessPool {
       },
       Math.round(this.#options.leaseMs * 1.5),
     );
+  }
+
+  /** Lines of the processes' logs that `match` (e.g. a warning the run counts). */
+  countLogLines(match: (line: string) => boolean): number {
+    let count = 0;
+    for (const path of this.#logs) {
+      if (!existsSync(path)) continue;
+      for (const line of readFileSync(path, "utf8").split("\n")) if (match(line)) count += 1;
+    }
+    return count;
   }
 
   /** Stops every process gracefully (SIGCONT, SIGTERM; SIGKILL after 10 s), and starts no more. */

@@ -13,8 +13,7 @@
 
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -29,6 +28,7 @@ import { dropSchema, isPostgresUrl, redactUrl } from "../stores/admin.js";
 import { RE_PUBLISHED } from "../runtime/relay-runner.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { textTable } from "../lab/text-table.js";
+import { freePort, waitForPort } from "./ports.js";
 import { ProcessPool } from "./process-pool.js";
 
 export type ChaosBrokerName = "nats" | "rabbitmq";
@@ -109,28 +109,6 @@ const CLI = fileURLToPath(new URL("../cli/main.js", import.meta.url));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const READY_WAIT_MS = 60_000;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-}
-
 /** A broker of the run's own: its own port and data folder, stopped and started at will. */
 interface ChaosBroker {
   /** The relays' --to URL. */
@@ -146,14 +124,6 @@ interface ChaosBroker {
   /** Messages the broker stored, when it keeps them after consumption (a stream); else null. */
   stored(): Promise<number | null>;
   close(): Promise<void>;
-}
-
-async function waitForPort(port: number, open: boolean, what: string, ms: number): Promise<void> {
-  const by = performance.now() + ms;
-  while ((await accepts(port)) !== open) {
-    if (performance.now() > by) throw new InvalidArgumentError(`${what} did not ${open ? "start" : "stop"} within ${ms / 1000} s`);
-    await sleep(50);
-  }
 }
 
 async function natsBroker(dir: string, runId: string): Promise<ChaosBroker> {
@@ -427,7 +397,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   figures.consumerApplied = consumer.stats.applied;
   figures.consumerDuplicates = consumer.stats.duplicates;
   figures.streamMessages = await broker.stored();
-  figures.brokerAbsorbedDuplicates = countLogLines(workDir, RE_PUBLISHED);
+  figures.brokerAbsorbedDuplicates = pool.countLogLines((line) => line.includes(RE_PUBLISHED));
   await broker.stop();
   await broker.close();
 
@@ -522,15 +492,6 @@ export function judgeRelayChaos(e: RelayChaosEvidence): { rows: RelayChaosRow[];
     ],
     examples,
   };
-}
-
-/** Lines of the processes' logs in `dir` that contain `text`. */
-function countLogLines(dir: string, text: string): number {
-  let count = 0;
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".log"))) {
-    for (const line of readFileSync(join(dir, file), "utf8").split("\n")) if (line.includes(text)) count += 1;
-  }
-  return count;
 }
 
 export function renderRelayChaos(result: RelayChaosResult): string {

@@ -6,7 +6,7 @@
 
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -298,7 +298,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     audit,
     payments,
     providerLog: existsSync(providerLog) ? readProviderLog(providerLog) : [],
-    staleCompletionsRejected: countStaleCompletions(workDir),
+    staleCompletionsRejected: pool.countLogLines((line) => line.includes('"event":"lease-lost"') && line.includes('"operation":"complete"')),
     timedOut,
   });
   figures.processed = messages.filter((m) => m.status === "processed").length;
@@ -339,17 +339,6 @@ async function createWithRetry(service: PaymentsService<unknown>, key: string): 
       await sleep(Math.min(1000, 20 * attempt));
     }
   }
-}
-
-/** Completions the token guard refused, counted from the workers' logs. */
-function countStaleCompletions(workDir: string): number {
-  let count = 0;
-  for (const file of readdirSync(workDir).filter((f) => f.endsWith(".log") && f !== "provider.log")) {
-    for (const line of readFileSync(join(workDir, file), "utf8").split("\n")) {
-      if (line.includes('"event":"lease-lost"') && line.includes('"operation":"complete"')) count += 1;
-    }
-  }
-  return count;
 }
 
 async function restartPostgres(): Promise<void> {

@@ -4,10 +4,9 @@
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../worker-cli/harness.js";
+import { accepts, freePort } from "../../src/chaos/ports.js";
 import { until } from "./wait.js";
 
 export class PrivateServer {
@@ -74,15 +73,4 @@ export class PrivateServer {
     await this.pause();
     rmSync(this.#dir, { recursive: true, force: true });
   }
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: "127.0.0.1", port });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
 }

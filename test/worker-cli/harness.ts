@@ -6,7 +6,6 @@
 // Needs `npm run build` first (`npm test` does it).
 
 import { existsSync, mkdtempSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
@@ -37,18 +36,7 @@ export function logLines(stderr: string): { level: number; msg: string; event?: 
 // ---------------------------------------------------------------------------------------------
 // Free TCP ports.
 
-/** A port that was free a moment ago (listen on 0, read the port, close). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
+export { freePort } from "../../src/chaos/ports.js";
 
 // ---------------------------------------------------------------------------------------------
 // Databases: a SQLite file or a PostgreSQL schema, read directly.
