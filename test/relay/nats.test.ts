@@ -237,86 +237,62 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       server = undefined;
     });
 
-    it("holds its messages under lease, spends no attempt, and delivers them once the server is back", async () => {
-      const { store, clock } = ctx();
+    const relays = useRelays(() => ctx().clock);
+
+    /** A private server with a fresh stream, and a started relay to it; `down` stops the server first. */
+    async function relayToPrivateServer(down: boolean, options: Partial<RelayOptions<unknown>> = {}) {
       server = await PrivateServer.nats();
       const own = await connect({ servers: server.url });
-      const ownJsm = await jetstreamManager(own);
-      const stream = await freshStream(ownJsm);
+      const stream = await freshStream(await jetstreamManager(own));
       await own.close();
-
+      if (down) await server.pause();
       const publisher = await NatsPublisher.open({ servers: server.url, ackTimeoutMs: 1_000 });
-      await publisher.connected();
-      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock, pollIntervalMs: 60_000, leaseMs: 30_000 });
-      await relay.start();
-      try {
-        const first = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
-        await waitForStatus(store, first.id, "processed");
+      if (!down) await publisher.connected();
+      const relay = await relays.start(ctx().store, publisher, { routes: { default: `${stream}.{type}` }, ...options });
+      return { relay, stream, server };
+    }
 
-        await server.pause();
-        const second = await enqueueMessage(store, { type: "t", payload: { n: 2 } });
-        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
-        const held = await store.getMessage(second.id);
-        expect(held).toMatchObject({ status: "processing", attempts: 1, lastError: null });
+    it("holds its messages under lease, spends no attempt, and delivers them once the server is back", async () => {
+      const { store, clock } = ctx();
+      const { relay, stream, server } = await relayToPrivateServer(false, { leaseMs: 30_000 });
+      const first = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      await waitForStatus(store, first.id, "processed");
 
-        await server.resume();
-        // The relay waits on the manual clock between tries: move it until the message is through.
-        const processed = await advanceUntil(clock, waitForStatus(store, second.id, "processed"));
-        expect(processed.attempts).toBe(1);
-        const check = await connect({ servers: server.url });
-        expect((await (await jetstreamManager(check)).streams.info(stream)).state.messages).toBe(2);
-        await check.close();
-      } finally {
-        await relay.stop({ graceMs: 0 });
-        await publisher.close();
-      }
+      await server.pause();
+      const second = await enqueueMessage(store, { type: "t", payload: { n: 2 } });
+      await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+      const held = await store.getMessage(second.id);
+      expect(held).toMatchObject({ status: "processing", attempts: 1, lastError: null });
+
+      await server.resume();
+      // The relay waits on the manual clock between tries: move it until the message is through.
+      const processed = await advanceUntil(clock, waitForStatus(store, second.id, "processed"));
+      expect(processed.attempts).toBe(1);
+      const check = await connect({ servers: server.url });
+      expect((await (await jetstreamManager(check)).streams.info(stream)).state.messages).toBe(2);
+      await check.close();
     });
 
     it("started before its server is up, it holds the messages and delivers them once the server comes", async () => {
       const { store, clock } = ctx();
-      server = await PrivateServer.nats();
-      const own = await connect({ servers: server.url });
-      const stream = await freshStream(await jetstreamManager(own));
-      await own.close();
-      await server.pause();
-
-      const publisher = await NatsPublisher.open({ servers: server.url, ackTimeoutMs: 1_000 });
-      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock, pollIntervalMs: 60_000 });
-      await relay.start();
-      try {
-        const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
-        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
-        expect(await store.getMessage(message.id)).toMatchObject({ status: "processing", attempts: 1 });
-        await server.resume();
-        const processed = await advanceUntil(clock, waitForStatus(store, message.id, "processed"));
-        expect(processed.attempts).toBe(1);
-      } finally {
-        await relay.stop({ graceMs: 0 });
-        await publisher.close();
-      }
+      const { relay, server } = await relayToPrivateServer(true);
+      const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+      expect(await store.getMessage(message.id)).toMatchObject({ status: "processing", attempts: 1 });
+      await server.resume();
+      const processed = await advanceUntil(clock, waitForStatus(store, message.id, "processed"));
+      expect(processed.attempts).toBe(1);
     });
 
     it("stopped while its server is down, it releases the held message at once (no grace to wait out), the attempt given back", async () => {
-      const { store, clock } = ctx();
-      server = await PrivateServer.nats();
-      const own = await connect({ servers: server.url });
-      const stream = await freshStream(await jetstreamManager(own));
-      await own.close();
-      await server.pause();
-      const publisher = await NatsPublisher.open({ servers: server.url, ackTimeoutMs: 1_000 });
-      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock, pollIntervalMs: 60_000, shutdownGraceMs: 60_000 });
-      await relay.start();
-      try {
-        const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
-        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
-        // The grace is a minute of the manual clock, which this test never moves: only an
-        // immediate release lets stop() return.
-        expect(await settlesWithin(relay.stop(), 5_000)).toBe(true);
-        expect(await store.getMessage(message.id)).toMatchObject({ status: "pending", attempts: 0 });
-      } finally {
-        await relay.stop({ graceMs: 0 });
-        await publisher.close();
-      }
+      const { store } = ctx();
+      const { relay } = await relayToPrivateServer(true, { shutdownGraceMs: 60_000 });
+      const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+      // The grace is a minute of the manual clock, which this test never moves: only an
+      // immediate release lets stop() return.
+      expect(await settlesWithin(relay.stop(), 5_000)).toBe(true);
+      expect(await store.getMessage(message.id)).toMatchObject({ status: "pending", attempts: 0 });
     });
   });
 });

@@ -13,7 +13,7 @@ import { RabbitMqConsumer } from "../../src/relay/rabbitmq-consumer.js";
 import type { RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
 import { requireService } from "../support/services.js";
-import { useRelays } from "./support.js";
+import { useRelays, waitForRetry } from "./support.js";
 import { waitForSleepers, waitForStatus, waitUntil } from "../worker/support.js";
 
 const AMQP_URL = process.env.TEST_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672";
@@ -136,12 +136,13 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
         const fine = await enqueueMessage(store, { type: "t" });
         await startRelay(store, exchange, { wakeOnNewMessages: false });
         await waitForStatus(store, fine.id, "processed");
-        const retrying = await waitForStatus(store, lost.id, "pending");
+        const retrying = await waitForRetry(store, lost.id);
         expect(retrying.lastError).toContain(`no queue is bound to exchange "${exchange}-empty" for routing key "nowhere"`);
         await waitForSleepers(clock, 2);
         clock.advance(1_000);
         const dead = await waitForStatus(store, lost.id, "dead");
         expect(dead.attempts).toBe(2);
+        await waitUntil("the delivery", () => received.length > 0);
         expect(received.map((m) => m.properties.messageId)).toEqual([fine.id]);
       } finally {
         await admin.deleteExchange(`${exchange}-empty`);
@@ -153,13 +154,15 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
       const { exchange, received } = await route();
       const missing = await enqueueMessage(store, { type: "t", destination: "wassal-no-such-exchange/x" });
       await startRelay(store, exchange, { wakeOnNewMessages: false });
-      const retrying = await waitForStatus(store, missing.id, "pending");
+      const retrying = await waitForRetry(store, missing.id);
       expect(retrying.lastError).toContain('exchange "wassal-no-such-exchange" does not exist');
       const after = await enqueueMessage(store, { type: "t" });
       await waitForSleepers(clock, 2);
       clock.advance(1_000); // the retry is due; the poll finds the new message too
       await waitForStatus(store, missing.id, "dead");
       await waitForStatus(store, after.id, "processed");
+      // A confirm can come before the delivery to the queue's consumer.
+      await waitUntil("the delivery", () => received.length > 0);
       expect(received.map((m) => m.properties.messageId)).toEqual([after.id]);
     });
   });

@@ -172,26 +172,22 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
       server = undefined;
     });
 
+    const relays = useRelays(() => ctx().clock);
+
     it("holds its messages under lease, spends no attempt, and delivers them once the server is back", async () => {
       const { store, clock } = ctx();
       server = await PrivateServer.redis();
       const publisher = await RedisStreamsPublisher.open({ url: server.url });
       await publisher.connected();
-      const relay = new Relay({ store, publisher, routes: { default: "events" }, clock, pollIntervalMs: 60_000 });
-      await relay.start();
-      try {
-        const first = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
-        await waitForStatus(store, first.id, "processed");
-        await server.pause();
-        const second = await enqueueMessage(store, { type: "t", payload: { n: 2 } });
-        await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
-        expect(await store.getMessage(second.id)).toMatchObject({ status: "processing", attempts: 1, lastError: null });
-        await server.resume();
-        expect((await advanceUntil(clock, waitForStatus(store, second.id, "processed"))).attempts).toBe(1);
-      } finally {
-        await relay.stop({ graceMs: 0 });
-        await publisher.close();
-      }
+      const relay = await relays.start(store, publisher, { routes: { default: "events" } });
+      const first = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
+      await waitForStatus(store, first.id, "processed");
+      await server.pause();
+      const second = await enqueueMessage(store, { type: "t", payload: { n: 2 } });
+      await waitUntil("the relay to find the server unreachable", () => relay.stats.unavailableRetries > 0);
+      expect(await store.getMessage(second.id)).toMatchObject({ status: "processing", attempts: 1, lastError: null });
+      await server.resume();
+      expect((await advanceUntil(clock, waitForStatus(store, second.id, "processed"))).attempts).toBe(1);
     });
   });
 });

@@ -6,12 +6,18 @@ import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { Publisher } from "../../src/relay/publisher.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
-import { settlesWithin } from "../worker/support.js";
+import type { OutboxMessage } from "../../src/outbox/types.js";
+import { settlesWithin, waitForMessage } from "../worker/support.js";
 
 /** Moves the manual clock 250 ms at a time until `promise` settles; returns its value. */
 export async function advanceUntil<T>(clock: ManualClock, promise: Promise<T>): Promise<T> {
   while (!(await settlesWithin(promise, 50))) clock.advance(250);
   return promise;
+}
+
+/** Waits until the message failed and waits for its retry (pending again, with its error): not merely pending before its first claim. */
+export function waitForRetry(store: OutboxStore<unknown>, messageId: string): Promise<OutboxMessage> {
+  return waitForMessage(store, messageId, "to wait for a retry", (m) => m.status === "pending" && m.lastError !== null);
 }
 
 /**

@@ -15,6 +15,7 @@ import { WebhookPublisher, webhookKey, webhookSignature } from "../../src/relay/
 import { webhookReceiver } from "../../src/relay/webhook-receiver.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
 import { Gate, waitForSleepers, waitForStatus, waitUntil } from "../worker/support.js";
+import { waitForRetry } from "./support.js";
 
 const SECRET = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
 const KEY = webhookKey(SECRET);
@@ -162,7 +163,7 @@ describeEachStore("the relay to webhooks", (factory) => {
     const message = await enqueueMessage(store, { type: "t" });
     await startRelay(store, { wakeOnNewMessages: false });
     await waitUntil("the first delivery", () => endpoint.deliveries.length === 1);
-    const retrying = await waitForStatus(store, message.id, "pending");
+    const retrying = await waitForRetry(store, message.id);
     expect(retrying.lastError).toContain(`answered ${status}`);
     expect(retrying.availableAt).toEqual(new Date(START.getTime() + 1_000));
     await waitForSleepers(clock, 2); // the poll, and the retry timer
