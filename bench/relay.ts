@@ -8,16 +8,19 @@
 //   in flight, no database at all: the broker's own limit here.
 // Each run seeds N messages (untimed), starts the relay and stops the clock when the last one is
 // completed. CPU is this process's (user + system) over the timed part: the relay and its
-// clients; the broker's and PostgreSQL's own CPU are not in it.
+// clients. The whole machine's CPU over the same time (broker, database and kernel included) is a
+// second column, and the rate it allows if every core were busy: cores ÷ machine CPU per message.
 //
 // Then enqueue → broker acknowledgement latency (p50/p99) with the relay running, at a steady rate.
 
 import { randomBytes } from "node:crypto";
+import { availableParallelism } from "node:os";
 import amqp from "amqplib";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { openOutbox } from "wassal/lab";
 import { NatsPublisher, type Publisher, RabbitMqPublisher, Relay } from "wassal/relay";
+import { machineBusyUs } from "./machine-cpu.js";
 import { percentile, type Spread, spread } from "./stats.js";
 
 export const RELAY_BROKERS = ["nats", "rabbitmq"] as const;
@@ -91,19 +94,26 @@ async function openPublisher(broker: RelayBroker): Promise<Publisher & { connect
   return broker === "nats" ? NatsPublisher.open({ servers: NATS_URL }) : RabbitMqPublisher.open({ url: AMQP_URL });
 }
 
-/** Messages/s and CPU µs per message of one timed run. */
+/** Messages/s and CPU µs per message of one timed run: this process's, and the whole machine's (null off Linux). */
 interface RunFigures {
   readonly rate: number;
   readonly cpuUsPerMessage: number;
+  readonly machineUsPerMessage: number | null;
 }
 
 async function timed(messages: number, work: () => Promise<void>): Promise<RunFigures> {
   const cpu = process.cpuUsage();
+  const machine = machineBusyUs();
   const started = performance.now();
   await work();
   const seconds = (performance.now() - started) / 1000;
   const used = process.cpuUsage(cpu);
-  return { rate: messages / seconds, cpuUsPerMessage: (used.user + used.system) / messages };
+  const machineAfter = machineBusyUs();
+  return {
+    rate: messages / seconds,
+    cpuUsPerMessage: (used.user + used.system) / messages,
+    machineUsPerMessage: machine === null || machineAfter === null ? null : (machineAfter - machine) / messages,
+  };
 }
 
 async function runOnce(store: string, broker: RelayBroker, system: RelaySystem, messages: number, options: RelayBenchOptions): Promise<RunFigures> {
@@ -197,14 +207,15 @@ async function latency(
     maxConnections: 8,
   });
   const enqueuedAt = new Map<string, number>();
-  const samples: number[] = [];
+  // Kept by id and matched afterwards: on PostgreSQL the relay, woken by the commit's notification,
+  // can publish a message before its enqueue call has returned the id.
+  const publishedAt = new Map<string, number>();
   const relay = new Relay({
     store: outbox.store,
     publisher,
     routes: { default: target.destination },
     onEvent: (event) => {
-      const at = enqueuedAt.get(event.messageId);
-      if (event.type === "published" && at !== undefined) samples.push(performance.now() - at);
+      if (event.type === "published" && !publishedAt.has(event.messageId)) publishedAt.set(event.messageId, performance.now());
     },
   });
   try {
@@ -219,7 +230,11 @@ async function latency(
       enqueuedAt.set(message.id, before);
     }
     const deadline = Date.now() + 10_000;
-    while (samples.length < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    while ([...enqueuedAt.keys()].some((id) => !publishedAt.has(id)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    const samples = [...enqueuedAt].flatMap(([id, at]) => {
+      const published = publishedAt.get(id);
+      return published === undefined ? [] : [published - at];
+    });
     return { messages: samples.length, p50: percentile(samples, 50), p99: percentile(samples, 99), max: Math.max(...samples) };
   } finally {
     await relay.stop({ graceMs: 1_000 });
@@ -247,7 +262,7 @@ export async function relayBench(options: RelayBenchOptions): Promise<RelayBench
       })),
     ),
   );
-  const samples = new Map(configs.map((c) => [c, { rates: [] as number[], cpu: [] as number[] }]));
+  const samples = new Map(configs.map((c) => [c, { rates: [] as number[], cpu: [] as number[], machine: [] as number[] }]));
   for (let rep = 1; rep <= options.reps; rep += 1) {
     for (const config of configs) {
       const figures = await runOnce(
@@ -259,25 +274,27 @@ export async function relayBench(options: RelayBenchOptions): Promise<RelayBench
       );
       samples.get(config)?.rates.push(figures.rate);
       samples.get(config)?.cpu.push(figures.cpuUsPerMessage);
+      if (figures.machineUsPerMessage !== null) samples.get(config)?.machine.push(figures.machineUsPerMessage);
       process.stderr.write(
-        `rep ${rep}/${options.reps}  relay ${config.system.padEnd(17)} ${config.broker.padEnd(8)} ${config.store.padEnd(13)} ${Math.round(figures.rate)} msg/s, ${figures.cpuUsPerMessage.toFixed(0)} µs CPU/msg\n`,
+        `rep ${rep}/${options.reps}  relay ${config.system.padEnd(17)} ${config.broker.padEnd(8)} ${config.store.padEnd(13)} ${Math.round(figures.rate)} msg/s, ${figures.cpuUsPerMessage.toFixed(0)} µs CPU/msg (machine ${figures.machineUsPerMessage?.toFixed(0) ?? "?"})\n`,
       );
     }
   }
   const fmt = (s: Spread) => `${Math.round(s.median)} (${Math.round(s.min)}–${Math.round(s.max)})`;
   const rows = configs.map((config) => {
-    const s = samples.get(config) ?? { rates: [], cpu: [] };
-    return { ...config, rate: spread(s.rates), cpu: spread(s.cpu) };
+    const s = samples.get(config) ?? { rates: [], cpu: [], machine: [] };
+    return { ...config, rate: spread(s.rates), cpu: spread(s.cpu), machine: s.machine.length > 0 ? spread(s.machine) : null };
   });
+  const cores = availableParallelism();
   const find = (broker: string, system: RelaySystem, store: string) =>
     rows.find((r) => r.broker === broker && r.system === system && (system === "bare publish loop" || r.store === store));
   const table = [
-    "| broker | system | store | messages | messages/s median (min–max) | CPU µs per message (median) | relay ÷ this | this ÷ bare loop |",
-    "|---|---|---|---|---|---|---|---|",
+    "| broker | system | store | messages | messages/s median (min–max) | CPU µs per message: this process (median) | CPU µs per message: whole machine (median) | the machine's bound, messages/s | relay ÷ this | this ÷ bare loop |",
+    "|---|---|---|---|---|---|---|---|---|---|",
     ...rows.map((r) => {
       const relay = find(r.broker, "relay", r.store === "-" ? (options.stores[0] as string) : r.store)?.rate.median ?? 0;
       const bare = find(r.broker, "bare publish loop", "-")?.rate.median ?? 0;
-      return `| ${r.broker} | ${r.system} | ${r.store === "-" ? "(none)" : r.store} | ${r.messages} | ${fmt(r.rate)} | ${Math.round(r.cpu.median)} | ${(relay / r.rate.median).toFixed(2)} | ${(r.rate.median / bare).toFixed(2)} |`;
+      return `| ${r.broker} | ${r.system} | ${r.store === "-" ? "(none)" : r.store} | ${r.messages} | ${fmt(r.rate)} | ${Math.round(r.cpu.median)} | ${r.machine === null ? "n/a" : Math.round(r.machine.median)} | ${r.machine === null ? "n/a" : Math.round((cores * 1e6) / r.machine.median)} | ${(relay / r.rate.median).toFixed(2)} | ${(r.rate.median / bare).toFixed(2)} |`;
     }),
   ];
   const latencyTable = ["| broker | store | rate /s | messages | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"];
