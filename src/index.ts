@@ -59,4 +59,5 @@ export type {
 export { MESSAGE_STATUSES } from "./outbox/types.js";
 export { assertHeld, MAX_CLAIM_LIMIT, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";
 export { MAX_PAYLOAD_DEPTH } from "./outbox/payload.js";
+export { MissingClientError } from "./outbox/optional.js";
 export { defaultWorkerName, Worker, type WorkerOptions } from "./outbox/worker.js";

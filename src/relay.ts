@@ -4,7 +4,7 @@
 // loaded only when a publisher of theirs is opened.
 
 export { Inbox, type InboxOptions, type Received } from "./relay/inbox.js";
-export { MissingClientError } from "./relay/optional.js";
+export { MissingClientError } from "./outbox/optional.js";
 export type { ConsumerRetry, ConsumerStats, DeliveredMessage, DeliveryHandler } from "./relay/deliver.js";
 export { NatsConsumer, type NatsConsumerOptions } from "./relay/nats-consumer.js";
 export { RabbitMqConsumer, type RabbitMqConsumerOptions } from "./relay/rabbitmq-consumer.js";

@@ -23,7 +23,7 @@ import { Inbox } from "../relay/inbox.js";
 import type { ConsumerStats, DeliveryHandler } from "../relay/deliver.js";
 import { NatsConsumer } from "../relay/nats-consumer.js";
 import { RabbitMqConsumer } from "../relay/rabbitmq-consumer.js";
-import { importOptional } from "../relay/optional.js";
+import { importOptional } from "../outbox/optional.js";
 import { dropSchema, isPostgresUrl, redactUrl } from "../stores/admin.js";
 import { RE_PUBLISHED } from "../runtime/relay-runner.js";
 import { openOutbox } from "../stores/open-outbox.js";

@@ -12,7 +12,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { type ConsumerRetry, type ConsumerStats, checkRetry, type DeliveredMessage, type DeliveryHandler, deliver, parseBody } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
-import { importOptional } from "./optional.js";
+import { importOptional } from "../outbox/optional.js";
 
 export interface NatsConsumerOptions<Tx> extends ConsumerRetry {
   readonly servers: string | readonly string[];

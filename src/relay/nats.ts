@@ -10,7 +10,7 @@ import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
-import { importOptional } from "./optional.js";
+import { importOptional } from "../outbox/optional.js";
 
 export interface NatsOptions {
   /** Server URLs, e.g. "nats://127.0.0.1:4222". */

@@ -9,7 +9,7 @@ import type { Channel, ChannelModel, ConsumeMessage } from "amqplib";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { type ConsumerRetry, type ConsumerStats, checkRetry, type DeliveredMessage, type DeliveryHandler, deliver, parseBody } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
-import { importOptional } from "./optional.js";
+import { importOptional } from "../outbox/optional.js";
 
 export interface RabbitMqConsumerOptions<Tx> extends ConsumerRetry {
   readonly url: string;

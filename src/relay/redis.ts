@@ -7,7 +7,7 @@
 
 import type { RedisClientType } from "redis";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { importOptional } from "./optional.js";
+import { importOptional } from "../outbox/optional.js";
 import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
 
 export interface RedisStreamsOptions {

@@ -2,7 +2,7 @@
 // stay under stores/: the server's version, a schema dropped after a run, connections terminated
 // on purpose, a SQLite file checked for someone else's tables.
 
-import pg from "pg";
+import { pgDriver } from "./postgres/driver.js";
 import { openPostgresPool } from "./postgres/connect.js";
 import { checkSchema } from "./postgres/postgres-outbox-store.js";
 import { listTables, openSqliteDatabase } from "./sqlite/open-database.js";
@@ -38,7 +38,7 @@ export interface ConnectionKiller {
 }
 
 export async function openConnectionKiller(url: string): Promise<ConnectionKiller> {
-  const admin = new pg.Client({ connectionString: url });
+  const admin = new (pgDriver().Client)({ connectionString: url });
   admin.on("error", () => undefined);
   await admin.connect();
   return {

@@ -1,5 +1,5 @@
-// The package's faces, as a user imports them (by the package name, from the built dist/): the
-// root is the core and loads no database driver; each store has its own entry point; nothing that
+// The package's faces, as a user imports them (by the package name, from the built dist/): no
+// entry point loads a database driver until a store is opened; each store has its own entry point; nothing that
 // could forge events or bypass leases is public.
 
 import { spawnSync } from "node:child_process";
@@ -29,16 +29,19 @@ describe("entry points", () => {
     for (const entry of ["index.js", "sqlite.js", "postgres.js", "observability.js", "lab.js", "relay.js"]) requireBuilt(entry);
   });
 
-  it("the root loads no database driver; wassal/postgres loads pg alone and wassal/sqlite better-sqlite3 alone", () => {
-    const postgresUser = inFreshProcess<{ core: string[]; postgres: string[] }>(`
+  it("no entry point loads a database driver on import; opening a store loads its own driver alone", () => {
+    const postgresUser = inFreshProcess<{ imported: string[]; opened: string[] }>(`
       await import("wassal");
-      const core = drivers();
-      await import("wassal/postgres");
-      console.log(JSON.stringify({ core, postgres: drivers() }));`);
-    expect(postgresUser).toEqual({ core: [], postgres: ["pg"] });
-    const sqliteUser = inFreshProcess<string[]>(`
-      await import("wassal");
+      const { PostgresOutboxStore } = await import("wassal/postgres");
       await import("wassal/sqlite");
+      const imported = drivers();
+      await PostgresOutboxStore.connect({ url: "postgres://127.0.0.1:1/none", connectTimeoutMs: 1000 }).catch(() => undefined);
+      console.log(JSON.stringify({ imported, opened: drivers() }));`);
+    expect(postgresUser).toEqual({ imported: [], opened: ["pg"] });
+    const sqliteUser = inFreshProcess<string[]>(`
+      await import("wassal/postgres");
+      const { SqliteOutboxStore } = await import("wassal/sqlite");
+      await new SqliteOutboxStore({ path: ":memory:" }).close();
       console.log(JSON.stringify(drivers()));`);
     expect(sqliteUser).toEqual(["better-sqlite3"]);
   });

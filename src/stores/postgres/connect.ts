@@ -1,7 +1,8 @@
 // Opens a pg Pool for a PostgreSQL URL and proves it works, turning every way it can fail
 // (malformed URL, refused connection, wrong password, missing database) into one clear line.
 
-import pg from "pg";
+import type pg from "pg";
+import { pgDriver } from "./driver.js";
 import { DatabaseOpenError, InvalidArgumentError } from "../../outbox/errors.js";
 
 export interface PostgresConnectOptions {
@@ -90,7 +91,7 @@ export async function openPostgresPool(url: string, options: PostgresConnectOpti
   if (!Number.isInteger(max) || max < 1) {
     throw new InvalidArgumentError(`maxConnections must be a whole number >= 1 (got ${String(max)})`);
   }
-  const pool = new pg.Pool({
+  const pool = new (pgDriver().Pool)({
     connectionString: url,
     max,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,

@@ -6,7 +6,8 @@
 // PostgreSQL driver under it.
 
 import { createHash } from "node:crypto";
-import pg from "pg";
+import type pg from "pg";
+import { pgDriver } from "./driver.js";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
@@ -324,7 +325,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     let retryDelay = 100;
     const listen = async (): Promise<void> => {
       while (!stopped) {
-        const next = new pg.Client({ connectionString: url, application_name: `${this.#applicationName}-listen` });
+        const next = new (pgDriver().Client)({ connectionString: url, application_name: `${this.#applicationName}-listen` });
         next.on("notification", () => wake());
         next.on("error", () => undefined); // followed by "end"; reconnect there
         next.on("end", () => {

@@ -5,7 +5,8 @@
 // file it cannot write read-only). Or opens it read-only, for commands that only look.
 
 import { closeSync, openSync, readSync, statSync } from "node:fs";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { sqliteDriver } from "./driver.js";
 import { DatabaseOpenError, InvalidArgumentError } from "../../outbox/errors.js";
 
 export type Synchronous = "FULL" | "NORMAL";
@@ -72,14 +73,16 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
     throw new InvalidArgumentError(`busyTimeoutMs must be a whole number of milliseconds >= 0 (got ${String(busyTimeoutMs)})`);
   }
+  // A missing driver is its own error (MissingClientError), not a database that cannot open.
+  const Driver = sqliteDriver();
   if (path !== ":memory:") checkHeader(path);
-  if (options.readOnly) return openForReading(path, busyTimeoutMs);
+  if (options.readOnly) return openForReading(Driver, path, busyTimeoutMs);
 
   let db: Database.Database;
   try {
     // Opening may wait for another process's lock (switching to WAL, the write check below):
     // allow that once, at start-up, then keep every later wait short.
-    db = new Database(path, { timeout: OPEN_WAIT_MS });
+    db = new Driver(path, { timeout: OPEN_WAIT_MS });
   } catch (error) {
     throw new DatabaseOpenError(`cannot open SQLite database ${path}: ${(error as Error).message}; check that the directory exists and is writable`, {
       cause: error,
@@ -132,11 +135,11 @@ function proveWritable(db: Database.Database): void {
   }
 }
 
-function openForReading(path: string, busyTimeoutMs: number): Database.Database {
+function openForReading(Driver: typeof Database, path: string, busyTimeoutMs: number): Database.Database {
   if (path === ":memory:") throw new InvalidArgumentError("readOnly needs a database file, not :memory:");
   let db: Database.Database | undefined;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true, timeout: OPEN_WAIT_MS });
+    db = new Driver(path, { readonly: true, fileMustExist: true, timeout: OPEN_WAIT_MS });
     db.prepare("SELECT count(*) FROM sqlite_schema").get(); // reading starts here: fail now, not at the first command
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     return db;
@@ -159,7 +162,7 @@ function openForReading(path: string, busyTimeoutMs: number): Database.Database 
  */
 export function fileHasTable(path: string, table: string): boolean {
   checkHeader(path);
-  const db = openForReading(path, 0);
+  const db = openForReading(sqliteDriver(), path, 0);
   try {
     return listTables(db).includes(table);
   } finally {
@@ -174,7 +177,7 @@ export function listTables(db: Database.Database): string[] {
 
 /** The SQLite library's version, e.g. "3.51.2". */
 export function sqliteVersion(): string {
-  const db = new Database(":memory:");
+  const db = new (sqliteDriver())(":memory:");
   try {
     return db.prepare("SELECT sqlite_version()").pluck().get() as string;
   } finally {

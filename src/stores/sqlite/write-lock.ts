@@ -4,7 +4,8 @@
 // connection's async transactions from interleaving.
 
 import { AsyncLocalStorage } from "node:async_hooks";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { sqliteDriver } from "./driver.js";
 import { StoreBusyError, StoreReadOnlyError, WassalError } from "../../outbox/errors.js";
 
 function isBusy(error: unknown): boolean {
@@ -179,7 +180,7 @@ export class WriteLock {
  * `holdMs`, blocking this thread (the chaos harness's competing writer runs it in its own process).
  */
 export function holdWriteLock(path: string, holdMs: number): void {
-  const db = new Database(path, { timeout: 10_000 });
+  const db = new (sqliteDriver())(path, { timeout: 10_000 });
   try {
     db.exec("BEGIN IMMEDIATE");
     // Block (and so keep the lock) without spinning.
