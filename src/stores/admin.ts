@@ -12,7 +12,7 @@ export { isPostgresUrl, redactUrl } from "./postgres/connect.js";
 
 /** The PostgreSQL server's version; one clear DatabaseOpenError when it cannot be reached. */
 export async function postgresServerVersion(url: string): Promise<string> {
-  const pool = await openPostgresPool(url, { maxConnections: 1 });
+  const { pool } = await openPostgresPool({ url }, { maxConnections: 1 });
   try {
     return (await pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]?.v ?? "?";
   } finally {
@@ -22,7 +22,7 @@ export async function postgresServerVersion(url: string): Promise<string> {
 
 /** Drops a schema and everything in it (a lab or chaos run's own schema, at its end). */
 export async function dropSchema(url: string, schema: string): Promise<void> {
-  const pool = await openPostgresPool(url, { maxConnections: 1 });
+  const { pool } = await openPostgresPool({ url }, { maxConnections: 1 });
   try {
     await pool.query(`DROP SCHEMA IF EXISTS ${checkSchema(schema)} CASCADE`);
   } finally {

@@ -58,48 +58,76 @@ function safeDecode(text: string): string {
   }
 }
 
+/** Where a connection goes, as error messages name it (never with its password). */
+interface Target {
+  readonly where: string;
+  readonly host: string;
+  readonly user: string;
+  readonly database: string;
+  /** Where the user set them: "the URL" or "the config". */
+  readonly setIn: string;
+}
+
+function target(config: pg.ClientConfig): Target {
+  if (config.connectionString !== undefined) {
+    const parsed = new URL(config.connectionString);
+    return {
+      where: redactUrl(config.connectionString),
+      host: parsed.hostname,
+      user: safeDecode(parsed.username) || "(default)",
+      database: safeDecode(parsed.pathname.slice(1)) || "(default)",
+      setIn: "the URL",
+    };
+  }
+  const host = config.host ?? process.env.PGHOST ?? "localhost";
+  const user = config.user ?? process.env.PGUSER ?? "(default)";
+  const database = config.database ?? process.env.PGDATABASE ?? "(default)";
+  return {
+    where: `host ${host} port ${config.port ?? process.env.PGPORT ?? 5432} database ${database} (user ${user})`,
+    host,
+    user,
+    database,
+    setIn: "the config",
+  };
+}
+
 /** Explains a connection failure in one line. */
-export function describeConnectError(url: string, error: unknown): string {
-  const where = redactUrl(url);
+export function describeConnectError(to: Target, error: unknown): string {
+  const { where, host, user, database, setIn } = to;
   const err = error as { code?: string; message?: string };
-  const parsed = new URL(url);
-  const database = safeDecode(parsed.pathname.slice(1)) || "(default)";
-  const user = safeDecode(parsed.username) || "(default)";
   switch (err.code) {
     case "ECONNREFUSED":
       return `cannot connect to PostgreSQL at ${where}: connection refused; is the server running and listening there?`;
     case "ENOTFOUND":
     case "EAI_AGAIN":
-      return `cannot connect to PostgreSQL at ${where}: host ${parsed.hostname} not found`;
+      return `cannot connect to PostgreSQL at ${where}: host ${host} not found`;
     case "ETIMEDOUT":
       return `cannot connect to PostgreSQL at ${where}: timed out`;
     case "28P01":
-      return `PostgreSQL at ${where} refused the password for user ${user}; check the URL's user and password`;
+      return `PostgreSQL at ${where} refused the password for user ${user}; check the user and password in ${setIn}`;
     case "28000":
       return `PostgreSQL at ${where} does not allow user ${user} to connect (${err.message ?? "no pg_hba.conf entry"})`;
     case "3D000":
-      return `PostgreSQL database ${database} does not exist at ${where}; create it (createdb ${database}) or name another in the URL`;
+      return `PostgreSQL database ${database} does not exist at ${where}; create it (createdb ${database}) or name another in ${setIn}`;
     default:
       return `cannot connect to PostgreSQL at ${where}: ${err.message ?? String(error)}`;
   }
 }
 
-/** A connected pool. Idle-client errors (a killed backend, a server restart) are absorbed; the pool reconnects. */
-export async function openPostgresPool(url: string, options: PostgresConnectOptions = {}): Promise<pg.Pool> {
-  checkPostgresUrl(url);
-  const max = options.maxConnections ?? 10;
-  if (!Number.isInteger(max) || max < 1) {
-    throw new InvalidArgumentError(`maxConnections must be a whole number >= 1 (got ${String(max)})`);
-  }
-  const pool = new (pgDriver().Pool)({
-    connectionString: url,
-    max,
-    connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
-    application_name: options.applicationName ?? "wassal",
-    // FIFO per ordering key relies on each statement reading what committed before it (READ
-    // COMMITTED): the store's own sessions use it whatever the database's default.
-    options: "-c default_transaction_isolation=read\\ committed",
-  });
+const READ_COMMITTED = "-c default_transaction_isolation=read\\ committed";
+
+/** Where the store's connections come from: a URL, the app's own pg.Pool, or a pg pool config. */
+export type PostgresSource = { readonly url: string } | { readonly pool: pg.Pool } | { readonly config: pg.PoolConfig };
+
+/** A connected pool, and how to open the store's one extra connection (its LISTEN for wake-ups). */
+export interface OpenedPool {
+  readonly pool: pg.Pool;
+  /** False for the app's own pool: closing the store leaves it open. */
+  readonly owned: boolean;
+  readonly clientConfig: pg.ClientConfig;
+}
+
+function absorbErrors(pool: pg.Pool): void {
   pool.on("error", () => {
     // An idle client lost its connection; the pool drops it and opens a new one when needed.
   });
@@ -109,11 +137,71 @@ export async function openPostgresPool(url: string, options: PostgresConnectOpti
     // its caller, and the pool discards the client. Without this listener the process would crash.
     client.on("error", () => undefined);
   });
+}
+
+/**
+ * Opens (or, for the app's own pool, checks) the store's pool. Idle-client errors (a killed
+ * backend, a server restart) are absorbed on a pool the store opened; the pool reconnects.
+ */
+export async function openPostgresPool(source: PostgresSource, options: PostgresConnectOptions = {}): Promise<OpenedPool> {
+  if (typeof source !== "object" || source === null || ["url" in source, "pool" in source, "config" in source].filter(Boolean).length !== 1) {
+    throw new InvalidArgumentError("give exactly one of url (postgres://…), pool (your pg.Pool) or config (a pg pool config)");
+  }
+  const max = options.maxConnections ?? 10;
+  if (!Number.isInteger(max) || max < 1) {
+    throw new InvalidArgumentError(`maxConnections must be a whole number >= 1 (got ${String(max)})`);
+  }
+  const applicationName = options.applicationName ?? "wassal";
+  if ("pool" in source) return adoptPool(source.pool, applicationName);
+
+  let config: pg.PoolConfig;
+  if ("url" in source) {
+    checkPostgresUrl(source.url);
+    config = { connectionString: source.url };
+  } else {
+    if (typeof source.config !== "object" || source.config === null)
+      throw new InvalidArgumentError("config must be a pg pool config object ({ host, user, password, ssl, … })");
+    if (source.config.connectionString !== undefined) checkPostgresUrl(source.config.connectionString);
+    config = source.config;
+  }
+  // FIFO per ordering key relies on each statement reading what committed before it (READ
+  // COMMITTED): the store's own sessions use it whatever the database's default.
+  const clientConfig: pg.ClientConfig = {
+    application_name: applicationName,
+    ...config,
+    connectionTimeoutMillis: config.connectionTimeoutMillis ?? options.connectTimeoutMs ?? 10_000,
+    options: config.options === undefined ? READ_COMMITTED : `${config.options} ${READ_COMMITTED}`,
+  };
+  const pool = new (pgDriver().Pool)({ ...config, ...clientConfig, max: config.max ?? max });
+  absorbErrors(pool);
   try {
     await pool.query("SELECT 1");
   } catch (error) {
     await pool.end().catch(() => undefined);
-    throw new DatabaseOpenError(describeConnectError(url, error), { cause: error });
+    throw new DatabaseOpenError(describeConnectError(target(config), error), { cause: error });
   }
-  return pool;
+  return { pool, owned: true, clientConfig };
+}
+
+/**
+ * The app's own pool: used as it is (the store never ends it), after checking that it connects
+ * and that its sessions read committed data, which the per-key order relies on.
+ */
+async function adoptPool(pool: pg.Pool, applicationName: string): Promise<OpenedPool> {
+  if (typeof pool !== "object" || pool === null || typeof pool.connect !== "function" || typeof pool.query !== "function") {
+    throw new InvalidArgumentError("pool must be a pg.Pool (new pg.Pool({ … }))");
+  }
+  let isolation: string | undefined;
+  try {
+    isolation = (await pool.query<{ isolation: string }>("SELECT current_setting('default_transaction_isolation') AS isolation")).rows[0]?.isolation;
+  } catch (error) {
+    throw new DatabaseOpenError(describeConnectError(target(pool.options), error), { cause: error });
+  }
+  if (isolation !== "read committed") {
+    throw new DatabaseOpenError(
+      `the pool's sessions default to ${isolation ?? "an unknown"} isolation, and Wassal's statements need read committed: create the pool with options: "-c default_transaction_isolation=read\\ committed", or give Wassal a url or config instead`,
+    );
+  }
+  // The LISTEN connection is one of its own, made like the pool's.
+  return { pool, owned: false, clientConfig: { ...pool.options, application_name: `${applicationName}` } };
 }

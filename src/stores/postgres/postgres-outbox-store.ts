@@ -27,16 +27,14 @@ import type {
 } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import { toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
-import { openPostgresPool, type PostgresConnectOptions } from "./connect.js";
+import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
 import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
 
 /** The transaction handle on PostgreSQL: a pg client between BEGIN and COMMIT. */
 export type PostgresTx = pg.ClientBase;
 
-export interface PostgresStoreOptions extends PostgresConnectOptions {
-  /** postgres://user[:password]@host[:port]/database */
-  readonly url: string;
+interface PostgresStoreSettings extends PostgresConnectOptions {
   /** The schema holding Wassal's tables (default "wassal"). */
   readonly schema?: string;
   /**
@@ -47,6 +45,19 @@ export interface PostgresStoreOptions extends PostgresConnectOptions {
   /** Record every claim, completion, failure and release in the audit table (outbox_audit). */
   readonly audit?: boolean;
 }
+
+/**
+ * Where the store connects, and its settings. Give one of:
+ * - `url`: postgres://user[:password]@host[:port]/database;
+ * - `pool`: your app's own pg.Pool, shared (the store never ends it; maxConnections does not apply);
+ * - `config`: a pg pool config (host, user, password or a password function, ssl, …).
+ */
+export type PostgresStoreOptions = PostgresStoreSettings &
+  (
+    | { readonly url: string; readonly pool?: never; readonly config?: never }
+    | { readonly pool: pg.Pool; readonly url?: never; readonly config?: never }
+    | { readonly config: pg.PoolConfig; readonly url?: never; readonly pool?: never }
+  );
 
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
@@ -82,13 +93,16 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
    * third of their execution time).
    */
   readonly #hot: Record<"claim" | "completeBulk" | "completeBulkHandOn", { readonly name: string; readonly text: string }>;
-  readonly #url: string;
+  readonly #ownsPool: boolean;
+  /** How to open the LISTEN connection: made like the pool's own. */
+  readonly #clientConfig: pg.ClientConfig;
   readonly #applicationName: string;
   #closed = false;
 
-  constructor(pool: pg.Pool, options: { readonly url: string; readonly schema: string; readonly clock: Clock | undefined; readonly applicationName: string }) {
-    this.pool = pool;
-    this.#url = options.url;
+  constructor(opened: OpenedPool, options: { readonly schema: string; readonly clock: Clock | undefined; readonly applicationName: string }) {
+    this.pool = opened.pool;
+    this.#ownsPool = opened.owned;
+    this.#clientConfig = opened.clientConfig;
     this.#applicationName = options.applicationName;
     this.schema = options.schema;
     this.#clock = options.clock;
@@ -319,13 +333,12 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async onNewMessages(params: { wake: () => void }): Promise<() => Promise<void>> {
     const { wake } = params;
-    const url = this.#url;
     let stopped = false;
     let client: pg.Client | undefined;
     let retryDelay = 100;
     const listen = async (): Promise<void> => {
       while (!stopped) {
-        const next = new (pgDriver().Client)({ connectionString: url, application_name: `${this.#applicationName}-listen` });
+        const next = new (pgDriver().Client)({ ...this.#clientConfig, application_name: `${this.#applicationName}-listen` });
         next.on("notification", () => wake());
         next.on("error", () => undefined); // followed by "end"; reconnect there
         next.on("end", () => {
@@ -455,7 +468,8 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.pool.end();
+    // The app's own pool stays open: the app ends it.
+    if (this.#ownsPool) await this.pool.end();
   }
 }
 
@@ -471,9 +485,16 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   }
 
   static async connect(options: PostgresStoreOptions): Promise<PostgresOutboxStore> {
+    if (typeof options !== "object" || options === null)
+      throw new InvalidArgumentError("PostgresOutboxStore.connect needs options: { url } or { pool } or { config }, and schema, …");
     const schema = checkSchema(options.schema ?? "wassal");
-    const pool = await openPostgresPool(options.url, options);
-    const driver = new PostgresDriver(pool, { url: options.url, schema, clock: options.clock, applicationName: options.applicationName ?? "wassal" });
+    if ([options.url, options.pool, options.config].filter((given) => given !== undefined).length !== 1) {
+      throw new InvalidArgumentError("give exactly one of url (postgres://…), pool (your pg.Pool) or config (a pg pool config)");
+    }
+    const source =
+      options.pool !== undefined ? { pool: options.pool } : options.config !== undefined ? { config: options.config } : { url: options.url as string };
+    const opened = await openPostgresPool(source, options);
+    const driver = new PostgresDriver(opened, { schema, clock: options.clock, applicationName: options.applicationName ?? "wassal" });
     return new PostgresOutboxStore(driver, options.audit ?? false);
   }
 
