@@ -121,7 +121,73 @@ CREATE TABLE ${schema}.wassal_inbox (
 CREATE INDEX wassal_inbox_received ON ${schema}.wassal_inbox (received_at);
 `,
     },
+    {
+      name: "outbox-009-sql-enqueue",
+      sql: `
+-- enqueue() in SQL, for any client or language inside its own transaction (psql, a trigger, another
+-- service): the same checks, key order and wake-up as the library's enqueue. Returns the id.
+${enqueueFunction(schema)}`,
+    },
   ];
+}
+
+/**
+ * ${schema}.enqueue(type, payload, dedupe_key, ordering_key, headers, destination, available_at):
+ * the library's enqueue as a function. Its limits are the library's (validate.ts); a bad argument
+ * raises invalid_parameter_value (22023) naming it, a dedupe key taken raises unique_violation.
+ */
+function enqueueFunction(schema: string): string {
+  const table = `${schema}.outbox_messages`;
+  const bad = (condition: string, message: string) =>
+    `  IF ${condition} THEN\n    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = ${message};\n  END IF;`;
+  const text = (arg: string, what: string, max: number, required: boolean) =>
+    bad(
+      `${required ? `${arg} IS NULL OR ` : `${arg} IS NOT NULL AND (`}btrim(${arg}) = '' OR length(${arg}) > ${max}${required ? "" : ")"}`,
+      `'wassal enqueue: ${what} must be a non-empty string of at most ${max} characters'`,
+    );
+  return `CREATE FUNCTION ${schema}.enqueue(
+  type text,
+  payload jsonb,
+  dedupe_key text DEFAULT NULL,
+  ordering_key text DEFAULT NULL,
+  headers jsonb DEFAULT NULL,
+  destination text DEFAULT NULL,
+  available_at timestamptz DEFAULT NULL
+) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  new_id bigint;
+  now_t timestamptz := clock_timestamp();
+BEGIN
+${text("enqueue.type", "type", 200, true)}
+${bad("enqueue.payload IS NULL", "'wassal enqueue: payload must be JSON (jsonb), not NULL; use ''null''::jsonb for a JSON null'")}
+${text("enqueue.dedupe_key", "dedupe_key", 1000, false)}
+${text("enqueue.ordering_key", "ordering_key", 255, false)}
+${text("enqueue.destination", "destination", 255, false)}
+${bad("enqueue.destination ~ '[\\x01-\\x08\\x0a-\\x1f\\x7f]'", "'wassal enqueue: destination contains a control character'")}
+${bad(
+  "enqueue.headers IS NOT NULL AND (jsonb_typeof(enqueue.headers) <> 'object' OR (SELECT count(*) FROM jsonb_each(enqueue.headers)) > 64 OR EXISTS (SELECT 1 FROM jsonb_each(enqueue.headers) h WHERE jsonb_typeof(h.value) <> 'string' OR h.key !~ '^[!#$%&''*+.^_`|~0-9A-Za-z-]{1,100}$' OR length(h.value #>> '{}') > 4096 OR (h.value #>> '{}') ~ '[\\x01-\\x08\\x0a-\\x1f\\x7f]'))",
+  "'wassal enqueue: headers must be a JSON object of at most 64 string values (at most 4096 characters, no control characters) whose names are tokens (letters, digits, !#$%&''*+-.^_`|~)'",
+)}
+  IF enqueue.ordering_key IS NOT NULL THEN
+    -- The key's turn, as the library's enqueue takes it (lockKeys), and the same isolation rule.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+        MESSAGE = 'wassal enqueue: a message with an ordering key needs a READ COMMITTED transaction (this one is ' || current_setting('transaction_isolation') || ')';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('${schema}:' || enqueue.ordering_key, 0));
+  END IF;
+  INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
+  VALUES (enqueue.type, enqueue.dedupe_key, enqueue.ordering_key, enqueue.headers, enqueue.destination, enqueue.payload, now_t,
+          coalesce(enqueue.available_at, now_t),
+          CASE WHEN enqueue.ordering_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM ${table} k
+            WHERE k.ordering_key = enqueue.ordering_key AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) THEN 1 ELSE 0 END)
+  RETURNING id INTO new_id;
+  PERFORM pg_notify('${wakeChannel(schema)}', '');
+  RETURN new_id;
+END
+$fn$;
+`;
 }
 
 /** wassal_hand_on: created by outbox-006; outbox-007 replaces it with one that also wakes listeners. */
