@@ -24,6 +24,14 @@ module.exports = {
       to: { path: "^src/(stores|payments|lab|chaos|cli|runtime)/" },
     },
     {
+      name: "integrations-on-the-core",
+      comment:
+        "An integration turns another library's transaction into a ForeignTransaction: it imports the core alone, and holds no SQL (the stores give it theirs).",
+      severity: "error",
+      from: { path: "^src/integrations/" },
+      to: { path: "^src/(stores|relay|payments|lab|chaos|cli|runtime|observability)/" },
+    },
+    {
       name: "database-drivers-only-in-stores",
       comment: "SQL lives only under src/stores (scripts/lint-sql.mjs checks the text); so do the database drivers.",
       severity: "error",
@@ -47,10 +55,10 @@ module.exports = {
     },
     {
       name: "entry-points-are-faces",
-      comment: "Nothing inside the library imports its own entry points (index, sqlite, postgres, observability, lab, relay).",
+      comment: "Nothing inside the library imports its own entry points (index, sqlite, postgres, observability, lab, relay, kysely, knex, drizzle).",
       severity: "error",
       from: { path: "^src/.+/" },
-      to: { path: "^src/(index|sqlite|postgres|observability|lab|relay)\\.ts$" },
+      to: { path: "^src/(index|sqlite|postgres|observability|lab|relay|kysely|knex|drizzle)\\.ts$" },
     },
     {
       name: "no-circular",

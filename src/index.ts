@@ -37,6 +37,7 @@ export type {
   CompletionRequest,
   CompletionResult,
   Finalize,
+  ForeignTransaction,
   JsonValue,
   Lease,
   LeaseLost,

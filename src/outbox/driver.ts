@@ -6,7 +6,17 @@
 // uses the database's clock_timestamp() unless a clock was injected. Every write reports the time
 // it used (`at`), so the protocol can stamp its events without a clock of its own.
 
-import type { AuditEntry, BlockedKey, ClaimMessageResult, Lease, MessageHolder, MessageStatus, OutboxMessage, StatusCounts } from "./types.js";
+import type {
+  AuditEntry,
+  BlockedKey,
+  ClaimMessageResult,
+  ForeignTransaction,
+  Lease,
+  MessageHolder,
+  MessageStatus,
+  OutboxMessage,
+  StatusCounts,
+} from "./types.js";
 
 /** A value, or a promise of it: what a driver whose database answers synchronously may return at once. */
 export type MaybePromise<T> = T | Promise<T>;
@@ -76,6 +86,11 @@ export interface OutboxDriver<Tx> {
 
   /** Inserts one message; the payload and headers are JSON text; `availableAt` null means now. */
   enqueue(params: EnqueueParams<Tx>): Promise<OutboxMessage>;
+  /**
+   * Inserts one message through another library's transaction (its raw SQL, its placeholders). It
+   * refuses, writing nothing, when the database says the transaction is not open, where it can tell.
+   */
+  enqueueForeign(params: EnqueueParams<ForeignTransaction>): Promise<OutboxMessage>;
   /** True when `error` is the database refusing a second message with the same dedupe key. */
   isDuplicate(error: unknown): boolean;
 

@@ -68,8 +68,8 @@ export class StoreBusyError extends WassalError {
 /** `enqueue` was given a connection that is not inside a transaction. */
 export class NotInTransactionError extends WassalError {
   override name = "NotInTransactionError";
-  constructor(message: string) {
-    super("NOT_IN_TRANSACTION", message);
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("NOT_IN_TRANSACTION", message, options);
   }
 }
 

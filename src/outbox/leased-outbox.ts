@@ -2,7 +2,7 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
-import type { DriverCapabilities, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
+import type { DriverCapabilities, EnqueueParams, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
 import { leaseKey } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
 import { EventHub, publish } from "./events.js";
@@ -18,6 +18,7 @@ import {
   type CompletionResult,
   type MarkedDead,
   type Finalize,
+  type ForeignTransaction,
   type JsonValue,
   type Lease,
   type LeaseLost,
@@ -165,6 +166,28 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         `enqueue needs an open transaction so the message commits with your business write: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`,
       );
     }
+    return this.#insert(message, (checked) => this.#driver.enqueue({ tx, ...checked }));
+  }
+
+  async enqueueIn<P extends JsonValue>(transaction: ForeignTransaction, message: NewMessage<P>): Promise<OutboxMessage<P>> {
+    if (typeof transaction !== "object" || transaction === null || typeof transaction.query !== "function" || typeof transaction.problem !== "function") {
+      throw new InvalidArgumentError(
+        "enqueueIn needs a ForeignTransaction ({ placeholders, problem, query }): make one with an integration such as fromKysely(trx)",
+      );
+    }
+    if (transaction.placeholders !== "numbered" && transaction.placeholders !== "question") {
+      throw new InvalidArgumentError(`a ForeignTransaction's placeholders must be "numbered" or "question" (got ${JSON.stringify(transaction.placeholders)})`);
+    }
+    const problem = transaction.problem();
+    if (problem !== null) throw new NotInTransactionError(`enqueue needs an open transaction so the message commits with your business write: ${problem}`);
+    return this.#insert(message, (checked) => this.#driver.enqueueForeign({ tx: transaction, ...checked }));
+  }
+
+  /** Checks a new message and inserts it with `insert`; a taken dedupe key is DuplicateMessageError. */
+  async #insert<P extends JsonValue>(
+    message: NewMessage<P>,
+    insert: (checked: Omit<EnqueueParams<unknown>, "tx">) => Promise<OutboxMessage>,
+  ): Promise<OutboxMessage<P>> {
     checkObject(message, "message ({ type, payload })");
     const type = checkMessageType(message.type);
     const payload = payloadText(message.payload);
@@ -175,10 +198,12 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const headers = message.headers == null ? null : checkHeaders(message.headers);
     const destination = message.destination == null ? null : checkDestination(message.destination);
     try {
-      const stored = await this.#driver.enqueue({ tx, type, dedupeKey, key, headers, destination, payload, availableAt });
+      const stored = await insert({ type, dedupeKey, key, headers, destination, payload, availableAt });
       return stored as OutboxMessage<P>;
     } catch (error) {
-      if (message.dedupeKey !== undefined && this.#driver.isDuplicate(error)) throw new DuplicateMessageError(message.dedupeKey);
+      // Some libraries wrap the database's error (Drizzle: "Failed query: …", with it as the cause).
+      const duplicate = this.#driver.isDuplicate(error) || this.#driver.isDuplicate((error as { cause?: unknown } | null)?.cause);
+      if (message.dedupeKey !== undefined && duplicate) throw new DuplicateMessageError(message.dedupeKey);
       throw error;
     }
   }

@@ -10,6 +10,7 @@ import type {
   BlockedKey,
   ClaimMessageResult,
   ClaimOptions,
+  ForeignTransaction,
   Completed,
   CompletionRequest,
   CompletionResult,
@@ -54,6 +55,13 @@ export interface OutboxStore<Tx> {
 
   /** Adds a message inside the caller's transaction: it exists if and only if that commits. */
   enqueue<P extends JsonValue>(tx: Tx, message: NewMessage<P>): Promise<OutboxMessage<P>>;
+
+  /**
+   * Adds a message inside another library's transaction (see ForeignTransaction and the
+   * integrations "wassal/kysely", "wassal/knex", "wassal/drizzle"): it exists if and only if that
+   * commits. Throws NotInTransactionError, writing nothing, when the transaction is not open.
+   */
+  enqueueIn<P extends JsonValue>(transaction: ForeignTransaction, message: NewMessage<P>): Promise<OutboxMessage<P>>;
 
   /**
    * Atomically claims up to `limit` claimable messages (pending and due, or processing under an

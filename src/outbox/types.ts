@@ -237,3 +237,18 @@ export interface AuditEntry {
   /** For claims: when the previous lease ran out (a reclaim must come at or after it). */
   readonly previousLockedUntil: Date | null;
 }
+
+/**
+ * A transaction of another data-access library (Kysely, Knex, Drizzle, …), as Wassal runs its
+ * enqueue inside it: the message commits or rolls back with the library's own writes. The
+ * integrations ("wassal/kysely", "wassal/knex", "wassal/drizzle") make one from that library's
+ * transaction object; `store.enqueueIn` takes it. Write one for any other library the same way.
+ */
+export interface ForeignTransaction {
+  /** How the library's raw SQL numbers its parameters: `$1, $2…` ("numbered") or `?` in order ("question"). */
+  readonly placeholders: "numbered" | "question";
+  /** Why this object cannot take a write now (not a transaction; committed or rolled back), or null when it can. */
+  problem(): string | null;
+  /** Runs one statement, with its parameters, inside the transaction and resolves to its rows. */
+  query(sql: string, params: readonly unknown[]): Promise<readonly Record<string, unknown>[]>;
+}

@@ -45,6 +45,17 @@ export function toHeaders(value: unknown, isText: boolean): Readonly<Record<stri
   return (isText ? JSON.parse(value as string) : value) as Record<string, string>;
 }
 
+/**
+ * A row read through another library (an ORM's raw query) in the form the mappers take: some hand
+ * back 64-bit integers as BigInt, which become numbers (the id is made a string by the mapper).
+ */
+export function fromForeignRow(row: Readonly<Record<string, unknown>> | undefined): MessageRow {
+  if (row === undefined) throw new Error("the insert returned no row");
+  const plain: Record<string, unknown> = {};
+  for (const [column, value] of Object.entries(row)) plain[column] = typeof value === "bigint" && column !== "id" ? Number(value) : value;
+  return plain as unknown as MessageRow;
+}
+
 /** `payloadIsText`: the payload column holds JSON text to parse (SQLite), not a parsed value. */
 export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessage {
   return {

@@ -247,3 +247,71 @@ describeEachStore("the message envelope: ordering key, headers, destination", (f
     expect(await harness.countBusinessRows("order")).toBe(0);
   });
 });
+
+describeEachStore("enqueue through another library's transaction (enqueueIn)", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("commits the message with the business write, as enqueue does, and returns it as stored", async () => {
+    const { store, harness, clock } = ctx();
+    const message = await store.transaction(async (tx) => {
+      await harness.businessWrite(tx, "order-f1");
+      return store.enqueueIn(harness.foreign(tx), {
+        type: "order.placed",
+        payload: { orderId: "order-f1" },
+        dedupeKey: "f1",
+        key: "order-f1",
+        headers: { "x-trace": "t1" },
+        destination: "orders",
+      });
+    });
+    expect(message).toMatchObject({
+      type: "order.placed",
+      payload: { orderId: "order-f1" },
+      dedupeKey: "f1",
+      key: "order-f1",
+      headers: { "x-trace": "t1" },
+      destination: "orders",
+      status: "pending",
+      leaseToken: 0,
+      attempts: 0,
+    });
+    expect(message.createdAt).toEqual(clock.now());
+    expect(await store.getMessage(message.id)).toEqual(message);
+    expect(await harness.countBusinessRows("order-f1")).toBe(1);
+  });
+
+  it("writes neither when the transaction throws, and refuses a dedupe key already taken", async () => {
+    const { store, harness } = ctx();
+    await expect(
+      store.transaction(async (tx) => {
+        await harness.businessWrite(tx, "order-f2");
+        await store.enqueueIn(harness.foreign(tx), { type: "order.placed", payload: 2, dedupeKey: "f2" });
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow("rolled back");
+    expect(await store.listMessages()).toEqual([]);
+    expect(await harness.countBusinessRows("order-f2")).toBe(0);
+    await store.transaction((tx) => store.enqueueIn(harness.foreign(tx), { type: "order.placed", payload: 3, dedupeKey: "f3" }));
+    await expect(store.transaction((tx) => store.enqueueIn(harness.foreign(tx), { type: "order.placed", payload: 4, dedupeKey: "f3" }))).rejects.toBeInstanceOf(
+      DuplicateMessageError,
+    );
+  });
+
+  it("refuses a connection outside a transaction (the store asks the database where it can), and writes nothing", async () => {
+    const { store, harness } = ctx();
+    const outside = harness.foreign(await harness.outsideTransaction());
+    await expect(store.enqueueIn(outside, { type: "order.placed", payload: 1 })).rejects.toBeInstanceOf(NotInTransactionError);
+    await expect(store.enqueueIn(outside, { type: "order.placed", payload: 1, key: "k" })).rejects.toBeInstanceOf(NotInTransactionError);
+    expect(await store.listMessages()).toEqual([]);
+  });
+
+  it("refuses something that is not a ForeignTransaction, naming what is expected", async () => {
+    const { store } = ctx();
+    await expect(store.enqueueIn({} as never, { type: "t", payload: 1 })).rejects.toThrow(
+      new InvalidArgumentError("enqueueIn needs a ForeignTransaction ({ placeholders, problem, query }): make one with an integration such as fromKysely(trx)"),
+    );
+    await expect(store.enqueueIn({ placeholders: "colon" as never, problem: () => null, query: async () => [] }, { type: "t", payload: 1 })).rejects.toThrow(
+      'a ForeignTransaction\'s placeholders must be "numbered" or "question" (got "colon")',
+    );
+  });
+});

@@ -18,7 +18,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
-import type { JsonValue, Lease, NewMessage, OutboxMessage } from "../../src/outbox/types.js";
+import type { ForeignTransaction, JsonValue, Lease, NewMessage, OutboxMessage } from "../../src/outbox/types.js";
 import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
 import pg from "pg";
@@ -35,6 +35,12 @@ export interface StoreHarness<Tx = unknown> {
   connect(): Promise<OutboxStore<Tx>>;
   /** A connection handle that is not inside a transaction: `enqueue` must refuse it. */
   outsideTransaction(): Promise<Tx>;
+  /**
+   * `tx` seen as another library would show it to enqueueIn: raw SQL with the driver's own
+   * placeholders, and no state check of its own (the store must find an ended transaction itself
+   * where it can: on PostgreSQL; SQLite's check is the library's, here `inTransaction`).
+   */
+  foreign(tx: Tx): ForeignTransaction;
   /** A business write (one row in the store's business_effects table) inside the caller's transaction. */
   businessWrite(tx: Tx, key: string): Promise<void>;
   /** How many committed business rows have this key, read on a separate connection. */
@@ -96,6 +102,11 @@ const sqliteFactory: StoreFactory = {
       async outsideTransaction() {
         return current.db;
       },
+      foreign: (tx) => ({
+        placeholders: "question",
+        problem: () => (tx.inTransaction ? null : "no transaction is open on this connection"),
+        query: async (sql, params) => tx.prepare(sql).all(...params) as Record<string, unknown>[],
+      }),
       async businessWrite(tx, key) {
         tx.prepare("INSERT INTO business_effects (key) VALUES (?)").run(key);
       },
@@ -164,6 +175,11 @@ const postgresFactory: StoreFactory = {
         loose.push(client);
         return client;
       },
+      foreign: (tx) => ({
+        placeholders: "numbered",
+        problem: () => null,
+        query: async (sql, params) => (await tx.query(sql, params as unknown[])).rows as Record<string, unknown>[],
+      }),
       async businessWrite(tx, key) {
         await tx.query(`INSERT INTO ${schema}.business_effects (key) VALUES ($1)`, [key]);
       },

@@ -69,7 +69,13 @@ describe("entry points", () => {
         observability: await names("wassal/observability"),
         lab: await names("wassal/lab"),
         relay: await names("wassal/relay"),
+        kysely: await names("wassal/kysely"),
+        knex: await names("wassal/knex"),
+        drizzle: await names("wassal/drizzle"),
       }));`);
+    expect(out.kysely).toEqual(["enqueue", "fromKysely"]);
+    expect(out.knex).toEqual(["enqueue", "fromKnex"]);
+    expect(out.drizzle).toEqual(["enqueue", "fromDrizzle"]);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["PostgresOutboxStore"]);
     expect(out.observability).toEqual(["createLogger", "logEvents", "outboxMetrics", "relayMetrics", "serveMetrics"]);

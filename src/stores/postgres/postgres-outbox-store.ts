@@ -12,12 +12,13 @@ import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
-import { InvalidArgumentError } from "../../outbox/errors.js";
+import { InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type {
   AuditEntry,
   BlockedKey,
   ClaimMessageResult,
+  ForeignTransaction,
   JsonValue,
   Lease,
   MessageHolder,
@@ -26,7 +27,8 @@ import type {
   StatusCounts,
 } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
-import { toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import { fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import { numberedToQuestion } from "../placeholders.js";
 import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
 import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
@@ -78,6 +80,15 @@ function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
 }
 
 const message = (row: MessageRow): OutboxMessage => toMessage(row, false);
+
+/** Only under READ COMMITTED does a statement after a key's turn see what committed while it waited, which FIFO per key relies on. */
+function checkKeyIsolation(isolation: string | undefined): void {
+  if (isolation !== "read committed") {
+    throw new InvalidArgumentError(
+      `messages with an ordering key need a READ COMMITTED transaction on PostgreSQL (this one is ${isolation}): enqueue them in a transaction at that level, the default`,
+    );
+  }
+}
 
 /** The PostgreSQL driver: runs the statements of outbox-sql.ts over a connection pool. */
 export class PostgresDriver implements OutboxDriver<PostgresTx> {
@@ -182,8 +193,37 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return message(rows[0] as MessageRow);
   }
 
+  async enqueueForeign(params: EnqueueParams<ForeignTransaction>): Promise<OutboxMessage> {
+    const { tx } = params;
+    const run = (text: string, values: readonly unknown[]) => {
+      const statement = tx.placeholders === "numbered" ? { sql: text, params: values } : numberedToQuestion(text, values);
+      return tx.query(statement.sql, statement.params);
+    };
+    const guard = (await run(this.#sql.foreignGuard, []))[0];
+    if (guard?.in_block !== true) {
+      throw new NotInTransactionError(
+        "enqueue needs an open transaction so the message commits with your business write: the database ran this outside a transaction block (was the transaction already committed or rolled back?); nothing was written",
+      );
+    }
+    if (params.key !== null) {
+      checkKeyIsolation(String(guard.isolation));
+      await run(this.#sql.lockKey, [params.key]);
+    }
+    const rows = await run(this.#sql.enqueue, [
+      this.#now(),
+      params.type,
+      params.dedupeKey,
+      params.payload,
+      params.availableAt,
+      params.key,
+      params.headers,
+      params.destination,
+    ]);
+    return message(fromForeignRow(rows[0]));
+  }
+
   isDuplicate(error: unknown): boolean {
-    return (error as { code?: string }).code === "23505";
+    return (error as { code?: string } | null | undefined)?.code === "23505";
   }
 
   async claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {
@@ -293,12 +333,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
    * committed while it waited, which FIFO per key relies on: any other level is refused here.
    */
   async #lockKeys(tx: PostgresTx, keys: readonly string[]): Promise<void> {
-    const isolation = (await tx.query<{ isolation: string }>(this.#sql.lockKeys, [keys])).rows[0]?.isolation;
-    if (isolation !== "read committed") {
-      throw new InvalidArgumentError(
-        `messages with an ordering key need a READ COMMITTED transaction on PostgreSQL (this one is ${isolation}): enqueue them in a transaction at that level, the default`,
-      );
-    }
+    checkKeyIsolation((await tx.query<{ isolation: string }>(this.#sql.lockKeys, [keys])).rows[0]?.isolation);
   }
 
   async rollbackSavepoint(params: { tx: PostgresTx }): Promise<void> {

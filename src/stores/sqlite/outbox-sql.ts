@@ -139,6 +139,17 @@ export const SQL = {
             RETURNING ${COLUMNS}`,
 
   /**
+   * As enqueue, with `?` placeholders in order, for another library's raw SQL inside its own
+   * transaction: type, dedupe key, key, headers, destination, payload, now, available at, key, key.
+   */
+  enqueueForeign: `INSERT INTO outbox_messages (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?,
+                    CASE WHEN ? IS NOT NULL AND EXISTS (
+                      SELECT 1 FROM outbox_messages
+                      WHERE ordering_key = ? AND status IN ('pending', 'processing', 'dead') AND key_state IN (0, 1)) THEN 1 ELSE 0 END)
+            RETURNING ${COLUMNS}`,
+
+  /**
    * SQLite has no notifications between processes: in their place (listen on PostgreSQL) a store
    * watches the -wal file, and after another connection's commit reads the newest id, through the
    * primary key, to see whether it enqueued something, and whether a message is claimable now,

@@ -18,6 +18,7 @@ import type {
   AuditAction,
   AuditEntry,
   ClaimMessageResult,
+  ForeignTransaction,
   JsonValue,
   Lease,
   MessageHolder,
@@ -26,7 +27,8 @@ import type {
   StatusCounts,
 } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
-import { toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import { fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import { questionToNumbered } from "../placeholders.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type ClaimedRow } from "./outbox-sql.js";
@@ -180,8 +182,30 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return message(row);
   }
 
+  async enqueueForeign(params: EnqueueParams<ForeignTransaction>): Promise<OutboxMessage> {
+    // SQLite cannot say from SQL whether a transaction is open: the integration's problem() checks
+    // the library's own state. Another connection's commit wakes this file's workers through the
+    // -wal watch, as any other process's does.
+    const { tx } = params;
+    const now = this.now();
+    const values = [
+      params.type,
+      params.dedupeKey,
+      params.key,
+      params.headers,
+      params.destination,
+      params.payload,
+      now,
+      params.availableAt === null ? now : params.availableAt.getTime(),
+      params.key,
+      params.key,
+    ];
+    const rows = await tx.query(tx.placeholders === "question" ? SQL.enqueueForeign : questionToNumbered(SQL.enqueueForeign), values);
+    return message(fromForeignRow(rows[0]));
+  }
+
   isDuplicate(error: unknown): boolean {
-    return (error as { code?: unknown }).code === "SQLITE_CONSTRAINT_UNIQUE";
+    return (error as { code?: unknown } | null | undefined)?.code === "SQLITE_CONSTRAINT_UNIQUE";
   }
 
   claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {

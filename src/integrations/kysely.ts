@@ -1,0 +1,61 @@
+// Enqueue inside a Kysely transaction: the message commits or rolls back with the app's own Kysely
+// writes. Works on the dialect the store uses (PostgresDialect for the PostgreSQL store,
+// SqliteDialect on the store's SQLite file). Kysely is an optional peer dependency.
+
+import { type Kysely, sql } from "kysely";
+import { NotInTransactionError } from "../outbox/errors.js";
+import type { OutboxStore } from "../outbox/store.js";
+import type { ForeignTransaction, JsonValue, NewMessage, OutboxMessage } from "../outbox/types.js";
+import { interleave, piecesAround } from "./split.js";
+
+/** The state Kysely's transactions show: a ControlledTransaction says whether it ended. */
+interface MaybeControlled {
+  readonly isTransaction: boolean;
+  readonly isCommitted?: boolean;
+  readonly isRolledBack?: boolean;
+}
+
+/** A Kysely transaction (from db.transaction().execute, or db.startTransaction) as a ForeignTransaction. */
+export function fromKysely<DB>(trx: Kysely<DB>): ForeignTransaction {
+  const state = trx as unknown as MaybeControlled;
+  return {
+    placeholders: "question",
+    problem: () => {
+      if (state.isTransaction !== true)
+        return "this Kysely instance is not a transaction: call enqueue inside db.transaction().execute(async (trx) => …) with its trx";
+      if (state.isCommitted === true) return "this Kysely transaction is already committed";
+      if (state.isRolledBack === true) return "this Kysely transaction is already rolled back";
+      return null;
+    },
+    query: async (text, params) => {
+      const pieces = piecesAround(text, params);
+      const statement = sql.join(
+        interleave(
+          pieces,
+          params,
+          (piece) => sql.raw(piece),
+          (param) => sql.val(param),
+        ),
+        sql.raw(""),
+      );
+      try {
+        return (await statement.execute(trx)).rows as Record<string, unknown>[];
+      } catch (error) {
+        // A callback transaction that has ended refuses further queries: nothing was written.
+        if (error instanceof Error && /Transaction is already (committed|rolled back)/.test(error.message)) {
+          throw new NotInTransactionError(`enqueue needs an open transaction: ${error.message.toLowerCase()}; nothing was written`, { cause: error });
+        }
+        throw error;
+      }
+    },
+  };
+}
+
+/** Enqueues `message` inside the Kysely transaction `trx`, on `store` (see OutboxStore.enqueueIn). */
+export function enqueue<DB, P extends JsonValue>(
+  store: Pick<OutboxStore<unknown>, "enqueueIn">,
+  trx: Kysely<DB>,
+  message: NewMessage<P>,
+): Promise<OutboxMessage<P>> {
+  return store.enqueueIn(fromKysely(trx), message);
+}

@@ -1,0 +1,3 @@
+// "wassal/kysely": enqueue inside a Kysely transaction (see src/integrations/kysely.ts).
+
+export { enqueue, fromKysely } from "./integrations/kysely.js";

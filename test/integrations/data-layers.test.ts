@@ -1,0 +1,242 @@
+// Enqueue from the app's own data layer: Kysely and Knex on both stores, Drizzle on PostgreSQL.
+// Each library writes a business row in its own transaction and enqueues through its integration:
+// a commit keeps both, a rollback or a thrown error keeps neither, and a call outside a
+// transaction, or on one that has already ended, gets NotInTransactionError and writes nothing.
+
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { drizzle } from "drizzle-orm/node-postgres";
+import knex, { type Knex } from "knex";
+import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fromDrizzle } from "../../src/integrations/drizzle.js";
+import { fromKnex } from "../../src/integrations/knex.js";
+import { fromKysely } from "../../src/integrations/kysely.js";
+import { DuplicateMessageError, NotInTransactionError } from "../../src/outbox/errors.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { ForeignTransaction } from "../../src/outbox/types.js";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { tempDir } from "../support/temp.js";
+
+const PG = await postgresAvailable();
+
+/** One data-access library on one store: its transaction, its business write, its integration. */
+interface Layer {
+  readonly name: string;
+  readonly store: OutboxStore<unknown>;
+  /** Runs `work` in the library's own transaction (commits when it resolves, rolls back when it throws). */
+  transaction(work: (tx: unknown) => Promise<void>): Promise<void>;
+  /** The business write, through the library, inside `tx`. */
+  insertOrder(tx: unknown, id: string): Promise<void>;
+  /** The integration's view of `tx`. */
+  foreign(tx: unknown): ForeignTransaction;
+  /** The library's database object itself, which is no transaction. */
+  readonly root: unknown;
+  orders(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+async function sqliteLayers(): Promise<Layer[]> {
+  const dir = tempDir("wassal-layers-");
+  const layers: Layer[] = [];
+  {
+    const path = join(dir, "kysely.db");
+    const store = new SqliteOutboxStore({ path });
+    await store.migrate();
+    const database = new Database(path, { timeout: 5_000 });
+    database.exec("CREATE TABLE orders (id TEXT PRIMARY KEY)");
+    const db = new Kysely<{ orders: { id: string } }>({ dialect: new SqliteDialect({ database }) });
+    layers.push({
+      name: "kysely on sqlite",
+      store: store as OutboxStore<unknown>,
+      transaction: (work) => db.transaction().execute((trx) => work(trx)),
+      insertOrder: async (tx, id) => {
+        await (tx as typeof db).insertInto("orders").values({ id }).execute();
+      },
+      foreign: (tx) => fromKysely(tx as typeof db),
+      root: db,
+      orders: async () => (await db.selectFrom("orders").select("id").orderBy("id").execute()).map((r) => r.id),
+      close: async () => {
+        await db.destroy();
+        await store.close();
+      },
+    });
+  }
+  {
+    const path = join(dir, "knex.db");
+    const store = new SqliteOutboxStore({ path });
+    await store.migrate();
+    const db = knex({ client: "better-sqlite3", connection: { filename: path }, useNullAsDefault: true });
+    await db.raw("CREATE TABLE orders (id TEXT PRIMARY KEY)");
+    layers.push(knexLayer("knex on sqlite", store as OutboxStore<unknown>, db, store));
+  }
+  return layers;
+}
+
+function knexLayer(name: string, store: OutboxStore<unknown>, db: Knex, closeable: { close(): Promise<void> }, table = "orders"): Layer {
+  return {
+    name,
+    store,
+    transaction: (work) => db.transaction((trx) => work(trx)),
+    insertOrder: async (tx, id) => {
+      await (tx as Knex.Transaction)(table).insert({ id });
+    },
+    foreign: (tx) => fromKnex(tx as Knex.Transaction),
+    root: db,
+    orders: async () => (await db(table).select("id").orderBy("id")).map((r: { id: string }) => r.id),
+    close: async () => {
+      await db.destroy();
+      await closeable.close();
+    },
+  };
+}
+
+async function postgresLayers(): Promise<Layer[]> {
+  const layers: Layer[] = [];
+  const open = async (prefix: string) => {
+    const schema = freshSchema(prefix);
+    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema });
+    await store.migrate();
+    await store.pool.query(`CREATE TABLE ${schema}.orders (id text PRIMARY KEY)`);
+    return { schema, store };
+  };
+  {
+    const { schema, store } = await open("wassal_kysely");
+    const db = new Kysely<Record<string, { id: string }>>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 }) }),
+    });
+    const table = `${schema}.orders`;
+    layers.push({
+      name: "kysely on postgres",
+      store: store as OutboxStore<unknown>,
+      transaction: (work) => db.transaction().execute((trx) => work(trx)),
+      insertOrder: async (tx, id) => {
+        await (tx as typeof db).insertInto(table).values({ id }).execute();
+      },
+      foreign: (tx) => fromKysely(tx as typeof db),
+      root: db,
+      orders: async () => (await db.selectFrom(table).select("id").orderBy("id").execute()).map((r) => r.id),
+      close: async () => {
+        await db.destroy();
+        await store.close();
+      },
+    });
+  }
+  {
+    const { schema, store } = await open("wassal_knex");
+    const db = knex({ client: "pg", connection: TEST_DATABASE_URL, pool: { min: 0, max: 2 } });
+    layers.push(knexLayer("knex on postgres", store as OutboxStore<unknown>, db, store, `${schema}.orders`));
+  }
+  {
+    const { schema, store } = await open("wassal_drizzle");
+    const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
+    const db = drizzle(pool);
+    type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
+    layers.push({
+      name: "drizzle on postgres",
+      store: store as OutboxStore<unknown>,
+      transaction: (work) => db.transaction((tx) => work(tx)),
+      insertOrder: async (tx, id) => {
+        await (tx as Tx).execute(`INSERT INTO ${schema}.orders (id) VALUES ('${id}')`);
+      },
+      foreign: (tx) => fromDrizzle(tx as Tx),
+      root: db,
+      orders: async () => (await pool.query<{ id: string }>(`SELECT id FROM ${schema}.orders ORDER BY id`)).rows.map((r) => r.id),
+      close: async () => {
+        await pool.end();
+        await store.close();
+      },
+    });
+  }
+  return layers;
+}
+
+const layers: Layer[] = [];
+
+beforeAll(async () => {
+  layers.push(...(await sqliteLayers()));
+  if (PG) layers.push(...(await postgresLayers()));
+});
+
+afterAll(async () => {
+  for (const layer of layers.splice(0)) await layer.close();
+});
+
+describe("enqueue from the app's data layer", () => {
+  it("runs on every library and store here", () => {
+    expect(layers.map((l) => l.name)).toEqual([
+      "kysely on sqlite",
+      "knex on sqlite",
+      ...(PG ? ["kysely on postgres", "knex on postgres", "drizzle on postgres"] : []),
+    ]);
+  });
+
+  it("a commit keeps the row and the message; a rollback or a thrown error keeps neither", async () => {
+    for (const layer of layers) {
+      await layer.transaction(async (tx) => {
+        await layer.insertOrder(tx, "o-1");
+        const message = await layer.store.enqueueIn(layer.foreign(tx), {
+          type: "order.paid",
+          payload: { orderId: "o-1" },
+          headers: { "x-trace": "t1" },
+          key: "o-1",
+        });
+        expect(message, layer.name).toMatchObject({
+          type: "order.paid",
+          payload: { orderId: "o-1" },
+          headers: { "x-trace": "t1" },
+          key: "o-1",
+          status: "pending",
+        });
+      });
+      await expect(
+        layer.transaction(async (tx) => {
+          await layer.insertOrder(tx, "o-2");
+          await layer.store.enqueueIn(layer.foreign(tx), { type: "order.paid", payload: { orderId: "o-2" } });
+          throw new Error("the payment provider said no");
+        }),
+        layer.name,
+      ).rejects.toThrow("the payment provider said no");
+      expect(await layer.orders(), layer.name).toEqual(["o-1"]);
+      const messages = await layer.store.listMessages();
+      expect(
+        messages.map((m) => m.payload),
+        layer.name,
+      ).toEqual([{ orderId: "o-1" }]);
+    }
+  });
+
+  it("keeps an ordering key's order and refuses a dedupe key already taken", async () => {
+    for (const layer of layers) {
+      await layer.transaction(async (tx) => {
+        await layer.store.enqueueIn(layer.foreign(tx), { type: "line", payload: 1, key: "acct", dedupeKey: "line-1" });
+        await layer.store.enqueueIn(layer.foreign(tx), { type: "line", payload: 2, key: "acct" });
+      });
+      const claimed = await layer.store.claim("layers-test", { limit: 10, leaseMs: 30_000 });
+      expect(
+        claimed.filter((l) => l.message.key === "acct").map((l) => l.message.payload),
+        layer.name,
+      ).toEqual([1]);
+      await expect(
+        layer.transaction((tx) => layer.store.enqueueIn(layer.foreign(tx), { type: "line", payload: 3, dedupeKey: "line-1" }).then(() => undefined)),
+        layer.name,
+      ).rejects.toBeInstanceOf(DuplicateMessageError);
+    }
+  });
+
+  it("outside a transaction, or on one that has ended, gets NotInTransactionError and writes nothing", async () => {
+    for (const layer of layers) {
+      const before = (await layer.store.listMessages()).length;
+      await expect(layer.store.enqueueIn(layer.foreign(layer.root), { type: "t", payload: 1 }), layer.name).rejects.toBeInstanceOf(NotInTransactionError);
+      let ended: unknown;
+      await layer.transaction(async (tx) => {
+        ended = tx;
+      });
+      await expect(layer.store.enqueueIn(layer.foreign(ended), { type: "t", payload: 2 }), layer.name).rejects.toBeInstanceOf(NotInTransactionError);
+      expect((await layer.store.listMessages()).length, layer.name).toBe(before);
+    }
+  });
+});
