@@ -55,10 +55,10 @@ module.exports = {
     },
     {
       name: "entry-points-are-faces",
-      comment: "Nothing inside the library imports its own entry points (index, sqlite, postgres, observability, lab, relay, kysely, knex, drizzle).",
+      comment: "Nothing inside the library imports its own entry points (index, sqlite, postgres, observability, lab, relay, kysely, knex, drizzle, typeorm).",
       severity: "error",
       from: { path: "^src/.+/" },
-      to: { path: "^src/(index|sqlite|postgres|observability|lab|relay|kysely|knex|drizzle)\\.ts$" },
+      to: { path: "^src/(index|sqlite|postgres|observability|lab|relay|kysely|knex|drizzle|typeorm)\\.ts$" },
     },
     {
       name: "no-circular",

@@ -1,4 +1,5 @@
-// Enqueue from the app's own data layer: Kysely and Knex on both stores, Drizzle on PostgreSQL.
+// Enqueue from the app's own data layer: Kysely, Knex and TypeORM on both stores, Drizzle on
+// PostgreSQL.
 // Each library writes a business row in its own transaction and enqueues through its integration:
 // a commit keeps both, a rollback or a thrown error keeps neither, and a call outside a
 // transaction, or on one that has already ended, gets NotInTransactionError and writes nothing.
@@ -9,10 +10,12 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import knex, { type Knex } from "knex";
 import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
+import { DataSource, type EntityManager } from "typeorm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fromDrizzle } from "../../src/integrations/drizzle.js";
 import { fromKnex } from "../../src/integrations/knex.js";
 import { fromKysely } from "../../src/integrations/kysely.js";
+import { fromTypeOrm } from "../../src/integrations/typeorm.js";
 import { DuplicateMessageError, NotInTransactionError } from "../../src/outbox/errors.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { ForeignTransaction } from "../../src/outbox/types.js";
@@ -73,7 +76,34 @@ async function sqliteLayers(): Promise<Layer[]> {
     await db.raw("CREATE TABLE orders (id TEXT PRIMARY KEY)");
     layers.push(knexLayer("knex on sqlite", store as OutboxStore<unknown>, db, store));
   }
+  {
+    const path = join(dir, "typeorm.db");
+    const store = new SqliteOutboxStore({ path });
+    await store.migrate();
+    const source = new DataSource({ type: "better-sqlite3", database: path });
+    await source.initialize();
+    await source.query("CREATE TABLE orders (id TEXT PRIMARY KEY)");
+    layers.push(typeOrmLayer("typeorm on sqlite", store as OutboxStore<unknown>, source, "orders", "?"));
+  }
   return layers;
+}
+
+function typeOrmLayer(name: string, store: OutboxStore<unknown> & { close(): Promise<void> }, source: DataSource, table: string, placeholder: string): Layer {
+  return {
+    name,
+    store,
+    transaction: (work) => source.transaction((manager) => work(manager)),
+    insertOrder: async (tx, id) => {
+      await (tx as EntityManager).query(`INSERT INTO ${table} (id) VALUES (${placeholder})`, [id]);
+    },
+    foreign: (tx) => fromTypeOrm(tx as EntityManager),
+    root: source.manager,
+    orders: async () => ((await source.query(`SELECT id FROM ${table} ORDER BY id`)) as { id: string }[]).map((r) => r.id),
+    close: async () => {
+      await source.destroy();
+      await store.close();
+    },
+  };
 }
 
 function knexLayer(name: string, store: OutboxStore<unknown>, db: Knex, closeable: { close(): Promise<void> }, table = "orders"): Layer {
@@ -151,6 +181,12 @@ async function postgresLayers(): Promise<Layer[]> {
       },
     });
   }
+  {
+    const { schema, store } = await open("wassal_typeorm");
+    const source = new DataSource({ type: "postgres", url: TEST_DATABASE_URL, extra: { max: 2 } });
+    await source.initialize();
+    layers.push(typeOrmLayer("typeorm on postgres", store as OutboxStore<unknown>, source, `${schema}.orders`, "$1"));
+  }
   return layers;
 }
 
@@ -170,7 +206,8 @@ describe("enqueue from the app's data layer", () => {
     expect(layers.map((l) => l.name)).toEqual([
       "kysely on sqlite",
       "knex on sqlite",
-      ...(PG ? ["kysely on postgres", "knex on postgres", "drizzle on postgres"] : []),
+      "typeorm on sqlite",
+      ...(PG ? ["kysely on postgres", "knex on postgres", "drizzle on postgres", "typeorm on postgres"] : []),
     ]);
   });
 

@@ -72,10 +72,12 @@ describe("entry points", () => {
         kysely: await names("wassal/kysely"),
         knex: await names("wassal/knex"),
         drizzle: await names("wassal/drizzle"),
+        typeorm: await names("wassal/typeorm"),
       }));`);
     expect(out.kysely).toEqual(["enqueue", "fromKysely"]);
     expect(out.knex).toEqual(["enqueue", "fromKnex"]);
     expect(out.drizzle).toEqual(["enqueue", "fromDrizzle"]);
+    expect(out.typeorm).toEqual(["enqueue", "fromTypeOrm"]);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["PostgresOutboxStore"]);
     expect(out.observability).toEqual(["createLogger", "logEvents", "outboxMetrics", "relayMetrics", "serveMetrics"]);

@@ -1,0 +1,3 @@
+// "wassal/typeorm": enqueue inside a TypeORM transaction (see src/integrations/typeorm.ts).
+
+export { enqueue, fromTypeOrm } from "./integrations/typeorm.js";
