@@ -25,6 +25,7 @@ const USAGE_CODES = new Set([
   "MESSAGE_NOT_FOUND",
   "KEY_NOT_BLOCKED",
   "MISSING_CLIENT",
+  "HANDLERS_MODULE",
 ]);
 
 /** Every command (and sub-command) reports errors the same way: through main's catch, exit 2. */

@@ -47,3 +47,12 @@ export function oneOf<T extends string>(choices: readonly T[]): (value: string) 
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
+
+/** "a, b,c" → ["a", "b", "c"]: each a message type. */
+export function typeList(value: string): string[] {
+  const types = value.split(",").map((type) => type.trim());
+  if (types.some((type) => type === "" || type.length > 200)) {
+    throw new CommanderInvalidArgument(`give message types separated by commas, each 1 to 200 characters (got ${JSON.stringify(value)})`);
+  }
+  return [...new Set(types)];
+}

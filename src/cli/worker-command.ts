@@ -1,16 +1,19 @@
-// `wassal worker`: parses its options and runs the payments worker until SIGTERM or SIGINT
-// (see until-signal.ts).
+// `wassal worker`: parses its options and runs a worker until SIGTERM or SIGINT (see
+// until-signal.ts): the app's handlers from --handlers, or the payments demo's.
 
 import { Command } from "commander";
 import type { LevelWithSilent } from "pino";
 import { createLogger } from "../observability/logging.js";
 import { startPaymentsWorker } from "../runtime/payments-worker.js";
-import { integer, share as rate } from "./options.js";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { integer, share as rate, typeList } from "./options.js";
 import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
 interface WorkerOptions extends RunnerFlags {
   concurrency: number;
+  handlers?: string;
+  types?: string[];
   logLevel: LevelWithSilent;
   providerLatencyMs: number;
   audit?: boolean;
@@ -25,12 +28,23 @@ interface WorkerOptions extends RunnerFlags {
 
 export function workerCommand(): Command {
   const command = new Command("worker")
-    .description("process the payments' reconciliation messages until stopped (SIGTERM or SIGINT: graceful; a second signal: at once)")
+    .description(
+      "process messages with your handlers (--handlers) or the payments demo's, until stopped (SIGTERM or SIGINT: graceful; a second signal: at once)",
+    )
     .addOption(dbOption().makeOptionMandatory())
     .addOption(schemaOption())
     .addOption(synchronousOption())
     .option("--name <name>", "owner name written on this worker's leases (default: host-pid-random)")
-    .option("--concurrency <n>", "messages processed at once", integer(1, 1000), 10);
+    .option("--concurrency <n>", "messages processed at once", integer(1, 1000), 10)
+    .option(
+      "--handlers <file>",
+      "a JavaScript module exporting your handlers by message type (default export or `handlers`: { type: async (message, context) => result }, or a function (context) => that); default: the payments demo's",
+    )
+    .option(
+      "--types <list>",
+      "comma-separated message types to claim (default: those the handlers handle; other types stay pending for their own service). A listed type without a handler is marked dead",
+      typeList,
+    );
   return withOptions(
     command,
     runnerOptions({ name: "worker", work: "a handler runs", inFlight: "running handlers", attempts: "attempts before a message is dead" }),
@@ -48,12 +62,20 @@ export function workerCommand(): Command {
       "after",
       '\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.',
     )
-    .action(async (options: WorkerOptions) => {
+    .action(async (options: WorkerOptions, cmd: Command) => {
+      if (options.handlers !== undefined) {
+        const demoOnly = cmd.options.filter((o) => /^--(provider|fault)-/.test(o.long ?? "") && cmd.getOptionValueSource(o.attributeName()) === "cli");
+        if (demoOnly.length > 0) {
+          throw new InvalidArgumentError(`${demoOnly.map((o) => o.long).join(", ")} configure the payments demo's handler: leave them out with --handlers`);
+        }
+      }
       const logger = createLogger(options.logLevel);
       await runUntilSignal(logger, "worker", async () => {
         const running = await startPaymentsWorker({
           ...runnerSettings(options),
           concurrency: options.concurrency,
+          ...(options.handlers === undefined ? {} : { handlersModule: options.handlers }),
+          ...(options.types === undefined ? {} : { types: options.types }),
           providerLatencyMs: options.providerLatencyMs,
           ...(options.audit ? { audit: true } : {}),
           ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
@@ -69,7 +91,14 @@ export function workerCommand(): Command {
         });
         const { worker } = running;
         logger.info(
-          { worker: worker.name, db: running.location, concurrency: worker.concurrency, leaseMs: worker.leaseMs, metrics: running.metricsUrl },
+          {
+            worker: worker.name,
+            db: running.location,
+            types: worker.types,
+            concurrency: worker.concurrency,
+            leaseMs: worker.leaseMs,
+            metrics: running.metricsUrl,
+          },
           "worker started",
         );
         return { stop: () => running.stop(), stoppingDetail: () => ({ inFlight: worker.inFlight, graceMs: options.graceMs }) };

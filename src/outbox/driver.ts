@@ -94,12 +94,13 @@ export interface OutboxDriver<Tx> {
   /** True when `error` is the database refusing a second message with the same dedupe key. */
   isDuplicate(error: unknown): boolean;
 
-  /** Claims up to `limit` claimable messages, oldest due first, in that order. */
+  /** Claims up to `limit` claimable messages, oldest due first, in that order; of `types` only, unless null. */
   claim(params: {
     readonly owner: string;
     readonly limit: number;
     readonly leaseMs: number;
     readonly audit: boolean;
+    readonly types: readonly string[] | null;
   }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
   /** Claims one named message if it is claimable now; otherwise says who holds it or what state it is in. */
   claimMessage(params: {

@@ -210,8 +210,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
     checkOwner(owner);
-    const { limit, leaseMs } = checkClaimOptions(options);
-    const { at, leases } = await this.#driver.claim({ owner, limit, leaseMs, audit: this.#audit });
+    const { limit, leaseMs, types } = checkClaimOptions(options);
+    const { at, leases } = await this.#driver.claim({ owner, limit, leaseMs, audit: this.#audit, types: types ?? null });
     reportClaims(this.events, owner, limit, at, leases);
     return leases;
   }

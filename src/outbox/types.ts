@@ -154,6 +154,8 @@ export interface ClaimOptions {
   readonly limit: number;
   /** How long the lease lasts, in milliseconds (positive integer). */
   readonly leaseMs: number;
+  /** Claim only messages of these types (1 to 1000 of them); others stay pending for whoever handles them. Default: every type. */
+  readonly types?: readonly string[];
 }
 
 /** Counts of messages per status. */

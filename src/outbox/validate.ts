@@ -136,7 +136,16 @@ export function checkClaimOptions(options: ClaimOptions): ClaimOptions {
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_CLAIM_LIMIT) {
     throw new InvalidArgumentError(`limit must be a whole number from 1 to ${MAX_CLAIM_LIMIT} (got ${shown(limit)})`);
   }
-  return { limit, leaseMs: checkLeaseMs(options.leaseMs) };
+  const leaseMs = checkLeaseMs(options.leaseMs);
+  return options.types === undefined ? { limit, leaseMs } : { limit, leaseMs, types: checkTypes(options.types) };
+}
+
+/** A list of message types to claim: 1 to 1000 valid types. */
+export function checkTypes(types: unknown): readonly string[] {
+  if (!Array.isArray(types) || types.length === 0 || types.length > 1000) {
+    throw new InvalidArgumentError(`types must be a list of 1 to 1000 message types (got ${shown(types)})`);
+  }
+  return [...new Set(types.map((type) => checkMessageType(type)))];
 }
 
 /** A lease handed back to a store: its token must be one a claim could have issued. */

@@ -18,14 +18,21 @@ import type { OutboxStore } from "./store.js";
 import type { Finalize, Lease, RetryDecision } from "./types.js";
 import { CompletionBatcher } from "./completion-batcher.js";
 import { leaseKey } from "./driver.js";
-import { checkLeaseMs, checkOwner, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
+import { checkLeaseMs, checkOwner, checkTypes, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
 
 export interface WorkerOptions<Tx> {
   readonly store: OutboxStore<Tx>;
-  /** One handler per message type. A message of another type goes to `defaultHandler`, or is marked dead without one. */
+  /** One handler per message type. The worker claims these types only (see `types`). */
   readonly handlers: Readonly<Record<string, Handler<Tx>>>;
   /** Handles every type that has no handler of its own (a relay publishes every type). Default: none. */
   readonly defaultHandler?: Handler<Tx>;
+  /**
+   * The message types this worker claims. Default: the types in `handlers`, so a type no handler
+   * knows stays pending for the service that handles it (never dead-lettered by a stranger);
+   * every type when there is a `defaultHandler`. A listed type without a handler goes to
+   * `defaultHandler`, or is marked dead (UnknownMessageTypeError).
+   */
+  readonly types?: readonly string[];
   /** The owner name written on every lease (default: host-pid-random). */
   readonly name?: string;
   /** Messages processed at once (default 10). */
@@ -122,6 +129,8 @@ export class Worker<Tx> {
   readonly shutdownGraceMs: number;
   readonly #handlers: Readonly<Record<string, Handler<Tx>>>;
   readonly #defaultHandler: Handler<Tx> | undefined;
+  /** What claims ask for: the types claimed, or undefined for every type. */
+  readonly #types: readonly string[] | undefined;
   readonly #clock: Clock;
   readonly #random: () => number;
   readonly #wakeOnNew: boolean;
@@ -147,6 +156,21 @@ export class Worker<Tx> {
       throw new InvalidArgumentError(`defaultHandler must be a function (message, context) => Promise<HandlerResult>; got ${typeof options.defaultHandler}`);
     }
     this.#defaultHandler = options.defaultHandler;
+    if (typeof this.#handlers !== "object" || this.#handlers === null)
+      throw new InvalidArgumentError("handlers must be an object of message type → handler function");
+    for (const [type, handler] of Object.entries(this.#handlers)) {
+      if (typeof handler !== "function")
+        throw new InvalidArgumentError(
+          `the handler for ${JSON.stringify(type)} must be a function (message, context) => Promise<HandlerResult>; got ${typeof handler}`,
+        );
+    }
+    if (options.types !== undefined) this.#types = checkTypes(options.types);
+    else if (this.#defaultHandler !== undefined) this.#types = undefined;
+    else {
+      const handled = Object.keys(this.#handlers);
+      if (handled.length === 0) throw new InvalidArgumentError("a worker needs at least one handler (or a defaultHandler, or the types it claims)");
+      this.#types = checkTypes(handled);
+    }
     this.name = checkOwner(options.name ?? defaultWorkerName());
     this.concurrency = positiveInteger("concurrency", options.concurrency ?? 10);
     this.leaseMs = checkLeaseMs(options.leaseMs ?? 30_000);
@@ -243,6 +267,11 @@ export class Worker<Tx> {
     publish(this.store.events, { type: "store-error", at: this.#clock.now(), owner: this.name, operation, error: describeError(error) });
   }
 
+  /** The message types this worker claims, or null for every type. */
+  get types(): readonly string[] | null {
+    return this.#types ?? null;
+  }
+
   async #claimLoop(): Promise<void> {
     let errorDelay = 0;
     while (!this.#stopping) {
@@ -255,7 +284,10 @@ export class Worker<Tx> {
       if (free > 0) {
         try {
           const limit = Math.min(free, MAX_CLAIM_LIMIT);
-          const leases = await this.store.claim(this.name, { limit, leaseMs: this.leaseMs });
+          const leases = await this.store.claim(
+            this.name,
+            this.#types === undefined ? { limit, leaseMs: this.leaseMs } : { limit, leaseMs: this.leaseMs, types: this.#types },
+          );
           errorDelay = 0;
           for (const lease of leases) this.#start(lease);
           claimedAll = leases.length === limit;

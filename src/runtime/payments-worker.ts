@@ -1,8 +1,10 @@
-// A ready-to-run worker for the Wassal payments domain: opens the store, registers the
-// reconciliation handler, wires logs and metrics to the event stream, and starts claiming.
+// A ready-to-run worker: opens the store, registers the app's handlers (a module, see
+// handlers-module.ts) or, by default, the Wassal payments domain's reconciliation handler, wires
+// logs and metrics to the event stream, and starts claiming.
 
 import type { Server } from "node:http";
 import type { Logger } from "pino";
+import type { Handler } from "../outbox/process-lease.js";
 import { Worker, defaultWorkerName } from "../outbox/worker.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import type { RetryPolicy } from "../outbox/retry.js";
@@ -12,11 +14,16 @@ import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
 import { RECONCILE_MESSAGE_TYPE } from "../payments/types.js";
 import { openOutbox, type OpenOutboxOptions } from "../stores/open-outbox.js";
+import { loadHandlers } from "./handlers-module.js";
 
 export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   /** A SQLite file path or a postgres:// URL. */
   readonly db: string;
   readonly name?: string;
+  /** A module exporting the app's handlers by message type; without it, the payments handler. */
+  readonly handlersModule?: string;
+  /** The message types to claim (default: those the handlers handle). */
+  readonly types?: readonly string[];
   readonly concurrency?: number;
   readonly leaseMs?: number;
   readonly pollIntervalMs?: number;
@@ -61,6 +68,19 @@ export interface RunningPaymentsWorker {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** The payments domain's handler, with the chaos runs' injected errors when asked. */
+function paymentsHandlers(handler: Handler<unknown>, errorRate: number, chance: () => number): Readonly<Record<string, Handler<unknown>>> {
+  return {
+    [RECONCILE_MESSAGE_TYPE]:
+      errorRate > 0
+        ? async (message, context) => {
+            if (chance() < errorRate) throw new InjectedFaultError("injected handler error (chaos)");
+            return handler(message, context);
+          }
+        : handler,
+  };
+}
+
 export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promise<RunningPaymentsWorker> {
   const name = options.name ?? defaultWorkerName();
   const outbox = await openOutbox(options.db, { ...options, applicationName: `wassal-worker-${name}`.slice(0, 63) });
@@ -82,10 +102,18 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
           },
         }),
   });
-  const payments = new PaymentsService({ store, repository: outbox.payments, provider });
-  const handler = payments.handler();
   const chance = seededRandom((faults?.seed ?? 0) ^ 0x5bd1e995);
   const handlerErrorRate = faults?.handlerErrorRate ?? 0;
+  let handlers: Readonly<Record<string, Handler<unknown>>>;
+  try {
+    handlers =
+      options.handlersModule === undefined
+        ? paymentsHandlers(new PaymentsService({ store, repository: outbox.payments, provider }).handler(), handlerErrorRate, chance)
+        : await loadHandlers(options.handlersModule, { store, logger: options.logger });
+  } catch (error) {
+    await outbox.close();
+    throw error;
+  }
   const detachLogs = logEvents(store.events, options.logger);
   const metrics = outboxMetrics(store.events, { countByStatus: () => store.countByStatus(), processMetrics: true });
   let server: Server | undefined;
@@ -94,15 +122,8 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
     const worker = new Worker({
       store,
       name,
-      handlers: {
-        [RECONCILE_MESSAGE_TYPE]:
-          handlerErrorRate > 0
-            ? async (message, context) => {
-                if (chance() < handlerErrorRate) throw new InjectedFaultError("injected handler error (chaos)");
-                return handler(message, context);
-              }
-            : handler,
-      },
+      handlers,
+      ...(options.types === undefined ? {} : { types: options.types }),
       ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),

@@ -295,3 +295,33 @@ describeEachStore("claiming: the order of the returned leases", (factory) => {
     expect(leases.map((l) => l.messageId)).toEqual([second.id, first.id]);
   });
 });
+
+describeEachStore("claiming by type", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("claims only the types asked for, oldest first, and leaves the others pending for whoever handles them", async () => {
+    const { store, clock } = ctx();
+    const invoice = await enqueueMessage(store, { type: "billing.invoice" });
+    clock.advance(1);
+    const ship1 = await enqueueMessage(store, { type: "order.ship" });
+    clock.advance(1);
+    const refund = await enqueueMessage(store, { type: "order.refund" });
+    clock.advance(1);
+    const ship2 = await enqueueMessage(store, { type: "order.ship" });
+    const leases = await store.claim("shipping", { limit: 10, leaseMs: 30_000, types: ["order.ship", "order.refund"] });
+    expect(leases.map((l) => l.messageId)).toEqual([ship1.id, refund.id, ship2.id]);
+    expect(await store.getMessage(invoice.id)).toMatchObject({ status: "pending", attempts: 0 });
+    expect((await store.claim("billing", { limit: 10, leaseMs: 30_000, types: ["billing.invoice"] })).map((l) => l.messageId)).toEqual([invoice.id]);
+    expect(await store.claim("nobody", { limit: 10, leaseMs: 30_000, types: ["no.such.type"] })).toEqual([]);
+  });
+
+  it("refuses a types list that is empty, too long, or holds something that is not a message type", async () => {
+    const { store } = ctx();
+    for (const types of [[], "order.ship", [""], [7], Array.from({ length: 1001 }, (_, i) => `t${i}`)]) {
+      await expect(store.claim("w", { limit: 1, leaseMs: 1_000, types: types as string[] }), JSON.stringify(types).slice(0, 40)).rejects.toBeInstanceOf(
+        InvalidArgumentError,
+      );
+    }
+    await expect(store.claim("w", { limit: 1, leaseMs: 1_000, types: [] })).rejects.toThrow("types must be a list of 1 to 1000 message types (got [])");
+  });
+});

@@ -57,7 +57,24 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       }
       await cliOk(["payments", "seed", ...target.args, "--count", "30"], { cwd: dir });
 
-      const w = startCli(["worker", ...target.args, "--name", "ops-worker", "--max-attempts", "5", "--poll-ms", "100", "--log-level", "warn"], { cwd: dir });
+      // --types: the worker claims the unknown type too (by default it would leave it pending), and marks it dead.
+      const w = startCli(
+        [
+          "worker",
+          ...target.args,
+          "--name",
+          "ops-worker",
+          "--types",
+          "payment.reconcile,test.unknown",
+          "--max-attempts",
+          "5",
+          "--poll-ms",
+          "100",
+          "--log-level",
+          "warn",
+        ],
+        { cwd: dir },
+      );
       await waitForRows(target, "30 processed and 2 dead", (rows) => count(rows, "processed") === 30 && count(rows, "dead") === 2, [w]);
 
       // Still running: payments created now are processed too.
@@ -221,7 +238,23 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("the redriven messages are claimable again: a worker takes them at once (and marks them dead again)", async () => {
-      const w = startCli(["worker", ...target.args, "--name", "second-look", "--max-attempts", "1", "--poll-ms", "100", "--log-level", "warn"], { cwd: dir });
+      const w = startCli(
+        [
+          "worker",
+          ...target.args,
+          "--name",
+          "second-look",
+          "--types",
+          "payment.reconcile,test.unknown",
+          "--max-attempts",
+          "1",
+          "--poll-ms",
+          "100",
+          "--log-level",
+          "warn",
+        ],
+        { cwd: dir },
+      );
       const rows = await waitForRows(target, "both dead again", (r) => count(r, "dead") === 2, [w], 10_000);
       expect(rows.map((r) => [r.status, r.attempts, r.lockedBy, r.leaseToken])).toEqual([
         ["dead", 1, "second-look", 2],

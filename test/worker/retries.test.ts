@@ -225,7 +225,41 @@ describeEachStore("worker retries and dead messages", (factory) => {
     expect((await store.blockedKeys()).map((b) => b.key)).toEqual(["t"]);
   });
 
-  it("marks a message of an unknown type dead with UnknownMessageTypeError and keeps processing the others", async () => {
+  it("claims only the types it has handlers for: a message of another type stays pending, for the service that handles it", async () => {
+    const { store, clock } = ctx();
+    const log = new EventLog(store);
+    const other = await enqueueMessage(store, { type: "billing.invoice" });
+    clock.advance(1);
+    const mine = await enqueueMessage(store, { type: "known.type", payload: { n: 1 } });
+    const worker = await workers.start({
+      store,
+      clock,
+      name: "shipping-service",
+      handlers: { "known.type": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: true,
+    });
+    expect(worker.types).toEqual(["known.type"]);
+    await waitForStatus(store, mine.id, "processed");
+    const later = await enqueueMessage(store, { type: "known.type", payload: { n: 2 } });
+    await waitForStatus(store, later.id, "processed");
+    expect(await store.getMessage(other.id)).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+    expect(log.count("processing-started", (e) => e.messageId === other.id)).toBe(0);
+    // The service that handles it takes it.
+    const billing = await workers.start({
+      store,
+      clock,
+      name: "billing-service",
+      handlers: { "billing.invoice": async () => ({}) },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: 20,
+    });
+    await waitForStatus(store, other.id, "processed");
+    expect((await store.getMessage(other.id))?.lockedBy).toBe(billing.name);
+  });
+
+  it("marks a message of a type it claims (types) but has no handler for dead with UnknownMessageTypeError, and keeps processing the others", async () => {
     const { store, clock } = ctx();
     const log = new EventLog(store);
     const mystery = await enqueueMessage(store, { type: "mystery.type" });
@@ -239,6 +273,7 @@ describeEachStore("worker retries and dead messages", (factory) => {
       clock,
       name: "picky-worker",
       concurrency: 1,
+      types: ["known.type", "mystery.type"],
       handlers: {
         "known.type": async (message) => {
           handled.push(message.id);

@@ -327,7 +327,7 @@ describeEachStore("worker lifecycle", (factory) => {
 
   it("refuses start() once started", async () => {
     const { store, clock } = ctx();
-    const worker = await workers.start({ store, clock, handlers: {}, pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: true });
+    const worker = await workers.start({ store, clock, handlers: {}, types: ["t"], pollIntervalMs: NEVER_POLL_MS, wakeOnNewMessages: true });
     await expect(worker.start()).rejects.toBeInstanceOf(InvalidArgumentError);
   });
 });
@@ -344,7 +344,7 @@ describeEachStore("worker lifecycle: stop before start", (factory) => {
         return store.onNewMessages(wake);
       },
     });
-    const worker = new Worker({ store: tracked, clock, handlers: {}, leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS });
+    const worker = new Worker({ store: tracked, clock, handlers: {}, types: ["t"], leaseMs: LEASE_MS, pollIntervalMs: NEVER_POLL_MS });
     await worker.stop({ graceMs: 0 });
     await expect(worker.start()).rejects.toThrow(/stopped before it started/);
     expect(subscribed).toBe(0);

@@ -262,6 +262,33 @@ export function outboxSql(schema: string) {
    * (for completions without business writes, which cannot fail one by one); with `handOn`, the
    * completed messages' ordering keys are handed on by the same statement (wassal_hand_on).
    */
+  const claimSql = (ofTypes: boolean) => `WITH ${CLOCK},
+      candidates AS MATERIALIZED (
+        SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
+        FROM ${table} m, clock
+        WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND m.available_at <= clock.t${ofTypes ? " AND m.type = ANY($6::text[])" : ""}
+        ORDER BY m.available_at, m.id
+        LIMIT $2
+        FOR UPDATE OF m SKIP LOCKED
+      ),
+      claimed AS (
+        UPDATE ${table} m
+        SET status = 'processing', locked_by = $3,
+            locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
+            lease_token = m.lease_token + 1, attempts = m.attempts + 1
+        FROM candidates c, clock
+        WHERE m.id = c.id
+        RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, c.old_available_at, clock.t AS now
+      ),
+      audited AS (
+        INSERT INTO ${audit} (${AUDIT_COLUMNS})
+        SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
+      )
+      SELECT id, type, dedupe_key, ordering_key, headers, destination, payload, lease_token, attempts, last_error,
+             ${EPOCH_MS("created_at")} AS created_ms, ${EPOCH_MS("locked_until")} AS until_ms,
+             ${EPOCH_MS("old_available_at")} AS old_available_ms, ${EPOCH_MS("now")} AS now_ms,
+             CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
+      FROM claimed`;
   const completeBulkSql = (handOn: boolean) => `WITH ${CLOCK},
       wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
       done AS (
@@ -309,33 +336,10 @@ export function outboxSql(schema: string) {
      * joins exactly those. The `WHERE id IN (subquery)` form can be re-planned to run the
      * subquery per row and claim more than asked, so it is not used.
      */
-    claim: `WITH ${CLOCK},
-      candidates AS MATERIALIZED (
-        SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
-        FROM ${table} m, clock
-        WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND m.available_at <= clock.t
-        ORDER BY m.available_at, m.id
-        LIMIT $2
-        FOR UPDATE OF m SKIP LOCKED
-      ),
-      claimed AS (
-        UPDATE ${table} m
-        SET status = 'processing', locked_by = $3,
-            locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
-            lease_token = m.lease_token + 1, attempts = m.attempts + 1
-        FROM candidates c, clock
-        WHERE m.id = c.id
-        RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, c.old_available_at, clock.t AS now
-      ),
-      audited AS (
-        INSERT INTO ${audit} (${AUDIT_COLUMNS})
-        SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
-      )
-      SELECT id, type, dedupe_key, ordering_key, headers, destination, payload, lease_token, attempts, last_error,
-             ${EPOCH_MS("created_at")} AS created_ms, ${EPOCH_MS("locked_until")} AS until_ms,
-             ${EPOCH_MS("old_available_at")} AS old_available_ms, ${EPOCH_MS("now")} AS now_ms,
-             CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
-      FROM claimed`,
+    claim: claimSql(false),
+
+    /** As claim, of the types in $6 (text[]) only: a worker claims the types it handles. */
+    claimOfTypes: claimSql(true),
 
     /** $1 now, $2 id: the message's holder, row-locked for the rest of the transaction. */
     lockHolder: `WITH ${CLOCK}

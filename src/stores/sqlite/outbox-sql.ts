@@ -168,6 +168,12 @@ export const SQL = {
                     WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
                     ORDER BY available_at, id LIMIT @limit`,
 
+  /** As claimCandidates, of the types in @types (a JSON array) only: a worker claims the types it handles. */
+  claimCandidatesOfTypes: `SELECT id, status, locked_by, locked_until FROM outbox_messages
+                    WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
+                      AND type IN (SELECT value FROM json_each(@types))
+                    ORDER BY available_at, id LIMIT @limit`,
+
   /** The claim of a whole batch of candidates (read just before, in the same transaction); re-checks claimability. */
   claim: `UPDATE outbox_messages
               SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,

@@ -208,12 +208,16 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return (error as { code?: unknown } | null | undefined)?.code === "SQLITE_CONSTRAINT_UNIQUE";
   }
 
-  claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {
-    const { owner, limit, leaseMs, audit } = params;
+  claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean; types: readonly string[] | null }): Promise<{ at: Date; leases: Lease[] }> {
+    const { owner, limit, leaseMs, audit, types } = params;
     return this.writeLock.run(() => {
       const now = this.now();
       const until = now + leaseMs;
-      const candidates = this.#stmt("claimCandidates").all({ now, limit }) as {
+      const candidates = (
+        types === null
+          ? this.#stmt("claimCandidates").all({ now, limit })
+          : this.#stmt("claimCandidatesOfTypes").all({ now, limit, types: JSON.stringify(types) })
+      ) as {
         id: number;
         status: string;
         locked_by: string | null;

@@ -1,0 +1,67 @@
+// The app's own handlers for `wassal worker --handlers <file>`: a module that exports them by
+// message type. It exports, as `default` or as `handlers`, either an object of message type →
+// handler function, or a function that receives the opened store (and a logger) and returns, or
+// resolves to, such an object (for handlers that need the store, a pool or a client).
+
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { Logger } from "pino";
+import { WassalError } from "../outbox/errors.js";
+import type { Handler } from "../outbox/process-lease.js";
+import type { OutboxStore } from "../outbox/store.js";
+
+/** A handlers module that cannot be used: missing, failing to load, or not exporting handlers. */
+export class HandlersModuleError extends WassalError {
+  override name = "HandlersModuleError";
+  constructor(file: string, problem: string, options?: { cause?: unknown }) {
+    super("HANDLERS_MODULE", `--handlers ${file}: ${problem}`, options);
+  }
+}
+
+/** What a handlers module's factory receives. */
+export interface HandlersContext {
+  readonly store: OutboxStore<unknown>;
+  readonly logger: Logger;
+}
+
+export type HandlerMap = Readonly<Record<string, Handler<unknown>>>;
+
+const EXPECTED = "expected a default export or an export named handlers: an object of message type → handler function, or a function (context) => that object";
+
+function checkMap(file: string, value: unknown): HandlerMap {
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new HandlersModuleError(file, `${EXPECTED} (got ${Array.isArray(value) ? "an array" : typeof value})`);
+  const entries = Object.entries(value);
+  if (entries.length === 0) throw new HandlersModuleError(file, "exports no handlers (an empty object); give at least one message type → handler function");
+  for (const [type, handler] of entries) {
+    if (typeof handler !== "function")
+      throw new HandlersModuleError(
+        file,
+        `the handler for message type ${JSON.stringify(type)} is not a function (got ${handler === null ? "null" : typeof handler})`,
+      );
+  }
+  return value as HandlerMap;
+}
+
+/** Loads the module at `file` (relative to the working directory) and returns its handlers. */
+export async function loadHandlers(file: string, context: HandlersContext): Promise<HandlerMap> {
+  const path = resolve(file);
+  if (!existsSync(path)) throw new HandlersModuleError(file, `no such file (${path}); give the path of a JavaScript module that exports handlers`);
+  let loaded: Record<string, unknown>;
+  try {
+    loaded = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+  } catch (error) {
+    throw new HandlersModuleError(file, `could not be loaded: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  const exported = loaded.handlers ?? loaded.default;
+  if (exported === undefined) throw new HandlersModuleError(file, `${EXPECTED} (it exports ${Object.keys(loaded).join(", ") || "nothing"})`);
+  if (typeof exported !== "function") return checkMap(file, exported);
+  let made: unknown;
+  try {
+    made = await (exported as (context: HandlersContext) => unknown)(context);
+  } catch (error) {
+    throw new HandlersModuleError(file, `its handlers function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  return checkMap(file, made);
+}

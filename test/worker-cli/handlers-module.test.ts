@@ -1,0 +1,147 @@
+// `wassal worker --handlers <file>`: the app's own handlers, from a module, on both stores. The
+// worker claims only the types its module handles, so another service's messages stay pending
+// (never dead-lettered by a stranger); `--types` widens or narrows that. A module may export a
+// function that receives the store, for handlers that write through its transaction. A module that
+// is missing or exports no handlers, or flags meant for the payments demo, exit 2 with one line.
+//
+// Needs `npm run build` first (`npm test` does it).
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { killAll, requireBuiltCli, runCli, startCli } from "../support/cli.js";
+import { expectNoStack } from "../support/assertions.js";
+import { postgresAvailable } from "../support/postgres.js";
+import { tempDir } from "../support/temp.js";
+import { closeTargets, newTarget, waitForRows, type StoreKind } from "./harness.js";
+
+const PG = await postgresAvailable();
+const dir = tempDir("wassal-wcli-handlers-");
+
+beforeAll(requireBuiltCli);
+afterEach(killAll);
+afterAll(closeTargets);
+
+/** A handlers module: order.ship records its message id in a business row, committed with the completion. */
+const SHIPPING = `
+export function handlers({ store }) {
+  const sqlite = typeof store.db === "object";
+  return {
+    "order.ship": async (message) => ({
+      summary: "shipped " + message.payload.orderId,
+      finalize: (tx) =>
+        sqlite
+          ? tx.prepare("INSERT INTO shipped (order_id) VALUES (?)").run(message.payload.orderId)
+          : tx.query("INSERT INTO " + store.schema + ".shipped (order_id) VALUES ($1)", [message.payload.orderId]),
+    }),
+  };
+}
+`;
+
+for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
+  describe.runIf(kind === "sqlite" || PG)(`${kind}: wassal worker --handlers`, () => {
+    it("runs the module's handlers, committing their writes, and leaves another service's types pending; --types adds one to claim", async () => {
+      const target = newTarget(kind, dir);
+      const module = join(dir, `shipping-${kind}.mjs`);
+      writeFileSync(module, SHIPPING);
+      const outbox = await target.open();
+      const store = outbox.store;
+      const table = kind === "sqlite" ? "shipped" : `${(store as unknown as { schema: string }).schema}.shipped`;
+      let ids: { ship: string; invoice: string };
+      try {
+        await store.migrate();
+        await store.transaction(async (tx) => {
+          const sql = `CREATE TABLE ${table} (order_id TEXT PRIMARY KEY)`;
+          if (kind === "sqlite") (tx as { exec(sql: string): void }).exec(sql);
+          else await (tx as { query(sql: string): Promise<unknown> }).query(sql);
+        });
+        ids = await store.transaction(async (tx) => ({
+          ship: (await store.enqueue(tx, { type: "order.ship", payload: { orderId: "o-1" } })).id,
+          invoice: (await store.enqueue(tx, { type: "billing.invoice", payload: { orderId: "o-1" } })).id,
+        }));
+      } finally {
+        await outbox.close();
+      }
+      const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "info"], { cwd: dir });
+      await waitForRows(target, "order.ship processed", (rows) => rows.find((r) => r.id === ids.ship)?.status === "processed", [worker]);
+      await worker.waitForStderr(/"worker started"/);
+      expect(worker.stderr()).toContain('"types":["order.ship"]');
+      // Both were due at once and the worker had 10 free slots: a claim of every type would have
+      // taken the invoice with the order. It is untouched.
+      expect((await target.messages()).find((r) => r.id === ids.invoice)).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+      worker.signal("SIGTERM");
+      expect((await worker.waitForExit(20_000)).code).toBe(0);
+
+      const check = await target.open();
+      try {
+        const shipped =
+          kind === "sqlite"
+            ? (check.store as unknown as { db: { prepare(sql: string): { all(): unknown[] } } }).db.prepare(`SELECT order_id FROM ${table}`).all()
+            : (await (check.store as unknown as { pool: { query(sql: string): Promise<{ rows: unknown[] }> } }).pool.query(`SELECT order_id FROM ${table}`))
+                .rows;
+        expect(shipped).toEqual([{ order_id: "o-1" }]);
+      } finally {
+        await check.close();
+      }
+
+      // --types billing.invoice: claimed now; this module has no handler for it, so it is marked dead, saying so.
+      const picky = startCli(["worker", ...target.args, "--handlers", module, "--types", "billing.invoice", "--poll-ms", "50", "--log-level", "warn"], {
+        cwd: dir,
+      });
+      const rows = await waitForRows(target, "the invoice dead", (r) => r.find((m) => m.id === ids.invoice)?.status === "dead", [picky]);
+      expect(rows.find((m) => m.id === ids.invoice)?.lastError).toMatch(/^UnknownMessageTypeError: no handler for message type "billing\.invoice"/);
+      picky.signal("SIGTERM");
+      await picky.waitForExit(20_000);
+    });
+  });
+}
+
+describe("wassal worker --handlers: bad input", () => {
+  const cases: [string, string, string[], RegExp][] = [
+    [
+      "a file that does not exist",
+      "",
+      ["--handlers", "./nope.mjs"],
+      /^wassal: --handlers \.\/nope\.mjs: no such file \(.*nope\.mjs\); give the path of a JavaScript module that exports handlers$/,
+    ],
+    [
+      "a module that exports no handlers",
+      "export const x = 1;\n",
+      [],
+      /^wassal: --handlers .*: expected a default export or an export named handlers: .* \(it exports x\)$/,
+    ],
+    [
+      "a handler that is not a function",
+      'export default { "order.ship": 42 };\n',
+      [],
+      /^wassal: --handlers .*: the handler for message type "order\.ship" is not a function \(got number\)$/,
+    ],
+    ["an empty object", "export default {};\n", [], /^wassal: --handlers .*: exports no handlers \(an empty object\)/],
+    [
+      "a factory that throws",
+      'export function handlers() { throw new Error("no config"); }\n',
+      [],
+      /^wassal: --handlers .*: its handlers function threw: no config$/,
+    ],
+    ["a module that fails to load", "export default {\n", [], /^wassal: --handlers .*: could not be loaded: /],
+    [
+      "flags meant for the payments demo",
+      'export default { "order.ship": async () => ({}) };\n',
+      ["--provider-latency-ms", "5"],
+      /^wassal: --provider-latency-ms configure the payments demo's handler: leave them out with --handlers$/,
+    ],
+    ["an empty --types entry", 'export default { "order.ship": async () => ({}) };\n', ["--types", "a,,b"], /--types.*give message types separated by commas/],
+  ];
+  for (const [what, source, extra, expected] of cases) {
+    it(`${what}: exits 2 with one line, and starts no worker`, async () => {
+      const module = join(dir, `bad-${what.replaceAll(" ", "-")}.mjs`);
+      if (source !== "") writeFileSync(module, source);
+      const db = join(dir, `bad-${what.replaceAll(" ", "-")}.db`);
+      const args = extra[0] === "--handlers" ? extra : ["--handlers", module, ...extra];
+      const result = await runCli(["worker", "--db", db, ...args], { cwd: dir });
+      expect(result.code, result.stderr).toBe(2);
+      expect(result.stderr.trim().split("\n")[0]).toMatch(expected);
+      expectNoStack(result.stderr);
+    });
+  }
+});
