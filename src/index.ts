@@ -14,6 +14,7 @@ export {
   LeaseLostError,
   MessageNotFoundError,
   NotInTransactionError,
+  ProcessingTimeoutError,
   ShutdownError,
   StoreBusyError,
   StoreReadOnlyError,
@@ -61,4 +62,4 @@ export { MESSAGE_STATUSES } from "./outbox/types.js";
 export { assertHeld, MAX_CLAIM_LIMIT, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";
 export { MAX_PAYLOAD_DEPTH } from "./outbox/payload.js";
 export { MissingClientError } from "./outbox/optional.js";
-export { defaultWorkerName, Worker, type WorkerOptions } from "./outbox/worker.js";
+export { defaultWorkerName, type TypeSettings, Worker, type WorkerOptions } from "./outbox/worker.js";

@@ -14,6 +14,7 @@ interface WorkerOptions extends RunnerFlags {
   concurrency: number;
   handlers?: string;
   types?: string[];
+  maxProcessingMs?: number;
   logLevel: LevelWithSilent;
   providerLatencyMs: number;
   audit?: boolean;
@@ -44,6 +45,11 @@ export function workerCommand(): Command {
       "--types <list>",
       "comma-separated message types to claim (default: those the handlers handle; other types stay pending for their own service). A listed type without a handler is marked dead",
       typeList,
+    )
+    .option(
+      "--max-processing-ms <ms>",
+      "the longest a handler may run; past it the attempt fails (retried) and the handler's signal is aborted (default: no limit; a handlers module's perType export may set it per type)",
+      integer(1),
     );
   return withOptions(
     command,
@@ -76,6 +82,7 @@ export function workerCommand(): Command {
           concurrency: options.concurrency,
           ...(options.handlers === undefined ? {} : { handlersModule: options.handlers }),
           ...(options.types === undefined ? {} : { types: options.types }),
+          ...(options.maxProcessingMs === undefined ? {} : { maxProcessingMs: options.maxProcessingMs }),
           providerLatencyMs: options.providerLatencyMs,
           ...(options.audit ? { audit: true } : {}),
           ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),

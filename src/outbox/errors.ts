@@ -146,6 +146,21 @@ export class UnknownMessageTypeError extends WassalError {
   }
 }
 
+/**
+ * A handler ran past its maximum processing time: the attempt failed (retried as any failure is),
+ * and the handler's signal was aborted with this error so it can stop. A result it commits later is
+ * refused, as any stale owner's is.
+ */
+export class ProcessingTimeoutError extends WassalError {
+  override name = "ProcessingTimeoutError";
+  constructor(type: string, maxProcessingMs: number) {
+    super(
+      "PROCESSING_TIMEOUT",
+      `the handler for message type ${JSON.stringify(type)} ran longer than its maximum processing time of ${maxProcessingMs} ms; the attempt failed and the handler's signal was aborted (make it finish sooner, or raise maxProcessingMs)`,
+    );
+  }
+}
+
 /** A message was claimed more times than allowed without finishing (its workers crashed or lost the lease each time). */
 export class AttemptsExhaustedError extends WassalError {
   override name = "AttemptsExhaustedError";

@@ -11,7 +11,15 @@ import { publish } from "./events.js";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
-import { AttemptsExhaustedError, InvalidArgumentError, LeaseLostError, ShutdownError, UnknownMessageTypeError, UnrecoverableError } from "./errors.js";
+import {
+  AttemptsExhaustedError,
+  InvalidArgumentError,
+  LeaseLostError,
+  ProcessingTimeoutError,
+  ShutdownError,
+  UnknownMessageTypeError,
+  UnrecoverableError,
+} from "./errors.js";
 import { processLease, type Handler } from "./process-lease.js";
 import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import type { OutboxStore } from "./store.js";
@@ -56,6 +64,14 @@ export interface WorkerOptions<Tx> {
    */
   readonly keyMovesOnWhenDead?: readonly string[];
   /**
+   * The longest a handler may run (default: no limit; its lease is renewed as long as it runs).
+   * Past it the attempt fails with ProcessingTimeoutError, retried as any failure is, and the
+   * handler's signal is aborted; a result it commits later is refused.
+   */
+  readonly maxProcessingMs?: number;
+  /** Settings of one message type that differ from the worker's: its concurrency, retries and maximum processing time. */
+  readonly perType?: Readonly<Record<string, TypeSettings>>;
+  /**
    * Share one commit among the completions ready at the same time, each in its own savepoint
    * (default true; `false` commits each completion on its own). `maxBatch` caps a group (default 100).
    */
@@ -63,6 +79,23 @@ export interface WorkerOptions<Tx> {
   readonly clock?: Clock;
   /** Source of jitter (default Math.random). */
   readonly random?: () => number;
+}
+
+/** A message type's own settings (see WorkerOptions.perType). */
+export interface TypeSettings {
+  /** At most this many messages of the type run at once (within the worker's concurrency). */
+  readonly concurrency?: number;
+  /** The type's retry policy, over the worker's. */
+  readonly retry?: Partial<RetryPolicy>;
+  /** The type's maximum processing time (see WorkerOptions.maxProcessingMs). */
+  readonly maxProcessingMs?: number;
+}
+
+/** A type's settings, checked and filled in. */
+interface TypePolicy {
+  readonly concurrency: number | undefined;
+  readonly retry: RetryPolicy;
+  readonly maxProcessingMs: number | undefined;
 }
 
 interface Running {
@@ -136,6 +169,11 @@ export class Worker<Tx> {
   readonly #wakeOnNew: boolean;
   readonly #keyMovesOnWhenDead: ReadonlySet<string>;
   readonly #running = new Map<string, Running>();
+  /** The default policy, and each type's own where perType gives one. */
+  readonly #policy: TypePolicy;
+  readonly #perType: ReadonlyMap<string, TypePolicy>;
+  /** Messages running per type, for the types with a concurrency of their own. */
+  readonly #runningOfType = new Map<string, number>();
   #wakeController = new AbortController();
   #stopping = false;
   #started = false;
@@ -189,6 +227,9 @@ export class Worker<Tx> {
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;
     this.#keyMovesOnWhenDead = new Set(options.keyMovesOnWhenDead ?? []);
+    const maxProcessingMs = options.maxProcessingMs === undefined ? undefined : positiveInteger("maxProcessingMs", options.maxProcessingMs);
+    this.#policy = { concurrency: undefined, retry: this.retry, maxProcessingMs };
+    this.#perType = this.#typePolicies(options.perType ?? {});
     const group = options.groupCommit ?? true;
     if (group === false) {
       this.completions = undefined;
@@ -267,6 +308,48 @@ export class Worker<Tx> {
     publish(this.store.events, { type: "store-error", at: this.#clock.now(), owner: this.name, operation, error: describeError(error) });
   }
 
+  #typePolicies(perType: Readonly<Record<string, TypeSettings>>): ReadonlyMap<string, TypePolicy> {
+    if (typeof perType !== "object" || perType === null)
+      throw new InvalidArgumentError("perType must be an object of message type → { concurrency, retry, maxProcessingMs }");
+    const policies = new Map<string, TypePolicy>();
+    for (const [type, settings] of Object.entries(perType)) {
+      const name = `perType[${JSON.stringify(type)}]`;
+      if (typeof settings !== "object" || settings === null)
+        throw new InvalidArgumentError(`${name} must be an object { concurrency, retry, maxProcessingMs }`);
+      const concurrency = settings.concurrency === undefined ? undefined : positiveInteger(`${name}.concurrency`, settings.concurrency);
+      if (concurrency !== undefined && this.#types === undefined) {
+        throw new InvalidArgumentError(`${name}.concurrency needs the worker to claim named types (give types, or handlers without a defaultHandler)`);
+      }
+      policies.set(type, {
+        concurrency,
+        retry: settings.retry === undefined ? this.retry : checkRetryPolicy({ ...this.retry, ...settings.retry }),
+        maxProcessingMs:
+          settings.maxProcessingMs === undefined ? this.#policy.maxProcessingMs : positiveInteger(`${name}.maxProcessingMs`, settings.maxProcessingMs),
+      });
+    }
+    return policies;
+  }
+
+  #policyOf(type: string): TypePolicy {
+    return this.#perType.get(type) ?? this.#policy;
+  }
+
+  /** The claims to make now for `free` slots: one for the types without a cap, one per capped type with room. */
+  #claimPlan(free: number): { readonly limit: number; readonly types: readonly string[] | undefined }[] {
+    const types = this.#types;
+    if (types === undefined) return [{ limit: free, types: undefined }];
+    const capped = types.filter((type) => this.#perType.get(type)?.concurrency !== undefined);
+    if (capped.length === 0) return [{ limit: free, types }];
+    const plan: { limit: number; types: readonly string[] }[] = [];
+    const uncapped = types.filter((type) => !capped.includes(type));
+    if (uncapped.length > 0) plan.push({ limit: free, types: uncapped });
+    for (const type of capped) {
+      const room = (this.#perType.get(type)?.concurrency ?? 0) - (this.#runningOfType.get(type) ?? 0);
+      if (room > 0) plan.push({ limit: Math.min(free, room), types: [type] });
+    }
+    return plan;
+  }
+
   /** The message types this worker claims, or null for every type. */
   get types(): readonly string[] | null {
     return this.#types ?? null;
@@ -279,18 +362,23 @@ export class Worker<Tx> {
       // message, a slot freeing) then cuts the following wait short instead of being lost.
       this.#wakeController = new AbortController();
       const wakeSignal = this.#wakeController.signal;
-      const free = this.concurrency - this.#running.size;
+      let free = this.concurrency - this.#running.size;
       let claimedAll = false;
       if (free > 0) {
         try {
-          const limit = Math.min(free, MAX_CLAIM_LIMIT);
-          const leases = await this.store.claim(
-            this.name,
-            this.#types === undefined ? { limit, leaseMs: this.leaseMs } : { limit, leaseMs: this.leaseMs, types: this.#types },
-          );
+          // One claim, or with per-type caps one per capped type with room: a full claim means there may be more.
+          for (const step of this.#claimPlan(free)) {
+            const limit = Math.min(step.limit, free, MAX_CLAIM_LIMIT);
+            if (limit < 1) break;
+            const leases = await this.store.claim(
+              this.name,
+              step.types === undefined ? { limit, leaseMs: this.leaseMs } : { limit, leaseMs: this.leaseMs, types: step.types },
+            );
+            for (const lease of leases) this.#start(lease);
+            free -= leases.length;
+            claimedAll ||= leases.length === limit;
+          }
           errorDelay = 0;
-          for (const lease of leases) this.#start(lease);
-          claimedAll = leases.length === limit;
         } catch (error) {
           this.#storeError("claim", error);
           errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
@@ -307,8 +395,12 @@ export class Worker<Tx> {
     const abort = new LazyAbort();
     // Keyed by message and token: this worker may hold a stale and a fresh claim of one message.
     const key = leaseKey(lease.messageId, lease.token);
+    const { type } = lease.message;
+    const counted = this.#perType.get(type)?.concurrency !== undefined;
+    if (counted) this.#runningOfType.set(type, (this.#runningOfType.get(type) ?? 0) + 1);
     const finished = this.#process(lease, abort).finally(() => {
       this.#running.delete(key);
+      if (counted) this.#runningOfType.set(type, (this.#runningOfType.get(type) ?? 1) - 1);
       if (!this.#stopping) this.wake();
     });
     this.#running.set(key, { lease, abort, finished });
@@ -316,8 +408,9 @@ export class Worker<Tx> {
 
   async #process(lease: Lease, abort: LazyAbort): Promise<void> {
     const { message } = lease;
-    if (message.attempts > this.retry.maxAttempts) {
-      await this.#fail(lease, new AttemptsExhaustedError(message.attempts, this.retry.maxAttempts, message.lastError), "dead");
+    const { retry, maxProcessingMs } = this.#policyOf(message.type);
+    if (message.attempts > retry.maxAttempts) {
+      await this.#fail(lease, new AttemptsExhaustedError(message.attempts, retry.maxAttempts, message.lastError), "dead");
       return;
     }
     const handler = Object.hasOwn(this.#handlers, message.type) ? this.#handlers[message.type] : this.#defaultHandler;
@@ -326,19 +419,38 @@ export class Worker<Tx> {
       return;
     }
     const stopHeartbeat = this.#heartbeat(lease, abort);
+    let timedOut: ProcessingTimeoutError | undefined;
+    let cancelTimeout: () => void = () => undefined;
     try {
       const batcher = this.completions;
-      await processLease(this.store, lease, handler, this.#clock, {
+      const processing = processLease(this.store, lease, handler, this.#clock, {
         abort,
         beforeComplete: stopHeartbeat,
         ...(batcher ? { complete: (l: Lease, finalize?: Finalize<Tx>) => batcher.complete(l, finalize) } : {}),
       });
+      if (maxProcessingMs === undefined) await processing;
+      else {
+        // Past the limit the attempt fails even if the handler ignores its signal: the handler runs
+        // on unawaited, and a result it commits later finds the lease gone.
+        const expired = new Promise<void>((resolve) => {
+          cancelTimeout = this.#clock.setTimer(maxProcessingMs, () => {
+            timedOut = new ProcessingTimeoutError(message.type, maxProcessingMs);
+            abort.abort(timedOut);
+            resolve();
+          });
+        });
+        processing.catch(() => undefined); // if it settles after the limit, nothing is left to report
+        await Promise.race([processing, expired]);
+        if (timedOut !== undefined) throw timedOut;
+      }
     } catch (error) {
-      if (abort.aborted) return; // lease lost or shutdown: the message is someone else's now
+      if (abort.aborted && timedOut === undefined) return; // lease lost or shutdown: the message is someone else's now
+      const failure = timedOut ?? error;
       await stopHeartbeat(); // no renewal may race the failure either
-      const last = message.attempts >= this.retry.maxAttempts || error instanceof UnrecoverableError;
-      await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, this.retry, this.#random) });
+      const last = message.attempts >= retry.maxAttempts || failure instanceof UnrecoverableError;
+      await this.#fail(lease, failure, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) });
     } finally {
+      cancelTimeout();
       await stopHeartbeat();
     }
   }

@@ -1,7 +1,8 @@
 // The app's own handlers for `wassal worker --handlers <file>`: a module that exports them by
 // message type. It exports, as `default` or as `handlers`, either an object of message type →
 // handler function, or a function that receives the opened store (and a logger) and returns, or
-// resolves to, such an object (for handlers that need the store, a pool or a client).
+// resolves to, such an object (for handlers that need the store, a pool or a client). It may also
+// export `perType`: settings of some types (concurrency, retry, maxProcessingMs; see the Worker).
 
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
@@ -10,6 +11,7 @@ import type { Logger } from "pino";
 import { WassalError } from "../outbox/errors.js";
 import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
+import type { TypeSettings } from "../outbox/worker.js";
 
 /** A handlers module that cannot be used: missing, failing to load, or not exporting handlers. */
 export class HandlersModuleError extends WassalError {
@@ -44,8 +46,14 @@ function checkMap(file: string, value: unknown): HandlerMap {
   return value as HandlerMap;
 }
 
+/** A loaded handlers module: its handlers, and its per-type settings if it has any. */
+export interface HandlersModule {
+  readonly handlers: HandlerMap;
+  readonly perType: Readonly<Record<string, TypeSettings>> | undefined;
+}
+
 /** Loads the module at `file` (relative to the working directory) and returns its handlers. */
-export async function loadHandlers(file: string, context: HandlersContext): Promise<HandlerMap> {
+export async function loadHandlers(file: string, context: HandlersContext): Promise<HandlersModule> {
   const path = resolve(file);
   if (!existsSync(path)) throw new HandlersModuleError(file, `no such file (${path}); give the path of a JavaScript module that exports handlers`);
   let loaded: Record<string, unknown>;
@@ -54,14 +62,22 @@ export async function loadHandlers(file: string, context: HandlersContext): Prom
   } catch (error) {
     throw new HandlersModuleError(file, `could not be loaded: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
+  const perType = loaded.perType;
+  if (perType !== undefined && (typeof perType !== "object" || perType === null || Array.isArray(perType))) {
+    throw new HandlersModuleError(
+      file,
+      `its perType export must be an object of message type → { concurrency, retry, maxProcessingMs } (got ${typeof perType})`,
+    );
+  }
+  const settings = perType as Readonly<Record<string, TypeSettings>> | undefined;
   const exported = loaded.handlers ?? loaded.default;
   if (exported === undefined) throw new HandlersModuleError(file, `${EXPECTED} (it exports ${Object.keys(loaded).join(", ") || "nothing"})`);
-  if (typeof exported !== "function") return checkMap(file, exported);
+  if (typeof exported !== "function") return { handlers: checkMap(file, exported), perType: settings };
   let made: unknown;
   try {
     made = await (exported as (context: HandlersContext) => unknown)(context);
   } catch (error) {
     throw new HandlersModuleError(file, `its handlers function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
-  return checkMap(file, made);
+  return { handlers: checkMap(file, made), perType: settings };
 }

@@ -5,7 +5,7 @@
 import type { Server } from "node:http";
 import type { Logger } from "pino";
 import type { Handler } from "../outbox/process-lease.js";
-import { Worker, defaultWorkerName } from "../outbox/worker.js";
+import { type TypeSettings, Worker, defaultWorkerName } from "../outbox/worker.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import type { RetryPolicy } from "../outbox/retry.js";
 import { logEvents } from "../observability/logging.js";
@@ -24,6 +24,8 @@ export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   readonly handlersModule?: string;
   /** The message types to claim (default: those the handlers handle). */
   readonly types?: readonly string[];
+  /** The longest a handler may run (default: no limit); a module's perType may set it per type. */
+  readonly maxProcessingMs?: number;
   readonly concurrency?: number;
   readonly leaseMs?: number;
   readonly pollIntervalMs?: number;
@@ -105,11 +107,13 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
   const chance = seededRandom((faults?.seed ?? 0) ^ 0x5bd1e995);
   const handlerErrorRate = faults?.handlerErrorRate ?? 0;
   let handlers: Readonly<Record<string, Handler<unknown>>>;
+  let perType: Readonly<Record<string, TypeSettings>> | undefined;
   try {
-    handlers =
-      options.handlersModule === undefined
-        ? paymentsHandlers(new PaymentsService({ store, repository: outbox.payments, provider }).handler(), handlerErrorRate, chance)
-        : await loadHandlers(options.handlersModule, { store, logger: options.logger });
+    if (options.handlersModule === undefined) {
+      handlers = paymentsHandlers(new PaymentsService({ store, repository: outbox.payments, provider }).handler(), handlerErrorRate, chance);
+    } else {
+      ({ handlers, perType } = await loadHandlers(options.handlersModule, { store, logger: options.logger }));
+    }
   } catch (error) {
     await outbox.close();
     throw error;
@@ -124,6 +128,8 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       name,
       handlers,
       ...(options.types === undefined ? {} : { types: options.types }),
+      ...(perType === undefined ? {} : { perType }),
+      ...(options.maxProcessingMs === undefined ? {} : { maxProcessingMs: options.maxProcessingMs }),
       ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),

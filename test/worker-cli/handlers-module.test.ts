@@ -96,6 +96,41 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
   });
 }
 
+describe("wassal worker --handlers: a handler past its maximum processing time", () => {
+  it("fails the attempt with ProcessingTimeoutError (the module's perType) and the worker carries on", async () => {
+    const target = newTarget("sqlite", dir);
+    const module = join(dir, "hanging.mjs");
+    writeFileSync(
+      module,
+      `export const perType = { "report.hang": { maxProcessingMs: 300, retry: { maxAttempts: 1 } } };
+export default {
+  "report.hang": () => new Promise(() => {}),
+  "report.quick": async () => ({ summary: "done" }),
+};
+`,
+    );
+    const outbox = await target.open();
+    let ids: { hang: string; quick: string };
+    try {
+      await outbox.store.migrate();
+      ids = await outbox.store.transaction(async (tx) => ({
+        hang: (await outbox.store.enqueue(tx, { type: "report.hang", payload: 1 })).id,
+        quick: (await outbox.store.enqueue(tx, { type: "report.quick", payload: 2 })).id,
+      }));
+    } finally {
+      await outbox.close();
+    }
+    const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "warn"], { cwd: dir });
+    const rows = await waitForRows(target, "the hanging report dead", (r) => r.find((m) => m.id === ids.hang)?.status === "dead", [worker]);
+    expect(rows.find((m) => m.id === ids.hang)?.lastError).toMatch(
+      /^ProcessingTimeoutError: the handler for message type "report\.hang" ran longer than its maximum processing time of 300 ms/,
+    );
+    expect(rows.find((m) => m.id === ids.quick)?.status).toBe("processed");
+    worker.signal("SIGTERM");
+    expect((await worker.waitForExit(20_000)).code).toBe(0);
+  });
+});
+
 describe("wassal worker --handlers: bad input", () => {
   const cases: [string, string, string[], RegExp][] = [
     [
@@ -129,6 +164,18 @@ describe("wassal worker --handlers: bad input", () => {
       'export default { "order.ship": async () => ({}) };\n',
       ["--provider-latency-ms", "5"],
       /^wassal: --provider-latency-ms configure the payments demo's handler: leave them out with --handlers$/,
+    ],
+    [
+      "a perType export that is not an object",
+      'export const perType = 5;\nexport default { "order.ship": async () => ({}) };\n',
+      [],
+      /^wassal: --handlers .*: its perType export must be an object/,
+    ],
+    [
+      "a perType setting out of range",
+      'export const perType = { "order.ship": { concurrency: 0 } };\nexport default { "order.ship": async () => ({}) };\n',
+      [],
+      /^wassal: perType\["order\.ship"\]\.concurrency must be a whole number >= 1 \(got 0\)$/,
     ],
     ["an empty --types entry", 'export default { "order.ship": async () => ({}) };\n', ["--types", "a,,b"], /--types.*give message types separated by commas/],
   ];

@@ -1,0 +1,122 @@
+// Per message type settings of a worker, on the manual clock: a maximum processing time (the
+// attempt fails with ProcessingTimeoutError even when the handler ignores its signal, and a
+// result it commits later is refused), a concurrency of its own, and a retry policy of its own.
+
+import { expect, it } from "vitest";
+import { InvalidArgumentError, ProcessingTimeoutError } from "../../src/outbox/errors.js";
+import { at, describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
+import { EventLog, waitForStatus, waitUntil, useWorkers } from "./support.js";
+
+const LEASE_MS = 30_000;
+const NEVER_POLL_MS = 10_000_000;
+const NO_JITTER = () => 0.5;
+
+describeEachStore("worker settings per message type", (factory) => {
+  const ctx = useStoreHarness(factory);
+  const workers = useWorkers(() => ctx().clock);
+
+  it("fails an attempt that runs past maxProcessingMs, aborts the handler's signal, and refuses the result it commits later", async () => {
+    const { store, clock, harness } = ctx();
+    const log = new EventLog(store);
+    const message = await enqueueMessage(store, { type: "slow.report" });
+    const slow = workers.blocking();
+    await workers.start({
+      store,
+      clock,
+      name: "reporter",
+      handlers: { "slow.report": slow.handler },
+      perType: { "slow.report": { maxProcessingMs: 5_000 } },
+      retry: { maxAttempts: 3, baseDelayMs: 1_000, jitter: 0 },
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    await slow.waitForCalls(1);
+    const call = slow.call(0);
+    clock.advance(4_999);
+    expect(call.signal.aborted).toBe(false);
+    clock.advance(1);
+    const failed = await waitForStatus(store, message.id, "pending");
+    expect(failed.lastError).toMatch(
+      /^ProcessingTimeoutError: the handler for message type "slow\.report" ran longer than its maximum processing time of 5000 ms/,
+    );
+    expect(failed.availableAt).toEqual(at(5_000 + 1_000)); // retried on the worker's backoff
+    expect(call.signal.aborted).toBe(true);
+    expect(call.signal.reason).toBeInstanceOf(ProcessingTimeoutError);
+    // The handler ignored its signal and now returns a business write: it must not commit.
+    call.release({ finalize: (tx) => harness.businessWrite(tx, "late-report") });
+    await waitUntil("the late result refused", () => log.count("processing-finished", (e) => e.messageId === message.id && e.result === "lease-lost") === 1);
+    expect(await harness.countBusinessRows("late-report")).toBe(0);
+    expect((await store.getMessage(message.id))?.status).toBe("pending");
+  });
+
+  it("runs at most `concurrency` messages of a capped type at once, while other types use the free slots", async () => {
+    const { store, clock } = ctx();
+    for (let n = 0; n < 3; n += 1) await enqueueMessage(store, { type: "export.big", payload: n });
+    const fast = [await enqueueMessage(store, { type: "mail.send", payload: 1 }), await enqueueMessage(store, { type: "mail.send", payload: 2 })];
+    const exports = workers.blocking();
+    const worker = await workers.start({
+      store,
+      clock,
+      concurrency: 10,
+      handlers: { "export.big": exports.handler, "mail.send": async () => ({}) },
+      perType: { "export.big": { concurrency: 1 } },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    for (const m of fast) await waitForStatus(store, m.id, "processed");
+    await exports.waitForCalls(1);
+    expect(exports.running).toBe(1);
+    expect((await store.countByStatus()).pending).toBe(2);
+    exports.call(0).release();
+    await exports.waitForCalls(2);
+    exports.call(1).release();
+    await exports.waitForCalls(3);
+    exports.call(2).release();
+    await waitUntil("every export processed", async () => (await store.countByStatus()).processed === 5);
+    expect(exports.maxRunning).toBe(1);
+    expect(worker.inFlight).toBe(0);
+  });
+
+  it("gives a type its own retry policy: one attempt for it, the worker's for the others", async () => {
+    const { store, clock } = ctx();
+    const once = await enqueueMessage(store, { type: "charge.card" });
+    const again = await enqueueMessage(store, { type: "mail.send" });
+    await workers.start({
+      store,
+      clock,
+      handlers: {
+        "charge.card": async () => {
+          throw new Error("card declined by the simulator");
+        },
+        "mail.send": async () => {
+          throw new Error("smtp down");
+        },
+      },
+      perType: { "charge.card": { retry: { maxAttempts: 1 } } },
+      retry: { maxAttempts: 5, baseDelayMs: 1_000, jitter: 0 },
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    expect(await waitForStatus(store, once.id, "dead")).toMatchObject({ attempts: 1, lastError: "Error: card declined by the simulator" });
+    expect(await waitForStatus(store, again.id, "pending")).toMatchObject({ attempts: 1, lastError: "Error: smtp down" });
+  });
+
+  it("refuses bad per-type settings, naming them", () => {
+    const { store } = ctx();
+    const handlers = { a: async () => ({}) };
+    expect(() => workers.create({ store, handlers, perType: { a: { concurrency: 0 } } })).toThrow(
+      new InvalidArgumentError('perType["a"].concurrency must be a whole number >= 1 (got 0)'),
+    );
+    expect(() => workers.create({ store, handlers, perType: { a: { maxProcessingMs: -5 } } })).toThrow(/perType\["a"\]\.maxProcessingMs must be/);
+    expect(() => workers.create({ store, handlers, maxProcessingMs: 0 })).toThrow(/maxProcessingMs must be/);
+    expect(() => workers.create({ store, handlers: {}, defaultHandler: async () => ({}), perType: { a: { concurrency: 2 } } })).toThrow(
+      'perType["a"].concurrency needs the worker to claim named types (give types, or handlers without a defaultHandler)',
+    );
+    expect(() => workers.create({ store, handlers: { a: 5 as never } })).toThrow('the handler for "a" must be a function');
+  });
+});
