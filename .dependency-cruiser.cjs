@@ -55,10 +55,11 @@ module.exports = {
     },
     {
       name: "entry-points-are-faces",
-      comment: "Nothing inside the library imports its own entry points (index, sqlite, postgres, observability, lab, relay, kysely, knex, drizzle, typeorm).",
+      comment:
+        "Nothing inside the library imports its own entry points (index, sqlite, postgres, observability, lab, relay, kysely, knex, drizzle, typeorm, prisma).",
       severity: "error",
       from: { path: "^src/.+/" },
-      to: { path: "^src/(index|sqlite|postgres|observability|lab|relay|kysely|knex|drizzle|typeorm)\\.ts$" },
+      to: { path: "^src/(index|sqlite|postgres|observability|lab|relay|kysely|knex|drizzle|typeorm|prisma)\\.ts$" },
     },
     {
       name: "no-circular",

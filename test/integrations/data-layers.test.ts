@@ -1,10 +1,15 @@
-// Enqueue from the app's own data layer: Kysely, Knex and TypeORM on both stores, Drizzle on
-// PostgreSQL.
+// Enqueue from the app's own data layer: Kysely, Knex, TypeORM and Prisma on both stores, Drizzle
+// on PostgreSQL. Prisma's clients are generated here first (prisma generate, with no engine
+// download: a generated client needs none with a driver adapter).
 // Each library writes a business row in its own transaction and enqueues through its integration:
 // a commit keeps both, a rollback or a thrown error keeps neither, and a call outside a
 // transaction, or on one that has already ended, gets NotInTransactionError and writes nothing.
 
+import { spawnSync } from "node:child_process";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
+import { PrismaPg } from "@prisma/adapter-pg";
 import Database from "better-sqlite3";
 import { drizzle } from "drizzle-orm/node-postgres";
 import knex, { type Knex } from "knex";
@@ -15,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fromDrizzle } from "../../src/integrations/drizzle.js";
 import { fromKnex } from "../../src/integrations/knex.js";
 import { fromKysely } from "../../src/integrations/kysely.js";
+import { fromPrisma, type PrismaTransactionClient } from "../../src/integrations/prisma.js";
 import { fromTypeOrm } from "../../src/integrations/typeorm.js";
 import { DuplicateMessageError, NotInTransactionError } from "../../src/outbox/errors.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
@@ -22,6 +28,7 @@ import type { ForeignTransaction } from "../../src/outbox/types.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { ROOT } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
 
 const PG = await postgresAvailable();
@@ -190,12 +197,81 @@ async function postgresLayers(): Promise<Layer[]> {
   return layers;
 }
 
+/** What the tests use of a generated PrismaClient. */
+interface PrismaLike extends PrismaTransactionClient {
+  $transaction<T>(work: (tx: PrismaTransactionClient & { $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number> }) => Promise<T>): Promise<T>;
+  $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
+  $disconnect(): Promise<void>;
+}
+
+/**
+ * Generates a Prisma client for `provider` in a folder of its own (linked to this repository's
+ * node_modules, which the generated code imports from) and returns its PrismaClient class.
+ * PRISMA_SCHEMA_ENGINE_BINARY names any file: generate then downloads no engine.
+ */
+async function prismaClientClass(provider: "postgresql" | "sqlite"): Promise<new (options: { adapter: unknown }) => PrismaLike> {
+  const dir = tempDir("wassal-prisma-");
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
+  mkdirSync(join(dir, "prisma"));
+  const schema = join(dir, "prisma", "schema.prisma");
+  writeFileSync(
+    schema,
+    `generator client {\n  provider = "prisma-client"\n  output   = "../client"\n}\ndatasource db {\n  provider = "${provider}"\n}\nmodel Order {\n  id String @id\n  @@map("orders")\n}\n`,
+  );
+  const generated = spawnSync(process.execPath, [join(ROOT, "node_modules", "prisma", "build", "index.js"), "generate", "--schema", schema], {
+    cwd: dir,
+    encoding: "utf8",
+    env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: process.execPath, CHECKPOINT_DISABLE: "1", PRISMA_HIDE_UPDATE_MESSAGE: "1" },
+    timeout: 120_000,
+  });
+  if (generated.status !== 0) throw new Error(`prisma generate failed: ${generated.stdout}\n${generated.stderr}`);
+  const module = (await import(join(dir, "client", "client.ts"))) as { PrismaClient: new (options: { adapter: unknown }) => PrismaLike };
+  return module.PrismaClient;
+}
+
+function prismaLayer(name: string, store: OutboxStore<unknown>, prisma: PrismaLike, table: string, placeholder: string): Layer {
+  type Tx = Parameters<Parameters<PrismaLike["$transaction"]>[0]>[0];
+  return {
+    name,
+    store,
+    transaction: (work) => prisma.$transaction((tx) => work(tx)),
+    insertOrder: async (tx, id) => {
+      await (tx as Tx).$executeRawUnsafe(`INSERT INTO ${table} (id) VALUES (${placeholder})`, id);
+    },
+    foreign: (tx) => fromPrisma(tx as Tx),
+    root: prisma,
+    orders: async () => (await prisma.$queryRawUnsafe<{ id: string }[]>(`SELECT id FROM ${table} ORDER BY id`)).map((r) => r.id),
+    close: async () => {
+      await prisma.$disconnect();
+      await store.close();
+    },
+  };
+}
+
 const layers: Layer[] = [];
 
 beforeAll(async () => {
   layers.push(...(await sqliteLayers()));
-  if (PG) layers.push(...(await postgresLayers()));
-});
+  {
+    const path = join(tempDir("wassal-layers-"), "prisma.db");
+    const store = new SqliteOutboxStore({ path });
+    await store.migrate();
+    const PrismaClient = await prismaClientClass("sqlite");
+    const prisma = new PrismaClient({ adapter: new PrismaBetterSqlite3({ url: `file:${path}` }) });
+    await prisma.$executeRawUnsafe("CREATE TABLE orders (id TEXT PRIMARY KEY)");
+    layers.push(prismaLayer("prisma on sqlite", store as OutboxStore<unknown>, prisma, "orders", "?"));
+  }
+  if (PG) {
+    layers.push(...(await postgresLayers()));
+    const schema = freshSchema("wassal_prisma");
+    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema });
+    await store.migrate();
+    await store.pool.query(`CREATE TABLE ${schema}.orders (id text PRIMARY KEY)`);
+    const PrismaClient = await prismaClientClass("postgresql");
+    const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: TEST_DATABASE_URL, max: 2 }) });
+    layers.push(prismaLayer("prisma on postgres", store as OutboxStore<unknown>, prisma, `${schema}.orders`, "$1"));
+  }
+}, 240_000);
 
 afterAll(async () => {
   for (const layer of layers.splice(0)) await layer.close();
@@ -207,7 +283,8 @@ describe("enqueue from the app's data layer", () => {
       "kysely on sqlite",
       "knex on sqlite",
       "typeorm on sqlite",
-      ...(PG ? ["kysely on postgres", "knex on postgres", "drizzle on postgres", "typeorm on postgres"] : []),
+      "prisma on sqlite",
+      ...(PG ? ["kysely on postgres", "knex on postgres", "drizzle on postgres", "typeorm on postgres", "prisma on postgres"] : []),
     ]);
   });
 

@@ -73,11 +73,13 @@ describe("entry points", () => {
         knex: await names("wassal/knex"),
         drizzle: await names("wassal/drizzle"),
         typeorm: await names("wassal/typeorm"),
+        prisma: await names("wassal/prisma"),
       }));`);
     expect(out.kysely).toEqual(["enqueue", "fromKysely"]);
     expect(out.knex).toEqual(["enqueue", "fromKnex"]);
     expect(out.drizzle).toEqual(["enqueue", "fromDrizzle"]);
     expect(out.typeorm).toEqual(["enqueue", "fromTypeOrm"]);
+    expect(out.prisma).toEqual(["enqueue", "fromPrisma"]);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["PostgresOutboxStore"]);
     expect(out.observability).toEqual(["createLogger", "logEvents", "outboxMetrics", "relayMetrics", "serveMetrics"]);
