@@ -4,91 +4,20 @@
 // SQLite store gets the named error saying what to install. publint and arethetypeswrong check the
 // package's manifest and types.
 
-import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { requireBuilt, ROOT } from "../support/cli.js";
-import { childEnv } from "../support/env.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
-import { tempDir } from "../support/temp.js";
-
-const CONSUMER = join(ROOT, "test", "package", "consumer");
-const TSC = join(ROOT, "node_modules", "typescript", "bin", "tsc");
-const BIN = join(ROOT, "node_modules", ".bin");
-/** The same versions the repository's lock file pins, so that npm finds them in its cache. */
-const devVersion = (name: string): string => {
-  const manifest = JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string };
-  return manifest.version;
-};
-
-function run(command: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> = {}): string {
-  const result = spawnSync(command, args, { cwd, env: childEnv(env), encoding: "utf8", timeout: 240_000 });
-  if (result.status !== 0) throw new Error(`${command} ${args.join(" ")} exited ${result.status}:\n${result.stdout}\n${result.stderr}`);
-  return result.stdout;
-}
-
-/** The consumer, and its CommonJS twin: the part below "// main" wrapped in an async function. */
-function writeConsumer(dir: string): void {
-  const source = readFileSync(join(CONSUMER, "consumer.mts"), "utf8");
-  const [head, main] = source.split("// main\n");
-  if (head === undefined || main === undefined) throw new Error("consumer.mts has no // main line");
-  writeFileSync(join(dir, "consumer.mts"), source);
-  writeFileSync(
-    join(dir, "consumer.cts"),
-    `${head.replace('MODULE: Report["module"] = "esm"', 'MODULE: Report["module"] = "cjs"')}void (async () => {\n${main}})();\n`,
-  );
-  writeFileSync(join(dir, "tsconfig.json"), readFileSync(join(CONSUMER, "tsconfig.json")));
-}
-
-/** A fresh project with the tarball and `extra` installed; returns its folder. */
-function project(tarball: string, name: string, extra: readonly string[], { ignoreScripts = false } = {}): string {
-  const dir = join(tempDir("wassal-consumer-"), name);
-  mkdirSync(dir);
-  writeFileSync(join(dir, "package.json"), JSON.stringify({ name, private: true, version: "1.0.0" }));
-  run(
-    "npm",
-    [
-      "install",
-      "--prefer-offline",
-      "--no-audit",
-      "--no-fund",
-      "--loglevel=error",
-      tarball,
-      `@types/node@${devVersion("@types/node")}`,
-      ...extra,
-      ...(ignoreScripts ? ["--ignore-scripts"] : []),
-    ],
-    dir,
-  );
-  writeConsumer(dir);
-  run(process.execPath, [TSC, "-p", "."], dir);
-  return dir;
-}
-
-interface Report {
-  readonly module: string;
-  readonly store: string;
-  readonly status: string;
-  readonly handled: string[];
-  readonly otherStore: string;
-}
-
-function consume(dir: string, file: string, env: Readonly<Record<string, string>>): Report {
-  return JSON.parse(run(process.execPath, [join("out", file)], dir, env).trim()) as Report;
-}
+import { BIN, consume, devVersion, packTarball, project, run } from "./consumer-support.js";
 
 let tarball = "";
 
 beforeAll(() => {
   requireBuilt("index.js");
-  const packDir = tempDir("wassal-pack-");
-  // dist/ is built already (npm test builds first): pack it as it is.
-  const packed = JSON.parse(execFileSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", packDir], { cwd: ROOT, encoding: "utf8" })) as [
-    { filename: string; files: { path: string }[] },
-  ];
-  tarball = join(packDir, packed[0].filename);
-  const files = packed[0].files.map((f) => f.path);
+  const packed = packTarball();
+  tarball = packed.tarball;
+  const files = packed.files;
   expect(files).toContain("LICENSE");
   // Every source map that ships carries its sources (nothing points at an unshipped src/).
   for (const map of files.filter((f) => f.endsWith(".js.map"))) {

