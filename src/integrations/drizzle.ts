@@ -6,7 +6,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import type { OutboxStore } from "../outbox/store.js";
 import type { ForeignTransaction, JsonValue, NewMessage, OutboxMessage } from "../outbox/types.js";
-import { interleave, piecesAround } from "./split.js";
+import { asTemplate } from "./split.js";
 
 /** What Wassal uses of a Drizzle PostgreSQL transaction (PgTransaction): raw SQL, and rollback() to tell it from the database object. */
 export interface DrizzlePgTransaction {
@@ -26,16 +26,11 @@ export function fromDrizzle(tx: DrizzlePgTransaction): ForeignTransaction {
       return null;
     },
     query: async (text, params) => {
-      const pieces = piecesAround(text, params);
-      const statement = sql.join(
-        interleave(
-          pieces,
-          params,
-          (piece) => sql.raw(piece),
-          (param) => sql`${param}`,
-        ),
-        sql.raw(""),
-      );
+      const statement = asTemplate(text, params, {
+        text: (piece) => sql.raw(piece),
+        value: (param) => sql`${param}`,
+        join: (chunks) => sql.join(chunks, sql.raw("")),
+      });
       // node-postgres answers a result with rows; postgres.js answers the rows themselves.
       const result = (await tx.execute(statement)) as { rows?: Record<string, unknown>[] } | Record<string, unknown>[];
       return Array.isArray(result) ? result : (result.rows ?? []);

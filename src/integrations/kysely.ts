@@ -6,7 +6,7 @@ import { type Kysely, sql } from "kysely";
 import { NotInTransactionError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { ForeignTransaction, JsonValue, NewMessage, OutboxMessage } from "../outbox/types.js";
-import { interleave, piecesAround } from "./split.js";
+import { asTemplate } from "./split.js";
 
 /** The state Kysely's transactions show: a ControlledTransaction says whether it ended. */
 interface MaybeControlled {
@@ -28,16 +28,11 @@ export function fromKysely<DB>(trx: Kysely<DB>): ForeignTransaction {
       return null;
     },
     query: async (text, params) => {
-      const pieces = piecesAround(text, params);
-      const statement = sql.join(
-        interleave(
-          pieces,
-          params,
-          (piece) => sql.raw(piece),
-          (param) => sql.val(param),
-        ),
-        sql.raw(""),
-      );
+      const statement = asTemplate(text, params, {
+        text: (piece) => sql.raw(piece),
+        value: (param) => sql.val(param),
+        join: (chunks) => sql.join(chunks, sql.raw("")),
+      });
       try {
         return (await statement.execute(trx)).rows as Record<string, unknown>[];
       } catch (error) {

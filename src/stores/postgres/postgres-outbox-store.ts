@@ -185,17 +185,13 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async enqueue(params: EnqueueParams<PostgresTx>): Promise<OutboxMessage> {
     // A keyed message takes its key's turn first (see lockKeys): whether it waits is decided after.
     if (params.key !== null) await this.#lockKeys(params.tx, [params.key]);
-    const { rows } = await params.tx.query<MessageRow>(this.#sql.enqueue, [
-      this.#now(),
-      params.type,
-      params.dedupeKey,
-      params.payload,
-      params.availableAt,
-      params.key,
-      params.headers,
-      params.destination,
-    ]);
+    const { rows } = await params.tx.query<MessageRow>(this.#sql.enqueue, this.#enqueueValues(params));
     return message(rows[0] as MessageRow);
+  }
+
+  /** The enqueue statement's parameters, in its order ($1 now … $8 destination). */
+  #enqueueValues(params: Omit<EnqueueParams<unknown>, "tx">): unknown[] {
+    return [this.#now(), params.type, params.dedupeKey, params.payload, params.availableAt, params.key, params.headers, params.destination];
   }
 
   async enqueueForeign(params: EnqueueParams<ForeignTransaction>): Promise<OutboxMessage> {
@@ -214,16 +210,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       checkKeyIsolation(String(guard.isolation));
       await run(this.#sql.lockKey, [params.key]);
     }
-    const rows = await run(this.#sql.enqueue, [
-      this.#now(),
-      params.type,
-      params.dedupeKey,
-      params.payload,
-      params.availableAt,
-      params.key,
-      params.headers,
-      params.destination,
-    ]);
+    const rows = await run(this.#sql.enqueue, this.#enqueueValues(params));
     return message(fromForeignRow(rows[0]));
   }
 
