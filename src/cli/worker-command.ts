@@ -49,7 +49,7 @@ export function workerCommand(): Command {
     .option(
       "--max-processing-ms <ms>",
       "the longest a handler may run; past it the attempt fails (retried) and the handler's signal is aborted (default: no limit; a handlers module's perType export may set it per type)",
-      integer(1),
+      integer(1, 2_147_483_647),
     );
   return withOptions(
     command,

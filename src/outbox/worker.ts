@@ -142,6 +142,16 @@ const WOKEN = Object.freeze({ reason: "woken" });
 const FINISHED = Object.freeze({ reason: "grace over" });
 const STOPPING = Object.freeze({ reason: "stopping" });
 
+/** The longest timer Node runs as asked (2^31 - 1 ms, about 24.8 days); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+function checkTimerMs(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > MAX_TIMER_MS) {
+    throw new InvalidArgumentError(`${name} must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS} (got ${String(value)})`);
+  }
+  return value;
+}
+
 function positiveInteger(name: string, value: number): number {
   if (!Number.isInteger(value) || value < 1) throw new InvalidArgumentError(`${name} must be a whole number >= 1 (got ${String(value)})`);
   return value;
@@ -179,6 +189,8 @@ export class Worker<Tx> {
   #started = false;
   /** Aborted when stopping: cuts short the waits that would otherwise keep the process alive. */
   readonly #stopSignal = new AbortController();
+  /** The timers of running handlers' maximum processing times; cancelled on stop. */
+  readonly #processingTimers = new Set<() => void>();
   /** Wake-ups scheduled for retries coming due; cancelled on stop. */
   readonly #retryTimers = new Set<() => void>();
   #loop: Promise<void> | undefined;
@@ -227,7 +239,7 @@ export class Worker<Tx> {
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;
     this.#keyMovesOnWhenDead = new Set(options.keyMovesOnWhenDead ?? []);
-    const maxProcessingMs = options.maxProcessingMs === undefined ? undefined : positiveInteger("maxProcessingMs", options.maxProcessingMs);
+    const maxProcessingMs = options.maxProcessingMs === undefined ? undefined : checkTimerMs("maxProcessingMs", options.maxProcessingMs);
     this.#policy = { concurrency: undefined, retry: this.retry, maxProcessingMs };
     this.#perType = this.#typePolicies(options.perType ?? {});
     const group = options.groupCommit ?? true;
@@ -279,6 +291,8 @@ export class Worker<Tx> {
     this.#stopSignal.abort(STOPPING);
     for (const cancel of this.#retryTimers) cancel();
     this.#retryTimers.clear();
+    for (const cancel of this.#processingTimers) cancel();
+    this.#processingTimers.clear();
     this.wake();
     await this.#loop;
     await this.#unsubscribe?.();
@@ -324,7 +338,7 @@ export class Worker<Tx> {
         concurrency,
         retry: settings.retry === undefined ? this.retry : checkRetryPolicy({ ...this.retry, ...settings.retry }),
         maxProcessingMs:
-          settings.maxProcessingMs === undefined ? this.#policy.maxProcessingMs : positiveInteger(`${name}.maxProcessingMs`, settings.maxProcessingMs),
+          settings.maxProcessingMs === undefined ? this.#policy.maxProcessingMs : checkTimerMs(`${name}.maxProcessingMs`, settings.maxProcessingMs),
       });
     }
     return policies;
@@ -340,13 +354,15 @@ export class Worker<Tx> {
     if (types === undefined) return [{ limit: free, types: undefined }];
     const capped = types.filter((type) => this.#perType.get(type)?.concurrency !== undefined);
     if (capped.length === 0) return [{ limit: free, types }];
+    // The capped types first, each up to its room: claimed after the others, they would wait for
+    // every message of the uncapped types, however old their own are.
     const plan: { limit: number; types: readonly string[] }[] = [];
-    const uncapped = types.filter((type) => !capped.includes(type));
-    if (uncapped.length > 0) plan.push({ limit: free, types: uncapped });
     for (const type of capped) {
       const room = (this.#perType.get(type)?.concurrency ?? 0) - (this.#runningOfType.get(type) ?? 0);
       if (room > 0) plan.push({ limit: Math.min(free, room), types: [type] });
     }
+    const uncapped = types.filter((type) => !capped.includes(type));
+    if (uncapped.length > 0) plan.push({ limit: free, types: uncapped });
     return plan;
   }
 
@@ -369,7 +385,7 @@ export class Worker<Tx> {
           // One claim, or with per-type caps one per capped type with room: a full claim means there may be more.
           for (const step of this.#claimPlan(free)) {
             const limit = Math.min(step.limit, free, MAX_CLAIM_LIMIT);
-            if (limit < 1) break;
+            if (limit < 1) break; // every slot taken: the rest waits for the next round
             const leases = await this.store.claim(
               this.name,
               step.types === undefined ? { limit, leaseMs: this.leaseMs } : { limit, leaseMs: this.leaseMs, types: step.types },
@@ -430,25 +446,40 @@ export class Worker<Tx> {
       });
       if (maxProcessingMs === undefined) await processing;
       else {
-        // Past the limit the attempt fails even if the handler ignores its signal: the handler runs
-        // on unawaited, and a result it commits later finds the lease gone.
+        // Past the limit the attempt fails even if the handler ignores its signal, and a result it
+        // commits later finds the lease gone. (A lease already lost, or a stop, is not a timeout.)
         const expired = new Promise<void>((resolve) => {
-          cancelTimeout = this.#clock.setTimer(maxProcessingMs, () => {
+          const cancel = this.#clock.setTimer(maxProcessingMs, () => {
+            this.#processingTimers.delete(cancel);
+            if (abort.aborted) return;
             timedOut = new ProcessingTimeoutError(message.type, maxProcessingMs);
             abort.abort(timedOut);
             resolve();
           });
+          this.#processingTimers.add(cancel);
+          cancelTimeout = () => {
+            this.#processingTimers.delete(cancel);
+            cancel();
+          };
         });
         processing.catch(() => undefined); // if it settles after the limit, nothing is left to report
         await Promise.race([processing, expired]);
-        if (timedOut !== undefined) throw timedOut;
+        if (timedOut !== undefined) {
+          cancelTimeout();
+          await stopHeartbeat();
+          const last = message.attempts >= retry.maxAttempts;
+          await this.#fail(lease, timedOut, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) });
+          // The slot (and the type's) stays taken until the handler returns: one that ignores its
+          // signal still uses what the limit protects.
+          await processing.catch(() => undefined);
+          return;
+        }
       }
     } catch (error) {
-      if (abort.aborted && timedOut === undefined) return; // lease lost or shutdown: the message is someone else's now
-      const failure = timedOut ?? error;
+      if (abort.aborted) return; // lease lost or shutdown: the message is someone else's now
       await stopHeartbeat(); // no renewal may race the failure either
-      const last = message.attempts >= retry.maxAttempts || failure instanceof UnrecoverableError;
-      await this.#fail(lease, failure, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) });
+      const last = message.attempts >= retry.maxAttempts || error instanceof UnrecoverableError;
+      await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) });
     } finally {
       cancelTimeout();
       await stopHeartbeat();

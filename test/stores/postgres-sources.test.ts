@@ -86,11 +86,21 @@ describe.runIf(PG)("postgres: the store's connection sources", () => {
     try {
       const opening = PostgresOutboxStore.connect({ pool, schema: freshSchema("wassal_rr") });
       await expect(opening).rejects.toBeInstanceOf(DatabaseOpenError);
-      await expect(opening).rejects.toThrow(/default to repeatable read isolation, and Wassal's statements need read committed: create the pool with options/);
+      await expect(opening).rejects.toThrow(
+        /default to repeatable read isolation, and Wassal's statements need read committed \(the per-key order relies on it\): create the pool with options/,
+      );
       expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]); // left open
     } finally {
       await pool.end();
     }
+  });
+
+  it("refuses a URL whose own options set a stricter isolation, which would replace Wassal's", async () => {
+    const url = new URL(TEST_DATABASE_URL);
+    url.searchParams.set("options", "-c default_transaction_isolation=serializable");
+    const opening = PostgresOutboxStore.connect({ url: url.toString(), schema: freshSchema("wassal_opts") });
+    await expect(opening).rejects.toBeInstanceOf(DatabaseOpenError);
+    await expect(opening).rejects.toThrow(/default to serializable isolation, .* the URL's or config's options override it/);
   });
 
   it("says which server a config could not reach", async () => {

@@ -80,6 +80,77 @@ describeEachStore("worker settings per message type", (factory) => {
     expect(worker.inFlight).toBe(0);
   });
 
+  it("claims a capped type first: its old message does not wait behind a backlog of uncapped ones", async () => {
+    const { store, clock } = ctx();
+    const big = await enqueueMessage(store, { type: "export.big" });
+    for (let n = 0; n < 6; n += 1) await enqueueMessage(store, { type: "mail.send", payload: n });
+    const exports = workers.blocking();
+    const mails = workers.blocking();
+    await workers.start({
+      store,
+      clock,
+      concurrency: 2,
+      handlers: { "export.big": exports.handler, "mail.send": mails.handler },
+      perType: { "export.big": { concurrency: 1 } },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    await exports.waitForCalls(1);
+    await mails.waitForCalls(1);
+    expect(exports.call(0).message.id).toBe(big.id);
+    expect(mails.calls.length).toBe(1); // the other slot
+  });
+
+  it("keeps a timed-out handler's slot until it returns, so a capped type never runs more than its cap", async () => {
+    const { store, clock } = ctx();
+    const first = await enqueueMessage(store, { type: "export.big", payload: 1 });
+    await enqueueMessage(store, { type: "export.big", payload: 2 });
+    const exports = workers.blocking();
+    const worker = await workers.start({
+      store,
+      clock,
+      handlers: { "export.big": exports.handler },
+      perType: { "export.big": { concurrency: 1, maxProcessingMs: 1_000 } },
+      retry: { baseDelayMs: 60_000, jitter: 0 },
+      random: NO_JITTER,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: 500,
+      wakeOnNewMessages: false,
+    });
+    await exports.waitForCalls(1);
+    clock.advance(1_000);
+    await waitForStatus(store, first.id, "pending"); // failed by the limit, retried in a minute
+    for (let n = 0; n < 4; n += 1) clock.advance(500); // polls: the slot is still the runaway handler's
+    expect(exports.calls.length).toBe(1);
+    expect(worker.inFlight).toBe(1);
+    exports.call(0).release(); // it returns at last (its result is refused)
+    await exports.waitForCalls(2);
+    expect(exports.maxRunning).toBe(1);
+  });
+
+  it("does not time out a handler whose worker stopped: the timer is cancelled, nothing is written after the stop", async () => {
+    const { store, clock } = ctx();
+    const message = await enqueueMessage(store, { type: "export.big" });
+    const exports = workers.blocking();
+    const worker = await workers.start({
+      store,
+      clock,
+      handlers: { "export.big": exports.handler },
+      maxProcessingMs: 1_000,
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    await exports.waitForCalls(1);
+    await worker.stop({ graceMs: 0 });
+    const log = new EventLog(store);
+    clock.advance(5_000);
+    await waitUntil("the store settles", async () => (await store.getMessage(message.id))?.status === "pending");
+    expect(log.count("retry-scheduled") + log.count("dead") + log.count("lease-lost")).toBe(0);
+    expect((await store.getMessage(message.id))?.lastError).toBeNull();
+  });
+
   it("gives a type its own retry policy: one attempt for it, the worker's for the others", async () => {
     const { store, clock } = ctx();
     const once = await enqueueMessage(store, { type: "charge.card" });
@@ -114,6 +185,10 @@ describeEachStore("worker settings per message type", (factory) => {
     );
     expect(() => workers.create({ store, handlers, perType: { a: { maxProcessingMs: -5 } } })).toThrow(/perType\["a"\]\.maxProcessingMs must be/);
     expect(() => workers.create({ store, handlers, maxProcessingMs: 0 })).toThrow(/maxProcessingMs must be/);
+    // Node fires a longer timer at once: it would fail every attempt.
+    expect(() => workers.create({ store, handlers, maxProcessingMs: 3_000_000_000 })).toThrow(
+      "maxProcessingMs must be a whole number of milliseconds from 1 to 2147483647 (got 3000000000)",
+    );
     expect(() => workers.create({ store, handlers: {}, defaultHandler: async () => ({}), perType: { a: { concurrency: 2 } } })).toThrow(
       'perType["a"].concurrency needs the worker to claim named types (give types, or handlers without a defaultHandler)',
     );

@@ -125,6 +125,10 @@ export interface OpenedPool {
   /** False for the app's own pool: closing the store leaves it open. */
   readonly owned: boolean;
   readonly clientConfig: pg.ClientConfig;
+  /** The client class the pool makes its connections with (pg's, pg-native's, an instrumented one). */
+  readonly Client: new (
+    config: pg.ClientConfig,
+  ) => pg.Client;
 }
 
 function absorbErrors(pool: pg.Pool): void {
@@ -172,15 +176,32 @@ export async function openPostgresPool(source: PostgresSource, options: Postgres
     connectionTimeoutMillis: config.connectionTimeoutMillis ?? options.connectTimeoutMs ?? 10_000,
     options: config.options === undefined ? READ_COMMITTED : `${config.options} ${READ_COMMITTED}`,
   };
-  const pool = new (pgDriver().Pool)({ ...config, ...clientConfig, max: config.max ?? max });
+  const driver = pgDriver();
+  const pool = new driver.Pool({ ...config, ...clientConfig, max: config.max ?? max });
   absorbErrors(pool);
   try {
-    await pool.query("SELECT 1");
+    // The URL's own ?options=… replaces the options set above: check what the sessions got.
+    await checkIsolation(pool, target(config), "the URL's or config's options override it: add -c default_transaction_isolation=read\\ committed to them");
   } catch (error) {
     await pool.end().catch(() => undefined);
-    throw new DatabaseOpenError(describeConnectError(target(config), error), { cause: error });
+    throw error;
   }
-  return { pool, owned: true, clientConfig };
+  return { pool, owned: true, clientConfig, Client: driver.Client };
+}
+
+/** Throws DatabaseOpenError when the pool cannot connect, or its sessions do not default to READ COMMITTED. */
+async function checkIsolation(pool: pg.Pool, to: Target, fix: string): Promise<void> {
+  let isolation: string | undefined;
+  try {
+    isolation = (await pool.query<{ isolation: string }>("SELECT current_setting('default_transaction_isolation') AS isolation")).rows[0]?.isolation;
+  } catch (error) {
+    throw new DatabaseOpenError(describeConnectError(to, error), { cause: error });
+  }
+  if (isolation !== "read committed") {
+    throw new DatabaseOpenError(
+      `the pool's sessions default to ${isolation ?? "an unknown"} isolation, and Wassal's statements need read committed (the per-key order relies on it): ${fix}`,
+    );
+  }
 }
 
 /**
@@ -191,17 +212,17 @@ async function adoptPool(pool: pg.Pool, applicationName: string): Promise<Opened
   if (typeof pool !== "object" || pool === null || typeof pool.connect !== "function" || typeof pool.query !== "function") {
     throw new InvalidArgumentError("pool must be a pg.Pool (new pg.Pool({ … }))");
   }
-  let isolation: string | undefined;
-  try {
-    isolation = (await pool.query<{ isolation: string }>("SELECT current_setting('default_transaction_isolation') AS isolation")).rows[0]?.isolation;
-  } catch (error) {
-    throw new DatabaseOpenError(describeConnectError(target(pool.options), error), { cause: error });
-  }
-  if (isolation !== "read committed") {
-    throw new DatabaseOpenError(
-      `the pool's sessions default to ${isolation ?? "an unknown"} isolation, and Wassal's statements need read committed: create the pool with options: "-c default_transaction_isolation=read\\ committed", or give Wassal a url or config instead`,
-    );
-  }
-  // The LISTEN connection is one of its own, made like the pool's.
-  return { pool, owned: false, clientConfig: { ...pool.options, application_name: `${applicationName}` } };
+  await checkIsolation(
+    pool,
+    target(pool.options),
+    'create the pool with options: "-c default_transaction_isolation=read\\ committed", or give Wassal a url or config instead',
+  );
+  // The LISTEN connection is one of its own, made like the pool's (its client class, its settings).
+  const Client = (pool as pg.Pool & { Client?: OpenedPool["Client"] }).Client ?? pgDriver().Client;
+  return {
+    pool,
+    owned: false,
+    Client,
+    clientConfig: { ...pool.options, connectionTimeoutMillis: pool.options.connectionTimeoutMillis || 10_000, application_name: applicationName },
+  };
 }

@@ -365,17 +365,17 @@ export function outboxSql(schema: string) {
      * waiting after the completion looked for whom to promote, and wait forever.
      */
     /**
-     * What an enqueue through another library's transaction runs first, with no parameters, so the
-     * client sends it as a simple query. Outside a transaction block (a client handed back after
-     * COMMIT) a simple query is its own transaction, which starts at the statement's own start:
-     * now() equals statement_timestamp(), and the enqueue is refused before it writes. In a block,
-     * now() is when BEGIN arrived, an earlier message. (A client that sends every query with the
-     * extended protocol makes the two differ even outside a block: there the check cannot refuse.)
+     * What an enqueue through another library's transaction runs first, then releases at once:
+     * outside a transaction block (a client handed back after COMMIT, whichever protocol it
+     * speaks) a savepoint is an error (25P01), so the enqueue is refused before it writes. Nothing
+     * is written inside it, so it takes no subtransaction id.
      */
-    foreignGuard: "SELECT now() <> statement_timestamp() AS in_block, current_setting('transaction_isolation') AS isolation",
+    foreignGuard: "SAVEPOINT wassal_enqueue_guard",
+    foreignGuardRelease: "RELEASE SAVEPOINT wassal_enqueue_guard",
 
     /** $1 the ordering key: its turn, as lockKeys takes it, with a text parameter (some libraries cannot bind arrays). */
-    lockKey: `SELECT pg_advisory_xact_lock(hashtextextended('${schema}:' || $1::text, 0))::text AS locked`,
+    lockKey: `SELECT current_setting('transaction_isolation') AS isolation,
+      pg_advisory_xact_lock(hashtextextended('${schema}:' || $1::text, 0))::text AS locked`,
 
     lockKeys: `SELECT current_setting('transaction_isolation') AS isolation,
       (SELECT count(pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0))) FROM unnest($1::text[]) AS k) AS locked`,

@@ -7,7 +7,6 @@
 
 import { createHash } from "node:crypto";
 import type pg from "pg";
-import { pgDriver } from "./driver.js";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
@@ -107,6 +106,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   readonly #ownsPool: boolean;
   /** How to open the LISTEN connection: made like the pool's own. */
   readonly #clientConfig: pg.ClientConfig;
+  readonly #Client: OpenedPool["Client"];
   readonly #applicationName: string;
   #closed = false;
 
@@ -114,6 +114,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     this.pool = opened.pool;
     this.#ownsPool = opened.owned;
     this.#clientConfig = opened.clientConfig;
+    this.#Client = opened.Client;
     this.#applicationName = options.applicationName;
     this.schema = options.schema;
     this.#clock = options.clock;
@@ -200,16 +201,19 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       const statement = tx.placeholders === "numbered" ? { sql: text, params: values } : numberedToQuestion(text, values);
       return tx.query(statement.sql, statement.params);
     };
-    const guard = (await run(this.#sql.foreignGuard, []))[0];
-    if (guard?.in_block !== true) {
+    try {
+      await run(this.#sql.foreignGuard, []);
+    } catch (error) {
+      // Libraries wrap the database's error (Drizzle, Prisma): its code is on it or its cause.
+      const code = (error as { code?: unknown } | null)?.code ?? (error as { cause?: { code?: unknown } } | null)?.cause?.code;
+      if (code !== "25P01") throw error;
       throw new NotInTransactionError(
         "enqueue needs an open transaction so the message commits with your business write: the database ran this outside a transaction block (was the transaction already committed or rolled back?); nothing was written",
+        { cause: error },
       );
     }
-    if (params.key !== null) {
-      checkKeyIsolation(String(guard.isolation));
-      await run(this.#sql.lockKey, [params.key]);
-    }
+    await run(this.#sql.foreignGuardRelease, []);
+    if (params.key !== null) checkKeyIsolation(String((await run(this.#sql.lockKey, [params.key]))[0]?.isolation));
     const rows = await run(this.#sql.enqueue, this.#enqueueValues(params));
     return message(fromForeignRow(rows[0]));
   }
@@ -374,7 +378,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     let retryDelay = 100;
     const listen = async (): Promise<void> => {
       while (!stopped) {
-        const next = new (pgDriver().Client)({ ...this.#clientConfig, application_name: `${this.#applicationName}-listen` });
+        const next = new this.#Client({ ...this.#clientConfig, application_name: `${this.#applicationName}-listen` });
         next.on("notification", () => wake());
         next.on("error", () => undefined); // followed by "end"; reconnect there
         next.on("end", () => {

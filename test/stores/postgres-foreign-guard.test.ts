@@ -1,0 +1,51 @@
+// On PostgreSQL, enqueue through another library's transaction asks the database whether a
+// transaction block is open before it writes (a savepoint is an error outside one). This holds
+// whichever protocol the library's client speaks: here a client that sends every query with the
+// extended protocol, as some drivers do.
+
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { NotInTransactionError } from "../../src/outbox/errors.js";
+import type { ForeignTransaction } from "../../src/outbox/types.js";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+
+const PG = await postgresAvailable();
+
+describe.runIf(PG)("postgres: the foreign transaction guard", () => {
+  let store: PostgresOutboxStore;
+  let client: pg.Client;
+  /** The client as a library that always uses the extended protocol, and checks nothing itself. */
+  const extended = (): ForeignTransaction => ({
+    placeholders: "numbered",
+    problem: () => null,
+    query: async (text, params) => (await client.query({ text, values: [...params], queryMode: "extended" } as pg.QueryConfig)).rows,
+  });
+
+  beforeAll(async () => {
+    store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema: freshSchema("wassal_guard") });
+    await store.migrate();
+    client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await client.connect();
+  });
+
+  afterAll(async () => {
+    await client?.end();
+    await store?.close();
+  });
+
+  it("refuses outside a transaction block, writing nothing, and enqueues inside one", async () => {
+    await expect(store.enqueueIn(extended(), { type: "t", payload: 1 })).rejects.toBeInstanceOf(NotInTransactionError);
+    await expect(store.enqueueIn(extended(), { type: "t", payload: 2, key: "k" })).rejects.toThrow(
+      "the database ran this outside a transaction block (was the transaction already committed or rolled back?); nothing was written",
+    );
+    expect(await store.listMessages()).toEqual([]);
+    await client.query("BEGIN");
+    await store.enqueueIn(extended(), { type: "t", payload: 3, key: "k" });
+    await client.query("ROLLBACK");
+    await client.query("BEGIN");
+    const kept = await store.enqueueIn(extended(), { type: "t", payload: 4, key: "k" });
+    await client.query("COMMIT");
+    expect((await store.listMessages()).map((m) => [m.id, m.payload])).toEqual([[kept.id, 4]]);
+  });
+});
