@@ -25,6 +25,8 @@ export class HandlersModuleError extends WassalError {
 export interface HandlersContext {
   readonly store: OutboxStore<unknown>;
   readonly logger: Logger;
+  /** Settings for the module (the payments demo's flags for its own module; none for an app's). */
+  readonly settings?: Readonly<Record<string, unknown>>;
 }
 
 export type HandlerMap = Readonly<Record<string, Handler<unknown>>>;

@@ -1,20 +1,26 @@
-// A ready-to-run worker: opens the store, registers the app's handlers (a module, see
-// handlers-module.ts) or, by default, the Wassal payments domain's reconciliation handler, wires
-// logs and metrics to the event stream, and starts claiming.
+// A ready-to-run worker: opens the store, loads the app's handlers module (see handlers-module.ts)
+// or, by default, the payments demo's (payments-handlers.ts), wires logs and metrics to the event
+// stream, and starts claiming.
 
 import type { Server } from "node:http";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { Handler } from "../outbox/process-lease.js";
 import { type TypeSettings, Worker, defaultWorkerName } from "../outbox/worker.js";
-import { seededRandom } from "../outbox/seeded-random.js";
 import type { RetryPolicy } from "../outbox/retry.js";
 import { logEvents } from "../observability/logging.js";
 import { outboxMetrics, serveMetrics } from "../observability/metrics.js";
-import { PaymentsService } from "../payments/payments-service.js";
-import { ProviderSimulator } from "../payments/provider-simulator.js";
-import { RECONCILE_MESSAGE_TYPE } from "../payments/types.js";
 import { openOutbox, type OpenOutboxOptions } from "../stores/open-outbox.js";
 import { loadHandlers } from "./handlers-module.js";
+import type { PaymentsHandlerSettings, WorkerFaults } from "./payments-handlers.js";
+
+export type { WorkerFaults } from "./payments-handlers.js";
+
+/** The payments demo's handlers module, next to this file (built, or its source under a TypeScript runner). */
+const PAYMENTS_HANDLERS = [".js", ".ts"]
+  .map((extension) => fileURLToPath(new URL(`./payments-handlers${extension}`, import.meta.url)))
+  .find((path) => existsSync(path)) as string;
 
 export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   /** A SQLite file path or a postgres:// URL. */
@@ -45,22 +51,6 @@ export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   readonly logger: Logger;
 }
 
-export interface WorkerFaults {
-  readonly seed: number;
-  /** Share of handler runs that throw before calling the provider. */
-  readonly handlerErrorRate?: number;
-  readonly providerFailureRate?: number;
-  /** Share of status checks that time out after the provider answered. */
-  readonly providerTimeoutRate?: number;
-  readonly latencySpikeRate?: number;
-  readonly latencySpikeMs?: number;
-}
-
-/** An error a chaos run injects into a handler. */
-export class InjectedFaultError extends Error {
-  override name = "InjectedFaultError";
-}
-
 export interface RunningPaymentsWorker {
   readonly worker: Worker<unknown>;
   readonly location: string;
@@ -70,50 +60,24 @@ export interface RunningPaymentsWorker {
   stop(graceMs?: number): Promise<void>;
 }
 
-/** The payments domain's handler, with the chaos runs' injected errors when asked. */
-function paymentsHandlers(handler: Handler<unknown>, errorRate: number, chance: () => number): Readonly<Record<string, Handler<unknown>>> {
-  return {
-    [RECONCILE_MESSAGE_TYPE]:
-      errorRate > 0
-        ? async (message, context) => {
-            if (chance() < errorRate) throw new InjectedFaultError("injected handler error (chaos)");
-            return handler(message, context);
-          }
-        : handler,
-  };
-}
-
 export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promise<RunningPaymentsWorker> {
   const name = options.name ?? defaultWorkerName();
   const outbox = await openOutbox(options.db, { ...options, applicationName: `wassal-worker-${name}`.slice(0, 63) });
   const { store } = outbox;
-  const faults = options.faults;
-  const provider = new ProviderSimulator({
-    answerUnknownKeys: true,
-    latencyMs: options.providerLatencyMs ?? 0,
-    ...(options.providerLog === undefined ? {} : { logFile: options.providerLog }),
-    ...(faults === undefined
-      ? {}
-      : {
-          randomFaults: {
-            seed: faults.seed,
-            ...(faults.providerFailureRate === undefined ? {} : { statusFailureRate: faults.providerFailureRate }),
-            ...(faults.providerTimeoutRate === undefined ? {} : { statusTimeoutAfterSuccessRate: faults.providerTimeoutRate }),
-            ...(faults.latencySpikeRate === undefined ? {} : { latencySpikeRate: faults.latencySpikeRate }),
-            ...(faults.latencySpikeMs === undefined ? {} : { latencySpikeMs: faults.latencySpikeMs }),
-          },
-        }),
-  });
-  const chance = seededRandom((faults?.seed ?? 0) ^ 0x5bd1e995);
-  const handlerErrorRate = faults?.handlerErrorRate ?? 0;
   let handlers: Readonly<Record<string, Handler<unknown>>>;
   let perType: Readonly<Record<string, TypeSettings>> | undefined;
   try {
-    if (options.handlersModule === undefined) {
-      handlers = paymentsHandlers(new PaymentsService({ store, repository: outbox.payments, provider }).handler(), handlerErrorRate, chance);
-    } else {
-      ({ handlers, perType } = await loadHandlers(options.handlersModule, { store, logger: options.logger }));
-    }
+    // The payments demo is a handlers module too, loaded the same way; its settings are the demo's flags.
+    const settings: PaymentsHandlerSettings = {
+      ...(options.providerLatencyMs === undefined ? {} : { providerLatencyMs: options.providerLatencyMs }),
+      ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
+      ...(options.faults === undefined ? {} : { faults: options.faults }),
+    };
+    ({ handlers, perType } = await loadHandlers(options.handlersModule ?? PAYMENTS_HANDLERS, {
+      store,
+      logger: options.logger,
+      ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
+    }));
   } catch (error) {
     await outbox.close();
     throw error;

@@ -3,7 +3,7 @@
 
 import { existsSync } from "node:fs";
 import type { Clock } from "../outbox/clock.js";
-import { DatabaseOpenError } from "../outbox/errors.js";
+import { DatabaseOpenError, InvalidArgumentError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { PaymentsRepository } from "../payments/types.js";
 import { isPostgresUrl, redactUrl } from "./postgres/connect.js";
@@ -121,4 +121,11 @@ function openSqlite(db: string, options: OpenOutboxOptions): Unmigrated {
     payments: new SqlitePaymentsRepository(store) as PaymentsRepository<unknown>,
     missing,
   };
+}
+
+/** The payments tables' repository on the store's own database (for the payments handlers module). */
+export function paymentsRepositoryFor(store: unknown): PaymentsRepository<unknown> {
+  if (store instanceof PostgresOutboxStore) return new PostgresPaymentsRepository(store) as PaymentsRepository<unknown>;
+  if (store instanceof SqliteOutboxStore) return new SqlitePaymentsRepository(store) as PaymentsRepository<unknown>;
+  throw new InvalidArgumentError("the payments handlers need a SQLite or PostgreSQL store opened by Wassal");
 }

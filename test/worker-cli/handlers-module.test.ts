@@ -9,7 +9,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { killAll, requireBuiltCli, runCli, startCli } from "../support/cli.js";
+import { killAll, requireBuiltCli, ROOT, runCli, startCli } from "../support/cli.js";
 import { expectNoStack } from "../support/assertions.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
@@ -96,6 +96,20 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
   });
 }
 
+describe("wassal worker: the payments demo is a handlers module too", () => {
+  it("runs the same reconciliation given as --handlers as by default", async () => {
+    const target = newTarget("sqlite", dir);
+    await runCli(["payments", "seed", ...target.args, "--count", "5"], { cwd: dir });
+    const module = join(ROOT, "dist", "runtime", "payments-handlers.js");
+    const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "info"], { cwd: dir });
+    const rows = await waitForRows(target, "5 reconciled", (r) => r.length === 5 && r.every((m) => m.status === "processed"), [worker]);
+    expect(rows.map((m) => m.type)).toEqual(Array(5).fill("payment.reconcile"));
+    expect(worker.stderr()).toContain('"types":["payment.reconcile"]');
+    worker.signal("SIGTERM");
+    expect((await worker.waitForExit(20_000)).code).toBe(0);
+  });
+});
+
 describe("wassal worker --handlers: a handler past its maximum processing time", () => {
   it("fails the attempt with ProcessingTimeoutError (the module's perType) and the worker carries on", async () => {
     const target = newTarget("sqlite", dir);
@@ -120,7 +134,8 @@ export default {
     } finally {
       await outbox.close();
     }
-    const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "warn"], { cwd: dir });
+    // --grace-ms 100: the hanging handler keeps its slot until it returns, which it never does.
+    const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--grace-ms", "100", "--log-level", "warn"], { cwd: dir });
     const rows = await waitForRows(target, "the hanging report dead", (r) => r.find((m) => m.id === ids.hang)?.status === "dead", [worker]);
     expect(rows.find((m) => m.id === ids.hang)?.lastError).toMatch(
       /^ProcessingTimeoutError: the handler for message type "report\.hang" ran longer than its maximum processing time of 300 ms/,
