@@ -1,7 +1,7 @@
 // Enqueue inside a Drizzle transaction on PostgreSQL (drizzle-orm/node-postgres): the message
 // commits or rolls back with the app's own Drizzle writes. Drizzle's SQLite driver for
 // better-sqlite3 runs transactions synchronously, which an asynchronous enqueue cannot join; use
-// the SQLite store's own enqueue there. drizzle-orm is an optional peer dependency.
+// SqliteOutboxStore.enqueueSync(db.$client, …) there. drizzle-orm is an optional peer dependency.
 
 import { type SQL, sql } from "drizzle-orm";
 import type { OutboxStore } from "../outbox/store.js";

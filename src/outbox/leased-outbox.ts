@@ -188,6 +188,33 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     message: NewMessage<P>,
     insert: (checked: Omit<EnqueueParams<unknown>, "tx">) => Promise<OutboxMessage>,
   ): Promise<OutboxMessage<P>> {
+    const checked = this.#checked(message);
+    try {
+      return (await insert(checked)) as OutboxMessage<P>;
+    } catch (error) {
+      throw this.#refused(error, message);
+    }
+  }
+
+  /**
+   * enqueue for a store whose database answers synchronously (SQLite): everything, errors
+   * included, happens before it returns, so it can run inside a synchronous transaction.
+   */
+  protected enqueueNow<P extends JsonValue>(tx: Tx, message: NewMessage<P>, insert: (params: EnqueueParams<Tx>) => OutboxMessage): OutboxMessage<P> {
+    if (!this.#driver.isInTransaction(tx)) {
+      throw new NotInTransactionError(
+        `enqueue needs an open transaction so the message commits with your business write: call it inside a transaction, ${this.#driver.ownTransactionHint}`,
+      );
+    }
+    const checked = this.#checked(message);
+    try {
+      return insert({ tx, ...checked }) as OutboxMessage<P>;
+    } catch (error) {
+      throw this.#refused(error, message);
+    }
+  }
+
+  #checked(message: NewMessage<JsonValue>): Omit<EnqueueParams<unknown>, "tx"> {
     checkObject(message, "message ({ type, payload })");
     const type = checkMessageType(message.type);
     const payload = payloadText(message.payload);
@@ -197,15 +224,14 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const key = message.key == null ? null : checkOrderingKey(message.key);
     const headers = message.headers == null ? null : checkHeaders(message.headers);
     const destination = message.destination == null ? null : checkDestination(message.destination);
-    try {
-      const stored = await insert({ type, dedupeKey, key, headers, destination, payload, availableAt });
-      return stored as OutboxMessage<P>;
-    } catch (error) {
-      // Some libraries wrap the database's error (Drizzle: "Failed query: …", with it as the cause).
-      const duplicate = this.#driver.isDuplicate(error) || this.#driver.isDuplicate((error as { cause?: unknown } | null)?.cause);
-      if (message.dedupeKey !== undefined && duplicate) throw new DuplicateMessageError(message.dedupeKey);
-      throw error;
-    }
+    return { type, dedupeKey, key, headers, destination, payload, availableAt };
+  }
+
+  /** What an insert's error becomes: a taken dedupe key is DuplicateMessageError, anything else itself. */
+  #refused(error: unknown, message: NewMessage<JsonValue>): unknown {
+    // Some libraries wrap the database's error (Drizzle: "Failed query: …", with it as the cause).
+    const duplicate = this.#driver.isDuplicate(error) || this.#driver.isDuplicate((error as { cause?: unknown } | null)?.cause);
+    return message.dedupeKey !== undefined && message.dedupeKey !== null && duplicate ? new DuplicateMessageError(message.dedupeKey) : error;
   }
 
   async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {

@@ -23,6 +23,7 @@ import type {
   Lease,
   MessageHolder,
   MessageStatus,
+  NewMessage,
   OutboxMessage,
   StatusCounts,
 } from "../../outbox/types.js";
@@ -167,6 +168,11 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   async enqueue(params: EnqueueParams<SqliteTx>): Promise<OutboxMessage> {
+    return this.enqueueNow(params);
+  }
+
+  /** The insert itself, synchronous (better-sqlite3 answers at once). */
+  enqueueNow(params: EnqueueParams<SqliteTx>): OutboxMessage {
     const now = this.now();
     const row = statement(params.tx, SQL.enqueue).get({
       type: params.type,
@@ -573,5 +579,15 @@ export class SqliteOutboxStore extends LeasedOutbox<SqliteTx> {
   /** Runs extra migrations (e.g. a domain's tables) with the same bookkeeping as the outbox's. */
   applyMigrations(migrations: readonly Migration[]): Promise<string[]> {
     return this.#driver.applyMigrations(migrations);
+  }
+
+  /**
+   * enqueue, synchronously: for a synchronous transaction on a better-sqlite3 connection to this
+   * file (better-sqlite3's db.transaction(), Drizzle's better-sqlite3 transactions), which cannot
+   * await. Checks, errors and the insert all happen before it returns, so a refused message throws
+   * inside the transaction and rolls it back.
+   */
+  enqueueSync<P extends JsonValue>(tx: SqliteTx, message: NewMessage<P>): OutboxMessage<P> {
+    return this.enqueueNow(tx, message, (params) => this.#driver.enqueueNow(params));
   }
 }
