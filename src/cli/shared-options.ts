@@ -50,7 +50,10 @@ export function runnerOptions(what: { readonly name: string; readonly work: stri
     new Option("--grace-ms <ms>", `on shutdown, how long ${what.inFlight} may finish before their messages are released`)
       .argParser(integer(0, 3_600_000))
       .default(10_000),
-    new Option("--metrics-port <port>", "serve Prometheus metrics on http://127.0.0.1:<port>/metrics (0 picks a free port)").argParser(integer(0, 65_535)),
+    new Option("--metrics-port <port>", "serve Prometheus metrics on http://<metrics-host>:<port>/metrics (0 picks a free port)").argParser(integer(0, 65_535)),
+    new Option("--metrics-host <address>", "the address the metrics server listens on (another one exposes the metrics beyond this machine)").default(
+      "127.0.0.1",
+    ),
     new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"),
   ];
 }
@@ -72,6 +75,7 @@ export interface RunnerFlags {
   retryBaseMs: number;
   graceMs: number;
   metricsPort?: number;
+  metricsHost: string;
 }
 
 /** The settings every runner takes, from its flags. */
@@ -81,7 +85,7 @@ export function runnerSettings(flags: RunnerFlags) {
     ...(flags.schema === undefined ? {} : { schema: flags.schema }),
     ...(flags.synchronous === undefined ? {} : { synchronous: flags.synchronous }),
     ...(flags.name === undefined ? {} : { name: flags.name }),
-    ...(flags.metricsPort === undefined ? {} : { metricsPort: flags.metricsPort }),
+    ...(flags.metricsPort === undefined ? {} : { metricsPort: flags.metricsPort, metricsHost: flags.metricsHost }),
     leaseMs: flags.leaseMs,
     pollIntervalMs: flags.pollMs,
     retry: { maxAttempts: flags.maxAttempts, baseDelayMs: flags.retryBaseMs },

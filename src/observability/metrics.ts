@@ -157,7 +157,11 @@ export async function serveMetrics(registry: Registry, port: number, host = "127
           ? new InvalidArgumentError(
               `cannot serve metrics on ${host}:${port} (${error.code === "EADDRINUSE" ? "the port is already in use" : "permission denied"}); choose another --metrics-port, or 0 for any free port`,
             )
-          : error,
+          : error.code === "EADDRNOTAVAIL" || error.code === "ENOTFOUND" || error.code === "EAI_AGAIN"
+            ? new InvalidArgumentError(
+                `cannot serve metrics on ${host}: no such address on this machine; give --metrics-host one of its addresses (default 127.0.0.1)`,
+              )
+            : error,
       );
     });
     server.listen(port, host, () => resolve());

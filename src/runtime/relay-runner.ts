@@ -31,6 +31,7 @@ export interface RelayRunnerOptions extends OpenOutboxOptions {
   readonly retry?: Partial<RetryPolicy>;
   readonly shutdownGraceMs?: number;
   readonly metricsPort?: number;
+  readonly metricsHost?: string;
   readonly logger: Logger;
 }
 
@@ -63,7 +64,7 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   let server: Server | undefined;
   let publisher: Awaited<ReturnType<typeof target.open>> | undefined;
   try {
-    if (options.metricsPort !== undefined) server = await serveMetrics(metrics.registry, options.metricsPort);
+    if (options.metricsPort !== undefined) server = await serveMetrics(metrics.registry, options.metricsPort, options.metricsHost);
     publisher = await target.open();
     const relay = new Relay({
       store,

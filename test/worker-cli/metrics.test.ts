@@ -14,7 +14,7 @@ import { cliOk, killAll, requireBuiltCli, startCli } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { until } from "../support/wait.js";
-import { closeTargets, freePort, newTarget, type StoreKind } from "./harness.js";
+import { closeTargets, freePort, logLines, newTarget, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-wcli-metrics-");
@@ -136,5 +136,37 @@ describe("sqlite: metrics port in use", () => {
     } finally {
       await new Promise<void>((resolve) => holder.close(() => resolve()));
     }
+  });
+});
+
+describe("sqlite: --metrics-host", () => {
+  it("serves on the address given (another loopback address here), and nowhere else", async () => {
+    const target = newTarget("sqlite", FILE_TMP);
+    const dir = cwd();
+    await cliOk(["payments", "seed", ...target.args, "--count", "1"], { cwd: dir });
+    const w = startCli(["worker", ...target.args, "--metrics-port", "0", "--metrics-host", "127.0.0.2", "--log-level", "info", "--poll-ms", "100"], {
+      cwd: dir,
+    });
+    await w.waitForStderr(/"worker started"/);
+    const started = logLines(w.stderr()).find((l) => l.msg === "worker started");
+    const url = String(started?.metrics);
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.2:\d+\/metrics$/);
+    expect((await scrape(url))?.status).toBe(200);
+    expect(await scrape(url.replace("127.0.0.2", "127.0.0.1"))).toBeUndefined();
+    w.signal("SIGTERM");
+    expect((await w.waitForExit(10_000)).code).toBe(0);
+  });
+
+  it("an address this machine does not have: exit 2, one line naming it, nothing claimed", async () => {
+    const target = newTarget("sqlite", FILE_TMP);
+    const dir = cwd();
+    await cliOk(["payments", "seed", ...target.args, "--count", "1"], { cwd: dir });
+    const w = startCli(["worker", ...target.args, "--metrics-port", "0", "--metrics-host", "192.0.2.1", "--log-level", "warn"], { cwd: dir });
+    const exit = await w.waitForExit(10_000);
+    expect(exit.code).toBe(2);
+    expect(errorLine(w.stderr())).toBe(
+      "wassal: cannot serve metrics on 192.0.2.1: no such address on this machine; give --metrics-host one of its addresses (default 127.0.0.1)",
+    );
+    expect((await target.messages()).map((m) => m.status)).toEqual(["pending"]);
   });
 });
