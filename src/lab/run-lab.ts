@@ -2,6 +2,7 @@
 // under Reports/<series>/ (Reports/Session-15/, say), and removes the temporary database.
 
 import { mkdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { renderHtmlReport } from "./html-report.js";
 import { dirname, join, resolve } from "node:path";
 import type { LabBackend } from "./backend.js";
 import type { ScenarioMetrics } from "./metrics.js";
@@ -55,6 +56,11 @@ export interface LabRunResult {
 function stamp(at: Date): string {
   const iso = at.toISOString(); // 2026-11-29T12:10:00.123Z
   return `${iso.slice(0, 10).replaceAll("-", "")}-${iso.slice(11, 19).replaceAll(":", "")}-${iso.slice(20, 23)}`;
+}
+
+/** The HTML twin of a text report: the same path, ending .html. */
+export function htmlReportPath(reportPath: string): string {
+  return reportPath.replace(/\.txt$/, ".html");
 }
 
 export function reportPathFor(scenario: Scenario, reportsDir: string, at: Date): string {
@@ -144,6 +150,8 @@ export async function runScenario(scenario: Scenario, options: LabRunOptions = {
   try {
     mkdirSync(join(path, ".."), { recursive: true });
     writeFileSync(path, text);
+    // The same report as a page that opens from the file (html-report.ts).
+    writeFileSync(htmlReportPath(path), renderHtmlReport(text, `${scenario.name}: ${outcome.passed ? "PASSED" : "FAILED"}`));
   } catch (error) {
     reportPath = null;
     reportError = `could not save the report to ${path}: ${(error as Error).message}`;

@@ -77,7 +77,12 @@ describe("wassal lab --json", () => {
     expectBeforeFigures(result);
     // Reports go under the working directory by default.
     expectSavedReport(result, box.cwd);
-    expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toHaveLength(1);
+    // The report and its HTML twin.
+    expect(readdirSync(join(box.cwd, "Reports", "Session-15")).map((f) => f.replace(/\.(txt|html)$/, ".*"))).toEqual([
+      expect.stringMatching(/\.\*$/),
+      expect.stringMatching(/\.\*$/),
+    ]);
+    expect(new Set(readdirSync(join(box.cwd, "Reports", "Session-15")).map((f) => f.replace(/\.(txt|html)$/, ""))).size).toBe(1);
     expectTempDbDeleted(result, box.tmp);
   });
 
@@ -113,7 +118,11 @@ describe("wassal lab --json", () => {
       ["Session-15", [BEFORE, AFTER]],
       ["Ordering", [ORDER_BEFORE, ORDER_AFTER]],
     ] as const) {
-      const files = readdirSync(join(box.cwd, "Reports", folder)).sort();
+      const files = readdirSync(join(box.cwd, "Reports", folder))
+        .filter((f) => f.endsWith(".txt"))
+        .sort();
+      // Each with its HTML twin.
+      for (const file of files) expect(readdirSync(join(box.cwd, "Reports", folder))).toContain(file.replace(/\.txt$/, ".html"));
       expect(files).toHaveLength(2);
       for (const name of names) expect(files.some((f) => REPORT_NAME[name].test(f))).toBe(true);
     }
@@ -247,7 +256,7 @@ describe("wassal lab (text)", () => {
     const run = await runCli(["lab", "all"], box);
     expect(run.code).toBe(0);
     expect(run.stdout.trimEnd().split("\n").slice(-ALL.length)).toEqual(ALL.map((name) => `PASSED  ${name}`));
-    expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toHaveLength(2);
-    expect(readdirSync(join(box.cwd, "Reports", "Ordering"))).toHaveLength(2);
+    expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toHaveLength(4); // two reports, each .txt and .html
+    expect(readdirSync(join(box.cwd, "Reports", "Ordering"))).toHaveLength(4);
   });
 });
