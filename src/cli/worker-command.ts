@@ -66,7 +66,7 @@ export function workerCommand(): Command {
     .option("--fault-latency-spike-ms <ms>", "testing aid: length of a latency spike", integer(0, 600_000))
     .addHelpText(
       "after",
-      '\nExample:\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.',
+      '\nExamples:\n  wassal worker --db app.db --handlers ./handlers.mjs   # your handlers; other types stay pending\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # the demo, in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.',
     )
     .action(async (options: WorkerOptions, cmd: Command) => {
       if (options.handlers !== undefined) {
