@@ -54,8 +54,12 @@ export interface HandlersModule {
   readonly perType: Readonly<Record<string, TypeSettings>> | undefined;
 }
 
-/** Loads the module at `file` (relative to the working directory) and returns its handlers. */
-export async function loadHandlers(file: string, context: HandlersContext): Promise<HandlersModule> {
+/**
+ * Loads the module at `file` (relative to the working directory) and checks its exports, touching
+ * no database: a module that is missing or exports no handlers is refused before the worker opens
+ * anything. Returns the step that makes its handlers once the store is open.
+ */
+export async function importHandlers(file: string): Promise<(context: HandlersContext) => Promise<HandlersModule>> {
   const path = resolve(file);
   if (!existsSync(path)) throw new HandlersModuleError(file, `no such file (${path}); give the path of a JavaScript module that exports handlers`);
   let loaded: Record<string, unknown>;
@@ -74,12 +78,17 @@ export async function loadHandlers(file: string, context: HandlersContext): Prom
   const settings = perType as Readonly<Record<string, TypeSettings>> | undefined;
   const exported = loaded.handlers ?? loaded.default;
   if (exported === undefined) throw new HandlersModuleError(file, `${EXPECTED} (it exports ${Object.keys(loaded).join(", ") || "nothing"})`);
-  if (typeof exported !== "function") return { handlers: checkMap(file, exported), perType: settings };
-  let made: unknown;
-  try {
-    made = await (exported as (context: HandlersContext) => unknown)(context);
-  } catch (error) {
-    throw new HandlersModuleError(file, `its handlers function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  if (typeof exported !== "function") {
+    const handlers = checkMap(file, exported);
+    return async () => ({ handlers, perType: settings });
   }
-  return { handlers: checkMap(file, made), perType: settings };
+  return async (context) => {
+    let made: unknown;
+    try {
+      made = await (exported as (context: HandlersContext) => unknown)(context);
+    } catch (error) {
+      throw new HandlersModuleError(file, `its handlers function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+    return { handlers: checkMap(file, made), perType: settings };
+  };
 }

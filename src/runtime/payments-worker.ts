@@ -2,17 +2,12 @@
 // or, by default, the payments demo's (payments-handlers.ts), wires logs and metrics to the event
 // stream, and starts claiming.
 
-import type { Server } from "node:http";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import type { Logger } from "pino";
-import type { Handler } from "../outbox/process-lease.js";
-import { type TypeSettings, Worker, defaultWorkerName } from "../outbox/worker.js";
-import type { RetryPolicy } from "../outbox/retry.js";
-import { logEvents } from "../observability/logging.js";
-import { outboxMetrics, serveMetrics } from "../observability/metrics.js";
-import { openOutbox, type OpenOutboxOptions } from "../stores/open-outbox.js";
-import { loadHandlers } from "./handlers-module.js";
+import { Worker, defaultWorkerName } from "../outbox/worker.js";
+import { openOutbox } from "../stores/open-outbox.js";
+import { importHandlers } from "./handlers-module.js";
+import { type Observed, observe, type RunnerOptions } from "./observed.js";
 import type { PaymentsHandlerSettings, WorkerFaults } from "./payments-handlers.js";
 
 export type { WorkerFaults } from "./payments-handlers.js";
@@ -22,10 +17,7 @@ const PAYMENTS_HANDLERS = [".js", ".ts"]
   .map((extension) => fileURLToPath(new URL(`./payments-handlers${extension}`, import.meta.url)))
   .find((path) => existsSync(path)) as string;
 
-export interface PaymentsWorkerOptions extends OpenOutboxOptions {
-  /** A SQLite file path or a postgres:// URL. */
-  readonly db: string;
-  readonly name?: string;
+export interface PaymentsWorkerOptions extends RunnerOptions {
   /** A module exporting the app's handlers by message type; without it, the payments handler. */
   readonly handlersModule?: string;
   /** The message types to claim (default: those the handlers handle). */
@@ -33,13 +25,6 @@ export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   /** The longest a handler may run (default: no limit); a module's perType may set it per type. */
   readonly maxProcessingMs?: number;
   readonly concurrency?: number;
-  readonly leaseMs?: number;
-  readonly pollIntervalMs?: number;
-  readonly retry?: Partial<RetryPolicy>;
-  readonly shutdownGraceMs?: number;
-  /** Serve Prometheus metrics on this port (127.0.0.1) when set. */
-  readonly metricsPort?: number;
-  readonly metricsHost?: string;
   /** Simulated provider latency per call. */
   readonly providerLatencyMs?: number;
   /** Append every provider call to this file (shared by processes; read by the chaos checker). */
@@ -48,7 +33,6 @@ export interface PaymentsWorkerOptions extends OpenOutboxOptions {
   readonly audit?: boolean;
   /** Faults to inject, for chaos runs. */
   readonly faults?: WorkerFaults;
-  readonly logger: Logger;
 }
 
 export interface RunningPaymentsWorker {
@@ -61,11 +45,12 @@ export interface RunningPaymentsWorker {
 }
 
 export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promise<RunningPaymentsWorker> {
+  // The module first: one that is missing or exports no handlers is refused before anything opens.
+  const makeHandlers = await importHandlers(options.handlersModule ?? PAYMENTS_HANDLERS);
   const name = options.name ?? defaultWorkerName();
   const outbox = await openOutbox(options.db, { ...options, applicationName: `wassal-worker-${name}`.slice(0, 63) });
   const { store } = outbox;
-  let handlers: Readonly<Record<string, Handler<unknown>>>;
-  let perType: Readonly<Record<string, TypeSettings>> | undefined;
+  let observed: Observed | undefined;
   try {
     // The payments demo is a handlers module too, loaded the same way; its settings are the demo's flags.
     const settings: PaymentsHandlerSettings = {
@@ -73,20 +58,12 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
       ...(options.faults === undefined ? {} : { faults: options.faults }),
     };
-    ({ handlers, perType } = await loadHandlers(options.handlersModule ?? PAYMENTS_HANDLERS, {
+    const { handlers, perType } = await makeHandlers({
       store,
       logger: options.logger,
       ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
-    }));
-  } catch (error) {
-    await outbox.close();
-    throw error;
-  }
-  const detachLogs = logEvents(store.events, options.logger);
-  const metrics = outboxMetrics(store.events, { countByStatus: () => store.countByStatus(), processMetrics: true });
-  let server: Server | undefined;
-  try {
-    if (options.metricsPort !== undefined) server = await serveMetrics(metrics.registry, options.metricsPort, options.metricsHost);
+    });
+    observed = await observe(store, options);
     const worker = new Worker({
       store,
       name,
@@ -101,24 +78,19 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
     });
     await worker.start();
-    const address = server?.address();
-    const metricsUrl = address && typeof address === "object" ? `http://${address.address}:${address.port}/metrics` : null;
+    const running = observed;
     return {
       worker,
       location: outbox.location,
-      metricsUrl,
+      metricsUrl: running.metricsUrl,
       async stop(graceMs) {
         await worker.stop(graceMs === undefined ? {} : { graceMs });
-        detachLogs();
-        metrics.detach();
-        await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+        await running.close();
         await outbox.close();
       },
     };
   } catch (error) {
-    detachLogs();
-    metrics.detach();
-    server?.close();
+    await observed?.close();
     await outbox.close();
     throw error;
   }

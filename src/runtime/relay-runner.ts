@@ -1,38 +1,25 @@
 // A ready-to-run relay: checks the broker URL (and a webhook's secret) before anything opens,
 // opens the store, starts the publisher, wires logs and metrics, and starts publishing.
 
-import type { Server } from "node:http";
-import type { Logger } from "pino";
 import { defaultWorkerName } from "../outbox/worker.js";
-import type { RetryPolicy } from "../outbox/retry.js";
-import { logEvents } from "../observability/logging.js";
-import { outboxMetrics, relayMetrics, serveMetrics } from "../observability/metrics.js";
+import { relayMetrics } from "../observability/metrics.js";
 import { publisherTarget } from "../relay/open-publisher.js";
 import type { Routes } from "../relay/publisher.js";
 import { Relay } from "../relay/relay.js";
-import { openOutbox, type OpenOutboxOptions } from "../stores/open-outbox.js";
+import { openOutbox } from "../stores/open-outbox.js";
+import { type Observed, observe, type RunnerOptions } from "./observed.js";
 
 /** The log line of a re-publish the broker recognised (after a relay stopped between its ack and the completion). */
 export const RE_PUBLISHED = "re-published; the broker already had it (its duplicate window absorbed it)";
 
-export interface RelayRunnerOptions extends OpenOutboxOptions {
-  /** A SQLite file path or a postgres:// URL. */
-  readonly db: string;
+export interface RelayRunnerOptions extends RunnerOptions {
   /** The broker: nats://host:port, or an http(s) URL for webhooks. */
   readonly to: string;
   /** Routes by type; the default destination (for webhooks, the --to URL unless given). */
   readonly routes: Routes;
   readonly webhookSecret?: string;
   readonly idPrefix?: string;
-  readonly name?: string;
   readonly maxInFlight?: number;
-  readonly leaseMs?: number;
-  readonly pollIntervalMs?: number;
-  readonly retry?: Partial<RetryPolicy>;
-  readonly shutdownGraceMs?: number;
-  readonly metricsPort?: number;
-  readonly metricsHost?: string;
-  readonly logger: Logger;
 }
 
 export interface RunningRelay {
@@ -58,13 +45,11 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   const name = options.name ?? defaultWorkerName();
   const outbox = await openOutbox(options.db, { ...options, mustExist: true, applicationName: `wassal-relay-${name}`.slice(0, 63) });
   const { store } = outbox;
-  const detachLogs = logEvents(store.events, logger);
-  const metrics = outboxMetrics(store.events, { countByStatus: () => store.countByStatus(), processMetrics: true });
-  const count = relayMetrics(metrics.registry);
-  let server: Server | undefined;
+  let observed: Observed | undefined;
   let publisher: Awaited<ReturnType<typeof target.open>> | undefined;
   try {
-    if (options.metricsPort !== undefined) server = await serveMetrics(metrics.registry, options.metricsPort, options.metricsHost);
+    observed = await observe(store, options);
+    const count = relayMetrics(observed.registry);
     publisher = await target.open();
     const relay = new Relay({
       store,
@@ -95,28 +80,23 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
       logger.warn("no --destination and no --route: only messages enqueued with their own destination can be published; the rest go dead (NoRouteError)");
     }
     await relay.start();
-    const address = server?.address();
-    const metricsUrl = address && typeof address === "object" ? `http://${address.address}:${address.port}/metrics` : null;
     const opened = publisher;
+    const running = observed;
     return {
       relay,
       location: outbox.location,
       broker: opened.description,
-      metricsUrl,
+      metricsUrl: running.metricsUrl,
       async stop() {
         await relay.stop();
         await opened.close();
-        detachLogs();
-        metrics.detach();
-        await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+        await running.close();
         await outbox.close();
       },
     };
   } catch (error) {
     await publisher?.close();
-    detachLogs();
-    metrics.detach();
-    server?.close();
+    await observed?.close();
     await outbox.close();
     throw error;
   }

@@ -1,0 +1,55 @@
+// What every long-running command (the worker, the relay) sets up around its store, the same way:
+// its options in common, logs and metrics from the store's events, and the metrics server.
+
+import type { Logger } from "pino";
+import type { Registry } from "prom-client";
+import type { RetryPolicy } from "../outbox/retry.js";
+import type { OutboxStore } from "../outbox/store.js";
+import { logEvents } from "../observability/logging.js";
+import { outboxMetrics, serveMetrics } from "../observability/metrics.js";
+import type { OpenOutboxOptions } from "../stores/open-outbox.js";
+
+/** The options a worker and a relay share. */
+export interface RunnerOptions extends OpenOutboxOptions {
+  /** A SQLite file path or a postgres:// URL. */
+  readonly db: string;
+  /** The owner name on its leases (default: host-pid-random). */
+  readonly name?: string;
+  readonly leaseMs?: number;
+  readonly pollIntervalMs?: number;
+  readonly retry?: Partial<RetryPolicy>;
+  readonly shutdownGraceMs?: number;
+  /** Serve Prometheus metrics on this port when set, on metricsHost (default 127.0.0.1). */
+  readonly metricsPort?: number;
+  readonly metricsHost?: string;
+  readonly logger: Logger;
+}
+
+export interface Observed {
+  readonly registry: Registry;
+  /** The metrics server's address, when serving. */
+  readonly metricsUrl: string | null;
+  /** Stops logging and counting, and closes the metrics server. */
+  close(): Promise<void>;
+}
+
+/** Logs and counts the store's events, and serves the metrics when a port is given. */
+export async function observe(store: OutboxStore<unknown>, options: Pick<RunnerOptions, "metricsPort" | "metricsHost" | "logger">): Promise<Observed> {
+  const detachLogs = logEvents(store.events, options.logger);
+  const metrics = outboxMetrics(store.events, { countByStatus: () => store.countByStatus(), processMetrics: true });
+  let server: Awaited<ReturnType<typeof serveMetrics>> | undefined;
+  const close = async () => {
+    detachLogs();
+    metrics.detach();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  };
+  try {
+    if (options.metricsPort !== undefined) server = await serveMetrics(metrics.registry, options.metricsPort, options.metricsHost);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  const address = server?.address();
+  const metricsUrl = address && typeof address === "object" ? `http://${address.address}:${address.port}/metrics` : null;
+  return { registry: metrics.registry, metricsUrl, close };
+}
