@@ -182,6 +182,8 @@ export class Worker<Tx> {
   /** The default policy, and each type's own where perType gives one. */
   readonly #policy: TypePolicy;
   readonly #perType: ReadonlyMap<string, TypePolicy>;
+  /** The claimed types with a concurrency cap and those without, when any has one. */
+  readonly #typeSplit: { readonly capped: readonly { type: string; cap: number; only: readonly string[] }[]; readonly uncapped: readonly string[] } | undefined;
   /** Messages running per type, for the types with a concurrency of their own. */
   readonly #runningOfType = new Map<string, number>();
   #wakeController = new AbortController();
@@ -242,6 +244,12 @@ export class Worker<Tx> {
     const maxProcessingMs = options.maxProcessingMs === undefined ? undefined : checkTimerMs("maxProcessingMs", options.maxProcessingMs);
     this.#policy = { concurrency: undefined, retry: this.retry, maxProcessingMs };
     this.#perType = this.#typePolicies(options.perType ?? {});
+    // Worked out once: the claim loop reads it at every round.
+    const capped = (this.#types ?? []).flatMap((type) => {
+      const cap = this.#perType.get(type)?.concurrency;
+      return cap === undefined ? [] : [{ type, cap, only: [type] }];
+    });
+    this.#typeSplit = capped.length === 0 ? undefined : { capped, uncapped: (this.#types ?? []).filter((type) => !this.#perType.get(type)?.concurrency) };
     const group = options.groupCommit ?? true;
     if (group === false) {
       this.completions = undefined;
@@ -350,19 +358,16 @@ export class Worker<Tx> {
 
   /** The claims to make now for `free` slots: one for the types without a cap, one per capped type with room. */
   #claimPlan(free: number): { readonly limit: number; readonly types: readonly string[] | undefined }[] {
-    const types = this.#types;
-    if (types === undefined) return [{ limit: free, types: undefined }];
-    const capped = types.filter((type) => this.#perType.get(type)?.concurrency !== undefined);
-    if (capped.length === 0) return [{ limit: free, types }];
+    const split = this.#typeSplit;
+    if (split === undefined) return [{ limit: free, types: this.#types }];
     // The capped types first, each up to its room: claimed after the others, they would wait for
     // every message of the uncapped types, however old their own are.
     const plan: { limit: number; types: readonly string[] }[] = [];
-    for (const type of capped) {
-      const room = (this.#perType.get(type)?.concurrency ?? 0) - (this.#runningOfType.get(type) ?? 0);
-      if (room > 0) plan.push({ limit: Math.min(free, room), types: [type] });
+    for (const { type, cap, only } of split.capped) {
+      const room = cap - (this.#runningOfType.get(type) ?? 0);
+      if (room > 0) plan.push({ limit: Math.min(free, room), types: only });
     }
-    const uncapped = types.filter((type) => !capped.includes(type));
-    if (uncapped.length > 0) plan.push({ limit: free, types: uncapped });
+    if (split.uncapped.length > 0) plan.push({ limit: free, types: split.uncapped });
     return plan;
   }
 
