@@ -91,6 +91,7 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     let lastEnd: "none" | "retry" | "release" | "redrive" = "none";
     for (const e of entries) {
       const at = e.at.getTime();
+      if (e.action === "refused") continue; // a stale lease's write, refused: it changed nothing
       if (e.action === "claim") {
         if (e.token !== replay.token + 1) {
           ownershipViolations += 1;

@@ -12,6 +12,7 @@ import type {
   ClaimMessageResult,
   ForeignTransaction,
   Lease,
+  LeaseOperation,
   MessageHolder,
   MessageStatus,
   OutboxMessage,
@@ -161,8 +162,15 @@ export interface OutboxDriver<Tx> {
   }): Promise<{ readonly at: Date; readonly changed: boolean; readonly availableAt: Date }>;
   /** Gives an unstarted message back at once, taking back the attempt, if the token is current. */
   release(params: { readonly lease: Lease; readonly audit: boolean }): Promise<{ readonly at: Date; readonly changed: boolean }>;
-  /** Who holds the message now (null when it does not exist), and the driver's time of looking. */
-  holder(params: { readonly messageId: string }): Promise<{ readonly at: Date; readonly holder: MessageHolder | null }>;
+  /**
+   * Who holds the message now (null when it does not exist), and the driver's time of looking.
+   * With `refused`, the lease named there attempted `operation` and was refused: the driver also
+   * writes a "refused" audit row, with the holder it read, in the same transaction.
+   */
+  holder(params: {
+    readonly messageId: string;
+    readonly refused: { readonly lease: Lease; readonly operation: LeaseOperation } | null;
+  }): Promise<{ readonly at: Date; readonly holder: MessageHolder | null }>;
 
   onNewMessages(params: { readonly wake: () => void }): Promise<() => Promise<void>>;
   leaseStats(): Promise<LeaseStats>;
@@ -173,7 +181,8 @@ export interface OutboxDriver<Tx> {
   purgeBatch(params: { readonly target: PurgeTarget; readonly before: Date; readonly limit: number }): Promise<number>;
   /** Records a received message's id in the caller's transaction: true if new, false if it was recorded before. */
   inboxRecord(params: { readonly tx: Tx; readonly source: string; readonly messageId: string }): MaybePromise<boolean>;
-  auditTrail(): Promise<AuditEntry[]>;
+  /** The audit trail, oldest first: every row, or one message's rows. */
+  auditTrail(params: { readonly messageId: string | null }): Promise<AuditEntry[]>;
   getMessage(params: { readonly messageId: string }): Promise<OutboxMessage | undefined>;
   listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;
   describeSchema(): Promise<string>;

@@ -22,6 +22,7 @@ import {
   type JsonValue,
   type Lease,
   type LeaseLost,
+  type LeaseOperation,
   type MessageHolder,
   type MessageStatus,
   type NewMessage,
@@ -61,8 +62,6 @@ import {
 
 // How the protocol reports each outcome on the event stream, written once so that every store
 // reports the same events for the same outcome.
-
-type LeaseOperation = "renew" | "complete" | "fail" | "release";
 
 /** A claim of up to `limit` messages: one claim-won per lease, or one claim-empty. */
 function reportClaims(events: EventHub, owner: string, limit: number, at: Date, leases: readonly Lease[]): void {
@@ -253,7 +252,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   /** Reads who holds the message now and reports the lease as lost. Called after the operation's transaction. */
   async #lost(lease: Lease, operation: LeaseOperation): Promise<LeaseLost> {
-    const { at, holder } = await this.#driver.holder({ messageId: lease.messageId });
+    const { at, holder } = await this.#driver.holder({ messageId: lease.messageId, refused: this.#audit ? { lease, operation } : null });
     return leaseLost(this.events, lease, operation, at, holder);
   }
 
@@ -460,7 +459,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const notMoved: { messageId: string; status: MessageStatus | "missing" }[] = [];
     for (const messageId of ids) {
       if (movedIds?.has(messageId)) continue;
-      const { holder } = await this.#driver.holder({ messageId });
+      const { holder } = await this.#driver.holder({ messageId, refused: null });
       notMoved.push({ messageId, status: holder?.status ?? "missing" });
     }
     return { moved, notMoved };
@@ -506,8 +505,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     }
   }
 
-  auditTrail(): Promise<AuditEntry[]> {
-    return this.#driver.auditTrail();
+  async auditTrail(filter?: { readonly messageId?: string }): Promise<AuditEntry[]> {
+    const messageId = checkObject(filter ?? {}, "auditTrail's filter ({ messageId? })").messageId;
+    return this.#driver.auditTrail({ messageId: messageId === undefined ? null : checkMessageId(messageId) });
   }
 
   async getMessage(messageId: string): Promise<OutboxMessage | undefined> {

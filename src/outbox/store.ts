@@ -149,8 +149,11 @@ export interface OutboxStore<Tx> {
    */
   purgeInbox(before: Date, options?: PurgeOptions): Promise<number>;
 
-  /** The audit trail, oldest first (empty unless the store was opened with `audit: true`). */
-  auditTrail(): Promise<AuditEntry[]>;
+  /**
+   * The audit trail, oldest first (empty unless the store was opened with `audit: true`): every
+   * row, or with `messageId` that message's rows alone.
+   */
+  auditTrail(filter?: { readonly messageId?: string }): Promise<AuditEntry[]>;
 
   getMessage(messageId: string): Promise<OutboxMessage | undefined>;
   listMessages(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<OutboxMessage[]>;

@@ -219,7 +219,10 @@ export interface RedriveResult {
 }
 
 /** What the audit trail records. */
-export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive";
+export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive" | "refused";
+
+/** The lease operations a stale lease can attempt: each is refused, writing nothing, when its token is no longer current. */
+export type LeaseOperation = "renew" | "complete" | "fail" | "release";
 
 /**
  * One row of the audit trail, written in the same transaction as the change it records (when
@@ -233,11 +236,17 @@ export interface AuditEntry {
   readonly owner: string;
   readonly action: AuditAction;
   readonly at: Date;
-  /** For claims: the message's state before it (pending, or processing for a reclaim). */
+  /**
+   * For claims: the message's state before it (pending, or processing for a reclaim). For a
+   * refused write: the message's state when it was refused (null when the message was gone).
+   */
   readonly previousStatus: MessageStatus | null;
+  /** For claims: the previous holder. For a refused write: who held the message then. */
   readonly previousOwner: string | null;
-  /** For claims: when the previous lease ran out (a reclaim must come at or after it). */
+  /** For claims: when the previous lease ran out (a reclaim must come at or after it). For a refused write: when the holder's lease ends. */
   readonly previousLockedUntil: Date | null;
+  /** For a refused write ("refused"): the operation the stale lease attempted; null for every other action. */
+  readonly operation: LeaseOperation | null;
 }
 
 /**

@@ -2,7 +2,7 @@
 // the same columns in different forms (SQLite: epoch milliseconds and JSON text; PostgreSQL: Date
 // objects and parsed jsonb), so each mapper takes the form it is given.
 
-import type { AuditAction, AuditEntry, JsonValue, MessageHolder, MessageStatus, OutboxMessage } from "../outbox/types.js";
+import type { AuditAction, AuditEntry, JsonValue, LeaseOperation, MessageHolder, MessageStatus, OutboxMessage } from "../outbox/types.js";
 
 /** A time column: epoch milliseconds (SQLite) or a Date (PostgreSQL). */
 export type TimeValue = number | Date;
@@ -101,6 +101,7 @@ export interface AuditRow {
   previous_status: string | null;
   previous_owner: string | null;
   previous_locked_until: TimeValue | null;
+  operation: string | null;
 }
 
 export function toAuditEntry(row: AuditRow): AuditEntry {
@@ -113,5 +114,6 @@ export function toAuditEntry(row: AuditRow): AuditEntry {
     previousStatus: row.previous_status as MessageStatus | null,
     previousOwner: row.previous_owner,
     previousLockedUntil: toDateOrNull(row.previous_locked_until),
+    operation: row.operation as LeaseOperation | null,
   };
 }

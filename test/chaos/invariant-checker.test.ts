@@ -45,7 +45,7 @@ function payment(key: string, over: Partial<Payment> = {}): Payment {
   };
 }
 function entry(messageId: string, action: AuditEntry["action"], token: number, owner: string, at: number, previous?: Partial<AuditEntry>): AuditEntry {
-  return { messageId, token, owner, action, at: t(at), previousStatus: null, previousOwner: null, previousLockedUntil: null, ...previous };
+  return { messageId, token, owner, action, at: t(at), previousStatus: null, previousOwner: null, previousLockedUntil: null, operation: null, ...previous };
 }
 const call = (operation: ProviderCall["operation"], key: string, result: string): ProviderCall => ({
   pid: 1,

@@ -23,6 +23,7 @@ describeEachStore("audit trail", (factory) => {
       previousStatus: "pending",
       previousOwner: null,
       previousLockedUntil: null,
+      operation: null,
     });
   });
 
@@ -49,7 +50,7 @@ describeEachStore("audit trail", (factory) => {
     expect((await store.auditTrail()).map((e) => [e.action, e.messageId, e.owner, e.token])).toEqual([["claim", message.id, "worker-a", 1]]);
   });
 
-  it("records a completion with the token it was guarded by, and nothing for a refused one", async () => {
+  it("records a completion with the token it was guarded by, and no completion for a refused one", async () => {
     const { store, clock } = ctx();
     await enqueueMessage(store);
     const stale = await claimNext(store, "worker-a", LEASE_MS);
@@ -59,6 +60,52 @@ describeEachStore("audit trail", (factory) => {
     expect((await store.complete(fresh)).outcome).toBe("completed");
     const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
     expect(completions.map((e) => [e.owner, e.token])).toEqual([["worker-a", fresh.token]]);
+  });
+
+  it("records each refused write of a stale lease, with the operation and who held the message then", async () => {
+    const { store, clock } = ctx();
+    const message = await enqueueMessage(store);
+    const stale = await claimNext(store, "worker-a", LEASE_MS);
+    clock.advance(LEASE_MS);
+    const fresh = await claimNext(store, "worker-b", LEASE_MS);
+    clock.advance(10);
+    expect((await store.complete(stale)).outcome).toBe("lease-lost");
+    expect((await store.renew(stale, LEASE_MS)).outcome).toBe("lease-lost");
+    expect((await store.fail(stale, new Error("late"), { retryInMs: 0 })).outcome).toBe("lease-lost");
+    expect((await store.release(stale)).outcome).toBe("lease-lost");
+    const refused = (await store.auditTrail()).filter((e) => e.action === "refused");
+    expect(refused.map((e) => e.operation)).toEqual(["complete", "renew", "fail", "release"]);
+    for (const entry of refused) {
+      expect(entry).toEqual({
+        messageId: message.id,
+        token: stale.token,
+        owner: "worker-a",
+        action: "refused",
+        at: clock.now(),
+        previousStatus: "processing",
+        previousOwner: "worker-b",
+        previousLockedUntil: fresh.lockedUntil,
+        operation: entry.operation,
+      });
+    }
+    // The refusals changed nothing: worker-b completes under its own token.
+    expect((await store.complete(fresh)).outcome).toBe("completed");
+  });
+
+  it("gives one message's trail alone when asked by id", async () => {
+    const { store } = ctx();
+    const first = await enqueueMessage(store);
+    const second = await enqueueMessage(store);
+    const a = await claimNext(store, "worker-a", LEASE_MS);
+    const b = await claimNext(store, "worker-b", LEASE_MS);
+    await store.complete(b);
+    expect((await store.auditTrail({ messageId: second.id })).map((e) => [e.messageId, e.action])).toEqual([
+      [second.id, "claim"],
+      [second.id, "complete"],
+    ]);
+    expect((await store.auditTrail({ messageId: first.id })).map((e) => [e.action, e.token])).toEqual([["claim", a.token]]);
+    expect(await store.auditTrail({ messageId: "999999" })).toEqual([]);
+    await expect(store.auditTrail({ messageId: "not-an-id" })).rejects.toThrow(/message id/);
   });
 
   it("rolls the completion's audit row back with a business write that fails", async () => {

@@ -36,7 +36,7 @@ function entry(
   owner: string,
   previous: [AuditEntry["previousStatus"], string | null] = [null, null],
 ): AuditEntry {
-  return { messageId, token, owner, action, at: T, previousStatus: previous[0], previousOwner: previous[1], previousLockedUntil: null };
+  return { messageId, token, owner, action, at: T, previousStatus: previous[0], previousOwner: previous[1], previousLockedUntil: null, operation: null };
 }
 
 /** Message 1: B claims (token 1), its lease expires, A reclaims (token 2) and completes. */

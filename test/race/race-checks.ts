@@ -84,8 +84,17 @@ export function auditProblems(audit: readonly AuditEntry[], messages: readonly O
     } else if (completes.length > 0) {
       problems.push(`message ${message.id}: status ${message.status} yet ${completes.length} completions in the audit trail (${trail})`);
     }
-    const others = entries.filter((e) => e.action !== "claim" && e.action !== "complete");
+    const others = entries.filter((e) => e.action !== "claim" && e.action !== "complete" && e.action !== "refused");
     if (others.length > 0) problems.push(`message ${message.id}: unexpected audited actions (${trail})`);
+    // A refused write is a stale lease's: a later claim (a higher token) came before it.
+    entries.forEach((entry, n) => {
+      if (entry.action !== "refused") return;
+      const superseded = entries.slice(0, n).some((e) => e.action === "claim" && e.token > entry.token);
+      if (!superseded)
+        problems.push(
+          `message ${message.id}: ${entry.owner}'s ${String(entry.operation)} under token ${entry.token} refused though no later claim came before it (${trail})`,
+        );
+    });
     const claims = entries.filter((e) => e.action === "claim");
     const tokens = claims.map((e) => e.token);
     const expected = Array.from({ length: message.leaseToken }, (_, n) => n + 1);

@@ -57,10 +57,10 @@ interface Outcome {
   readonly bWaited?: boolean;
 }
 
-/** A claim or completion as the test saw it return, in the order they returned. */
+/** A claim, completion or refused completion as the test saw it return, in the order they returned. */
 interface Event {
   readonly seq: number;
-  readonly kind: "claim" | "complete";
+  readonly kind: "claim" | "complete" | "refused";
   readonly owner: string;
   readonly messageId: string;
   readonly token: number;
@@ -216,6 +216,7 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
       const bLease = bLeases[0]!;
       expect({ token: bLease.token, owner: bLease.owner, reclaimedFrom: bLease.reclaimedFrom }, label).toEqual({ token: 2, owner: B, reclaimedFrom: A });
       expect(outcome.completion, label).toMatchObject({ outcome: "lease-lost", token: 1, current: { status: "processing", lockedBy: B, leaseToken: 2 } });
+      events.push({ seq: seq++, kind: "refused", owner: A, messageId: id, token: 1 });
       const done = await b.complete(bLease, finalizeFor(bLease));
       expect(done.outcome, `${label}: B completes its reclaim`).toBe("completed");
       logCompleted(B, id, bLease.token);
@@ -259,7 +260,7 @@ async function runRace(rig: RaceRig, clock: ManualClock, count: number, variants
   expect(auditProblems(audit, messages)).toEqual([]);
   expect(businessProblems(business, messages)).toEqual([]);
   expect(unprocessed(messages)).toEqual([]);
-  // The audit and what the test saw agree, claim for claim and completion for completion.
+  // The audit and what the test saw agree, claim for claim, completion for completion and refusal for refusal.
   const seen = events.map((e) => `${e.kind}:${e.messageId}#${e.token}@${e.owner}`).sort();
   const audited = audit.map((e) => `${e.action}:${e.messageId}#${e.token}@${e.owner}`).sort();
   expect(audited).toEqual(seen);

@@ -128,6 +128,17 @@ CREATE INDEX wassal_inbox_received ON ${schema}.wassal_inbox (received_at);
 -- service): the same checks, key order and wake-up as the library's enqueue. Returns the id.
 ${enqueueFunction(schema)}`,
     },
+    {
+      name: "outbox-010-audit-refused",
+      sql: `
+-- A refused write is recorded too: a lease operation whose token was no longer current (action
+-- 'refused', the operation in its own column, the holder at that moment in the previous_* columns).
+ALTER TABLE ${schema}.outbox_audit ADD COLUMN operation text CHECK (operation IN ('renew', 'complete', 'fail', 'release'));
+ALTER TABLE ${schema}.outbox_audit DROP CONSTRAINT outbox_audit_action_check;
+ALTER TABLE ${schema}.outbox_audit ADD CONSTRAINT outbox_audit_action_check
+  CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release', 'redrive', 'refused'));
+`,
+    },
   ];
 }
 
@@ -358,6 +369,14 @@ export function outboxSql(schema: string) {
 
     holder: `SELECT status, locked_by, locked_until, lease_token, key_state FROM ${table} WHERE id = $1`,
 
+    /** $1 now, $2 id, $3 token, $4 owner, $5 operation: the holder, as holder, and the refused write recorded in the audit trail. */
+    holderRefused: `WITH ${CLOCK},
+      h AS (SELECT status, locked_by, locked_until, lease_token, key_state FROM ${table} WHERE id = $2),
+      audited AS (
+        INSERT INTO ${audit} (${AUDIT_COLUMNS}, operation)
+        SELECT $2, $3, $4, 'refused', clock.t, h.status, h.locked_by, h.locked_until, $5 FROM clock LEFT JOIN h ON true)
+      SELECT h.status, h.locked_by, h.locked_until, h.lease_token, h.key_state, clock.t AS now FROM clock LEFT JOIN h ON true`,
+
     /**
      * $1 the keys (sorted, so two transactions never wait for each other in a circle): one
      * transaction at a time per key, until commit, for enqueues and for completions that hand a
@@ -465,7 +484,10 @@ export function outboxSql(schema: string) {
     /** $1 id, $2 token, $3 owner, $4 action, $5 at, $6 previous status, $7 previous owner, $8 previous expiry. */
     audit: `INSERT INTO ${audit} (${AUDIT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 
-    auditTrail: `SELECT ${AUDIT_COLUMNS} FROM ${audit} ORDER BY id`,
+    auditTrail: `SELECT ${AUDIT_COLUMNS}, operation FROM ${audit} ORDER BY id`,
+
+    /** $1 id: one message's audit rows, oldest first. */
+    auditTrailOf: `SELECT ${AUDIT_COLUMNS}, operation FROM ${audit} WHERE message_id = $1 ORDER BY id`,
 
     clockNow: "SELECT coalesce($1::timestamptz, clock_timestamp()) AS now",
 

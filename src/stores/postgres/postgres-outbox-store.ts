@@ -20,6 +20,7 @@ import type {
   ForeignTransaction,
   JsonValue,
   Lease,
+  LeaseOperation,
   MessageHolder,
   MessageStatus,
   OutboxMessage,
@@ -366,9 +367,25 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return row === undefined ? { at: this.#localNow(), changed: false } : { at: row.now, changed: true };
   }
 
-  async holder(params: { messageId: string }): Promise<{ at: Date; holder: MessageHolder | null }> {
-    const row = (await this.pool.query<HolderRow>(this.#sql.holder, [params.messageId])).rows[0];
-    return { at: this.#localNow(), holder: toHolder(row) };
+  async holder(params: {
+    messageId: string;
+    refused: { lease: Lease; operation: LeaseOperation } | null;
+  }): Promise<{ at: Date; holder: MessageHolder | null }> {
+    const { messageId, refused } = params;
+    if (refused === null) {
+      const row = (await this.pool.query<HolderRow>(this.#sql.holder, [messageId])).rows[0];
+      return { at: this.#localNow(), holder: toHolder(row) };
+    }
+    const row = (
+      await this.pool.query<Omit<HolderRow, "status"> & { status: string | null; now: Date }>(this.#sql.holderRefused, [
+        this.#now(),
+        messageId,
+        refused.lease.token,
+        refused.lease.owner,
+        refused.operation,
+      ])
+    ).rows[0];
+    return { at: row?.now ?? this.#localNow(), holder: row?.status == null ? null : toHolder({ ...row, status: row.status }) };
   }
 
   async onNewMessages(params: { wake: () => void }): Promise<() => Promise<void>> {
@@ -454,8 +471,11 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return ((await params.tx.query(this.#sql.inboxRecord, [this.#now(), params.source, params.messageId])).rowCount ?? 0) === 1;
   }
 
-  async auditTrail(): Promise<AuditEntry[]> {
-    return (await this.pool.query<AuditRow>(this.#sql.auditTrail)).rows.map(toAuditEntry);
+  async auditTrail(params: { messageId: string | null }): Promise<AuditEntry[]> {
+    const { messageId } = params;
+    const result =
+      messageId === null ? await this.pool.query<AuditRow>(this.#sql.auditTrail) : await this.pool.query<AuditRow>(this.#sql.auditTrailOf, [messageId]);
+    return result.rows.map(toAuditEntry);
   }
 
   async getMessage(params: { messageId: string }): Promise<OutboxMessage | undefined> {

@@ -105,6 +105,31 @@ CREATE TABLE wassal_inbox (
 CREATE INDEX wassal_inbox_received ON wassal_inbox (received_at);
 `,
   },
+  {
+    name: "outbox-010-audit-refused",
+    // SQLite cannot change a CHECK constraint in place: the table is rebuilt, its rows and ids kept.
+    sql: `
+-- A refused write is recorded too: a lease operation whose token was no longer current (action
+-- 'refused', the operation in its own column, the holder at that moment in the previous_* columns).
+CREATE TABLE outbox_audit_next (
+  id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id            INTEGER NOT NULL,
+  lease_token           INTEGER NOT NULL,
+  owner                 TEXT    NOT NULL,
+  action                TEXT    NOT NULL CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release', 'redrive', 'refused')),
+  at                    INTEGER NOT NULL,
+  previous_status       TEXT,
+  previous_owner        TEXT,
+  previous_locked_until INTEGER,
+  operation             TEXT    CHECK (operation IN ('renew', 'complete', 'fail', 'release'))
+) STRICT;
+INSERT INTO outbox_audit_next (id, message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until)
+  SELECT id, message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until FROM outbox_audit;
+DROP TABLE outbox_audit;
+ALTER TABLE outbox_audit_next RENAME TO outbox_audit;
+CREATE INDEX outbox_audit_message ON outbox_audit (message_id, id);
+`,
+  },
 ];
 
 /**
@@ -192,6 +217,8 @@ export const SQL = {
 
   holder: `SELECT status, locked_by, locked_until, lease_token, key_state FROM outbox_messages WHERE id = @id`,
 
+  // holderRefused: (none) the store reads the holder and writes the audit row with two statements inside its write lock
+
   // lockKeys: (none) BEGIN IMMEDIATE already serialises every writer, enqueues and completions alike
 
   /**
@@ -246,11 +273,14 @@ export const SQL = {
                 attempts = max(attempts - 1, 0)
             WHERE id = @id AND lease_token = @token AND status = 'processing'`,
 
-  audit: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until)
-          VALUES (@id, @token, @owner, @action, @at, @previousStatus, @previousOwner, @previousLockedUntil)`,
+  audit: `INSERT INTO outbox_audit (message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until, operation)
+          VALUES (@id, @token, @owner, @action, @at, @previousStatus, @previousOwner, @previousLockedUntil, @operation)`,
 
-  auditTrail: `SELECT message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until
+  auditTrail: `SELECT message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until, operation
                FROM outbox_audit ORDER BY id`,
+
+  auditTrailOf: `SELECT message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until, operation
+                 FROM outbox_audit WHERE message_id = @id ORDER BY id`,
 
   // clockNow: (none) times come from the injected clock, read inside the write lock
 

@@ -21,6 +21,7 @@ import type {
   ForeignTransaction,
   JsonValue,
   Lease,
+  LeaseOperation,
   MessageHolder,
   MessageStatus,
   NewMessage,
@@ -95,7 +96,7 @@ function wakeKey(path: string): string {
 }
 
 interface PreviousHolder {
-  readonly status: string;
+  readonly status: string | null;
   readonly owner: string | null;
   readonly lockedUntil: number | null;
 }
@@ -133,9 +134,19 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   /** Writes one audit row inside the current transaction, when auditing. */
-  #audit(audit: boolean, id: number | bigint, token: number, owner: string, action: AuditAction, at: number, previous?: PreviousHolder): void {
+  #audit(
+    audit: boolean,
+    id: number | bigint,
+    token: number,
+    owner: string,
+    action: AuditAction,
+    at: number,
+    previous?: PreviousHolder,
+    operation: LeaseOperation | null = null,
+  ): void {
     if (!audit) return;
     this.#stmt("audit").run({
+      operation,
       id,
       token,
       owner,
@@ -385,10 +396,24 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  async holder(params: { messageId: string }): Promise<{ at: Date; holder: MessageHolder | null }> {
-    // Read at once, after the operation's transaction, as the operation's own follow-up.
-    const row = this.#stmt("holder").get({ id: rowId(params.messageId) }) as HolderRow | undefined;
-    return { at: new Date(this.now()), holder: toHolder(row) };
+  async holder(params: {
+    messageId: string;
+    refused: { lease: Lease; operation: LeaseOperation } | null;
+  }): Promise<{ at: Date; holder: MessageHolder | null }> {
+    const id = rowId(params.messageId);
+    const { refused } = params;
+    if (refused === null) {
+      // Read at once, after the operation's transaction, as the operation's own follow-up.
+      const row = this.#stmt("holder").get({ id }) as HolderRow | undefined;
+      return { at: new Date(this.now()), holder: toHolder(row) };
+    }
+    return this.writeLock.run(() => {
+      const now = this.now();
+      const row = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
+      const previous = { status: row?.status ?? null, owner: row?.locked_by ?? null, lockedUntil: row?.locked_until ?? null };
+      this.#audit(true, id, refused.lease.token, refused.lease.owner, "refused", now, previous, refused.operation);
+      return { at: new Date(now), holder: toHolder(row) };
+    });
   }
 
   async onNewMessages(params: { wake: () => void }): Promise<() => Promise<void>> {
@@ -508,8 +533,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return statement(params.tx, SQL.inboxRecord).run({ source: params.source, id: params.messageId, now: this.now() }).changes === 1;
   }
 
-  async auditTrail(): Promise<AuditEntry[]> {
-    return (await this.writeLock.serial(() => this.#stmt("auditTrail").all() as AuditRow[])).map(toAuditEntry);
+  async auditTrail(params: { messageId: string | null }): Promise<AuditEntry[]> {
+    const { messageId } = params;
+    const rows = await this.writeLock.serial(
+      () => (messageId === null ? this.#stmt("auditTrail").all() : this.#stmt("auditTrailOf").all({ id: rowId(messageId) })) as AuditRow[],
+    );
+    return rows.map(toAuditEntry);
   }
 
   async getMessage(params: { messageId: string }): Promise<OutboxMessage | undefined> {
