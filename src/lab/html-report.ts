@@ -1,7 +1,10 @@
 // The HTML twin of a lab report: the same text, its sections as headed blocks, in one file that
-// opens from disk. It loads nothing (no script, no font, no image, and a content security policy
-// that forbids any), and escapes every character of the report, so a value holding markup shows as
-// text.
+// opens from disk, with the scenario's timelines drawn (inline SVG) below their sections. It loads
+// nothing (no script, no font, no image, and a content security policy that forbids any), and
+// escapes every character of the report, so a value holding markup shows as text.
+
+import { renderTimelineSvg, timelineLegend } from "../observability/timeline.js";
+import type { ReportFigure } from "./scenario.js";
 
 const HEADING = /^== (.+?) =+$/;
 
@@ -35,19 +38,30 @@ h2 { font-size: 1rem; margin: 1.6rem 0 .4rem; padding-bottom: .2rem; border-bott
 pre { font: 12.5px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; background: #fff; border: 1px solid #e3e6ec; border-radius: 6px; padding: .8rem 1rem; overflow-x: auto; white-space: pre; }
 .verdict-passed { color: #0b6b2e; font-weight: 600; }
 .verdict-failed { color: #a4161a; font-weight: 600; }
+figure { margin: .6rem 0 0; background: #fff; border: 1px solid #e3e6ec; border-radius: 6px; padding: .6rem .8rem; overflow-x: auto; }
+figcaption { font-size: .9rem; color: #3b4452; margin-bottom: .4rem; }
+.timeline-legend { font-size: .8rem; color: #5b6472; margin: .4rem 0 0; }
 `;
 
-/** A complete, self-contained HTML document of the report `text`, titled `title`. */
-export function renderHtmlReport(text: string, title: string): string {
+function renderFigure(figure: ReportFigure): string {
+  return `<figure class="report-timeline"><figcaption>${escapeHtml(figure.caption)}</figcaption>${renderTimelineSvg(figure.timeline)}${timelineLegend()}</figure>`;
+}
+
+/** A complete, self-contained HTML document of the report `text`, titled `title`, with `figures` drawn below their sections. */
+export function renderHtmlReport(text: string, title: string, figures: readonly ReportFigure[] = []): string {
   const body = sections(text)
     .map((section) => {
+      const drawn = figures
+        .filter((f) => f.section === section.title)
+        .map(renderFigure)
+        .join("");
       const content = escapeHtml(trimBlank(section.lines)).replace(
         /^(result +)(PASSED|FAILED)(.*)$/m,
         (_, label: string, verdict: string, rest: string) => `${label}<span class="verdict-${verdict.toLowerCase()}">${verdict}</span>${rest}`,
       );
       return section.title === null
         ? `<section><pre>${content}</pre></section>`
-        : `<section><h2>${escapeHtml(section.title)}</h2><pre>${content}</pre></section>`;
+        : `<section><h2>${escapeHtml(section.title)}</h2><pre>${content}</pre>${drawn}</section>`;
     })
     .join("\n");
   return `<!doctype html>

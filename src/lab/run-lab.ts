@@ -151,7 +151,7 @@ export async function runScenario(scenario: Scenario, options: LabRunOptions = {
     mkdirSync(join(path, ".."), { recursive: true });
     writeFileSync(path, text);
     // The same report as a page that opens from the file (html-report.ts).
-    writeFileSync(htmlReportPath(path), renderHtmlReport(text, `${scenario.name}: ${outcome.passed ? "PASSED" : "FAILED"}`));
+    writeFileSync(htmlReportPath(path), renderHtmlReport(text, `${scenario.name}: ${outcome.passed ? "PASSED" : "FAILED"}`, outcome.figures));
   } catch (error) {
     reportPath = null;
     reportError = `could not save the report to ${path}: ${(error as Error).message}`;

@@ -3,6 +3,15 @@
 import type { LabBackend } from "./backend.js";
 import type { ScenarioMetrics } from "./metrics.js";
 import type { Check } from "./report.js";
+import type { Timeline } from "../observability/timeline.js";
+
+/** A timeline the HTML report draws below the text of one of its sections. */
+export interface ReportFigure {
+  /** The section it belongs to, by its title as given to ReportBuilder.section. */
+  readonly section: string;
+  readonly caption: string;
+  readonly timeline: Timeline;
+}
 
 export interface ScenarioRun {
   readonly passed: boolean;
@@ -11,6 +20,8 @@ export interface ScenarioRun {
   /** The full text report (without the header the runner adds). */
   readonly body: string;
   readonly verdict: string;
+  /** Timelines drawn in the HTML report (the text report has its own table of the same events). */
+  readonly figures?: readonly ReportFigure[];
 }
 
 export interface Scenario {

@@ -64,5 +64,28 @@ describe("the HTML lab report", () => {
       }
       expect(html).toMatch(/<title>.*: PASSED<\/title>/);
     }
+    // The leasing scenario draws its lease-expiry demonstration as a timeline (times of day, on the scenario clock).
+    const leasing = texts.find((p) => /Session-15-Outbox-Leasing-/.test(p));
+    const page = readFileSync(leasing!.replace(/\.txt$/, ".html"), "utf8");
+    const time = (iso: string) => iso.slice(11, 23);
+    const leases = [...page.matchAll(/data-owner="([^"]*)" data-token="(\d+)" data-from="([^"]+)" data-to="([^"]+)" data-end="(\w+)"/g)].map((m) => [
+      m[1],
+      Number(m[2]),
+      time(m[3]!),
+      time(m[4]!),
+      m[5],
+    ]);
+    expect(leases).toEqual([
+      ["Worker-A", 1, "09:00:00.000", "09:00:00.500", "expired"],
+      ["Worker-B", 2, "09:00:00.600", "09:00:00.600", "completed"],
+    ]);
+    const marks = [...page.matchAll(/data-kind="(\w+)" data-at="([^"]+)" data-owner="([^"]*)"/g)].map((m) => [m[1], time(m[2]!), m[3]]);
+    expect(marks).toEqual([
+      ["blocked", "09:00:00.000", "Worker-B"],
+      ["crash", "09:00:00.000", "Worker-A"],
+      ["refused", "09:00:00.600", "Worker-A"],
+      ["clock", "09:00:00.600", ""],
+    ]);
+    expect(page.indexOf("<svg")).toBeGreaterThan(page.indexOf("<h2>Lease-expiry demonstration (PAY-001, scenario clock)</h2>"));
   });
 });

@@ -20,7 +20,9 @@ import {
   renderTimeline,
   ReportBuilder,
 } from "../report.js";
-import type { Scenario, ScenarioRun } from "../scenario.js";
+import type { ReportFigure, Scenario, ScenarioRun } from "../scenario.js";
+import { timelineFromEvents, type TimelineNote } from "../../observability/timeline.js";
+import type { OutboxEvent } from "../../outbox/events.js";
 import { clockTime, textTable } from "../text-table.js";
 import { createWorld, type LabWorker } from "../world.js";
 
@@ -28,6 +30,7 @@ import { createWorld, type LabWorker } from "../world.js";
 const DEMO_LEASE_MS = 500;
 /** How far the scenario clock moves: past the demo lease. */
 const DEMO_ADVANCE_MS = 600;
+const DEMO_SECTION = "Lease-expiry demonstration (PAY-001, scenario clock)";
 /** Leases in the concurrent phase; the scenario clock does not move there, so none expires. */
 const LEASE_MS = 30_000;
 
@@ -56,6 +59,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   // --- Lease-expiry recovery on PAY-001 -------------------------------------------------
   const demoStart = ledger.entries.length;
   const demo: string[][] = [];
+  const demoNotes: TimelineNote[] = [];
   let workerA = await world.connect("Worker-A");
   const workerB = await world.connect("Worker-B");
   const t0 = clock.now();
@@ -63,6 +67,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   demo.push([clockTime(t0), "Worker-A", `claims PAY-001 with a ${DEMO_LEASE_MS} ms lease`, outcome(first)]);
   await workerA.store.close();
   ledger.note(clock.now(), "Worker-A", "CRASHES before processing PAY-001 (its connection is gone; the row stays processing under its lease)");
+  demoNotes.push({ at: clock.now(), owner: "Worker-A", text: "Worker-A crashes before processing", kind: "crash" });
   const afterCrash = await world.api.store.getMessage(target.id);
   demo.push([
     clockTime(clock.now()),
@@ -76,6 +81,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
 
   clock.advance(DEMO_ADVANCE_MS);
   ledger.note(clock.now(), "clock", `scenario clock advanced ${DEMO_ADVANCE_MS} ms, past Worker-A's lease`);
+  demoNotes.push({ at: clock.now(), owner: "clock", text: `clock at ${clockTime(clock.now())}`, kind: "clock" });
   demo.push([clockTime(clock.now()), "clock", `advances ${DEMO_ADVANCE_MS} ms`, "Worker-A's lease has expired"]);
 
   const reclaimed = await workerB.store.claimMessage("Worker-B", target.id, { leaseMs: LEASE_MS });
@@ -103,6 +109,14 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   }
   const demoTimeline = renderTimeline(ledger, labels, demoStart);
   const demoEnd = ledger.entries.length;
+  const demoEvents = ledger.entries.slice(demoStart, demoEnd).filter((e): e is OutboxEvent & { seq: number } => e.type !== "note");
+  const figures: ReportFigure[] = [
+    {
+      section: DEMO_SECTION,
+      caption: `PAY-001's ownership: Worker-A's ${DEMO_LEASE_MS} ms lease, its crash, Worker-B blocked, the lease running out, the reclaim, and the stale write refused`,
+      timeline: timelineFromEvents(target.id, demoEvents, demoNotes),
+    },
+  ];
 
   // --- Two workers drain the rest, one claim at a time ----------------------------------
   ledger.note(clock.now(), "lab", "concurrent phase: Worker-A and Worker-B claim one message at a time");
@@ -195,10 +209,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
     .section("Schema, as the database reports it", world.schema)
     .section("Seeded payments", renderPayments(world.seededPayments))
     .section("Seeded outbox messages", renderMessages(world.seededMessages, labels))
-    .section(
-      "Lease-expiry demonstration (PAY-001, scenario clock)",
-      `${textTable(["clock", "who", "action", "result"], demo)}\n\nAs it happened:\n${demoTimeline}`,
-    )
+    .section(DEMO_SECTION, `${textTable(["clock", "who", "action", "result"], demo)}\n\nAs it happened:\n${demoTimeline}`)
     .section("Timeline (whole run)", renderTimeline(ledger, labels))
     .section("Per-message ownership", renderOwnership(finalMessages, ledger, labels, true))
     .section("Claim ledger (claims are not work: empty and blocked claims process nothing)", renderClaimLedger(ledger))
@@ -208,7 +219,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
     .section("Metrics", renderMetrics(metrics))
     .section("Checks", renderChecks(checks))
     .section("Verdict", verdict);
-  return { passed, checks, metrics, body: report.toString(), verdict };
+  return { passed, checks, metrics, body: report.toString(), verdict, figures };
 }
 
 export const outboxLeasing: Scenario = {
