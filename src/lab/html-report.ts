@@ -3,15 +3,11 @@
 // nothing (no script, no font, no image, and a content security policy that forbids any), and
 // escapes every character of the report, so a value holding markup shows as text.
 
+import { escapeHtml } from "../observability/escape-html.js";
 import { renderTimelineSvg, timelineLegend } from "../observability/timeline.js";
 import type { ReportFigure } from "./scenario.js";
 
 const HEADING = /^== (.+?) =+$/;
-
-/** The text as HTML text: & < > " ' escaped. */
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
-}
 
 interface Section {
   readonly title: string | null;

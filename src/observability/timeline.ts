@@ -5,6 +5,7 @@
 // same function for both. Every text that reaches the SVG is escaped.
 
 import type { OutboxEvent } from "../outbox/events.js";
+import { escapeHtml } from "./escape-html.js";
 import type { AuditEntry, LeaseOperation, OutboxMessage } from "../outbox/types.js";
 
 /** How a lease ended: its holder finished (completed, retry, dead, released), it ran out, or it is still held. */
@@ -212,11 +213,6 @@ export function timelineFromEvents(messageId: string, events: readonly OutboxEve
 
 // --- Drawing ------------------------------------------------------------------------------
 
-/** Text as SVG/HTML text: & < > " ' escaped. */
-function escape(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
-}
-
 /** Owner colours, in lane order (distinguishable, and readable on white). */
 const PALETTE = ["#2f6fdf", "#d9730d", "#2e9a5b", "#9b51e0", "#c2185b", "#00838f", "#6d4c41", "#5c6bc0"];
 const END_LABEL: Record<LeaseEnd, string> = {
@@ -274,7 +270,7 @@ export function renderTimelineSvg(timeline: Timeline, options: { readonly width?
     const y = top + lane * laneHeight;
     parts.push(
       `<rect x="0" y="${y}" width="${width}" height="${laneHeight}" fill="${lane % 2 === 0 ? "#f6f7fa" : "#ffffff"}"/>`,
-      `<text x="8" y="${y + laneHeight / 2 + 4}" font-size="12.5" fill="#1d2430">${escape(owner.length > 18 ? `${owner.slice(0, 17)}…` : owner)}</text>`,
+      `<text x="8" y="${y + laneHeight / 2 + 4}" font-size="12.5" fill="#1d2430">${escapeHtml(owner.length > 18 ? `${owner.slice(0, 17)}…` : owner)}</text>`,
     );
   });
   for (const bar of timeline.bars) {
@@ -286,8 +282,8 @@ export function renderTimelineSvg(timeline: Timeline, options: { readonly width?
     const expired = bar.end === "expired";
     const title = `${bar.owner}, token ${bar.token}: ${clockLabel(bar.from)} → ${clockLabel(bar.to)}, ${END_LABEL[bar.end]}${bar.reclaimedBy === null ? "" : `, then reclaimed by ${bar.reclaimedBy}`}`;
     parts.push(
-      `<g class="lease lease-${bar.end}" data-owner="${escape(bar.owner)}" data-token="${bar.token}" data-from="${bar.from.toISOString()}" data-to="${bar.to.toISOString()}" data-end="${bar.end}">` +
-        `<title>${escape(title)}</title>` +
+      `<g class="lease lease-${bar.end}" data-owner="${escapeHtml(bar.owner)}" data-token="${bar.token}" data-from="${bar.from.toISOString()}" data-to="${bar.to.toISOString()}" data-end="${bar.end}">` +
+        `<title>${escapeHtml(title)}</title>` +
         `<rect x="${x0.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${laneHeight - 16}" rx="3" fill="${fill}" fill-opacity="${expired ? 0.35 : 0.85}" stroke="${fill}"${expired ? ' stroke-dasharray="4 3"' : ""}/>` +
         `<text x="${(x0 + w + 4).toFixed(1)}" y="${y + 13}" font-size="11" fill="#3b4452">#${bar.token} ${bar.end}</text>` +
         "</g>",
@@ -297,12 +293,12 @@ export function renderTimelineSvg(timeline: Timeline, options: { readonly width?
     const lane = laneOf(mark.owner);
     const mx = x(mark.at);
     const kind = `mark mark-${mark.kind}`;
-    const data = `data-kind="${mark.kind}" data-at="${mark.at.toISOString()}" data-owner="${escape(mark.owner ?? "")}"`;
-    const title = `<title>${escape(`${clockLabel(mark.at)} ${mark.label}`)}</title>`;
+    const data = `data-kind="${mark.kind}" data-at="${mark.at.toISOString()}" data-owner="${escapeHtml(mark.owner ?? "")}"`;
+    const title = `<title>${escapeHtml(`${clockLabel(mark.at)} ${mark.label}`)}</title>`;
     if (lane < 0) {
       parts.push(
         `<g class="${kind}" ${data}>${title}<line x1="${mx.toFixed(1)}" y1="${top - 6}" x2="${mx.toFixed(1)}" y2="${axisY}" stroke="#8a93a3" stroke-dasharray="2 3"/>` +
-          `<text x="${(mx + 3).toFixed(1)}" y="${top - 6}" font-size="11" fill="#5b6472">${escape(`${MARK_SYMBOL[mark.kind]} ${mark.label}`.trim())}</text></g>`,
+          `<text x="${(mx + 3).toFixed(1)}" y="${top - 6}" font-size="11" fill="#5b6472">${escapeHtml(`${MARK_SYMBOL[mark.kind]} ${mark.label}`.trim())}</text></g>`,
       );
     } else {
       const y = top + lane * laneHeight + laneHeight / 2;
@@ -326,7 +322,7 @@ export function renderTimelineSvg(timeline: Timeline, options: { readonly width?
       `<text x="${tx.toFixed(1)}" y="${axisY + 18}" font-size="11" text-anchor="middle" fill="#5b6472">${clockLabel(at)}</text>`,
     );
   }
-  return `<svg class="timeline" role="img" aria-label="${escape(`ownership timeline of message ${timeline.messageId}`)}" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, sans-serif">${parts.join("")}</svg>`;
+  return `<svg class="timeline" role="img" aria-label="${escapeHtml(`ownership timeline of message ${timeline.messageId}`)}" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, sans-serif">${parts.join("")}</svg>`;
 }
 
 /** A legend for the timeline's bar ends and marks (HTML). */
