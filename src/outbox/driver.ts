@@ -184,6 +184,8 @@ export interface OutboxDriver<Tx> {
   /** The audit trail, oldest first: every row, or one message's rows. */
   auditTrail(params: { readonly messageId: string | null }): Promise<AuditEntry[]>;
   getMessage(params: { readonly messageId: string }): Promise<OutboxMessage | undefined>;
+  /** Messages whose id (when `id` is given), dedupe key or ordering key equals `text`, by id, at most `limit`. */
+  findMessages(params: { readonly id: string | null; readonly text: string; readonly limit: number }): Promise<OutboxMessage[]>;
   listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;
   describeSchema(): Promise<string>;
   close(): Promise<void>;

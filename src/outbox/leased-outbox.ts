@@ -56,7 +56,9 @@ import {
   checkOwner,
   checkStatuses,
   checkTime,
+  checkSearchText,
   describeError,
+  isMessageId,
   shown,
 } from "./validate.js";
 
@@ -512,6 +514,16 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async getMessage(messageId: string): Promise<OutboxMessage | undefined> {
     return this.#driver.getMessage({ messageId: checkMessageId(messageId) });
+  }
+
+  async findMessages(text: string, options: { readonly limit?: number } = {}): Promise<OutboxMessage[]> {
+    checkSearchText(text);
+    const { limit } = checkObject(options, "findMessages options ({ limit })");
+    return this.#driver.findMessages({
+      id: isMessageId(text) ? text : null,
+      text,
+      limit: limit === undefined ? 50 : checkBatchSize(limit, "limit"),
+    });
   }
 
   async listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {

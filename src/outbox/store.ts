@@ -156,6 +156,12 @@ export interface OutboxStore<Tx> {
   auditTrail(filter?: { readonly messageId?: string }): Promise<AuditEntry[]>;
 
   getMessage(messageId: string): Promise<OutboxMessage | undefined>;
+  /**
+   * Looks a message up the way an operator would: the messages whose id, dedupe key or ordering
+   * key is `text` (by id; at most `limit`, default 50). Unfinished messages are found by their key
+   * through an index; processed ones with that key are scanned for.
+   */
+  findMessages(text: string, options?: { readonly limit?: number }): Promise<OutboxMessage[]>;
   listMessages(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<OutboxMessage[]>;
   countByStatus(): Promise<StatusCounts>;
   /** The schema as the database reports it (DDL text), for reports and support. */

@@ -50,6 +50,16 @@ export function checkMessageId(messageId: unknown): string {
   return messageId;
 }
 
+/** True when `text` is a message id as the stores issue them. */
+export function isMessageId(text: string): boolean {
+  return /^[1-9][0-9]{0,18}$/.test(text) && (text.length < 19 || BigInt(text) <= MAX_MESSAGE_ID);
+}
+
+/** What findMessages looks for: a message id, dedupe key or ordering key. */
+export function checkSearchText(text: unknown): string {
+  return checkText(text, "the text to find (a message id, dedupe key or ordering key)", 255);
+}
+
 export function checkDedupeKey(key: unknown): string {
   return checkText(key, "dedupeKey", 1000);
 }

@@ -65,6 +65,25 @@ describeEachStore("inspection", (factory) => {
     expect(await store.getMessage("999999")).toBeUndefined();
   });
 
+  it("finds messages by id, dedupe key or ordering key, processed ones too, by id and within the limit", async () => {
+    const { store } = ctx();
+    const first = await enqueueMessage(store, { key: "order-7" });
+    const second = await enqueueMessage(store, { key: "order-7", dedupeKey: "pay-42" });
+    const other = await enqueueMessage(store, { key: "order-8", dedupeKey: "order-7" });
+    await store.complete(await claimNext(store, "worker-a", LEASE_MS)); // the first: processed, its key handed on
+    const ids = async (text: string, limit?: number) => (await store.findMessages(text, limit === undefined ? {} : { limit })).map((m) => m.id);
+    // A dedupe key equal to another message's ordering key: both are found, in id order.
+    expect(await ids("order-7")).toEqual([first.id, second.id, other.id]);
+    expect(await ids("order-7", 2)).toEqual([first.id, second.id]);
+    expect(await ids("pay-42")).toEqual([second.id]);
+    expect(await ids(other.id)).toEqual([other.id]);
+    expect((await store.findMessages(first.id))[0]).toMatchObject({ id: first.id, status: "processed", key: "order-7" });
+    expect(await ids("nothing-here")).toEqual([]);
+    expect(await ids("99999999999999999999")).toEqual([]); // digits, but no id: looked up as a key only
+    await expect(store.findMessages("")).rejects.toThrow(/text to find .*1|non-empty/);
+    await expect(store.findMessages("x".repeat(256))).rejects.toThrow(/at most 255/);
+  });
+
   it("describes its schema with DDL that creates outbox_messages and its lease columns", async () => {
     const { store } = ctx();
     const schema = await store.describeSchema();

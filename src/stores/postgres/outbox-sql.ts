@@ -495,6 +495,13 @@ export function outboxSql(schema: string) {
 
     listAll: `SELECT ${COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
 
+    /** $1 id (or null), $2 text, $3 limit: messages whose id, dedupe key or ordering key is the text searched for. */
+    findMessages: `SELECT ${COLUMNS} FROM ${table} WHERE id IN (
+        SELECT id FROM ${table} WHERE id = $1::bigint
+        UNION SELECT id FROM ${table} WHERE dedupe_key = $2
+        UNION SELECT id FROM ${table} WHERE ordering_key = $2)
+      ORDER BY id LIMIT $3`,
+
     listByStatus: `SELECT ${COLUMNS} FROM ${table} WHERE status = ANY($2::text[]) ORDER BY id LIMIT $1`,
 
     countByStatus: `SELECT status, count(*)::int AS n FROM ${table} GROUP BY status`,

@@ -483,6 +483,11 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return row === undefined ? undefined : message(row);
   }
 
+  async findMessages(params: { id: string | null; text: string; limit: number }): Promise<OutboxMessage[]> {
+    const { id, text, limit } = params;
+    return (await this.pool.query<MessageRow>(this.#sql.findMessages, [id, text, limit])).rows.map(message);
+  }
+
   async listMessages(params: { status: readonly MessageStatus[] | null; limit: number | null }): Promise<OutboxMessage[]> {
     const { status, limit } = params;
     const { rows } =

@@ -288,6 +288,13 @@ export const SQL = {
 
   listAll: `SELECT ${COLUMNS} FROM outbox_messages ORDER BY id LIMIT @limit`,
 
+  /** Messages whose id, dedupe key or ordering key is the text searched for (by the primary key, the dedupe key's index and, for unfinished messages, the key's). */
+  findMessages: `SELECT ${COLUMNS} FROM outbox_messages WHERE id IN (
+                   SELECT id FROM outbox_messages WHERE id = @id
+                   UNION SELECT id FROM outbox_messages WHERE dedupe_key = @text
+                   UNION SELECT id FROM outbox_messages WHERE ordering_key = @text)
+                 ORDER BY id LIMIT @limit`,
+
   listByStatus: `SELECT ${COLUMNS} FROM outbox_messages WHERE status IN (SELECT value FROM json_each(@statuses)) ORDER BY id LIMIT @limit`,
 
   countByStatus: `SELECT status, count(*) AS n FROM outbox_messages GROUP BY status`,

@@ -547,6 +547,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return row === undefined ? undefined : message(row);
   }
 
+  async findMessages(params: { id: string | null; text: string; limit: number }): Promise<OutboxMessage[]> {
+    const { id, text, limit } = params;
+    const rows = await this.writeLock.serial(() => this.#stmt("findMessages").all({ id: id === null ? null : rowId(id), text, limit }) as MessageRow[]);
+    return rows.map(message);
+  }
+
   async listMessages(params: { status: readonly MessageStatus[] | null; limit: number | null }): Promise<OutboxMessage[]> {
     const limit = params.limit ?? -1;
     const { status } = params;
