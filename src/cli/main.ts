@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import { WassalError } from "../outbox/errors.js";
 import { EXIT } from "./exit-codes.js";
 import { chaosCommand } from "./chaos-command.js";
+import { dashboardCommand } from "./dashboard-command.js";
 import { labCommand } from "./lab-command.js";
 import { outboxCommand } from "./outbox-command.js";
 import { paymentsCommand } from "./payments-command.js";
@@ -46,6 +47,7 @@ function program(): Command {
     .addCommand(withErrors(relayCommand()))
     .addCommand(withErrors(paymentsCommand()))
     .addCommand(withErrors(outboxCommand()))
+    .addCommand(withErrors(dashboardCommand()))
     .addCommand(withErrors(chaosCommand()));
 }
 

@@ -1,0 +1,84 @@
+// `wassal dashboard`: parses its options and serves the dashboard (src/dashboard/) over one
+// outbox until SIGTERM or SIGINT.
+
+import { Command, Option } from "commander";
+import { checkDashboardAccess, startDashboard } from "../dashboard/dashboard.js";
+import { createLogger } from "../observability/logging.js";
+import { openOutbox } from "../stores/open-outbox.js";
+import { integer } from "./options.js";
+import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
+import { runUntilSignal } from "./until-signal.js";
+
+interface DashboardCommandOptions {
+  db: string;
+  schema?: string;
+  host: string;
+  port: number;
+  token?: string;
+  allowActions: boolean;
+  pollMs: number;
+}
+
+export function dashboardCommand(): Command {
+  return new Command("dashboard")
+    .description(
+      "serve a web page over the outbox: counts, throughput, leases per owner, dead messages, search, and each message's ownership timeline (until SIGTERM or SIGINT)",
+    )
+    .addOption(dbOption().makeOptionMandatory())
+    .addOption(schemaOption())
+    .option("--host <address>", "the address to listen on; any but loopback requires --token", "127.0.0.1")
+    .option("--port <port>", "the port to listen on (0 picks a free one)", integer(0, 65_535), 4300)
+    .addOption(
+      new Option(
+        "--token <secret>",
+        "require this secret (at least 16 characters) from every request: an Authorization: Bearer header, or a cookie set by opening /?token=<secret>",
+      ).env("WASSAL_DASHBOARD_TOKEN"),
+    )
+    .option("--allow-actions", "show and accept actions: redrive a dead message, redrive or skip a blocked key's message (default: read-only)", false)
+    .option("--poll-ms <ms>", "how often the outbox is read for live updates", integer(100, 60_000), 1000)
+    .addHelpText(
+      "after",
+      `
+The timeline of a message is drawn from the audit trail: run the workers with --audit to record it.
+The dashboard migrates the database like a worker does (its tables must exist already).
+
+Examples:
+  wassal dashboard --db app.db
+  wassal dashboard --db postgres://app@db/app --allow-actions --port 8080
+  WASSAL_DASHBOARD_TOKEN=$(openssl rand -hex 24) wassal dashboard --db app.db --host 0.0.0.0
+
+Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used), 70 an internal error.`,
+    )
+    .action(async (options: DashboardCommandOptions) => {
+      checkDashboardAccess(options.host, options.token); // before the database is opened
+      const logger = createLogger("info");
+      const outbox = await openOutbox(options.db, storeOptions(options, "repair"));
+      await runUntilSignal(logger, "dashboard", async () => {
+        let running: Awaited<ReturnType<typeof startDashboard>>;
+        try {
+          running = await startDashboard({
+            store: outbox.store,
+            database: outbox.location,
+            host: options.host,
+            port: options.port,
+            allowActions: options.allowActions,
+            pollMs: options.pollMs,
+            ...(options.token === undefined ? {} : { token: options.token }),
+          });
+        } catch (error) {
+          await outbox.close();
+          throw error;
+        }
+        process.stdout.write(
+          `dashboard on ${running.url} (${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
+        );
+        return {
+          stop: async () => {
+            await running.close();
+            await outbox.close();
+          },
+          stoppingDetail: () => ({ url: running.url }),
+        };
+      });
+    });
+}

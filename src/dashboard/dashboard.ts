@@ -1,0 +1,295 @@
+// `wassal dashboard`: a web page over one outbox (either store). Built on Hono: a small,
+// dependency-free, well-kept web framework whose router, `html` template (escapes every value),
+// server-sent events (`streamSSE`), CSRF check (Origin / Sec-Fetch-Site) and secure headers (a
+// content security policy) are the parts a dashboard needs, so none of them is written by hand
+// here; @hono/node-server runs it on Node's http server.
+//
+// Security: it binds to loopback unless told otherwise, and any other address needs a token
+// (bearer header, or a cookie set by visiting /?token=…). It is read-only unless actions are
+// allowed; then each action is a POST carrying a per-process CSRF token, checked with the request's
+// origin. Every message field is escaped by the template.
+
+import { randomBytes, createHash, timingSafeEqual } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { createAdaptorServer } from "@hono/node-server";
+import { Hono, type Context } from "hono";
+import { getCookie, setCookie } from "hono/cookie";
+import { csrf } from "hono/csrf";
+import { secureHeaders } from "hono/secure-headers";
+import { streamSSE } from "hono/streaming";
+import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
+import type { OutboxStore } from "../outbox/store.js";
+import { isMessageId } from "../outbox/validate.js";
+import { DASHBOARD_CSS, LIVE_JS } from "./assets.js";
+import { layout, messageFragment, overviewFragment, type PageContext, problemPage, searchFragment } from "./pages.js";
+import { Pulse } from "./pulse.js";
+
+export interface DashboardOptions {
+  readonly store: OutboxStore<unknown>;
+  /** Shown in the header: which database this is (a path, or a URL without its password). */
+  readonly database: string;
+  /** Show and accept actions (redrive a dead message, unblock a key). Default false: read-only. */
+  readonly allowActions?: boolean;
+  /** When set, every request must present it (Authorization: Bearer, or the cookie /?token= sets). */
+  readonly token?: string;
+  /** How often the outbox is read for live updates, in ms (default 1000). */
+  readonly pollMs?: number;
+  /** The wall clock (tests pass a manual one). */
+  readonly now?: () => number;
+}
+
+const COOKIE = "wassal_dashboard";
+const PROCESSING_LIMIT = 500;
+const DEAD_LIMIT = 50;
+const SEARCH_LIMIT = 50;
+
+const digest = (text: string) => createHash("sha256").update(text).digest();
+/** Equal texts, compared in constant time (of their digests). */
+const sameSecret = (given: string, expected: string) => timingSafeEqual(digest(given), digest(expected));
+
+/** True for an address that only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** The dashboard as a Hono app (mount it in your own server, or start it with startDashboard), and its poller. */
+export function dashboardApp(options: DashboardOptions): { readonly app: Hono; readonly pulse: Pulse } {
+  const { store, token } = options;
+  const allowActions = options.allowActions ?? false;
+  const now = options.now ?? Date.now;
+  const pollMs = options.pollMs ?? 1000;
+  const pulse = new Pulse(store, pollMs, now);
+  const csrfToken = allowActions ? randomBytes(24).toString("base64url") : null;
+  const app = new Hono();
+  const ctxOf = (): PageContext => ({ database: options.database, csrfToken, now: new Date(now()) });
+
+  app.use(
+    "*",
+    secureHeaders({
+      contentSecurityPolicy: {
+        defaultSrc: ["'none'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        connectSrc: ["'self'"],
+        imgSrc: ["'self'"],
+        formAction: ["'self'"],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+      },
+      referrerPolicy: "no-referrer",
+    }),
+  );
+
+  // The token, when one is set: 401 with nothing else for a request without the right one.
+  if (token !== undefined) {
+    app.use("*", async (c, next) => {
+      const offered = c.req.query("token");
+      if (offered !== undefined && c.req.method === "GET" && sameSecret(offered, token)) {
+        setCookie(c, COOKIE, token, { httpOnly: true, sameSite: "Strict", path: "/" });
+        const url = new URL(c.req.url);
+        url.searchParams.delete("token");
+        return c.redirect(`${url.pathname}${url.search}`, 303);
+      }
+      const bearer = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
+      const presented = bearer ?? getCookie(c, COOKIE);
+      if (presented === undefined || !sameSecret(presented, token)) {
+        c.header("WWW-Authenticate", 'Bearer realm="wassal-dashboard"');
+        return c.text("401 Unauthorized\n", 401);
+      }
+      return next();
+    });
+  }
+
+  app.get("/assets/dashboard.css", (c) => c.body(DASHBOARD_CSS, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "no-cache" }));
+  app.get("/favicon.ico", (c) => c.body(null, 204));
+  app.get("/assets/live.js", (c) => c.body(LIVE_JS, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }));
+
+  const overview = async () => {
+    const [stats, processing, dead, blocked] = await Promise.all([
+      pulse.stats(),
+      store.listMessages({ status: ["processing"], limit: PROCESSING_LIMIT }),
+      store.listMessages({ status: ["dead"], limit: DEAD_LIMIT }),
+      store.blockedKeys({ limit: DEAD_LIMIT }),
+    ]);
+    return overviewFragment(ctxOf(), {
+      stats,
+      throughput: pulse.throughput(),
+      processing,
+      processingLimit: PROCESSING_LIMIT,
+      dead,
+      deadLimit: DEAD_LIMIT,
+      blocked,
+      pollError: pulse.error,
+    });
+  };
+  /** The message's fragment, or null when there is no such message. */
+  const messageView = async (id: string) => {
+    if (!isMessageId(id)) return null;
+    const [message, trail] = await Promise.all([store.getMessage(id), store.auditTrail({ messageId: id })]);
+    if (message === undefined) return null;
+    const unaudited =
+      trail.length === 0 && message.attempts > 0
+        ? "This message was claimed, but no audit rows were written for it: its workers ran without the audit trail (Worker option audit: true, or wassal worker --audit), so its lease history cannot be drawn."
+        : null;
+    return messageFragment(ctxOf(), message, trail, unaudited);
+  };
+  const notFound = (c: Context, what: string) => c.html(problemPage("404: not found", what), 404);
+
+  app.get("/", async (c) => c.html(layout("Overview", ctxOf(), { fragment: "/fragments/overview", events: "/events" }, await overview())));
+  app.get("/fragments/overview", async (c) => c.html(await overview()));
+
+  app.get("/search", async (c) => {
+    const query = (c.req.query("q") ?? "").trim();
+    if (query === "" || query.length > 255) {
+      return c.html(problemPage("400: nothing to search for", "Give a message id, a dedupe key or an ordering key of 1 to 255 characters."), 400);
+    }
+    const found = await store.findMessages(query, { limit: SEARCH_LIMIT });
+    return c.html(layout(`Search: ${query}`, ctxOf(), { fragment: "", events: "" }, searchFragment(query, found, SEARCH_LIMIT)));
+  });
+
+  app.get("/messages/:id", async (c) => {
+    const id = c.req.param("id");
+    const view = await messageView(id);
+    if (view === null) return notFound(c, `There is no message with id ${id}. Search by id, dedupe key or ordering key from the overview.`);
+    return c.html(layout(`Message #${id}`, ctxOf(), { fragment: `/fragments/messages/${id}`, events: `/events?message=${id}` }, view));
+  });
+  app.get("/fragments/messages/:id", async (c) => {
+    const view = await messageView(c.req.param("id"));
+    return view === null ? notFound(c, "No such message.") : c.html(view);
+  });
+
+  // Live updates: an event whenever what the page shows may have changed.
+  app.get("/events", (c) => {
+    const messageId = c.req.query("message");
+    return streamSSE(c, async (stream) => {
+      let sent = "";
+      let wake: (() => void) | undefined;
+      const stop = pulse.onChange(() => wake?.());
+      stream.onAbort(() => {
+        stop();
+        wake?.();
+      });
+      try {
+        while (!stream.aborted) {
+          // A message page also changes with a refused write, which moves no count: its own row and trail are part of the signature.
+          let signature = pulse.signature;
+          if (messageId !== undefined && isMessageId(messageId)) {
+            const [m, trail] = await Promise.all([store.getMessage(messageId), store.auditTrail({ messageId })]);
+            signature += JSON.stringify([m?.status, m?.leaseToken, m?.lockedUntil, trail.length]);
+          }
+          if (signature !== sent) {
+            sent = signature;
+            await stream.writeSSE({ event: "change", data: String(now()) });
+          }
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            setTimeout(resolve, messageId === undefined ? 15_000 : pollMs).unref();
+          });
+        }
+      } finally {
+        stop();
+      }
+    });
+  });
+
+  // Actions: only with allowActions, only by POST with the page's CSRF token and a same-origin request.
+  app.use("/messages/:id/redrive", csrf());
+  app.use("/keys/:key/*", csrf());
+  const refuse = (c: Context) =>
+    c.html(problemPage("403: actions are off", "This dashboard is read-only. Start it with --allow-actions to redrive messages and unblock keys."), 403);
+  const checkCsrf = async (c: Context): Promise<boolean> => {
+    const body = await c.req.parseBody();
+    const given = typeof body.csrf === "string" ? body.csrf : "";
+    return csrfToken !== null && sameSecret(given, csrfToken);
+  };
+  const badCsrf = (c: Context) => c.html(problemPage("403: stale form", "The form's token did not match: reload the page and try again."), 403);
+
+  app.post("/messages/:id/redrive", async (c) => {
+    if (!allowActions) return refuse(c);
+    if (!(await checkCsrf(c))) return badCsrf(c);
+    const id = c.req.param("id");
+    if (!isMessageId(id)) return notFound(c, `There is no message with id ${id}.`);
+    const result = await store.redrive({ messageIds: [id] });
+    if (result.moved === 0 && result.notMoved[0]?.status === "missing") return notFound(c, `There is no message with id ${id}.`);
+    return c.redirect(`/messages/${id}`, 303);
+  });
+  app.post("/keys/:key/:action", async (c) => {
+    if (!allowActions) return refuse(c);
+    if (!(await checkCsrf(c))) return badCsrf(c);
+    const action = c.req.param("action");
+    if (action !== "redrive" && action !== "skip") return notFound(c, "Keys can be redriven or skipped.");
+    try {
+      await store.unblockKey(c.req.param("key"), action);
+    } catch (error) {
+      if (error instanceof WassalError) return c.html(problemPage("409: not blocked", error.message), 409);
+      throw error;
+    }
+    return c.redirect("/", 303);
+  });
+
+  app.notFound((c) => notFound(c, "Nothing here. The overview is at /."));
+  app.onError((error, c) => c.html(problemPage("500: the outbox could not be read", error instanceof Error ? error.message : String(error)), 500));
+  return { app, pulse };
+}
+
+export interface StartDashboardOptions extends DashboardOptions {
+  /** Default 127.0.0.1. Any address that is not loopback needs a token. */
+  readonly host?: string;
+  /** Default 4300; 0 picks a free port. */
+  readonly port?: number;
+}
+
+export interface RunningDashboard {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Refuses a non-loopback host without a token, and a token too short to guess-proof (before anything is opened). */
+export function checkDashboardAccess(host: string, token: string | undefined): void {
+  if (!isLoopback(host) && (token === undefined || token === "")) {
+    throw new InvalidArgumentError(
+      `the dashboard would listen on ${host}, which other machines can reach, without a token; give --token (or WASSAL_DASHBOARD_TOKEN), or listen on 127.0.0.1`,
+    );
+  }
+  if (token !== undefined && token.length < 16) {
+    throw new InvalidArgumentError("the dashboard's token must be at least 16 characters (for example: openssl rand -hex 24)");
+  }
+}
+
+/** Serves the dashboard; refuses (InvalidArgumentError) a non-loopback host without a token, or a port it cannot use. */
+export async function startDashboard(options: StartDashboardOptions): Promise<RunningDashboard> {
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? 4300;
+  checkDashboardAccess(host, options.token);
+  const { app, pulse } = dashboardApp(options);
+  await pulse.start();
+  const server = createAdaptorServer({ fetch: app.fetch });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) => {
+      pulse.stop();
+      reject(
+        error.code === "EADDRINUSE"
+          ? new InvalidArgumentError(`cannot serve the dashboard on ${host}:${port}: the port is already in use; choose another --port, or 0 for any free port`)
+          : error.code === "EACCES"
+            ? new InvalidArgumentError(`cannot serve the dashboard on ${host}:${port}: permission denied; choose a port above 1023`)
+            : error.code === "EADDRNOTAVAIL" || error.code === "ENOTFOUND" || error.code === "EAI_AGAIN"
+              ? new InvalidArgumentError(
+                  `cannot serve the dashboard on ${host}: no such address on this machine; give --host one of its addresses (default 127.0.0.1)`,
+                )
+              : error,
+      );
+    });
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${shown}:${address.port}/`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        pulse.stop();
+        if ("closeAllConnections" in server) server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

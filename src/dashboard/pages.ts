@@ -1,0 +1,244 @@
+// The dashboard's HTML, written with Hono's `html` template: every value placed in a page is
+// escaped by the template (a payload, header or error holding markup shows as text). The only
+// unescaped inserts are the timeline SVG and the throughput chart, which escape their own text.
+
+import { html, raw } from "hono/html";
+import type { HtmlEscapedString } from "hono/utils/html";
+import { renderTimelineSvg, timelineFromAudit, timelineLegend } from "../observability/timeline.js";
+import { escapeHtml } from "../observability/escape-html.js";
+import type { AuditEntry, BlockedKey, MessageStatus, OutboxMessage, OutboxStats } from "../outbox/types.js";
+import type { MinuteThroughput } from "./pulse.js";
+
+type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
+
+/** What every page needs to know about the request and the dashboard. */
+export interface PageContext {
+  readonly database: string;
+  /** Null when actions are off: no form is shown. */
+  readonly csrfToken: string | null;
+  readonly now: Date;
+}
+
+const STATUSES: readonly MessageStatus[] = ["pending", "processing", "processed", "dead"];
+
+const time = (at: Date | null) => (at === null ? "-" : at.toISOString().replace("T", " ").replace("Z", ""));
+
+function timeLeft(until: Date, now: Date): string {
+  const ms = until.getTime() - now.getTime();
+  if (ms <= 0) return `expired ${(-ms / 1000).toFixed(1)} s ago`;
+  return ms < 60_000 ? `${(ms / 1000).toFixed(1)} s left` : `${Math.round(ms / 60_000)} min left`;
+}
+
+/** The page around a live fragment: the browser swaps the fragment in whenever the outbox changes. */
+export function layout(title: string, ctx: PageContext, live: { readonly fragment: string; readonly events: string }, body: Html): Html {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title} · Wassal</title>
+<link rel="stylesheet" href="/assets/dashboard.css">
+<script src="/assets/live.js" defer></script>
+</head>
+<body>
+<header>
+  <a class="brand" href="/">Wassal outbox</a>
+  <span class="db">${ctx.database}</span>
+  <span class="mode">${ctx.csrfToken === null ? "read-only" : "actions allowed"}</span>
+  <form class="search" method="get" action="/search" role="search">
+    <input name="q" placeholder="message id, dedupe key or ordering key" aria-label="search" maxlength="255" required>
+    <button type="submit">Find</button>
+  </form>
+</header>
+<main id="live" data-fragment="${live.fragment}" data-events="${live.events}">${body}</main>
+<footer><span id="live-status">live updates: connecting</span></footer>
+</body>
+</html>`;
+}
+
+function statusBadge(status: MessageStatus): Html {
+  return html`<span class="status status-${status}">${status}</span>`;
+}
+
+function messageLink(message: Pick<OutboxMessage, "id">): Html {
+  return html`<a class="message-link" href="/messages/${message.id}">#${message.id}</a>`;
+}
+
+function actionForm(ctx: PageContext, path: string, label: string): Html {
+  if (ctx.csrfToken === null) return html``;
+  return html`<form class="action" method="post" action="${path}"><input type="hidden" name="csrf" value="${ctx.csrfToken}"><button type="submit">${label}</button></form>`;
+}
+
+/** Processed and dead messages per minute, as bars (SVG). */
+function throughputChart(minutes: readonly MinuteThroughput[]): Html {
+  const width = 560;
+  const height = 120;
+  const max = Math.max(1, ...minutes.map((m) => m.processed + m.dead));
+  const step = width / Math.max(minutes.length, 1);
+  const bars = minutes
+    .map((m, n) => {
+      const x = n * step + 4;
+      const ph = ((height - 28) * m.processed) / max;
+      const dh = ((height - 28) * m.dead) / max;
+      const label = `${m.from.toISOString().slice(11, 16)}: ${m.processed} processed, ${m.dead} dead${m.whole ? "" : " (partly watched)"}`;
+      return (
+        `<g class="minute" data-from="${m.from.toISOString()}" data-processed="${m.processed}" data-dead="${m.dead}"><title>${escapeHtml(label)}</title>` +
+        `<rect x="${x.toFixed(1)}" y="${(height - 20 - ph).toFixed(1)}" width="${(step - 8).toFixed(1)}" height="${ph.toFixed(1)}" fill="#2e9a5b"${m.whole ? "" : ' fill-opacity="0.5"'}/>` +
+        `<rect x="${x.toFixed(1)}" y="${(height - 20 - ph - dh).toFixed(1)}" width="${(step - 8).toFixed(1)}" height="${dh.toFixed(1)}" fill="#c62828"/>` +
+        `<text x="${(x + (step - 8) / 2).toFixed(1)}" y="${height - 6}" font-size="10" text-anchor="middle" fill="#5b6472">${m.from.toISOString().slice(11, 16)}</text></g>`
+      );
+    })
+    .join("");
+  const last = minutes.at(-1);
+  return html`<figure class="throughput"><svg class="chart" role="img" aria-label="messages finished per minute" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, sans-serif">${raw(bars)}</svg>
+<figcaption>Messages finished per minute (green processed, red dead), UTC, since the dashboard started watching; this minute so far: ${last?.processed ?? 0} processed, ${last?.dead ?? 0} dead.</figcaption></figure>`;
+}
+
+/** The overview: counts, throughput, leases per owner, blocked keys and dead messages. */
+export function overviewFragment(
+  ctx: PageContext,
+  data: {
+    readonly stats: OutboxStats;
+    readonly throughput: readonly MinuteThroughput[];
+    readonly processing: readonly OutboxMessage[];
+    readonly processingLimit: number;
+    readonly dead: readonly OutboxMessage[];
+    readonly deadLimit: number;
+    readonly blocked: readonly BlockedKey[];
+    readonly pollError: string | null;
+  },
+): Html {
+  const { stats } = data;
+  const owners = new Map<string, OutboxMessage[]>();
+  for (const m of data.processing) owners.set(m.lockedBy ?? "?", [...(owners.get(m.lockedBy ?? "?") ?? []), m]);
+  return html`
+${data.pollError === null ? "" : html`<p class="error" role="alert">The outbox could not be read: ${data.pollError}</p>`}
+<section class="counts" aria-label="messages per state">
+  ${STATUSES.map((s) => html`<div class="count count-${s}" data-status="${s}"><span class="n">${stats.counts[s]}</span><span class="label">${s}</span></div>`)}
+  <div class="count"><span class="n">${stats.expiredLeases}</span><span class="label">expired leases</span></div>
+  <div class="count"><span class="n">${stats.oldestPendingCreatedAt === null ? "-" : `${Math.max(0, Math.round((stats.now.getTime() - stats.oldestPendingCreatedAt.getTime()) / 1000))} s`}</span><span class="label">oldest pending</span></div>
+</section>
+<section><h2>Throughput</h2>${throughputChart(data.throughput)}</section>
+<section>
+<h2>Leases held, per owner</h2>
+${
+  owners.size === 0
+    ? html`<p class="empty">No message is being processed.</p>`
+    : html`<table class="leases"><thead><tr><th>owner</th><th>leases</th><th>next to run out</th><th>messages</th></tr></thead><tbody>
+${[...owners].map(([owner, held]) => {
+  const soonest = held.reduce((a, b) => ((a.lockedUntil?.getTime() ?? 0) <= (b.lockedUntil?.getTime() ?? 0) ? a : b));
+  return html`<tr data-owner="${owner}"><td>${owner}</td><td>${held.length}</td><td>${soonest.lockedUntil === null ? "-" : timeLeft(soonest.lockedUntil, ctx.now)}</td><td>${held.slice(0, 8).map((m) => html`${messageLink(m)} `)}${held.length > 8 ? `and ${held.length - 8} more` : ""}</td></tr>`;
+})}
+</tbody></table>${data.processing.length >= data.processingLimit ? html`<p class="note">Showing the first ${data.processingLimit} processing messages.</p>` : ""}`
+}
+</section>
+<section>
+<h2>Blocked ordering keys</h2>
+${
+  data.blocked.length === 0
+    ? html`<p class="empty">No key is blocked by a dead message.</p>`
+    : html`<table class="blocked"><thead><tr><th>key</th><th>dead message</th><th>waiting</th><th>died</th><th>last error</th><th></th></tr></thead><tbody>
+${data.blocked.map(
+  (b) =>
+    html`<tr data-key="${b.key}"><td>${b.key}</td><td>${messageLink({ id: b.messageId })} ${b.type}</td><td>${b.waiting}</td><td>${time(b.diedAt)}</td><td class="error-text">${b.lastError ?? ""}</td><td>${actionForm(ctx, `/keys/${encodeURIComponent(b.key)}/redrive`, "Redrive its message")}${actionForm(ctx, `/keys/${encodeURIComponent(b.key)}/skip`, "Skip it")}</td></tr>`,
+)}
+</tbody></table>`
+}
+</section>
+<section>
+<h2>Dead messages</h2>
+${
+  data.dead.length === 0
+    ? html`<p class="empty">No dead message.</p>`
+    : html`<table class="dead"><thead><tr><th>message</th><th>type</th><th>key</th><th>attempts</th><th>died</th><th>last error</th><th></th></tr></thead><tbody>
+${data.dead.map(
+  (m) =>
+    html`<tr data-message="${m.id}"><td>${messageLink(m)}</td><td>${m.type}</td><td>${m.key ?? ""}</td><td>${m.attempts}</td><td>${time(m.availableAt)}</td><td class="error-text">${m.lastError ?? ""}</td><td>${actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive")}</td></tr>`,
+)}
+</tbody></table>${data.dead.length >= data.deadLimit ? html`<p class="note">Showing the ${data.deadLimit} oldest dead messages.</p>` : ""}`
+}
+</section>`;
+}
+
+/** Search results: messages whose id, dedupe key or ordering key matched. */
+export function searchFragment(query: string, found: readonly OutboxMessage[], limit: number): Html {
+  return html`<section><h2>Messages matching “${query}”</h2>
+${
+  found.length === 0
+    ? html`<p class="empty">No message has that id, dedupe key or ordering key.</p>`
+    : html`<table class="results"><thead><tr><th>message</th><th>status</th><th>type</th><th>dedupe key</th><th>key</th><th>created</th></tr></thead><tbody>
+${found.map((m) => html`<tr data-message="${m.id}"><td>${messageLink(m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.dedupeKey ?? ""}</td><td>${m.key ?? ""}</td><td>${time(m.createdAt)}</td></tr>`)}
+</tbody></table>${found.length >= limit ? html`<p class="note">Showing the first ${limit}.</p>` : ""}`
+}</section>`;
+}
+
+const AUDIT_LABEL: Record<AuditEntry["action"], string> = {
+  claim: "claimed",
+  complete: "completed",
+  retry: "failed, retry scheduled",
+  dead: "failed, dead-lettered",
+  release: "released",
+  redrive: "redriven",
+  refused: "REFUSED (stale lease)",
+};
+
+function auditDetail(entry: AuditEntry): string {
+  if (entry.action === "claim") {
+    return entry.previousStatus === "processing"
+      ? `reclaimed from ${entry.previousOwner ?? "?"} (lease ran out ${time(entry.previousLockedUntil)})`
+      : `from ${entry.previousStatus ?? "pending"}`;
+  }
+  if (entry.action === "refused")
+    return `${entry.operation ?? "write"} refused; held by ${entry.previousOwner ?? "nobody"} (${entry.previousStatus ?? "gone"})`;
+  return "";
+}
+
+/** One message: its fields, its ownership timeline and its audit trail. */
+export function messageFragment(ctx: PageContext, message: OutboxMessage, trail: readonly AuditEntry[], auditing: string | null): Html {
+  const timeline = timelineFromAudit(message.id, trail, message, ctx.now);
+  const fields: [string, Html | string][] = [
+    ["status", statusBadge(message.status)],
+    ["type", message.type],
+    ["dedupe key", message.dedupeKey ?? "-"],
+    ["ordering key", message.key ?? "-"],
+    ["destination", message.destination ?? "-"],
+    ["attempts", String(message.attempts)],
+    ["lease token", String(message.leaseToken)],
+    ["owner", message.lockedBy ?? "-"],
+    ["lease until", message.lockedUntil === null ? "-" : `${time(message.lockedUntil)} (${timeLeft(message.lockedUntil, ctx.now)})`],
+    ["created", time(message.createdAt)],
+    [message.status === "dead" ? "died" : "available", time(message.availableAt)],
+    ["processed", time(message.processedAt)],
+  ];
+  return html`<section class="message" data-message="${message.id}" data-status="${message.status}">
+<h1>Message #${message.id} ${statusBadge(message.status)}</h1>
+${message.status === "dead" ? actionForm(ctx, `/messages/${message.id}/redrive`, "Redrive this message") : ""}
+<dl class="fields">${fields.map(([name, value]) => html`<dt>${name}</dt><dd>${value}</dd>`)}</dl>
+${message.lastError === null ? "" : html`<h2>Last error</h2><pre class="last-error">${message.lastError}</pre>`}
+<h2>Ownership timeline</h2>
+${auditing === null ? html`<figure class="timeline-figure">${raw(renderTimelineSvg(timeline))}${raw(timelineLegend())}</figure>` : html`<p class="note">${auditing}</p>`}
+<h2>Audit trail</h2>
+${
+  trail.length === 0
+    ? html`<p class="empty">No audit rows for this message.</p>`
+    : html`<table class="audit"><thead><tr><th>at</th><th>action</th><th>owner</th><th>token</th><th>detail</th></tr></thead><tbody>
+${trail.map((e) => html`<tr class="audit-${e.action}" data-action="${e.action}" data-owner="${e.owner}" data-token="${e.token}" data-at="${e.at.toISOString()}"><td>${time(e.at)}</td><td>${AUDIT_LABEL[e.action]}</td><td>${e.owner}</td><td>${e.token}</td><td>${auditDetail(e)}</td></tr>`)}
+</tbody></table>`
+}
+<h2>Headers</h2>
+${
+  Object.keys(message.headers).length === 0
+    ? html`<p class="empty">None.</p>`
+    : html`<table class="headers"><tbody>${Object.entries(message.headers).map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`)}</tbody></table>`
+}
+<h2>Payload</h2>
+<pre class="payload">${JSON.stringify(message.payload, null, 2)}</pre>
+</section>`;
+}
+
+/** A page for what is not there (404) or not allowed (401, 403), saying what to do. */
+export function problemPage(title: string, detail: string): Html {
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${title} · Wassal</title><link rel="stylesheet" href="/assets/dashboard.css"></head>
+<body><main class="problem"><h1>${title}</h1><p>${detail}</p><p><a href="/">Back to the overview</a></p></main></body></html>`;
+}
