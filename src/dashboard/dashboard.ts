@@ -15,6 +15,7 @@ import { createAdaptorServer } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import { csrf } from "hono/csrf";
+import { HTTPException } from "hono/http-exception";
 import { secureHeaders } from "hono/secure-headers";
 import { streamSSE } from "hono/streaming";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
@@ -228,7 +229,13 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   });
 
   app.notFound((c) => notFound(c, "Nothing here. The overview is at /."));
-  app.onError((error, c) => c.html(problemPage("500: the outbox could not be read", error instanceof Error ? error.message : String(error)), 500));
+  app.onError((error, c) => {
+    // The CSRF guard refuses a cross-site form with a 403 of its own.
+    if (error instanceof HTTPException) {
+      return c.html(problemPage(`${error.status}: refused`, "A form from another site cannot act on this dashboard."), error.status);
+    }
+    return c.html(problemPage("500: the outbox could not be read", error instanceof Error ? error.message : String(error)), 500);
+  });
   return { app, pulse };
 }
 

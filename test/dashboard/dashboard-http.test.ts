@@ -1,0 +1,219 @@
+// The dashboard over HTTP, without a browser: what each page holds, what it refuses (401, 403,
+// 404), the CSRF guard on actions, escaping, live events, and the command's bad input (exit 2).
+// The browser tests (dashboard-browser.test.ts) follow the pages as a user does.
+
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { dashboardApp, isLoopback } from "../../src/dashboard/dashboard.js";
+import { ManualClock } from "../../src/outbox/clock.js";
+import type { Lease } from "../../src/outbox/types.js";
+import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { killAll, requireBuiltCli, runCli, startCli } from "../support/cli.js";
+import { tempDir } from "../support/temp.js";
+
+const dir = tempDir("wassal-dashboard-http-");
+const TOKEN = "s3cret-token-of-24-chars";
+const EVIL = '<script>window.__pwned = 1</script><img src=x onerror="alert(1)">';
+let store: SqliteOutboxStore;
+const clock = new ManualClock(new Date("2026-12-01T09:00:00.000Z"));
+const ids: Record<"reclaimed" | "dead" | "evil", string> = { reclaimed: "", dead: "", evil: "" };
+
+beforeAll(async () => {
+  requireBuiltCli();
+  store = new SqliteOutboxStore({ path: join(dir, "outbox.db"), audit: true, clock });
+  await store.migrate();
+  const enqueue = (type: string, payload: unknown, extra: object = {}) =>
+    store.transaction((tx) => store.enqueue(tx, { type, payload: payload as never, ...extra }));
+  // Reclaimed after expiry, with the stale owner's write refused.
+  ids.reclaimed = (await enqueue("payment.reconcile", { n: 1 }, { dedupeKey: "PAY-1" })).id;
+  const [stale] = await store.claim("Worker-A", { limit: 1, leaseMs: 500 });
+  clock.advance(600);
+  const [fresh] = await store.claim("Worker-B", { limit: 1, leaseMs: 30_000 });
+  await store.complete(stale as Lease);
+  await store.complete(fresh as Lease);
+  // Dead, holding its ordering key.
+  ids.dead = (await enqueue("payment.refund", { n: 2 }, { key: "order-9" })).id;
+  await enqueue("payment.refund", { n: 3 }, { key: "order-9" });
+  const [doomed] = await store.claim("Worker-C", { limit: 1, leaseMs: 30_000 });
+  await store.fail(doomed as Lease, new Error(EVIL), "dead");
+  // Markup everywhere a user controls: payload, header, keys.
+  ids.evil = (await enqueue("note", { html: EVIL }, { headers: { "x-note": EVIL }, dedupeKey: "evil-<b>1</b>" })).id;
+});
+
+afterAll(async () => {
+  await killAll();
+  await store.close();
+});
+
+function app(options: { allowActions?: boolean; token?: string } = {}) {
+  return dashboardApp({ store, database: "test.db", now: () => clock.now().getTime(), ...options }).app;
+}
+
+const get = (a: ReturnType<typeof app>, path: string, headers: Record<string, string> = {}) => a.request(`http://127.0.0.1${path}`, { headers });
+
+describe("dashboard pages", () => {
+  it("shows counts per state, leases, blocked keys and dead messages with their last error, escaped", async () => {
+    const response = await get(app(), "/");
+    expect(response.status).toBe(200);
+    const page = await response.text();
+    expect(page).toMatch(/data-status="processed"><span class="n">1<\/span>/);
+    expect(page).toMatch(/data-status="dead"><span class="n">1<\/span>/);
+    expect(page).toMatch(/data-status="pending"><span class="n">2<\/span>/);
+    expect(page).toContain(`<tr data-key="order-9">`);
+    expect(page).toContain(`<tr data-message="${ids.dead}">`);
+    expect(page).not.toContain("<script>window");
+    expect(page).toContain("&lt;script&gt;window.__pwned = 1&lt;/script&gt;");
+    expect(response.headers.get("content-security-policy")).toContain("script-src 'self'");
+    expect(page).not.toMatch(/<form class="action"/); // read-only: no action is offered
+  });
+
+  it("draws a message's timeline from its audit trail: the expired lease, the reclaim and the refused write", async () => {
+    const page = await (await get(app(), `/messages/${ids.reclaimed}`)).text();
+    const bars = [...page.matchAll(/data-owner="([^"]*)" data-token="(\d+)" data-from="([^"]+)" data-to="([^"]+)" data-end="(\w+)"/g)].map((m) => m.slice(1));
+    expect(bars).toEqual([
+      ["Worker-A", "1", "2026-12-01T09:00:00.000Z", "2026-12-01T09:00:00.500Z", "expired"],
+      ["Worker-B", "2", "2026-12-01T09:00:00.600Z", "2026-12-01T09:00:00.600Z", "completed"],
+    ]);
+    expect(page).toMatch(/<g class="mark mark-refused" data-kind="refused" data-at="2026-12-01T09:00:00.600Z" data-owner="Worker-A">/);
+    expect(page).toContain('<tr class="audit-refused" data-action="refused" data-owner="Worker-A" data-token="1"');
+  });
+
+  it("shows a payload, header, key and error holding markup as text", async () => {
+    const page = await (await get(app(), `/messages/${ids.evil}`)).text();
+    expect(page).not.toMatch(/<script>window|<img src=x|<b>1<\/b>/);
+    expect(page).toContain("&lt;img src=x onerror=");
+    expect(page).toContain("evil-&lt;b&gt;1&lt;/b&gt;");
+    const dead = await (await get(app(), `/messages/${ids.dead}`)).text();
+    expect(dead).toContain('<pre class="last-error">Error: &lt;script&gt;window.__pwned = 1&lt;/script&gt;');
+  });
+
+  it("finds messages by id, dedupe key or ordering key", async () => {
+    const byKey = await (await get(app(), "/search?q=order-9")).text();
+    expect([...byKey.matchAll(/<tr data-message="(\d+)">/g)].map((m) => m[1])).toHaveLength(2);
+    const byDedupe = await (await get(app(), `/search?q=${encodeURIComponent("evil-<b>1</b>")}`)).text();
+    expect([...byDedupe.matchAll(/<tr data-message="(\d+)">/g)].map((m) => m[1])).toEqual([ids.evil]);
+    expect((await get(app(), "/search?q=")).status).toBe(400);
+  });
+
+  it("answers 404 with a page for a message that does not exist, or an id that is not one", async () => {
+    for (const path of ["/messages/999999", "/messages/not-an-id", "/messages/0", "/fragments/messages/999999", "/nowhere"]) {
+      const response = await get(app(), path);
+      expect(response.status, path).toBe(404);
+      expect(await response.text(), path).toContain("404: not found");
+    }
+  });
+
+  it("streams a change event for live pages", async () => {
+    const response = await get(app(), `/events?message=${ids.reclaimed}`);
+    expect(response.headers.get("content-type")).toContain("text/event-stream");
+    const reader = response.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toContain("event: change");
+    await reader.cancel();
+  });
+});
+
+describe("dashboard access", () => {
+  it("with a token: 401 and nothing else for none or a wrong one; a bearer header or the cookie /?token= sets lets in", async () => {
+    const guarded = app({ token: TOKEN });
+    for (const headers of [{}, { authorization: "Bearer wrong-token-wrong-token" }, { cookie: "wassal_dashboard=nope" }]) {
+      const response = await get(guarded, "/", headers);
+      expect(response.status).toBe(401);
+      expect(await response.text()).toBe("401 Unauthorized\n");
+    }
+    expect((await get(guarded, `/messages/${ids.reclaimed}?token=wrong`)).status).toBe(401);
+    expect((await get(guarded, "/", { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    const visit = await get(guarded, `/messages/${ids.reclaimed}?token=${TOKEN}`);
+    expect(visit.status).toBe(303);
+    expect(visit.headers.get("location")).toBe(`/messages/${ids.reclaimed}`);
+    const cookie = visit.headers.get("set-cookie") ?? "";
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/SameSite=Strict/);
+    expect((await get(guarded, "/", { cookie: cookie.split(";")[0]! })).status).toBe(200);
+  });
+
+  it("refuses actions when they are off, and without the page's CSRF token or from another origin when on", async () => {
+    const form = (body: Record<string, string>, headers: Record<string, string> = {}) => ({
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://127.0.0.1", ...headers },
+      body: new URLSearchParams(body).toString(),
+    });
+    const readOnly = app();
+    expect((await readOnly.request(`http://127.0.0.1/messages/${ids.dead}/redrive`, form({ csrf: "x" }))).status).toBe(403);
+    expect((await readOnly.request("http://127.0.0.1/keys/order-9/skip", form({ csrf: "x" }))).status).toBe(403);
+
+    const acting = app({ allowActions: true });
+    const page = await (await get(acting, `/messages/${ids.dead}`)).text();
+    const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1];
+    expect(csrf).toBeDefined();
+    expect((await acting.request(`http://127.0.0.1/messages/${ids.dead}/redrive`, form({ csrf: "forged" }))).status).toBe(403);
+    const crossSite = await acting.request(`http://127.0.0.1/messages/${ids.dead}/redrive`, form({ csrf: csrf! }, { origin: "http://evil.example" }));
+    expect(crossSite.status).toBe(403);
+    expect((await store.getMessage(ids.dead))?.status).toBe("dead"); // nothing was done
+    const done = await acting.request(`http://127.0.0.1/messages/${ids.dead}/redrive`, form({ csrf: csrf! }));
+    expect(done.status).toBe(303);
+    expect((await store.getMessage(ids.dead))?.status).toBe("pending");
+  });
+
+  it("knows loopback addresses", () => {
+    expect(["127.0.0.1", "127.1.2.3", "::1", "localhost"].every(isLoopback)).toBe(true);
+    expect(["0.0.0.0", "10.0.0.1", "::", "example.com"].some(isLoopback)).toBe(false);
+  });
+});
+
+describe("wassal dashboard (the command)", () => {
+  afterEach(killAll);
+  const db = () => join(dir, "outbox.db");
+
+  it("serves on a free port, read-only, and says where", async () => {
+    const p = startCli(["dashboard", "--db", db(), "--port", "0"], { cwd: dir });
+    const url = await new Promise<string>((resolve, reject) => {
+      p.child.stdout?.on("data", () => {
+        const found = /dashboard on (http:\/\/127\.0\.0\.1:\d+\/) \(read-only\)/.exec(p.stdout());
+        if (found?.[1]) resolve(found[1]);
+      });
+      p.exited.then(() => reject(new Error(`exited: ${p.stderr()}`)), reject);
+    });
+    const response = await fetch(`${url}messages/${ids.reclaimed}`);
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('data-end="expired"');
+    p.signal("SIGTERM");
+    expect((await p.waitForExit(15_000)).code).toBe(0);
+  });
+
+  it("exits 2 with one line for a port in use, another machine's address without a token, a short token", async () => {
+    const busy: Server = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", resolve));
+    const port = String((busy.address() as { port: number }).port);
+    try {
+      const cases: [string[], RegExp][] = [
+        [["--port", port], /port is already in use; choose another --port/],
+        [["--host", "0.0.0.0"], /without a token; give --token/],
+        [["--host", "0.0.0.0", "--token", "short"], /at least 16 characters/],
+        [["--host", "192.0.2.1", "--token", TOKEN, "--port", "0"], /no such address on this machine/],
+        [["--port", "70000"], /--port/],
+      ];
+      for (const [args, message] of cases) {
+        const result = await runCli(["dashboard", "--db", db(), ...args], { cwd: dir });
+        expect(result.code, args.join(" ")).toBe(2);
+        expect(result.stderr, args.join(" ")).toMatch(message);
+        expect(result.stderr.trim().split("\n")[0], args.join(" ")).toMatch(message);
+      }
+      // Refused before the database is opened: a missing file stays missing.
+      const missing = join(dir, "never-created.db");
+      expect((await runCli(["dashboard", "--db", missing, "--host", "0.0.0.0"], { cwd: dir })).code).toBe(2);
+      expect((await runCli(["dashboard", "--db", missing], { cwd: dir })).stderr).toMatch(/no database at/);
+    } finally {
+      busy.close();
+    }
+  });
+
+  it("has --help with the security rules and examples", async () => {
+    const help = await runCli(["dashboard", "--help"], { cwd: dir });
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/--allow-actions/);
+    expect(help.stdout).toMatch(/any\s+but\s+loopback\s+requires\s+--token/);
+    expect(help.stdout).toMatch(/Exit codes: 0 stopped by a signal, 2 bad input/);
+  });
+});
