@@ -2,7 +2,7 @@
 // outbox until SIGTERM or SIGINT.
 
 import { Command, Option } from "commander";
-import { checkDashboardAccess, startDashboard } from "../dashboard/dashboard.js";
+import type { RunningDashboard } from "../dashboard/dashboard.js";
 import { createLogger } from "../observability/logging.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { integer } from "./options.js";
@@ -50,11 +50,13 @@ Examples:
 Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used), 70 an internal error.`,
     )
     .action(async (options: DashboardCommandOptions) => {
+      // Loaded here, so that other commands do not load the web framework.
+      const { checkDashboardAccess, startDashboard } = await import("../dashboard/dashboard.js");
       checkDashboardAccess(options.host, options.token); // before the database is opened
       const logger = createLogger("info");
       const outbox = await openOutbox(options.db, storeOptions(options, "repair"));
       await runUntilSignal(logger, "dashboard", async () => {
-        let running: Awaited<ReturnType<typeof startDashboard>>;
+        let running: RunningDashboard;
         try {
           running = await startDashboard({
             store: outbox.store,
