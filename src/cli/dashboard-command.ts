@@ -51,10 +51,11 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
     )
     .action(async (options: DashboardCommandOptions) => {
       // Loaded here, so that other commands do not load the web framework.
-      const { checkDashboardAccess, startDashboard } = await import("../dashboard/dashboard.js");
-      checkDashboardAccess(options.host, options.token); // before the database is opened
+      const { checkDashboardAddress, startDashboard } = await import("../dashboard/dashboard.js");
+      await checkDashboardAddress(options.host, options.port, options.token); // before the database is opened
       const logger = createLogger("info");
-      const outbox = await openOutbox(options.db, storeOptions(options, "repair"));
+      // Audited: a redrive or an unblocked key done here is in the audit trail, like any other.
+      const outbox = await openOutbox(options.db, { ...storeOptions(options, "repair"), audit: true });
       await runUntilSignal(logger, "dashboard", async () => {
         let running: RunningDashboard;
         try {

@@ -10,7 +10,7 @@
 // origin. Every message field is escaped by the template.
 
 import { randomBytes, createHash, timingSafeEqual } from "node:crypto";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, createServer as createNetServer, type Server } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
@@ -37,6 +37,12 @@ export interface DashboardOptions {
   readonly pollMs?: number;
   /** The wall clock (tests pass a manual one). */
   readonly now?: () => number;
+  /**
+   * Without a token, the host names a request may be addressed to (its Host header); any other is
+   * refused (403), so a web page that rebinds its own name to 127.0.0.1 cannot read or act on the
+   * dashboard. Default: 127.0.0.1, localhost and [::1]. startDashboard adds the address it listens on.
+   */
+  readonly hostNames?: readonly string[];
 }
 
 const COOKIE = "wassal_dashboard";
@@ -81,6 +87,17 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     }),
   );
 
+  // No token: only requests addressed to this machine by its own names (DNS rebinding gets a 403).
+  if (token === undefined) {
+    const allowed = new Set(["127.0.0.1", "localhost", "[::1]", ...(options.hostNames ?? [])].map((h) => h.toLowerCase()));
+    app.use("*", async (c, next) => {
+      // The request's URL is built from its Host header (by the Node adapter): its host name is the one the browser asked for.
+      const host = new URL(c.req.url).hostname.toLowerCase();
+      if (!allowed.has(host)) return c.text("403 Forbidden: this dashboard answers only to its own address\n", 403);
+      return next();
+    });
+  }
+
   // The token, when one is set: 401 with nothing else for a request without the right one.
   if (token !== undefined) {
     app.use("*", async (c, next) => {
@@ -89,7 +106,8 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
         setCookie(c, COOKIE, token, { httpOnly: true, sameSite: "Strict", path: "/" });
         const url = new URL(c.req.url);
         url.searchParams.delete("token");
-        return c.redirect(`${url.pathname}${url.search}`, 303);
+        // Same page, never another site: "//evil.example/" or "/\\evil.example/" would leave the origin.
+        return c.redirect(`/${url.pathname.replace(/^[/\\]+/, "")}${url.search}`, 303);
       }
       const bearer = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
       const presented = bearer ?? getCookie(c, COOKIE);
@@ -230,6 +248,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
 
   app.notFound((c) => notFound(c, "Nothing here. The overview is at /."));
   app.onError((error, c) => {
+    if (error instanceof InvalidArgumentError) return c.html(problemPage("400: bad request", error.message), 400);
     // The CSRF guard refuses a cross-site form with a 403 of its own.
     if (error instanceof HTTPException) {
       return c.html(problemPage(`${error.status}: refused`, "A form from another site cannot act on this dashboard."), error.status);
@@ -263,17 +282,10 @@ export function checkDashboardAccess(host: string, token: string | undefined): v
   }
 }
 
-/** Serves the dashboard; refuses (InvalidArgumentError) a non-loopback host without a token, or a port it cannot use. */
-export async function startDashboard(options: StartDashboardOptions): Promise<RunningDashboard> {
-  const host = options.host ?? "127.0.0.1";
-  const port = options.port ?? 4300;
-  checkDashboardAccess(host, options.token);
-  const { app, pulse } = dashboardApp(options);
-  await pulse.start();
-  const server = createAdaptorServer({ fetch: app.fetch });
-  await new Promise<void>((resolve, reject) => {
+/** Listens on host:port, turning the errors a user can fix into one clear InvalidArgumentError. */
+function listen(server: Server, host: string, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) => {
-      pulse.stop();
       reject(
         error.code === "EADDRINUSE"
           ? new InvalidArgumentError(`cannot serve the dashboard on ${host}:${port}: the port is already in use; choose another --port, or 0 for any free port`)
@@ -288,6 +300,33 @@ export async function startDashboard(options: StartDashboardOptions): Promise<Ru
     });
     server.listen(port, host, () => resolve());
   });
+}
+
+/**
+ * Checks, before anything is opened, that the dashboard may listen there: a token for an address
+ * other machines reach, and an address and port that can be bound now (tried and let go).
+ */
+export async function checkDashboardAddress(host: string, port: number, token: string | undefined): Promise<void> {
+  checkDashboardAccess(host, token);
+  const probe = createNetServer();
+  await listen(probe, host, port);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+}
+
+/** Serves the dashboard; refuses (InvalidArgumentError) a non-loopback host without a token, or a port it cannot use. */
+export async function startDashboard(options: StartDashboardOptions): Promise<RunningDashboard> {
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? 4300;
+  checkDashboardAccess(host, options.token);
+  const { app, pulse } = dashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
+  await pulse.start();
+  const server = createAdaptorServer({ fetch: app.fetch });
+  try {
+    await listen(server, host, port);
+  } catch (error) {
+    pulse.stop();
+    throw error;
+  }
   const address = server.address() as AddressInfo;
   const shown = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {

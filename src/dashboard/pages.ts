@@ -80,7 +80,7 @@ function throughputChart(minutes: readonly MinuteThroughput[]): Html {
       const x = n * step + 4;
       const ph = ((height - 28) * m.processed) / max;
       const dh = ((height - 28) * m.dead) / max;
-      const label = `${m.from.toISOString().slice(11, 16)}: ${m.processed} processed, ${m.dead} dead${m.whole ? "" : " (partly watched)"}`;
+      const label = `${m.from.toISOString().slice(11, 16)}: ${m.processed} processed, ${m.dead} dead${m.whole ? "" : " (at least: partly watched, or rows were purged or redriven)"}`;
       return (
         `<g class="minute" data-from="${m.from.toISOString()}" data-processed="${m.processed}" data-dead="${m.dead}"><title>${escapeHtml(label)}</title>` +
         `<rect x="${x.toFixed(1)}" y="${(height - 20 - ph).toFixed(1)}" width="${(step - 8).toFixed(1)}" height="${ph.toFixed(1)}" fill="#2e9a5b"${m.whole ? "" : ' fill-opacity="0.5"'}/>` +
@@ -91,7 +91,7 @@ function throughputChart(minutes: readonly MinuteThroughput[]): Html {
     .join("");
   const last = minutes.at(-1);
   return html`<figure class="throughput"><svg class="chart" role="img" aria-label="messages finished per minute" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, sans-serif">${raw(bars)}</svg>
-<figcaption>Messages finished per minute (green processed, red dead), UTC, since the dashboard started watching; this minute so far: ${last?.processed ?? 0} processed, ${last?.dead ?? 0} dead.</figcaption></figure>`;
+<figcaption>Messages finished per minute (green processed, red dead), UTC, since the dashboard started watching; a pale bar is a lower bound (the minute was partly watched, or rows were purged or redriven in it); this minute so far: ${last?.processed ?? 0} processed, ${last?.dead ?? 0} dead.</figcaption></figure>`;
 }
 
 /** The overview: counts, throughput, leases per owner, blocked keys and dead messages. */

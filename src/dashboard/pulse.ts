@@ -18,7 +18,10 @@ export interface MinuteThroughput {
   readonly from: Date;
   readonly processed: number;
   readonly dead: number;
-  /** False for a minute the dashboard only partly watched (it started, or a reading failed, inside it). */
+  /**
+   * False for a minute whose figures are a lower bound: the dashboard started inside it, a reading
+   * failed, or a count fell (a purge or a redrive took rows away while others finished).
+   */
   readonly whole: boolean;
 }
 
@@ -28,6 +31,8 @@ export class Pulse {
   readonly #store: OutboxStore<unknown>;
   readonly #pollMs: number;
   readonly #samples: Sample[] = [];
+  /** When a reading failed or a count fell: the minutes holding these are not whole. */
+  readonly #gaps: number[] = [];
   readonly #listeners = new Set<(signature: string) => void>();
   #timer: NodeJS.Timeout | undefined;
   #latest: OutboxStats | undefined;
@@ -43,9 +48,9 @@ export class Pulse {
 
   /** Reads once now, then every poll until stop(). */
   async start(): Promise<void> {
-    await this.#read();
+    await this.poll();
     const tick = () => {
-      this.#timer = setTimeout(() => void this.#read().finally(() => this.#timer !== undefined && tick()), this.#pollMs);
+      this.#timer = setTimeout(() => void this.poll().finally(() => this.#timer !== undefined && tick()), this.#pollMs);
       this.#timer.unref();
     };
     tick();
@@ -58,7 +63,7 @@ export class Pulse {
 
   /** The last stats read (reads them now if none were read yet). */
   async stats(): Promise<OutboxStats> {
-    if (this.#latest === undefined) await this.#read();
+    if (this.#latest === undefined) await this.poll();
     if (this.#latest === undefined) throw new Error(this.#error ?? "the outbox's stats could not be read");
     return this.#latest;
   }
@@ -92,7 +97,7 @@ export class Pulse {
         from: new Date(start),
         processed: before && after ? Math.max(after.processed - before.processed, 0) : 0,
         dead: before && after ? Math.max(after.dead - before.dead, 0) : 0,
-        whole: first <= start && start + minute <= now,
+        whole: first <= start && start + minute <= now && !this.#gaps.some((at) => at >= start && at < start + minute),
       });
     }
     return minutes;
@@ -109,14 +114,19 @@ export class Pulse {
     return found ?? (first !== undefined && first.at <= at + 60_000 ? first : undefined);
   }
 
-  async #read(): Promise<void> {
+  /** Reads the stats once now (start() does it every poll). */
+  async poll(): Promise<void> {
     try {
       const stats = await this.#store.stats();
       this.#error = null;
       this.#latest = stats;
       const now = this.#now();
+      const last = this.#samples.at(-1);
+      if (last !== undefined && (stats.counts.processed < last.processed || stats.counts.dead < last.dead)) this.#gaps.push(now);
       this.#samples.push({ at: now, processed: stats.counts.processed, dead: stats.counts.dead });
-      while ((this.#samples[0]?.at ?? now) < now - (THROUGHPUT_MINUTES + 1) * 60_000) this.#samples.shift();
+      const horizon = now - (THROUGHPUT_MINUTES + 1) * 60_000;
+      while ((this.#samples[0]?.at ?? now) < horizon) this.#samples.shift();
+      while ((this.#gaps[0] ?? now) < horizon) this.#gaps.shift();
       const signature = JSON.stringify([stats.counts, stats.leasesByOwner, stats.expiredLeases]);
       if (signature !== this.#signature) {
         this.#signature = signature;
@@ -124,6 +134,7 @@ export class Pulse {
       }
     } catch (error) {
       this.#error = error instanceof Error ? error.message : String(error);
+      this.#gaps.push(this.#now());
     }
   }
 }

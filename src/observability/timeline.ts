@@ -8,8 +8,12 @@ import type { OutboxEvent } from "../outbox/events.js";
 import { escapeHtml } from "./escape-html.js";
 import type { AuditEntry, LeaseOperation, OutboxMessage } from "../outbox/types.js";
 
-/** How a lease ended: its holder finished (completed, retry, dead, released), it ran out, or it is still held. */
-export type LeaseEnd = "completed" | "retry" | "dead" | "released" | "expired" | "held";
+/**
+ * How a lease ended: its holder finished (completed, retry, dead, released), it ran out, it is
+ * still held, or its end is not in the audit trail (written by a process that did not audit, or
+ * purged): drawn up to when the row says the message moved on.
+ */
+export type LeaseEnd = "completed" | "retry" | "dead" | "released" | "expired" | "held" | "unrecorded";
 
 export interface LeaseBar {
   readonly owner: string;
@@ -87,10 +91,20 @@ class Builder {
     this.marks.push({ kind, at, owner, label });
   }
 
-  /** Closes the lease still open: held until `until` when that is after `now`, else expired (and not yet reclaimed). */
-  build(now: Date, until: Date | null): Timeline {
+  /** The token of the lease still open, or null. */
+  get openToken(): number | null {
+    return this.#open?.token ?? null;
+  }
+
+  /**
+   * Closes the lease still open: held until `until` when that is after `now`, else expired (and not
+   * yet reclaimed); or, when `unrecordedAt` is given, ended there without a record of how.
+   */
+  build(now: Date, until: Date | null, unrecordedAt: Date | null = null): Timeline {
     const open = this.#open;
-    if (open !== null) {
+    if (open !== null && until === null && unrecordedAt !== null) {
+      this.bars.push({ owner: open.owner, token: open.token, from: open.from, to: unrecordedAt, end: "unrecorded", reclaimedBy: null });
+    } else if (open !== null) {
       const end = until ?? open.until;
       const held = end !== null && end.getTime() > now.getTime();
       this.bars.push({ owner: open.owner, token: open.token, from: open.from, to: end ?? now, end: held ? "held" : "expired", reclaimedBy: null });
@@ -140,7 +154,12 @@ export function timelineFromAudit(messageId: string, trail: readonly AuditEntry[
         break;
     }
   }
-  return timeline.build(now, message?.status === "processing" ? message.lockedUntil : null);
+  if (message === undefined || timeline.openToken === null) return timeline.build(now, null);
+  // The open lease is the row's current one: held (or run out) until its locked_until. Otherwise
+  // the trail missed how it ended; the row says when the message moved on.
+  if (message.status === "processing" && message.leaseToken === timeline.openToken) return timeline.build(now, message.lockedUntil);
+  const movedOn = message.processedAt ?? (message.status === "processing" ? null : message.availableAt);
+  return timeline.build(now, null, movedOn);
 }
 
 /** Lab notes that belong on a timeline: a crash in its owner's lane, the scenario clock across all. */
@@ -222,6 +241,7 @@ const END_LABEL: Record<LeaseEnd, string> = {
   released: "released",
   expired: "lease expired",
   held: "held now",
+  unrecorded: "end not in the audit trail",
 };
 /** What each mark shows in its circle (drawn shapes instead of glyphs a font may lack, where needed). */
 const MARK_SYMBOL: Record<MarkKind, string> = { refused: "✕", blocked: "", redrive: "↻", crash: "⚡", clock: "" };
@@ -327,7 +347,7 @@ export function renderTimelineSvg(timeline: Timeline, options: { readonly width?
 
 /** A legend for the timeline's bar ends and marks (HTML). */
 export function timelineLegend(): string {
-  const ends = (["completed", "retry", "dead", "released", "expired", "held"] as const).map(
+  const ends = (["completed", "retry", "dead", "released", "expired", "held", "unrecorded"] as const).map(
     (end) => `<span class="legend-end legend-${end}">${END_LABEL[end]}</span>`,
   );
   const marks = (Object.keys(MARK_NAME) as MarkKind[]).map((kind) => `<span>${MARK_NAME[kind]}</span>`);

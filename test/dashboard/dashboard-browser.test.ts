@@ -102,7 +102,7 @@ describe.skipIf(CHROMIUM === null && !process.env.CI)("the dashboard in a browse
     await page.goto(readOnly.url);
     const counts = await store.countByStatus();
     for (const status of ["processed", "dead", "pending"] as const) {
-      await expect.poll(() => page.locator(`[data-status="${status}"] .n`).textContent()).toBe(String(counts[status]));
+      await expect.poll(() => page.locator(`[data-status="${status}"] .n`).textContent(), { timeout: 15_000 }).toBe(String(counts[status]));
     }
     await browser.screenshot(page, "dashboard-overview");
 
@@ -110,7 +110,7 @@ describe.skipIf(CHROMIUM === null && !process.env.CI)("the dashboard in a browse
     await page.fill('input[name="q"]', "expiry-demo");
     await page.click('form.search button[type="submit"]');
     await page.click(`tr[data-message="${ids.reclaimed}"] a.message-link`);
-    await expect.poll(() => page.url()).toMatch(new RegExp(`/messages/${ids.reclaimed}$`));
+    await expect.poll(() => page.url(), { timeout: 15_000 }).toMatch(new RegExp(`/messages/${ids.reclaimed}$`));
     const trail = await store.auditTrail({ messageId: ids.reclaimed });
     const bars = await page.locator("svg.timeline g.lease").evaluateAll(datasets);
     expect(bars).toEqual(expectedBars(trail));
@@ -119,7 +119,9 @@ describe.skipIf(CHROMIUM === null && !process.env.CI)("the dashboard in a browse
       ["Worker-B", "completed"],
     ]);
     const refused = trail.find((e) => e.action === "refused");
-    await expect.poll(() => page.locator(`svg.timeline g.mark-refused[data-owner="Worker-A"]`).getAttribute("data-at")).toBe(refused?.at.toISOString());
+    await expect
+      .poll(() => page.locator(`svg.timeline g.mark-refused[data-owner="Worker-A"]`).getAttribute("data-at"), { timeout: 15_000 })
+      .toBe(refused?.at.toISOString());
     await browser.screenshot(page, "dashboard-message-reclaimed");
 
     // A message the worker retried: one bar per attempt, each as the audit trail says.
@@ -138,7 +140,7 @@ describe.skipIf(CHROMIUM === null && !process.env.CI)("the dashboard in a browse
     const blocked: string[] = [];
     page.on("console", (m) => blocked.push(m.text()));
     await page.goto(`${readOnly.url}messages/${ids.evil}`);
-    await expect.poll(() => page.locator("pre.payload").textContent()).toContain(EVIL);
+    await expect.poll(() => page.locator("pre.payload").textContent(), { timeout: 15_000 }).toContain(EVIL);
     expect(await page.locator("table.headers td").textContent()).toBe(EVIL_HEADER);
     expect(await page.evaluate(() => (globalThis as unknown as { __pwned?: string }).__pwned)).toBeUndefined();
     expect(await page.locator("main script, main img").count()).toBe(0);
@@ -148,7 +150,7 @@ describe.skipIf(CHROMIUM === null && !process.env.CI)("the dashboard in a browse
   it("updates the overview live when the outbox changes, without a reload", async () => {
     const page = await browser.newPage();
     await page.goto(readOnly.url);
-    await expect.poll(() => page.locator("#live-status").textContent()).toMatch(/live updates: on/);
+    await expect.poll(() => page.locator("#live-status").textContent(), { timeout: 15_000 }).toMatch(/live updates: on/);
     const before = Number(await page.locator('[data-status="pending"] .n').textContent());
     await page.evaluate(() => {
       (globalThis as unknown as { __sameDocument: boolean }).__sameDocument = true;
@@ -176,7 +178,7 @@ describe.skipIf(CHROMIUM === null && !process.env.CI)("the dashboard in a browse
     await page.goto(`${acting.url}messages/${dead!.id}`);
     await browser.screenshot(page, "dashboard-dead-message");
     await page.click('form.action button:has-text("Redrive this message")');
-    await expect.poll(() => page.locator("section.message").getAttribute("data-status")).not.toBe("dead");
+    await expect.poll(() => page.locator("section.message").getAttribute("data-status"), { timeout: 15_000 }).not.toBe("dead");
     expect((await store.getMessage(dead!.id))?.status).not.toBe("dead");
     const last = (await store.auditTrail({ messageId: dead!.id })).at(-1);
     expect(last?.action).toBe("redrive");

@@ -104,12 +104,21 @@ describe("dashboard pages", () => {
     }
   });
 
-  it("streams a change event for live pages", async () => {
-    const response = await get(app(), `/events?message=${ids.reclaimed}`);
+  it("streams a change event when a message page's content changes, a refused write included", async () => {
+    const id = (await store.transaction((tx) => store.enqueue(tx, { type: "live", payload: 1, dedupeKey: "live-1" }))).id;
+    const live = dashboardApp({ store, database: "test.db", now: () => clock.now().getTime(), pollMs: 20 }).app;
+    const response = await get(live, `/events?message=${id}`);
     expect(response.headers.get("content-type")).toContain("text/event-stream");
     const reader = response.body!.getReader();
-    const first = new TextDecoder().decode((await reader.read()).value);
-    expect(first).toContain("event: change");
+    const next = async () => new TextDecoder().decode((await reader.read()).value);
+    expect(await next()).toContain("event: change"); // what the page shows now
+    const [stale] = await store.claim("Worker-X", { limit: 1, leaseMs: 100, types: ["live"] });
+    expect(await next()).toContain("event: change"); // claimed
+    clock.advance(100);
+    await store.claim("Worker-Y", { limit: 1, leaseMs: 30_000, types: ["live"] });
+    expect(await next()).toContain("event: change"); // reclaimed
+    expect((await store.complete(stale as Lease)).outcome).toBe("lease-lost");
+    expect(await next()).toContain("event: change"); // refused: only the audit trail changed
     await reader.cancel();
   });
 });
@@ -156,6 +165,28 @@ describe("dashboard access", () => {
     expect((await store.getMessage(ids.dead))?.status).toBe("pending");
   });
 
+  it("without a token, answers only to its own names: a page that rebinds its name to 127.0.0.1 gets 403", async () => {
+    const open = app();
+    expect((await open.request("http://rebind.attacker.example:4300/")).status).toBe(403);
+    expect((await open.request(`http://rebind.attacker.example:4300/messages/${ids.reclaimed}`)).status).toBe(403);
+    for (const host of ["127.0.0.1:4300", "localhost:4300", "[::1]:4300"]) expect((await open.request(`http://${host}/`)).status, host).toBe(200);
+    // With a token the cookie cannot travel to another name, so any name may be used (a public address).
+    expect((await app({ token: TOKEN }).request("http://dashboard.example.com/", { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+  });
+
+  it("sends the token's visitor back to the same page, never to another site", async () => {
+    for (const path of ["//evil.example/", "/\\evil.example/"]) {
+      const response = await get(app({ token: TOKEN }), `${path}?token=${TOKEN}`);
+      expect(response.status).toBe(303);
+      expect(response.headers.get("location"), path).toBe("/evil.example/");
+    }
+  });
+
+  it("answers bad search text with 400, not 500", async () => {
+    const response = await get(app(), "/search?q=a%00b");
+    expect(response.status).toBe(400);
+  });
+
   it("knows loopback addresses", () => {
     expect(["127.0.0.1", "127.1.2.3", "::1", "localhost"].every(isLoopback)).toBe(true);
     expect(["0.0.0.0", "10.0.0.1", "::", "example.com"].some(isLoopback)).toBe(false);
@@ -166,15 +197,43 @@ describe("wassal dashboard (the command)", () => {
   afterEach(killAll);
   const db = () => join(dir, "outbox.db");
 
-  it("serves on a free port, read-only, and says where", async () => {
-    const p = startCli(["dashboard", "--db", db(), "--port", "0"], { cwd: dir });
-    const url = await new Promise<string>((resolve, reject) => {
+  /** Starts `wassal dashboard` and resolves to the URL it says it serves on. */
+  function serve(args: readonly string[]) {
+    const p = startCli(["dashboard", "--db", db(), "--port", "0", ...args], { cwd: dir });
+    const url = new Promise<string>((resolve, reject) => {
       p.child.stdout?.on("data", () => {
-        const found = /dashboard on (http:\/\/127\.0\.0\.1:\d+\/) \(read-only\)/.exec(p.stdout());
+        const found = /dashboard on (http:\/\/127\.0\.0\.1:\d+\/) \((read-only|actions allowed)\)/.exec(p.stdout());
         if (found?.[1]) resolve(found[1]);
       });
       p.exited.then(() => reject(new Error(`exited: ${p.stderr()}`)), reject);
     });
+    return { p, url };
+  }
+
+  it("records a redrive done from the command's dashboard in the audit trail", async () => {
+    const id = (await store.transaction((tx) => store.enqueue(tx, { type: "cli.dead", payload: 1 }))).id;
+    const [lease] = await store.claim("Worker-D", { limit: 1, leaseMs: 30_000, types: ["cli.dead"] });
+    await store.fail(lease as Lease, new Error("boom"), "dead");
+    const { p, url: served } = serve(["--allow-actions"]);
+    const url = await served;
+    const page = await (await fetch(`${url}messages/${id}`)).text();
+    const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? "";
+    const origin = new URL(url).origin;
+    const posted = await fetch(`${url}messages/${id}/redrive`, {
+      method: "POST",
+      redirect: "manual",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin },
+      body: new URLSearchParams({ csrf }).toString(),
+    });
+    expect(posted.status).toBe(303);
+    expect((await store.auditTrail({ messageId: id })).map((e) => e.action)).toEqual(["claim", "dead", "redrive"]);
+    p.signal("SIGTERM");
+    expect((await p.waitForExit(15_000)).code).toBe(0);
+  });
+
+  it("serves on a free port, read-only, and says where", async () => {
+    const { p, url: served } = serve([]);
+    const url = await served;
     const response = await fetch(`${url}messages/${ids.reclaimed}`);
     expect(response.status).toBe(200);
     expect(await response.text()).toContain('data-end="expired"');
@@ -192,16 +251,20 @@ describe("wassal dashboard (the command)", () => {
         [["--host", "0.0.0.0"], /without a token; give --token/],
         [["--host", "0.0.0.0", "--token", "short"], /at least 16 characters/],
         [["--host", "192.0.2.1", "--token", TOKEN, "--port", "0"], /no such address on this machine/],
-        [["--port", "70000"], /--port/],
       ];
       for (const [args, message] of cases) {
         const result = await runCli(["dashboard", "--db", db(), ...args], { cwd: dir });
         expect(result.code, args.join(" ")).toBe(2);
         expect(result.stderr, args.join(" ")).toMatch(message);
-        expect(result.stderr.trim().split("\n")[0], args.join(" ")).toMatch(message);
+        expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1);
       }
-      // Refused before the database is opened: a missing file stays missing.
+      // A port out of range is a usage error: its line, and the hint to --help.
+      const outOfRange = await runCli(["dashboard", "--db", db(), "--port", "70000"], { cwd: dir });
+      expect(outOfRange.code).toBe(2);
+      expect(outOfRange.stderr).toMatch(/--port/);
+      // Refused before the database is opened: a missing file stays missing, and a busy port is found first.
       const missing = join(dir, "never-created.db");
+      expect((await runCli(["dashboard", "--db", missing, "--port", port], { cwd: dir })).stderr).toMatch(/port is already in use/);
       expect((await runCli(["dashboard", "--db", missing, "--host", "0.0.0.0"], { cwd: dir })).code).toBe(2);
       expect((await runCli(["dashboard", "--db", missing], { cwd: dir })).stderr).toMatch(/no database at/);
     } finally {

@@ -72,6 +72,16 @@ describe("timelineFromAudit", () => {
     expect(bars(timelineFromAudit("7", trail, processing, t(40_000)))).toEqual([["A", 1, 0, 30_000, "expired", null]]);
   });
 
+  it("ends a lease whose end was not audited where the row says the message moved on", () => {
+    // Claimed by an audited worker, completed by one that was not.
+    const trail = [entry("claim", 1, "A", 0)];
+    const done = row({ status: "processed", lockedBy: "A", leaseToken: 1, processedAt: t(250) });
+    expect(bars(timelineFromAudit("7", trail, done, t(99_000)))).toEqual([["A", 1, 0, 250, "unrecorded", null]]);
+    // Claimed again since by an unaudited worker, still processing: the audited lease is not the current one.
+    const taken = row({ status: "processing", lockedBy: "B", leaseToken: 2, lockedUntil: t(30_000), availableAt: t(30_000) });
+    expect(bars(timelineFromAudit("7", trail, taken, t(1_000)))[0]?.[4]).toBe("expired");
+  });
+
   it("has no bars for a message never claimed", () => {
     const timeline = timelineFromAudit("7", [], row({ status: "pending" }), t(0));
     expect(timeline.bars).toEqual([]);

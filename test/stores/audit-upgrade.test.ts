@@ -62,6 +62,22 @@ describe("audit trail upgrade (outbox-010-audit-refused)", () => {
     }
   });
 
+  it("sqlite: ids keep growing after the upgrade even when every audit row had been purged", async () => {
+    const path = join(dir, "purged.db");
+    const store = new SqliteOutboxStore({ path, audit: true, clock: new ManualClock() });
+    try {
+      await store.applyMigrations(OUTBOX_MIGRATIONS.filter((m) => BEFORE_010(m.name)));
+      store.db.prepare("INSERT INTO outbox_audit (id, message_id, lease_token, owner, action, at) VALUES (41, 7, 1, 'w', 'complete', 0)").run();
+      store.db.prepare("DELETE FROM outbox_audit").run();
+      await store.migrate();
+      await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
+      await store.claim("w", { limit: 1, leaseMs: 100 });
+      expect(store.db.prepare("SELECT id FROM outbox_audit").pluck().all()).toEqual([42]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it.skipIf(!PG)("postgres: the constraint is widened and a column added, rows kept", async () => {
     const schema = freshSchema("wassal_upgrade");
     const clock = new ManualClock(new Date("2026-12-01T09:00:00.000Z"));

@@ -125,6 +125,9 @@ CREATE TABLE outbox_audit_next (
 ) STRICT;
 INSERT INTO outbox_audit_next (id, message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until)
   SELECT id, message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until FROM outbox_audit;
+-- Ids keep growing from where they were, even when the newest rows had been purged.
+INSERT INTO sqlite_sequence (name, seq) SELECT 'outbox_audit_next', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'outbox_audit_next');
+UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox_audit'), 0)) WHERE name = 'outbox_audit_next';
 DROP TABLE outbox_audit;
 ALTER TABLE outbox_audit_next RENAME TO outbox_audit;
 CREATE INDEX outbox_audit_message ON outbox_audit (message_id, id);
