@@ -5,7 +5,7 @@
 import type { OutboxMessage } from "../outbox/types.js";
 import type { ProviderCall } from "../payments/provider-simulator.js";
 import type { Payment } from "../payments/types.js";
-import type { Snapshot } from "./restart-stage.js";
+import type { CallBy, Snapshot } from "./restart-stage.js";
 import { textTable } from "./text-table.js";
 
 /** The payment key a reconciliation message is about (its payload's), or null. */
@@ -76,9 +76,11 @@ export function duplicates<T>(items: readonly T[], key: (item: T) => string | nu
 /** The provider's calls, as the reports count them. */
 export class ProviderCalls {
   readonly #calls: readonly ProviderCall[];
+  readonly #by: readonly string[];
 
-  constructor(calls: readonly ProviderCall[]) {
-    this.#calls = calls;
+  constructor(calls: readonly (CallBy | ProviderCall)[]) {
+    this.#calls = calls.map((c) => ("call" in c ? c.call : c));
+    this.#by = calls.map((c) => ("call" in c ? c.by : `pid ${c.pid}`));
   }
 
   statusChecks(key?: string): number {
@@ -113,11 +115,11 @@ export class ProviderCalls {
     );
   }
 
-  render(caller: (call: ProviderCall) => string): string {
+  render(): string {
     if (this.#calls.length === 0) return "(no provider calls)";
     return textTable(
-      ["#", "process", "call", "payment", "answer"],
-      this.#calls.map((c, i) => [i + 1, caller(c), c.operation, c.idempotencyKey, c.result]),
+      ["#", "caller", "call", "payment", "answer"],
+      this.#calls.map((c, i) => [i + 1, this.#by[i] ?? "", c.operation, c.idempotencyKey, c.result]),
     );
   }
 }

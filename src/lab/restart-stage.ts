@@ -5,6 +5,7 @@
 import { ManualClock } from "../outbox/clock.js";
 import type { OutboxMessage } from "../outbox/types.js";
 import { type ProviderCall, ProviderSimulator } from "../payments/provider-simulator.js";
+import type { PaymentProvider } from "../payments/payments-service.js";
 import type { CreatePaymentRequest, Payment } from "../payments/types.js";
 import type { LabBackend, LabConnection } from "./backend.js";
 import type { InstanceContext, InstancePlan } from "./instance-work.js";
@@ -37,10 +38,14 @@ export interface RestartStage<Tx> {
   /** A fresh instance in this process, on a new connection, its events in the ledger. */
   instance(name: string): Promise<InstanceContext<Tx>>;
   snapshot(): Promise<Snapshot>;
-  /** Every provider call of the run, in order: the killed instances' first, then this process's. */
-  providerCalls(): ProviderCall[];
-  /** The process that made a call, for reports. */
-  caller(call: ProviderCall): string;
+  /** Every provider call of the run, in order, with the instance that made it: the killed instances' first, then this process's. */
+  providerCalls(): CallBy[];
+}
+
+/** A provider call and the instance (and process) that made it. */
+export interface CallBy {
+  readonly by: string;
+  readonly call: ProviderCall;
 }
 
 export async function openRestartStage<Tx>(backend: LabBackend<Tx>): Promise<RestartStage<Tx>> {
@@ -49,8 +54,19 @@ export async function openRestartStage<Tx>(backend: LabBackend<Tx>): Promise<Res
   // The provider's answers depend only on the key, so this process agrees with the killed one's.
   const provider = new ProviderSimulator({ outcomes: SESSION_15_OUTCOMES, answerUnknownKeys: true });
   const observer: LabConnection<Tx> = await backend.connect(clock);
-  const killed: KilledInstance[] = [];
-  const callers = new Map<number, string>([[process.pid, `lab process (pid ${process.pid})`]]);
+  const killedCalls: CallBy[] = [];
+  const ownCalls: CallBy[] = [];
+  /** The shared provider, each call recorded with the instance that made it. */
+  const providerFor = (name: string): PaymentProvider => {
+    const by = `${name} (lab process, pid ${process.pid})`;
+    const record = () => {
+      for (const call of provider.log().slice(ownCalls.length)) ownCalls.push({ by, call });
+    };
+    return {
+      createPayment: (request) => provider.createPayment(request).finally(record),
+      checkStatus: (key, options) => provider.checkStatus(key, options).finally(record),
+    };
+  };
   return {
     clock,
     ledger,
@@ -59,20 +75,17 @@ export async function openRestartStage<Tx>(backend: LabBackend<Tx>): Promise<Res
     async kill(name, plan) {
       ledger.note(clock.now(), "lab", `start ${name} as a child process (node instance-process.js)`);
       const instance = await runUntilKilled({ name, plan, target: backend.target, clockStart: clock.now(), outcomes: SESSION_15_OUTCOMES, ledger });
-      killed.push(instance);
-      callers.set(instance.pid, `${name} (pid ${instance.pid})`);
+      for (const call of instance.providerCalls) killedCalls.push({ by: `${name} (pid ${instance.pid})`, call });
       return instance;
     },
     async instance(name) {
       const connection = await backend.connect(clock);
-      callers.set(process.pid, `${name} (lab process, pid ${process.pid})`);
       ledger.attach(connection.store.events);
-      return { name, ...connection, provider, clock, note: (text: string) => ledger.note(clock.now(), name, text) };
+      return { name, ...connection, provider: providerFor(name), clock, note: (text: string) => ledger.note(clock.now(), name, text) };
     },
     async snapshot() {
       return { payments: await observer.repository.list(), messages: await observer.store.listMessages() };
     },
-    providerCalls: () => [...killed.flatMap((k) => k.providerCalls), ...provider.log()],
-    caller: (call) => callers.get(call.pid) ?? `pid ${call.pid}`,
+    providerCalls: () => [...killedCalls, ...ownCalls],
   };
 }

@@ -11,6 +11,7 @@ import type { Scenario } from "./scenario.js";
 import { competingWorkersNoClaim } from "./scenarios/competing-workers-no-claim.js";
 import { durableReconciliation, inMemoryReconciliation } from "./scenarios/durable-reconciliation.js";
 import { outboxLeasing } from "./scenarios/outbox-leasing.js";
+import { dualWrite, transactionalOutbox } from "./scenarios/transactional-outbox.js";
 import { paymentEventsByKey, paymentEventsUnordered } from "./scenarios/payment-events.js";
 import { SqliteLabBackend } from "./sqlite-backend.js";
 import { PostgresLabBackend } from "./postgres-backend.js";
@@ -21,6 +22,8 @@ import { isPostgresUrl } from "../stores/admin.js";
 export const SCENARIOS: readonly Scenario[] = [
   inMemoryReconciliation,
   durableReconciliation,
+  dualWrite,
+  transactionalOutbox,
   competingWorkersNoClaim,
   outboxLeasing,
   paymentEventsUnordered,

@@ -206,7 +206,7 @@ async function run<Tx>(backend: LabBackend<Tx>, durable: boolean): Promise<Scena
       atCrash.messages.length === 0 ? "(no outbox messages: the work was kept only in memory)" : renderMessages(atCrash.messages, labels),
     )
     .section("Timeline (both instances)", renderTimeline(ledger, labels))
-    .section("Provider calls (every process)", calls.render(stage.caller));
+    .section("Provider calls (every process)", calls.render());
   if (durable) report.section("Processing ledger", renderProcessingLedger(ledger, labels));
   report
     .section("Final payments", renderPayments(final.payments))
