@@ -27,5 +27,5 @@ export {
   type PaymentsRepository,
   type StatementLine,
 } from "./payments/types.js";
-export type { LabMetrics, OrderingMetrics, ScenarioMetrics } from "./lab/metrics.js";
+export type { AtomicityMetrics, DurabilityMetrics, LabMetrics, OrderingMetrics, ScenarioMetrics } from "./lab/metrics.js";
 export { findScenario, runScenario, SCENARIOS, type LabRunOptions, type LabRunResult } from "./lab/run-lab.js";

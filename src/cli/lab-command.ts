@@ -52,7 +52,7 @@ export function labCommand(): Command {
       "--json",
       'print one JSON object (scenario, passed, reportPath, databasePath, checks, metrics) instead of the text report; with "all", an object holding every scenario\'s',
     )
-    .option("--reports <dir>", "save reports under <dir>/Reports/<lesson>/ (Session-15 or Ordering)", ".")
+    .option("--reports <dir>", "save reports under <dir>/Reports/<lesson>/ (Session-13, Session-14, Session-15 or Ordering)", ".")
     .addOption(
       new Option(
         "--db <url-or-path>",

@@ -5,7 +5,16 @@ import type { Clock } from "../outbox/clock.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { WassalError } from "../outbox/errors.js";
 import type { PaymentsRepository } from "../payments/types.js";
-import type { OpenedOutbox } from "../stores/open-outbox.js";
+import type { OpenedOutbox, OpenOutboxOptions } from "../stores/open-outbox.js";
+
+/**
+ * What another process needs to open the same database: openOutbox's arguments. `db` may hold a
+ * password, so hand it over privately (the lab sends it over the IPC channel), never on a command line.
+ */
+export interface DatabaseTarget {
+  readonly db: string;
+  readonly options: Pick<OpenOutboxOptions, "schema" | "maxConnections">;
+}
 
 export interface LabConnection<Tx> {
   readonly store: OutboxStore<Tx>;
@@ -17,6 +26,8 @@ export interface LabBackend<Tx> {
   readonly description: string;
   /** Where the data lives (a file path, or a URL and schema). */
   readonly location: string;
+  /** How a separate process (a child the lab kills) opens this database. */
+  readonly target: DatabaseTarget;
   /** Opens a new connection (an application instance) using this clock. */
   connect(clock: Clock): Promise<LabConnection<Tx>>;
   /** Removes the data (unless the user asked to keep it) and reports what it did. */

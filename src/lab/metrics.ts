@@ -59,8 +59,76 @@ export interface OrderingMetrics {
   appliedByWorker: Record<string, number>;
 }
 
+/**
+ * What the Session 13 scenarios report: an instance killed with reconciliation work left, and a
+ * fresh one started on the same database. Read from the rows after the crash and at the end, the
+ * killed process's exit, and the provider's call log.
+ */
+export interface DurabilityMetrics {
+  /** Payment rows in the database after the crash. */
+  paymentsCreated: number;
+  /** Of those, how many the killed instance had reconciled (no longer Pending). */
+  reconciledBeforeCrash: number;
+  /** The work the killed instance still had to do, as it knew it at its crash point. */
+  workPendingAtCrash: number;
+  /** The signal that ended the killed instance's process. */
+  killedBy: string | null;
+  /** Pending reconciliation messages in the database after the crash: the work that survived. */
+  durableWorkAtCrash: number;
+  /** Work the fresh instance found when it started. */
+  workFoundOnRestart: number;
+  /** Payments the fresh instance moved out of Pending. */
+  reconciledAfterRestart: number;
+  providerStatusChecks: number;
+  paymentsCheckedMoreThanOnce: number;
+  paid: number;
+  failed: number;
+  stillPending: number;
+  /** Pending payments that no pending or processing message will ever reconcile. */
+  lostPayments: number;
+  /** Lost payments that the provider has as Paid: money taken that the system does not know of. */
+  paidAtProviderButPendingHere: number;
+  outboxMessages: number;
+  outboxProcessed: number;
+  duplicatePaymentRows: number;
+  duplicateOutboxRows: number;
+  fakeSuccesses: number;
+}
+
+/**
+ * What the Session 14 scenarios report: an instance killed between a payment's write and its
+ * message's, the request retried, the rest created, and a worker draining the outbox.
+ */
+export interface AtomicityMetrics {
+  /** Payment requests the killed instance had begun (the last one is where it died). */
+  requestsBeforeCrash: number;
+  killedBy: string | null;
+  paymentRowsAfterCrash: number;
+  outboxMessagesAfterCrash: number;
+  /** Payment rows no message points at, right after the crash. */
+  paymentsWithoutMessageAfterCrash: number;
+  /** Messages that point at no payment row, right after the crash. */
+  messagesWithoutPaymentAfterCrash: number;
+  /** Outbox messages written while retrying the request that the crash cut short. */
+  messagesWrittenByRetry: number;
+  paymentsAtEnd: number;
+  outboxMessagesAtEnd: number;
+  paymentsWithoutMessageAtEnd: number;
+  messagesWithoutPaymentAtEnd: number;
+  processingAttempts: number;
+  providerStatusChecks: number;
+  paid: number;
+  failed: number;
+  stillPending: number;
+  /** Payments left Pending that the provider has as Paid. */
+  paidAtProviderButPendingHere: number;
+  duplicatePaymentRows: number;
+  duplicateOutboxRows: number;
+  fakeSuccesses: number;
+}
+
 /** The figures of any scenario. */
-export type ScenarioMetrics = LabMetrics | OrderingMetrics;
+export type ScenarioMetrics = LabMetrics | OrderingMetrics | DurabilityMetrics | AtomicityMetrics;
 
 export interface MetricInputs {
   readonly ledger: Ledger;

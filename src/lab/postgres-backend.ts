@@ -5,11 +5,12 @@ import { randomBytes } from "node:crypto";
 import type { Clock } from "../outbox/clock.js";
 import { dropSchema, postgresServerVersion, redactUrl } from "../stores/admin.js";
 import { openOutbox } from "../stores/open-outbox.js";
-import { OpenedConnections, type LabBackend, type LabConnection } from "./backend.js";
+import { OpenedConnections, type DatabaseTarget, type LabBackend, type LabConnection } from "./backend.js";
 
 export class PostgresLabBackend implements LabBackend<unknown> {
   readonly location: string;
   readonly description: string;
+  readonly target: DatabaseTarget;
   readonly #url: string;
   readonly #schema: string;
   readonly #keep: boolean;
@@ -20,6 +21,7 @@ export class PostgresLabBackend implements LabBackend<unknown> {
     this.#schema = schema;
     this.#keep = keep;
     this.location = `${redactUrl(url)} (schema ${schema})`;
+    this.target = { db: url, options: { schema, maxConnections: 2 } };
     this.description = `PostgreSQL ${version} (pg), READ COMMITTED, one pool per worker`;
   }
 
@@ -30,7 +32,7 @@ export class PostgresLabBackend implements LabBackend<unknown> {
   }
 
   async connect(clock: Clock): Promise<LabConnection<unknown>> {
-    const opened = await this.#connections.open(() => openOutbox(this.#url, { schema: this.#schema, clock, maxConnections: 2 }));
+    const opened = await this.#connections.open(() => openOutbox(this.#url, { ...this.target.options, clock }));
     return { store: opened.store, repository: opened.payments };
   }
 

@@ -9,7 +9,9 @@ import type { ScenarioMetrics } from "./metrics.js";
 import type { Check } from "./report.js";
 import type { Scenario } from "./scenario.js";
 import { competingWorkersNoClaim } from "./scenarios/competing-workers-no-claim.js";
+import { durableReconciliation, inMemoryReconciliation } from "./scenarios/durable-reconciliation.js";
 import { outboxLeasing } from "./scenarios/outbox-leasing.js";
+import { dualWrite, transactionalOutbox } from "./scenarios/transactional-outbox.js";
 import { paymentEventsByKey, paymentEventsUnordered } from "./scenarios/payment-events.js";
 import { SqliteLabBackend } from "./sqlite-backend.js";
 import { PostgresLabBackend } from "./postgres-backend.js";
@@ -17,7 +19,16 @@ import { InvalidArgumentError } from "../outbox/errors.js";
 import { isPostgresUrl } from "../stores/admin.js";
 
 /** Every scenario, lesson by lesson, BEFORE first. */
-export const SCENARIOS: readonly Scenario[] = [competingWorkersNoClaim, outboxLeasing, paymentEventsUnordered, paymentEventsByKey];
+export const SCENARIOS: readonly Scenario[] = [
+  inMemoryReconciliation,
+  durableReconciliation,
+  dualWrite,
+  transactionalOutbox,
+  competingWorkersNoClaim,
+  outboxLeasing,
+  paymentEventsUnordered,
+  paymentEventsByKey,
+];
 
 export function findScenario(name: string): Scenario | undefined {
   return SCENARIOS.find((s) => s.name === name);

@@ -8,7 +8,7 @@ import type { Clock } from "../outbox/clock.js";
 import { DatabaseOpenError } from "../outbox/errors.js";
 import { sqliteHoldsTables, sqliteVersion } from "../stores/admin.js";
 import { openOutbox } from "../stores/open-outbox.js";
-import { OpenedConnections, type LabBackend, type LabConnection } from "./backend.js";
+import { OpenedConnections, type DatabaseTarget, type LabBackend, type LabConnection } from "./backend.js";
 
 export interface SqliteBackendOptions {
   /** A file to use instead of a temporary one; it is kept. */
@@ -22,6 +22,7 @@ export interface SqliteBackendOptions {
 export class SqliteLabBackend implements LabBackend<unknown> {
   readonly location: string;
   readonly description: string;
+  readonly target: DatabaseTarget;
   readonly #tempDir: string | null;
   readonly #keep: boolean;
   readonly #connections = new OpenedConnections();
@@ -41,6 +42,7 @@ export class SqliteLabBackend implements LabBackend<unknown> {
       this.location = join(this.#tempDir, "wassal-outbox.db");
       this.#keep = options.keep ?? false;
     }
+    this.target = { db: this.location, options: {} };
     this.description = `SQLite ${sqliteVersion()} (better-sqlite3), WAL, synchronous=FULL, one connection per worker`;
   }
 

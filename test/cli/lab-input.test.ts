@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { expectNoStack, oneLine } from "../support/assertions.js";
 import { requireBuiltCli, runCli } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
-import { AFTER, ALL, BEFORE, sandbox as sandboxIn } from "./cli-support.js";
+import { AFTER, ALL, BEFORE, CRASH_SCENARIOS, DAY14_AFTER, sandbox as sandboxIn } from "./cli-support.js";
 
 // One folder for the whole file, removed when it finishes (tempDir must be called while the file
 // is collected, not inside a test: a hook registered by a running test never runs).
@@ -36,8 +36,10 @@ describe("names, options and help", () => {
     expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
     expect(run.stderr).toContain(`unknown scenario "session-15-no-such-thing"`);
-    expect(run.stderr).toContain(BEFORE);
-    expect(run.stderr).toContain(AFTER);
+    // Every name, in the order `lab all` runs them.
+    const listed = ALL.map((name) => run.stderr.indexOf(`  ${name} `));
+    expect(listed.every((at) => at > 0)).toBe(true);
+    expect([...listed].sort((a, b) => a - b)).toEqual(listed);
     expectNoStack(run.stderr);
     expectNothingRan(box);
   });
@@ -84,6 +86,10 @@ describe("names, options and help", () => {
       .filter((l) => l.trim() !== "")
       .map((l) => l.trim().split(/\s+/)[0]);
     expect(names).toEqual([...ALL, "all"]);
+    // The lessons in order: durability (13), atomicity (14), leasing (15), each BEFORE then AFTER.
+    expect(names.flatMap((n) => /^session-(\d+)-/.exec(n ?? "")?.[1] ?? [])).toEqual(["13", "13", "14", "14", "15", "15"]);
+    expect(run.stdout).toMatch(/^ {2}session-13-in-memory-reconciliation +BEFORE: /m);
+    expect(run.stdout).toMatch(/^ {2}session-14-transactional-outbox +AFTER: /m);
     expectNothingRan(box);
   });
 
@@ -97,8 +103,8 @@ describe("names, options and help", () => {
     expect(lab.code).toBe(0);
     expect(lab.stdout).toMatch(/^Usage: wassal lab /m);
     for (const option of ["--json", "--reports", "--db", "--keep-db", "--list"]) expect(lab.stdout).toContain(option);
-    expect(lab.stdout).toContain(BEFORE);
-    expect(lab.stdout).toContain(AFTER);
+    for (const name of ALL) expect(lab.stdout).toContain(name);
+    expect(lab.stdout).toMatch(/Session-13,\s+Session-14,\s+Session-15\s+or\s+Ordering/);
     expectNothingRan(box);
   });
 
@@ -131,6 +137,21 @@ describe("--db that cannot be used", () => {
     expect(statSync(path).mtimeMs).toBe(before.mtimeMs);
     expect(existsSync(`${path}-wal`)).toBe(false);
     expect(existsSync(`${path}-shm`)).toBe(false);
+    expectNothingRan(box);
+  });
+
+  // The Session 13 and 14 scenarios open the database before they start their child process.
+  it.each(CRASH_SCENARIOS)("%s with a file that is not SQLite: exit 2, one line, nothing run", async (name) => {
+    const box = sandbox();
+    const path = join(box.cwd, "notes.txt");
+    writeFileSync(path, "not a database\n".repeat(40));
+    const run = await runCli(["lab", name, "--db", path], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    const line = oneLine(run.stderr);
+    expect(line).toContain("not a SQLite database");
+    expect(line).toContain(path);
+    expect(readFileSync(path, "utf8")).toBe("not a database\n".repeat(40));
     expectNothingRan(box);
   });
 
@@ -253,6 +274,19 @@ describe("--reports that cannot be written", () => {
     expectNothingRan(box);
   });
 
+  it(`${DAY14_AFTER}: refused before anything runs, naming Reports/Session-14`, async () => {
+    const box = sandbox();
+    const blocker = join(box.cwd, "not-a-dir");
+    writeFileSync(blocker, "x");
+    const run = await runCli(["lab", DAY14_AFTER, "--reports", blocker], box);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    const line = oneLine(run.stderr);
+    expect(line).toContain(`cannot save reports in ${join(blocker, "Reports", "Session-14")}`);
+    expect(line).toContain("nothing was run");
+    expectNothingRan(box);
+  });
+
   it("all, under --json: refused before the first scenario, with the error as JSON", async () => {
     const box = sandbox();
     const blocker = join(box.cwd, "not-a-dir");
@@ -261,7 +295,8 @@ describe("--reports that cannot be written", () => {
     expect(run.code).toBe(2);
     const { error } = JSON.parse(run.stdout) as { error: { name: string; message: string } };
     expect(error.name).toBe("InvalidArgumentError");
-    expect(error.message).toContain(`cannot save reports in ${join(blocker, "Reports", "Session-15")}`);
+    // The first scenario of `all` is Session 13's.
+    expect(error.message).toContain(`cannot save reports in ${join(blocker, "Reports", "Session-13")}`);
     expectNothingRan(box);
   });
 });

@@ -17,6 +17,7 @@ import {
   AFTER,
   ALL,
   BEFORE,
+  CRASH_SCENARIOS,
   expectAfterFigures,
   expectBeforeFigures,
   expectFigures,
@@ -119,8 +120,9 @@ describe.skipIf(!PG)("wassal lab on PostgreSQL", () => {
     const schemas = payload.scenarios.map(schemaOf);
     // Each scenario ran in a schema of its own.
     expect(new Set(schemas).size).toBe(ALL.length);
-    expect(readdirSync(join(reports, "Reports", "Session-15")).filter((f) => f.endsWith(".txt"))).toHaveLength(2);
-    expect(readdirSync(join(reports, "Reports", "Ordering")).filter((f) => f.endsWith(".txt"))).toHaveLength(2);
+    for (const folder of ["Session-13", "Session-14", "Session-15", "Ordering"]) {
+      expect(readdirSync(join(reports, "Reports", folder)).filter((f) => f.endsWith(".txt"))).toHaveLength(2);
+    }
 
     // No lab schema is left behind: neither of this run's, nor any other new one.
     const after = await labSchemas();
@@ -245,6 +247,10 @@ describe("--db postgres://… that cannot be used (no server needed)", () => {
 
   it("all --json with a refused connection: exit 2 before any scenario runs", async () => {
     expect(await expectRefused(["lab", "all", "--json", "--db", "postgres://postgres@127.0.0.1:1/test"])).toContain("connection refused");
+  });
+
+  it.each(CRASH_SCENARIOS)("%s with a refused connection: exit 2, one line, nothing run", async (name) => {
+    expect(await expectRefused(["lab", name, "--db", "postgres://postgres@127.0.0.1:1/test"])).toContain("connection refused");
   });
 
   it("a refused connection given in WASSAL_DATABASE_URL: exit 2, one line", async () => {

@@ -1,4 +1,6 @@
 // `wassal lab` through real processes (node dist/cli/main.js): the Session 15 figures in JSON,
+// `lab all` (Sessions 13, 14 and 15, then ordering, in that order; lab-crash.test.ts has the
+// Session 13 and 14 scenarios one by one),
 // the saved reports, the text report, and what happens to the temporary database.
 //
 // Needs `npm run build` first (`npm test` does it). Every run gets its own working directory and
@@ -14,6 +16,10 @@ import {
   AFTER,
   ALL,
   BEFORE,
+  DAY13_AFTER,
+  DAY13_BEFORE,
+  DAY14_AFTER,
+  DAY14_BEFORE,
   expectAfterFigures,
   expectBeforeFigures,
   expectFigures,
@@ -115,6 +121,8 @@ describe("wassal lab --json", () => {
       expectTempDbDeleted(scenario, box.tmp);
     }
     for (const [folder, names] of [
+      ["Session-13", [DAY13_BEFORE, DAY13_AFTER]],
+      ["Session-14", [DAY14_BEFORE, DAY14_AFTER]],
       ["Session-15", [BEFORE, AFTER]],
       ["Ordering", [ORDER_BEFORE, ORDER_AFTER]],
     ] as const) {
@@ -256,7 +264,7 @@ describe("wassal lab (text)", () => {
     const run = await runCli(["lab", "all"], box);
     expect(run.code).toBe(0);
     expect(run.stdout.trimEnd().split("\n").slice(-ALL.length)).toEqual(ALL.map((name) => `PASSED  ${name}`));
-    expect(readdirSync(join(box.cwd, "Reports", "Session-15"))).toHaveLength(4); // two reports, each .txt and .html
-    expect(readdirSync(join(box.cwd, "Reports", "Ordering"))).toHaveLength(4);
+    // Two reports per lesson, each .txt and .html.
+    for (const folder of ["Session-13", "Session-14", "Session-15", "Ordering"]) expect(readdirSync(join(box.cwd, "Reports", folder))).toHaveLength(4);
   });
 });
