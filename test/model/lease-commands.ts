@@ -133,6 +133,7 @@ function realAudit(e: AuditEntry) {
     previousStatus: e.previousStatus,
     previousOwner: e.previousOwner,
     previousLockedUntil: rel(e.previousLockedUntil),
+    operation: e.operation,
   };
 }
 function modelAudit(e: ModelAuditEntry) {

@@ -73,9 +73,10 @@ export interface LeaseLost {
   readonly current: Holder | null;
 }
 
-export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive";
+export type AuditAction = "claim" | "complete" | "retry" | "dead" | "release" | "redrive" | "refused";
+export type LeaseOperation = "renew" | "complete" | "fail" | "release";
 
-/** One row of the audit trail (the previous* fields are set on claims only). */
+/** One row of the audit trail (the previous* fields are set on claims, and on refused writes as the holder then). */
 export interface ModelAuditEntry {
   readonly messageId: string;
   readonly token: number;
@@ -85,6 +86,8 @@ export interface ModelAuditEntry {
   readonly previousStatus: Status | null;
   readonly previousOwner: string | null;
   readonly previousLockedUntil: number | null;
+  /** For a refused write: the operation the stale lease attempted. */
+  readonly operation: LeaseOperation | null;
 }
 
 export type ClaimMessageOutcome =
@@ -180,6 +183,7 @@ export class LeaseModel {
       previousStatus: m.status,
       previousOwner: m.lockedBy,
       previousLockedUntil: m.lockedUntil,
+      operation: null,
     });
     m.status = "processing";
     m.lockedBy = owner;
@@ -195,8 +199,20 @@ export class LeaseModel {
     return m !== undefined && m.status === "processing" && m.token === lease.token ? m : undefined;
   }
 
-  #lost(lease: PresentedLease): LeaseLost {
+  /** A stale lease's write: nothing changes, and the refusal is in the audit trail with who held the message then. */
+  #lost(lease: PresentedLease, operation: LeaseOperation): LeaseLost {
     const m = this.messages.get(lease.messageId);
+    this.audit.push({
+      messageId: lease.messageId,
+      token: lease.token,
+      owner: lease.owner,
+      action: "refused",
+      at: this.now,
+      previousStatus: m?.status ?? null,
+      previousOwner: m?.lockedBy ?? null,
+      previousLockedUntil: m?.lockedUntil ?? null,
+      operation,
+    });
     return {
       outcome: "lease-lost",
       messageId: lease.messageId,
@@ -207,7 +223,7 @@ export class LeaseModel {
 
   renew(lease: PresentedLease, leaseMs: number): { readonly outcome: "renewed"; readonly lockedUntil: number } | LeaseLost {
     const m = this.current(lease);
-    if (m === undefined) return this.#lost(lease);
+    if (m === undefined) return this.#lost(lease, "renew");
     m.lockedUntil = m.availableAt = this.now + leaseMs;
     return { outcome: "renewed", lockedUntil: m.lockedUntil };
   }
@@ -215,7 +231,7 @@ export class LeaseModel {
   /** The guarded update and the business write commit together, or (lost, or finalize threw) neither does. */
   complete(lease: PresentedLease, finalize: FinalizeKind): CompleteOutcome {
     const m = this.current(lease);
-    if (m === undefined) return this.#lost(lease);
+    if (m === undefined) return this.#lost(lease, "complete");
     if (finalize === "write-then-throw") return { outcome: "finalize-threw" };
     m.status = "processed";
     m.processedAt = this.now;
@@ -229,7 +245,7 @@ export class LeaseModel {
 
   fail(lease: PresentedLease, error: string, decision: { readonly retryInMs: number } | "dead" | "dead-and-skip"): FailOutcome {
     const m = this.current(lease);
-    if (m === undefined) return this.#lost(lease);
+    if (m === undefined) return this.#lost(lease, "fail");
     m.lockedUntil = null;
     m.lastError = error;
     if (decision === "dead" || decision === "dead-and-skip") {
@@ -248,7 +264,7 @@ export class LeaseModel {
 
   release(lease: PresentedLease): { readonly outcome: "released" } | LeaseLost {
     const m = this.current(lease);
-    if (m === undefined) return this.#lost(lease);
+    if (m === undefined) return this.#lost(lease, "release");
     m.status = "pending";
     m.lockedBy = null;
     m.lockedUntil = null;
@@ -307,6 +323,7 @@ export class LeaseModel {
         previousStatus: null,
         previousOwner: null,
         previousLockedUntil: null,
+        operation: null,
       });
       m.status = "pending";
       m.availableAt = this.now;
@@ -349,6 +366,7 @@ export class LeaseModel {
       previousStatus: null,
       previousOwner: null,
       previousLockedUntil: null,
+      operation: null,
     });
   }
 }
