@@ -13,6 +13,8 @@ import type { OutboxStore } from "../../src/outbox/store.js";
 import type { NewMessage, OutboxMessage } from "../../src/outbox/types.js";
 import { otelTracing } from "../../src/observability/tracing.js";
 import type { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import type { OutgoingMessage } from "../../src/relay/publisher.js";
+import { Relay } from "../../src/relay/relay.js";
 import { describeEachStore, mustGet, useStoreHarness } from "../conformance/stores.js";
 import { Gate, useWorkers, waitForSleepers, waitForStatus, waitUntil, withOverrides } from "../worker/support.js";
 import { ids, isChildOf, KIND, linkedSpanIds, named, one, registerSdk, tracedStore, waitForSpan } from "./support.js";
@@ -218,6 +220,41 @@ describeEachStore("OpenTelemetry spans", (factory) => {
       expect(named(finished(), "enqueue order.ship").map((s) => s.status.code)).toEqual([SpanStatusCode.UNSET, SpanStatusCode.UNSET, SpanStatusCode.ERROR]);
     } finally {
       db.close();
+    }
+  });
+
+  it("traces a Relay's publishes: the publisher gets the message's trace context and runs inside the processing span", async () => {
+    const { store, clock } = ctx();
+    const message = await enqueueIn(traced, {});
+    const enqueue = one(finished(), "enqueue order.ship");
+    const published: { readonly message: OutgoingMessage; readonly active: string | undefined }[] = [];
+    const relay = new Relay({
+      store,
+      clock,
+      name: "relay-1",
+      tracing,
+      routes: { default: "orders" },
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+      publisher: {
+        description: "test broker",
+        publish: async (outgoing) => {
+          published.push({ message: outgoing, active: trace.getActiveSpan()?.spanContext().spanId });
+          return { duplicate: false };
+        },
+        close: async () => undefined,
+      },
+    });
+    await relay.start();
+    try {
+      await waitForStatus(store, message.id, "processed");
+      const processing = await waitForSpan(exporter, "process order.ship");
+      expect(published).toEqual([{ message: expect.objectContaining({ headers: message.headers }), active: ids(processing).spanId }]);
+      expect(message.headers.traceparent).toBe(`00-${ids(enqueue).traceId}-${ids(enqueue).spanId}-01`);
+      expect(isChildOf(processing, enqueue)).toBe(true);
+      expect(processing.attributes).toMatchObject({ "messaging.client.id": "relay-1", "wassal.outcome": "completed" });
+    } finally {
+      await relay.stop();
     }
   });
 
