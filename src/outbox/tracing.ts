@@ -10,7 +10,8 @@ import type { Completed, JsonValue, Lease, LeaseLost, MarkedDead, NewMessage, Ou
 /**
  * What a store and a worker tell a tracer. Give the same object to the store (it traces
  * enqueues) and to the Worker (it traces claims, processing and settling). Build one with
- * `otelTracing()` from "wassal/observability", or implement it for another tracer.
+ * `otelTracing()` from "wassal/observability", or implement it for another tracer: its methods
+ * must not throw (they run inside the caller's transaction and the worker's bookkeeping).
  */
 export interface Tracing {
   /**
