@@ -75,7 +75,14 @@ export function relayCommand(): Command {
         });
         const { relay } = running;
         logger.info(
-          { relay: relay.name, db: running.location, broker: running.broker, maxInFlight: relay.worker.concurrency, metrics: running.metricsUrl },
+          {
+            relay: relay.name,
+            db: running.location,
+            broker: running.broker,
+            maxInFlight: relay.worker.concurrency,
+            metrics: running.metricsUrl,
+            tracing: running.tracing,
+          },
           "relay started",
         );
         return {

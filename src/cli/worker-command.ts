@@ -66,7 +66,7 @@ export function workerCommand(): Command {
     .option("--fault-latency-spike-ms <ms>", "testing aid: length of a latency spike", integer(0, 600_000))
     .addHelpText(
       "after",
-      '\nExamples:\n  wassal worker --db app.db --handlers ./handlers.mjs   # your handlers; other types stay pending\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # the demo, in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.',
+      '\nExamples:\n  wassal worker --db app.db --handlers ./handlers.mjs   # your handlers; other types stay pending\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # the demo, in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.\n\nOpenTelemetry: preload your SDK setup (node --import ./instrumentation.mjs $(which wassal) worker …) and the worker traces each claim, handler and completion, continuing the trace of the request that enqueued the message (see docs/tracing.md).',
     )
     .action(async (options: WorkerOptions, cmd: Command) => {
       if (options.handlers !== undefined) {
@@ -105,6 +105,7 @@ export function workerCommand(): Command {
             concurrency: worker.concurrency,
             leaseMs: worker.leaseMs,
             metrics: running.metricsUrl,
+            tracing: running.tracing,
           },
           "worker started",
         );

@@ -7,6 +7,7 @@ import { leaseKey } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
 import { EventHub, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
+import type { EnqueueTrace, Tracing } from "./tracing.js";
 import {
   MESSAGE_STATUSES,
   type AuditEntry,
@@ -60,6 +61,7 @@ import {
   describeError,
   isMessageId,
   shown,
+  withAddedHeaders,
 } from "./validate.js";
 
 // How the protocol reports each outcome on the event stream, written once so that every store
@@ -139,10 +141,12 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   abstract readonly kind: string;
   readonly #driver: OutboxDriver<Tx>;
   readonly #audit: boolean;
+  readonly #tracing: Tracing | undefined;
 
-  protected constructor(driver: OutboxDriver<Tx>, options: { readonly audit?: boolean }) {
+  protected constructor(driver: OutboxDriver<Tx>, options: { readonly audit?: boolean; readonly tracing?: Tracing | undefined }) {
     this.#driver = driver;
     this.#audit = options.audit ?? false;
+    this.#tracing = options.tracing;
   }
 
   get capabilities(): DriverCapabilities {
@@ -190,6 +194,19 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     insert: (checked: Omit<EnqueueParams<unknown>, "tx">) => Promise<OutboxMessage>,
   ): Promise<OutboxMessage<P>> {
     const checked = this.#checked(message);
+    if (this.#tracing !== undefined) {
+      const { trace, traced } = this.#traced(this.#tracing, message, checked);
+      let stored: OutboxMessage<P>;
+      try {
+        stored = (await trace.run(() => insert(traced))) as OutboxMessage<P>;
+      } catch (error) {
+        const refused = this.#refused(error, message);
+        trace.end(undefined, refused);
+        throw refused;
+      }
+      trace.end(stored);
+      return stored;
+    }
     try {
       return (await insert(checked)) as OutboxMessage<P>;
     } catch (error) {
@@ -208,11 +225,38 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       );
     }
     const checked = this.#checked(message);
+    if (this.#tracing !== undefined) {
+      const { trace, traced } = this.#traced(this.#tracing, message, checked);
+      let stored: OutboxMessage<P>;
+      try {
+        stored = trace.run(() => insert({ tx, ...traced })) as OutboxMessage<P>;
+      } catch (error) {
+        const refused = this.#refused(error, message);
+        trace.end(undefined, refused);
+        throw refused;
+      }
+      trace.end(stored);
+      return stored;
+    }
     try {
       return insert({ tx, ...checked }) as OutboxMessage<P>;
     } catch (error) {
       throw this.#refused(error, message);
     }
+  }
+
+  /** Starts an enqueue's trace and adds the trace context it gives to the checked message's headers. */
+  #traced(
+    tracing: Tracing,
+    message: NewMessage<JsonValue>,
+    checked: Omit<EnqueueParams<unknown>, "tx">,
+  ): { readonly trace: EnqueueTrace; readonly traced: Omit<EnqueueParams<unknown>, "tx"> } {
+    const carrier: Record<string, string> = {};
+    const trace = tracing.enqueue(message, carrier);
+    const given = message.headers ?? null;
+    const headers = withAddedHeaders(given, carrier) as Readonly<Record<string, string>> | null;
+    if (headers === given || headers === null) return { trace, traced: checked };
+    return { trace, traced: { ...checked, headers: Object.keys(headers).length === 0 ? null : JSON.stringify(headers) } };
   }
 
   #checked(message: NewMessage<JsonValue>): Omit<EnqueueParams<unknown>, "tx"> {

@@ -104,19 +104,46 @@ export function checkHeaders(headers: unknown): string | null {
   const entries = Object.entries(headers);
   if (entries.length > MAX_HEADERS) throw new InvalidArgumentError(`at most ${MAX_HEADERS} headers are allowed (got ${entries.length})`);
   for (const [name, value] of entries) {
-    if (name.length > MAX_HEADER_NAME_LENGTH || !TOKEN.test(name)) {
-      throw new InvalidArgumentError(
-        `header name ${shown(name)} is not a token: use 1 to ${MAX_HEADER_NAME_LENGTH} letters, digits or any of !#$%&'*+-.^_\`|~ (for example x-correlation-id)`,
-      );
-    }
-    if (typeof value !== "string") throw new InvalidArgumentError(`header ${name} must be a string (got ${shown(value)})`);
-    if (value.length > MAX_HEADER_VALUE_LENGTH)
-      throw new InvalidArgumentError(`header ${name} is longer than ${MAX_HEADER_VALUE_LENGTH} characters (${value.length})`);
-    if (CONTROL.test(value)) throw new InvalidArgumentError(`header ${name} contains a control character (only tab is allowed): ${shown(value)}`);
-    const why = unstorableText(value);
-    if (why) throw new InvalidArgumentError(`header ${name} ${why}; no store can hold it`);
+    const problem = headerProblem(name, value);
+    if (problem !== null) throw new InvalidArgumentError(problem);
   }
   return entries.length === 0 ? null : JSON.stringify(headers);
+}
+
+/** What is wrong with one header, or null when nothing is. */
+function headerProblem(name: string, value: unknown): string | null {
+  if (name.length > MAX_HEADER_NAME_LENGTH || !TOKEN.test(name)) {
+    return `header name ${shown(name)} is not a token: use 1 to ${MAX_HEADER_NAME_LENGTH} letters, digits or any of !#$%&'*+-.^_\`|~ (for example x-correlation-id)`;
+  }
+  if (typeof value !== "string") return `header ${name} must be a string (got ${shown(value)})`;
+  if (value.length > MAX_HEADER_VALUE_LENGTH) return `header ${name} is longer than ${MAX_HEADER_VALUE_LENGTH} characters (${value.length})`;
+  if (CONTROL.test(value)) return `header ${name} contains a control character (only tab is allowed): ${shown(value)}`;
+  const why = unstorableText(value);
+  return why ? `header ${name} ${why}; no store can hold it` : null;
+}
+
+/**
+ * The caller's headers plus those of `added` (trace context) that the caller did not set (names
+ * compared without regard to case), that are valid headers, and that fit within MAX_HEADERS: an
+ * added header never overwrites the caller's, and never makes a message invalid. Headers that are
+ * not a plain object are returned as they are, for checkHeaders to refuse.
+ */
+export function withAddedHeaders(headers: unknown, added: Readonly<Record<string, string>>): unknown {
+  const entries = Object.entries(added);
+  if (entries.length === 0 || (headers != null && !isPlainObject(headers))) return headers;
+  const merged: Record<string, unknown> = headers == null ? {} : { ...headers };
+  const names = Object.keys(merged);
+  const taken = new Set(names.map((name) => name.toLowerCase()));
+  let count = names.length;
+  for (const [name, value] of entries) {
+    if (count >= MAX_HEADERS) break;
+    const lower = name.toLowerCase();
+    if (taken.has(lower) || headerProblem(name, value) !== null) continue;
+    merged[name] = value;
+    taken.add(lower);
+    count += 1;
+  }
+  return merged;
 }
 
 /** A time a message is scheduled at: a valid Date that every store can hold. */

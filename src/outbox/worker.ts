@@ -23,7 +23,8 @@ import {
 import { processLease, type Handler } from "./process-lease.js";
 import { backoffDelay, checkRetryPolicy, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import type { OutboxStore } from "./store.js";
-import type { Finalize, Lease, RetryDecision } from "./types.js";
+import type { ClaimTrace, ProcessTrace, Tracing } from "./tracing.js";
+import type { Completed, Finalize, Lease, LeaseLost, RetryDecision } from "./types.js";
 import { CompletionBatcher } from "./completion-batcher.js";
 import { leaseKey } from "./driver.js";
 import { checkLeaseMs, checkOwner, checkTypes, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
@@ -76,6 +77,12 @@ export interface WorkerOptions<Tx> {
    * (default true; `false` commits each completion on its own). `maxBatch` caps a group (default 100).
    */
   readonly groupCommit?: boolean | { readonly maxBatch: number };
+  /**
+   * Traces each claim, each message's processing (its handler runs inside that trace's context)
+   * and the store call that settles it: see Tracing, and otelTracing in "wassal/observability".
+   * Default: none, at no cost.
+   */
+  readonly tracing?: Tracing;
   readonly clock?: Clock;
   /** Source of jitter (default Math.random). */
   readonly random?: () => number;
@@ -102,6 +109,9 @@ interface Running {
   readonly lease: Lease;
   readonly abort: LazyAbort;
   readonly finished: Promise<void>;
+  readonly trace: ProcessTrace | undefined;
+  /** The release of a message given back at shutdown, while it runs (its trace ends after it). */
+  releasing?: Promise<void>;
 }
 
 /**
@@ -116,6 +126,11 @@ class LazyAbort {
 
   get aborted(): boolean {
     return this.#aborted;
+  }
+
+  /** Why it was aborted (undefined while it is not). */
+  get reason(): unknown {
+    return this.#reason;
   }
 
   get signal(): AbortSignal {
@@ -178,6 +193,7 @@ export class Worker<Tx> {
   readonly #random: () => number;
   readonly #wakeOnNew: boolean;
   readonly #keyMovesOnWhenDead: ReadonlySet<string>;
+  readonly #tracing: Tracing | undefined;
   readonly #running = new Map<string, Running>();
   /** The default policy, and each type's own where perType gives one. */
   readonly #policy: TypePolicy;
@@ -241,6 +257,7 @@ export class Worker<Tx> {
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;
     this.#keyMovesOnWhenDead = new Set(options.keyMovesOnWhenDead ?? []);
+    this.#tracing = options.tracing;
     const maxProcessingMs = options.maxProcessingMs === undefined ? undefined : checkTimerMs("maxProcessingMs", options.maxProcessingMs);
     this.#policy = { concurrency: undefined, retry: this.retry, maxProcessingMs };
     this.#perType = this.#typePolicies(options.perType ?? {});
@@ -312,17 +329,21 @@ export class Worker<Tx> {
     if (first === "grace-over") {
       const left = [...this.#running.values()];
       for (const running of left) running.abort.abort(new ShutdownError());
-      await Promise.all(
-        left.map(async (running) => {
-          try {
-            await this.store.release(running.lease);
-          } catch (error) {
-            this.#storeError("release", error); // the lease will expire and the message be reclaimed
-          }
-        }),
-      );
+      // Set before any handler can react to its abort, so a traced one's trace ends after its release.
+      await Promise.all(left.map((running) => (running.releasing = this.#release(running))));
       // Their heartbeats stop with the abort, so nothing of ours touches the store after this,
       // even if a handler ignores its signal and runs on.
+    }
+  }
+
+  async #release(running: Running): Promise<void> {
+    const settled = running.trace?.settle("release");
+    try {
+      const result = await this.store.release(running.lease); // (not inside settled?.(…): without a trace, it would not run)
+      settled?.(result);
+    } catch (error) {
+      settled?.(undefined, error);
+      this.#storeError("release", error); // the lease will expire and the message be reclaimed
     }
   }
 
@@ -391,11 +412,13 @@ export class Worker<Tx> {
           for (const step of this.#claimPlan(free)) {
             const limit = Math.min(step.limit, free, MAX_CLAIM_LIMIT);
             if (limit < 1) break; // every slot taken: the rest waits for the next round
-            const leases = await this.store.claim(
+            const trace = this.#tracing?.claim(this.name, step.types ?? null);
+            const claiming = this.store.claim(
               this.name,
               step.types === undefined ? { limit, leaseMs: this.leaseMs } : { limit, leaseMs: this.leaseMs, types: step.types },
             );
-            for (const lease of leases) this.#start(lease);
+            const leases = await (trace === undefined ? claiming : tracedClaim(trace, claiming));
+            for (const lease of leases) this.#start(lease, trace?.process(lease));
             free -= leases.length;
             claimedAll ||= leases.length === limit;
           }
@@ -412,31 +435,38 @@ export class Worker<Tx> {
     }
   }
 
-  #start(lease: Lease): void {
+  #start(lease: Lease, trace: ProcessTrace | undefined): void {
     const abort = new LazyAbort();
     // Keyed by message and token: this worker may hold a stale and a fresh claim of one message.
     const key = leaseKey(lease.messageId, lease.token);
     const { type } = lease.message;
     const counted = this.#perType.get(type)?.concurrency !== undefined;
     if (counted) this.#runningOfType.set(type, (this.#runningOfType.get(type) ?? 0) + 1);
-    const finished = this.#process(lease, abort).finally(() => {
+    const processing = trace === undefined ? this.#process(lease, abort, undefined) : trace.run(() => this.#process(lease, abort, trace));
+    const finished = processing.finally(() => {
+      if (trace !== undefined) {
+        const reason = abort.aborted ? abort.reason : undefined;
+        const releasing = this.#running.get(key)?.releasing;
+        if (releasing === undefined) trace.end(reason);
+        else void releasing.then(() => trace.end(reason));
+      }
       this.#running.delete(key);
       if (counted) this.#runningOfType.set(type, (this.#runningOfType.get(type) ?? 1) - 1);
       if (!this.#stopping) this.wake();
     });
-    this.#running.set(key, { lease, abort, finished });
+    this.#running.set(key, { lease, abort, finished, trace });
   }
 
-  async #process(lease: Lease, abort: LazyAbort): Promise<void> {
+  async #process(lease: Lease, abort: LazyAbort, trace: ProcessTrace | undefined): Promise<void> {
     const { message } = lease;
     const { retry, maxProcessingMs } = this.#policyOf(message.type);
     if (message.attempts > retry.maxAttempts) {
-      await this.#fail(lease, new AttemptsExhaustedError(message.attempts, retry.maxAttempts, message.lastError), "dead");
+      await this.#fail(lease, new AttemptsExhaustedError(message.attempts, retry.maxAttempts, message.lastError), "dead", trace);
       return;
     }
     const handler = Object.hasOwn(this.#handlers, message.type) ? this.#handlers[message.type] : this.#defaultHandler;
     if (handler === undefined) {
-      await this.#fail(lease, new UnknownMessageTypeError(message.type, Object.keys(this.#handlers)), "dead");
+      await this.#fail(lease, new UnknownMessageTypeError(message.type, Object.keys(this.#handlers)), "dead", trace);
       return;
     }
     const stopHeartbeat = this.#heartbeat(lease, abort);
@@ -447,7 +477,11 @@ export class Worker<Tx> {
       const processing = processLease(this.store, lease, handler, this.#clock, {
         abort,
         beforeComplete: stopHeartbeat,
-        ...(batcher ? { complete: (l: Lease, finalize?: Finalize<Tx>) => batcher.complete(l, finalize) } : {}),
+        ...(trace !== undefined
+          ? { complete: (l: Lease, finalize?: Finalize<Tx>) => this.#tracedComplete(trace, l, finalize) }
+          : batcher
+            ? { complete: (l: Lease, finalize?: Finalize<Tx>) => batcher.complete(l, finalize) }
+            : {}),
       });
       if (maxProcessingMs === undefined) await processing;
       else {
@@ -473,7 +507,7 @@ export class Worker<Tx> {
           cancelTimeout();
           await stopHeartbeat();
           const last = message.attempts >= retry.maxAttempts;
-          await this.#fail(lease, timedOut, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) });
+          await this.#fail(lease, timedOut, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) }, trace);
           // The slot (and the type's) stays taken until the handler returns: one that ignores its
           // signal still uses what the limit protects.
           await processing.catch(() => undefined);
@@ -484,17 +518,31 @@ export class Worker<Tx> {
       if (abort.aborted) return; // lease lost or shutdown: the message is someone else's now
       await stopHeartbeat(); // no renewal may race the failure either
       const last = message.attempts >= retry.maxAttempts || error instanceof UnrecoverableError;
-      await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) });
+      await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) }, trace);
     } finally {
       cancelTimeout();
       await stopHeartbeat();
     }
   }
 
-  async #fail(lease: Lease, error: unknown, decision: "dead" | { retryInMs: number }): Promise<void> {
+  /** A completion of a traced message: through the group commit when there is one, settled on its trace. */
+  #tracedComplete(trace: ProcessTrace, lease: Lease, finalize: Finalize<Tx> | undefined): Promise<Completed | LeaseLost> {
+    const settled = trace.settle("complete");
+    const batcher = this.completions;
+    const completing = batcher ? batcher.complete(lease, finalize) : this.store.complete(lease, finalize);
+    completing.then(
+      (result) => settled(result),
+      (error: unknown) => settled(undefined, error),
+    );
+    return completing;
+  }
+
+  async #fail(lease: Lease, error: unknown, decision: "dead" | { retryInMs: number }, trace: ProcessTrace | undefined): Promise<void> {
     const stored: RetryDecision = decision === "dead" && this.#keyMovesOnWhenDead.has(lease.message.type) ? "dead-and-skip" : decision;
+    const settled = trace?.settle("fail", error);
     try {
       const result = await this.store.fail(lease, error, stored);
+      settled?.(result);
       if (result.outcome === "retry-scheduled" && decision !== "dead") {
         // Come back for it when it is due rather than at the next poll.
         const cancel = this.#clock.setTimer(decision.retryInMs, () => {
@@ -504,6 +552,7 @@ export class Worker<Tx> {
         this.#retryTimers.add(cancel);
       }
     } catch (storeError) {
+      settled?.(undefined, storeError);
       this.#storeError("fail", storeError); // the lease will expire; the attempt is already counted
     }
   }
@@ -541,4 +590,18 @@ export class Worker<Tx> {
       await inFlight;
     };
   }
+}
+
+/** A claim's result (or error), reported to its trace. */
+function tracedClaim(trace: ClaimTrace, claiming: Promise<Lease[]>): Promise<Lease[]> {
+  return claiming.then(
+    (leases) => {
+      trace.end(leases);
+      return leases;
+    },
+    (error: unknown) => {
+      trace.end([], error);
+      throw error;
+    },
+  );
 }

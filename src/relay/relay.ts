@@ -14,6 +14,7 @@ import { InvalidArgumentError } from "../outbox/errors.js";
 import type { Handler } from "../outbox/process-lease.js";
 import type { RetryPolicy } from "../outbox/retry.js";
 import type { OutboxStore } from "../outbox/store.js";
+import type { Tracing } from "../outbox/tracing.js";
 import type { OutboxMessage } from "../outbox/types.js";
 import { Worker } from "../outbox/worker.js";
 import { BrokerUnavailableError, type OutgoingMessage, type Publisher, type Routes, router } from "./publisher.js";
@@ -46,6 +47,8 @@ export interface RelayOptions<Tx> {
   readonly unavailableBackoffMs?: number;
   /** Told of each message acknowledged, refused, or held while the broker is unreachable (for logs and metrics). */
   readonly onEvent?: (event: RelayEvent) => void;
+  /** Traces each claim, publish (the processing span) and completion, as the Worker's option does. */
+  readonly tracing?: Tracing;
   readonly clock?: Clock;
 }
 
@@ -141,6 +144,7 @@ export class Relay<Tx> {
       ...(options.wakeOnNewMessages === undefined ? {} : { wakeOnNewMessages: options.wakeOnNewMessages }),
       ...(options.retry === undefined ? {} : { retry: options.retry }),
       ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+      ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
       clock,
     });
   }

@@ -5,6 +5,7 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Worker, defaultWorkerName } from "../outbox/worker.js";
+import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { importHandlers } from "./handlers-module.js";
 import { type Observed, observe, type RunnerOptions } from "./observed.js";
@@ -40,7 +41,9 @@ export interface RunningPaymentsWorker {
   readonly location: string;
   /** The metrics server's address, when serving. */
   readonly metricsUrl: string | null;
-  /** Graceful stop: finish or release in-flight work, then close everything. */
+  /** Whether it traces (an OpenTelemetry SDK registered a tracer provider before it started). */
+  readonly tracing: boolean;
+  /** Graceful stop: finish or release in-flight work, then close everything (and flush the spans). */
   stop(graceMs?: number): Promise<void>;
 }
 
@@ -48,7 +51,13 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
   // The module first: one that is missing or exports no handlers is refused before anything opens.
   const makeHandlers = await importHandlers(options.handlersModule ?? PAYMENTS_HANDLERS);
   const name = options.name ?? defaultWorkerName();
-  const outbox = await openOutbox(options.db, { ...options, applicationName: `wassal-worker-${name}`.slice(0, 63) });
+  // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded, or by the handlers module).
+  const tracing = registeredOtelTracing();
+  const outbox = await openOutbox(options.db, {
+    ...options,
+    applicationName: `wassal-worker-${name}`.slice(0, 63),
+    ...(tracing === undefined ? {} : { tracing }),
+  });
   const { store } = outbox;
   let observed: Observed | undefined;
   try {
@@ -76,6 +85,7 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
       ...(options.retry === undefined ? {} : { retry: options.retry }),
       ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+      ...(tracing === undefined ? {} : { tracing }),
     });
     await worker.start();
     const running = observed;
@@ -83,10 +93,12 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       worker,
       location: outbox.location,
       metricsUrl: running.metricsUrl,
+      tracing: tracing !== undefined,
       async stop(graceMs) {
         await worker.stop(graceMs === undefined ? {} : { graceMs });
         await running.close();
         await outbox.close();
+        if (tracing !== undefined) await flushRegisteredTracing();
       },
     };
   } catch (error) {

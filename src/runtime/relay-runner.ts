@@ -6,6 +6,7 @@ import { relayMetrics } from "../observability/metrics.js";
 import { publisherTarget } from "../relay/open-publisher.js";
 import type { Routes } from "../relay/publisher.js";
 import { Relay } from "../relay/relay.js";
+import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { type Observed, observe, type RunnerOptions } from "./observed.js";
 
@@ -27,7 +28,9 @@ export interface RunningRelay {
   readonly location: string;
   readonly broker: string;
   readonly metricsUrl: string | null;
-  /** Graceful stop: finish or release outstanding publishes, then close everything. */
+  /** Whether it traces (an OpenTelemetry SDK registered a tracer provider before it started). */
+  readonly tracing: boolean;
+  /** Graceful stop: finish or release outstanding publishes, then close everything (and flush the spans). */
   stop(): Promise<void>;
 }
 
@@ -43,6 +46,8 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   const defaultDestination = options.routes.default ?? target.defaultDestination;
   const routes: Routes = { ...options.routes, ...(defaultDestination === undefined ? {} : { default: defaultDestination }) };
   const name = options.name ?? defaultWorkerName();
+  // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded with node --import).
+  const tracing = registeredOtelTracing();
   const outbox = await openOutbox(options.db, { ...options, mustExist: true, applicationName: `wassal-relay-${name}`.slice(0, 63) });
   const { store } = outbox;
   let observed: Observed | undefined;
@@ -62,6 +67,7 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
       ...(options.retry === undefined ? {} : { retry: options.retry }),
       ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+      ...(tracing === undefined ? {} : { tracing }),
       onEvent: (event) => {
         count(event);
         if (event.type === "broker-unavailable") {
@@ -87,11 +93,13 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
       location: outbox.location,
       broker: opened.description,
       metricsUrl: running.metricsUrl,
+      tracing: tracing !== undefined,
       async stop() {
         await relay.stop();
         await opened.close();
         await running.close();
         await outbox.close();
+        if (tracing !== undefined) await flushRegisteredTracing();
       },
     };
   } catch (error) {

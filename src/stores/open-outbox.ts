@@ -5,6 +5,7 @@ import { existsSync } from "node:fs";
 import type { Clock } from "../outbox/clock.js";
 import { DatabaseOpenError, InvalidArgumentError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
+import type { Tracing } from "../outbox/tracing.js";
 import type { PaymentsRepository } from "../payments/types.js";
 import { isPostgresUrl, redactUrl } from "./postgres/connect.js";
 
@@ -34,6 +35,8 @@ export interface OpenOutboxOptions {
   readonly readOnly?: boolean;
   /** Keep the audit trail (outbox_audit). */
   readonly audit?: boolean;
+  /** Trace enqueues (see otelTracing in "wassal/observability"). */
+  readonly tracing?: Tracing;
 }
 
 export interface OpenedOutbox {
@@ -90,6 +93,7 @@ async function openPostgres(db: string, options: OpenOutboxOptions): Promise<Unm
     ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
     ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
     ...(options.audit === undefined ? {} : { audit: options.audit }),
+    ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
   });
   return {
     kind: "postgres",
@@ -112,6 +116,7 @@ function openSqlite(db: string, options: OpenOutboxOptions): Unmigrated {
     ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.audit === undefined ? {} : { audit: options.audit }),
+    ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
     ...(options.readOnly ? { readOnly: true } : {}),
   });
   return {

@@ -55,7 +55,16 @@ describe("entry points", () => {
     expect(out.names).toEqual(
       expect.arrayContaining(["Worker", "processLease", "ManualClock", "systemClock", "EventHub", "CompletionBatcher", "UnrecoverableError", "LeaseLostError"]),
     );
-    for (const outside of ["SqliteOutboxStore", "PostgresOutboxStore", "openOutbox", "PaymentsService", "ProviderSimulator", "runScenario", "outboxMetrics"]) {
+    for (const outside of [
+      "SqliteOutboxStore",
+      "PostgresOutboxStore",
+      "openOutbox",
+      "PaymentsService",
+      "ProviderSimulator",
+      "runScenario",
+      "outboxMetrics",
+      "otelTracing",
+    ]) {
       expect(out.names).not.toContain(outside);
     }
   });
@@ -82,7 +91,7 @@ describe("entry points", () => {
     expect(out.prisma).toEqual(["enqueue", "fromPrisma"]);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["PostgresOutboxStore"]);
-    expect(out.observability).toEqual(["createLogger", "logEvents", "outboxMetrics", "relayMetrics", "serveMetrics"]);
+    expect(out.observability).toEqual(["createLogger", "logEvents", "otelTracing", "outboxMetrics", "relayMetrics", "serveMetrics"]);
     expect(out.relay).toEqual(
       expect.arrayContaining(["Relay", "NatsPublisher", "WebhookPublisher", "PermanentPublishError", "BrokerUnavailableError", "router"]),
     );

@@ -42,6 +42,8 @@ export interface CliOptions {
    * they would to any user; as anyone else, unchanged.
    */
   readonly unprivileged?: boolean;
+  /** Node's own options before the CLI's path (e.g. ["--import", "./instrumentation.mjs"]). */
+  readonly nodeArgs?: readonly string[];
 }
 
 const IS_ROOT = process.getuid?.() === 0;
@@ -51,9 +53,10 @@ const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((path) => existsSync(p
 export const UNPRIVILEGED_AVAILABLE = !IS_ROOT || SETPRIV !== undefined;
 
 function command(args: readonly string[], options: CliOptions): [string, string[]] {
-  if (!options.unprivileged || !IS_ROOT) return [process.execPath, [CLI, ...args]];
+  const node = [...(options.nodeArgs ?? []), CLI, ...args];
+  if (!options.unprivileged || !IS_ROOT) return [process.execPath, node];
   if (SETPRIV === undefined) throw new Error("running as root without setpriv (util-linux): cannot drop the capability that ignores file permissions");
-  return [SETPRIV, ["--bounding-set=-all", "--inh-caps=-all", process.execPath, CLI, ...args]];
+  return [SETPRIV, ["--bounding-set=-all", "--inh-caps=-all", process.execPath, ...node]];
 }
 
 export interface Exit {

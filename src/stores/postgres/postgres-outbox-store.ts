@@ -13,6 +13,7 @@ import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, Purge
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
+import type { Tracing } from "../../outbox/tracing.js";
 import type {
   AuditEntry,
   BlockedKey,
@@ -46,6 +47,8 @@ interface PostgresStoreSettings extends PostgresConnectOptions {
   readonly clock?: Clock;
   /** Record every claim, completion, failure and release in the audit table (outbox_audit). */
   readonly audit?: boolean;
+  /** Trace every enqueue and carry its trace context in the message's headers (see otelTracing in "wassal/observability"). */
+  readonly tracing?: Tracing;
 }
 
 /**
@@ -543,8 +546,8 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   readonly #driver: PostgresDriver;
 
   /** Use `PostgresOutboxStore.connect`: it checks the URL and the connection first. */
-  private constructor(driver: PostgresDriver, audit: boolean) {
-    super(driver, { audit });
+  private constructor(driver: PostgresDriver, options: { readonly audit: boolean; readonly tracing: Tracing | undefined }) {
+    super(driver, options);
     this.#driver = driver;
     registerUnleased(this, driver.unleased());
   }
@@ -560,7 +563,7 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
       options.pool !== undefined ? { pool: options.pool } : options.config !== undefined ? { config: options.config } : { url: options.url as string };
     const opened = await openPostgresPool(source, options);
     const driver = new PostgresDriver(opened, { schema, clock: options.clock, applicationName: options.applicationName ?? "wassal" });
-    return new PostgresOutboxStore(driver, options.audit ?? false);
+    return new PostgresOutboxStore(driver, { audit: options.audit ?? false, tracing: options.tracing });
   }
 
   /** The schema holding Wassal's tables. */

@@ -12,6 +12,7 @@ import { systemClock, type Clock } from "../../outbox/clock.js";
 import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
 import { leaseKey } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
+import type { Tracing } from "../../outbox/tracing.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type {
   BlockedKey,
@@ -49,6 +50,8 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
   readonly lockWaitMs?: number;
   /** Record every claim, completion, failure and release in the audit table (outbox_audit). */
   readonly audit?: boolean;
+  /** Trace every enqueue and carry its trace context in the message's headers (see otelTracing in "wassal/observability"). */
+  readonly tracing?: Tracing;
 }
 
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
