@@ -79,7 +79,7 @@ class Builder {
     if (this.#open?.token === token) this.#open.until = until;
   }
 
-  finish(token: number, at: Date, end: Exclude<LeaseEnd, "expired" | "held">): void {
+  finish(token: number, at: Date, end: Finished): void {
     const open = this.#open;
     if (open === null || open.token !== token) return; // not the open lease's act: nothing to draw
     this.bars.push({ owner: open.owner, token, from: open.from, to: at, end, reclaimedBy: null });
@@ -115,6 +115,16 @@ class Builder {
 
 const OPERATION_LABEL: Record<LeaseOperation, string> = { renew: "renewal", complete: "completion", fail: "failure", release: "release" };
 
+/** What a refused-write mark says: whose write, which, under which token, and who held the message. */
+function refusedLabel(owner: string, operation: LeaseOperation | null, token: number, heldBy: string | null): string {
+  return `${owner}'s ${operation === null ? "write" : OPERATION_LABEL[operation]} under token ${token} refused${heldBy === null ? "" : ` (held by ${heldBy})`}`;
+}
+
+/** The audit actions and the events that end a lease, and how. */
+type Finished = Exclude<LeaseEnd, "expired" | "held" | "unrecorded">;
+const AUDIT_END: Partial<Record<AuditEntry["action"], Finished>> = { complete: "completed", retry: "retry", dead: "dead", release: "released" };
+const EVENT_END: Partial<Record<OutboxEvent["type"], Finished>> = { completed: "completed", "retry-scheduled": "retry", dead: "dead", released: "released" };
+
 /**
  * The timeline of one message from its audit trail (oldest first) and its row as read now. The
  * trail does not record a lease's planned end, so a lease that was reclaimed ends at the expiry the
@@ -124,35 +134,13 @@ export function timelineFromAudit(messageId: string, trail: readonly AuditEntry[
   const timeline = new Builder(messageId);
   for (const entry of trail) {
     if (entry.messageId !== messageId) continue;
-    switch (entry.action) {
-      case "claim":
-        timeline.claim(entry.owner, entry.token, entry.at, null, entry.previousStatus === "processing" ? entry.previousLockedUntil : null);
-        break;
-      case "complete":
-        timeline.finish(entry.token, entry.at, "completed");
-        break;
-      case "retry":
-        timeline.finish(entry.token, entry.at, "retry");
-        break;
-      case "dead":
-        timeline.finish(entry.token, entry.at, "dead");
-        break;
-      case "release":
-        timeline.finish(entry.token, entry.at, "released");
-        break;
-      case "redrive":
-        timeline.mark("redrive", entry.at, null, "redriven by an operator");
-        break;
-      case "refused":
-        timeline.mark(
-          "refused",
-          entry.at,
-          entry.owner,
-          `${entry.owner}'s ${entry.operation === null ? "write" : OPERATION_LABEL[entry.operation]} under token ${entry.token} refused` +
-            (entry.previousOwner === null ? "" : ` (held by ${entry.previousOwner})`),
-        );
-        break;
-    }
+    const end = AUDIT_END[entry.action];
+    if (end !== undefined) timeline.finish(entry.token, entry.at, end);
+    else if (entry.action === "claim") {
+      timeline.claim(entry.owner, entry.token, entry.at, null, entry.previousStatus === "processing" ? entry.previousLockedUntil : null);
+    } else if (entry.action === "redrive") timeline.mark("redrive", entry.at, null, "redriven by an operator");
+    else if (entry.action === "refused")
+      timeline.mark("refused", entry.at, entry.owner, refusedLabel(entry.owner, entry.operation, entry.token, entry.previousOwner));
   }
   if (message === undefined || timeline.openToken === null) return timeline.build(now, null);
   // The open lease is the row's current one: held (or run out) until its locked_until. Otherwise
@@ -192,40 +180,13 @@ export function timelineFromEvents(messageId: string, events: readonly OutboxEve
     }
     const event = item.event;
     if (!("messageId" in event) || event.messageId !== messageId) continue;
-    switch (event.type) {
-      case "claim-won":
-        timeline.claim(event.owner, event.token, event.at, event.lockedUntil, null);
-        break;
-      case "renewed":
-        timeline.renew(event.token, event.lockedUntil);
-        break;
-      case "completed":
-        timeline.finish(event.token, event.at, "completed");
-        break;
-      case "retry-scheduled":
-        timeline.finish(event.token, event.at, "retry");
-        break;
-      case "dead":
-        timeline.finish(event.token, event.at, "dead");
-        break;
-      case "released":
-        timeline.finish(event.token, event.at, "released");
-        break;
-      case "claim-blocked":
-        timeline.mark("blocked", event.at, event.owner, `${event.owner} blocked: held by ${event.heldBy ?? "nobody"}`);
-        break;
-      case "lease-lost":
-        timeline.mark(
-          "refused",
-          event.at,
-          event.owner,
-          `${event.owner}'s ${OPERATION_LABEL[event.operation]} under token ${event.token} refused` +
-            (event.heldBy === null ? "" : ` (held by ${event.heldBy})`),
-        );
-        break;
-      default:
-        break;
-    }
+    const end = EVENT_END[event.type];
+    if (end !== undefined && "token" in event && event.token !== null) timeline.finish(event.token, event.at, end);
+    else if (event.type === "claim-won") timeline.claim(event.owner, event.token, event.at, event.lockedUntil, null);
+    else if (event.type === "renewed") timeline.renew(event.token, event.lockedUntil);
+    else if (event.type === "claim-blocked") timeline.mark("blocked", event.at, event.owner, `${event.owner} blocked: held by ${event.heldBy ?? "nobody"}`);
+    else if (event.type === "lease-lost")
+      timeline.mark("refused", event.at, event.owner, refusedLabel(event.owner, event.operation, event.token, event.heldBy));
   }
   return timeline.build(now ?? last, null);
 }
