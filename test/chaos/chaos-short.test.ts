@@ -15,13 +15,21 @@ interface ChaosJson {
   report: { rows: { name: string; observed: number; ok: boolean }[]; examples: string[] };
 }
 
+/**
+ * Runs `wassal chaos run --json`. The faults come by the clock (a kill every 250 ms), so on a
+ * loaded machine the same work takes several times longer: the run may wait up to 150 s for its
+ * workers before it calls them late (a quiet machine needs about 11 s).
+ */
 async function runChaos(args: readonly string[]): Promise<{ code: number | null; result: ChaosJson; stderr: string }> {
-  const run = await runCli(["chaos", "run", "--json", ...args], { cwd: ROOT, timeoutMs: 120_000 });
+  const run = await runCli(["chaos", "run", "--json", "--timeout", "150000", ...args], { cwd: ROOT, timeoutMs: 210_000 });
+  let result: ChaosJson;
   try {
-    return { code: run.code, result: JSON.parse(run.stdout) as ChaosJson, stderr: run.stderr };
+    result = JSON.parse(run.stdout) as ChaosJson;
   } catch {
     throw new Error(`chaos run printed no JSON (exit ${run.code}): ${run.stderr.slice(-2000)}`);
   }
+  if (result.report === undefined) throw new Error(`chaos run failed (exit ${run.code}): ${run.stdout.slice(0, 2000)}\n${run.stderr.slice(-2000)}`);
+  return { code: run.code, result, stderr: run.stderr };
 }
 
 function row(result: ChaosJson, name: string): number {
@@ -48,7 +56,7 @@ async function expectKeyedRunHeld(args: readonly string[]): Promise<{ result: Ch
 
 describe("short chaos runs", () => {
   it("sqlite: workers killed, paused past their lease and failing, a competing writer: nothing lost, no ownership violation", {
-    timeout: 150_000,
+    timeout: 240_000,
   }, async () => {
     const { code, result } = await runChaos([...COMMON, "--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
     expect(result.report.examples).toEqual([]);
@@ -64,7 +72,7 @@ describe("short chaos runs", () => {
     expect(row(result, "explained by an expired lease") + row(result, "explained by a retry")).toBeGreaterThan(0);
   });
 
-  it.skipIf(!PG)("postgres: workers killed, paused, their connections terminated: nothing lost, no ownership violation", { timeout: 150_000 }, async () => {
+  it.skipIf(!PG)("postgres: workers killed, paused, their connections terminated: nothing lost, no ownership violation", { timeout: 240_000 }, async () => {
     const { code, result } = await runChaos([...COMMON, "--store", TEST_DATABASE_URL, "--pg-terminate-every", "600"]);
     expect(result.report.examples).toEqual([]);
     expect(result.passed).toBe(true);
@@ -74,12 +82,12 @@ describe("short chaos runs", () => {
     expect(result.figures.connectionKills).toBeGreaterThan(0);
     expect(row(result, "ownership violations")).toBe(0);
   });
-  it("sqlite, with 25 ordering keys: the same faults, and each key's reconciliations one at a time, in creation order", { timeout: 150_000 }, async () => {
+  it("sqlite, with 25 ordering keys: the same faults, and each key's reconciliations one at a time, in creation order", { timeout: 240_000 }, async () => {
     const { result } = await expectKeyedRunHeld(["--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
     expect(result.figures.pauses).toBeGreaterThan(0);
   });
 
-  it.skipIf(!PG)("postgres, with 25 ordering keys: killed, paused, cut off, and each key still in order", { timeout: 150_000 }, async () => {
+  it.skipIf(!PG)("postgres, with 25 ordering keys: killed, paused, cut off, and each key still in order", { timeout: 240_000 }, async () => {
     const { result } = await expectKeyedRunHeld(["--store", TEST_DATABASE_URL, "--pg-terminate-every", "600"]);
     expect(result.figures.connectionKills).toBeGreaterThan(0);
   });
