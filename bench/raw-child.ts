@@ -7,14 +7,14 @@
 
 import Database from "better-sqlite3";
 import pg from "pg";
+import { readyThenGo, report } from "./child-report.js";
 
 const [db, schema, synchronous, batchText] = process.argv.slice(2);
 if (!db) throw new Error("usage: raw-child <db> <schema> <synchronous> <batch>");
 const batch = Number(batchText);
 let processed = 0;
 
-process.stdout.write("ready\n");
-await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+await readyThenGo();
 
 if (db.startsWith("postgres")) {
   const client = new pg.Client({ connectionString: db });
@@ -57,4 +57,4 @@ if (db.startsWith("postgres")) {
   }
   sqlite.close();
 }
-process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
+report({ processed });
