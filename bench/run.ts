@@ -1,9 +1,11 @@
 // `npm run bench`: throughput of the full cycle (claim → no-op handler → guarded complete) on each
 // store, with 1 to 4 worker processes, claim batches of 1 and 100 (100 is the raw loop's batch, so
 // the ratio column compares like with like), next to each store's raw limit (a bare SQL loop
-// claiming 100 per statement). Runs of the compared systems are interleaved (A B A B …) and every
-// figure is the median of the repetitions, shown with min and max. Prints its settings and its
-// tables, and writes bench/results/<timestamp>.json and .md. A Wassal worker of batch 100 runs
+// claiming 100 per statement) and the protocol's own limit (the same loop doing the protocol's
+// work: the columns a handler needs returned, each completion guarded by its lease token; see
+// raw-child.ts). Runs of the compared systems are interleaved (A B A B …) and every figure is the
+// median of the repetitions, shown with min and max. Prints its settings and its tables, and
+// writes bench/results/<timestamp>.json and .md. A Wassal worker of batch 100 runs
 // at concurrency 200, so that its next claim overlaps the previous group's commit. Rows bound by
 // one commit per message (batch 1, no group commit) run 2,000 messages, payments rows 5,000: their
 // rates are steady long before N, and at N they would take most of the run. PostgreSQL's
@@ -90,6 +92,8 @@ interface Config {
    * most of the run's 20 minutes.
    */
   readonly messages?: number;
+  /** Raw only: the equal-work loop (the handler's columns returned, completion guarded by the lease token); see raw-child.ts. */
+  readonly guarded?: boolean;
   /** Wassal only: the real payments reconciliation handler instead of a no-op. */
   readonly payments?: boolean;
   /** Wassal only: the messages spread over this many ordering keys (absent: no keys). */
@@ -166,9 +170,19 @@ const systemName = (c: Config) =>
       ? `${c.system} (payments handler)`
       : c.groupCommit === false
         ? `${c.system} (no group commit)`
-        : c.system;
+        : c.guarded
+          ? `${c.system} (equal work: handler's columns, lease-token guard)`
+          : c.system;
 const shortName = (c: Config) =>
-  c.payments ? "wassal-payments" : c.groupCommit === false ? "wassal-no-gc" : c.keys !== undefined ? `wassal-keys-${c.keys}` : c.system;
+  c.payments
+    ? "wassal-payments"
+    : c.groupCommit === false
+      ? "wassal-no-gc"
+      : c.keys !== undefined
+        ? `wassal-keys-${c.keys}`
+        : c.guarded
+          ? "raw-guarded"
+          : c.system;
 const label = (c: Config) => `${shortName(c).padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
@@ -413,7 +427,7 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
               config.processes,
               server,
             )
-          : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes, server);
+          : await race("raw-child.js", [db, schema, synchronous, String(config.batch), config.guarded ? "guarded" : "bare"], config.processes, server);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}; ${await leftBehind(db, schema)}`);
     if (config.payments) await verifyPayments(db, schema, settings.messages);
@@ -475,6 +489,7 @@ async function main(): Promise<void> {
           { system: "wassal", store, processes, batch: 1, messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages), section },
           { system: "wassal", store, processes, batch: BATCH, section },
           { system: "raw", store, processes, batch: 100, section },
+          { system: "raw", store, processes, batch: 100, guarded: true, section },
         );
         // What group commit is worth: the same batch with every completion committed on its own.
         if (processes === 1)
