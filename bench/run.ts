@@ -61,7 +61,7 @@ import { measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
 import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
-import { locatePostmaster, serverCpu, settleBackends } from "./server-cpu.js";
+import { locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
@@ -333,6 +333,7 @@ async function race(
   count: number,
   postmaster: number | null,
 ): Promise<{ seconds: number; reports: ChildReport[]; cpu: RunCpu }> {
+  const baseline = postmaster === null ? [] : serverChildren(postmaster);
   const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
   const outputs = children.map(() => "");
   const ready = children.map(
@@ -358,13 +359,11 @@ async function race(
   const reports = outputs.map((out) => JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as ChildReport);
   let serverAfter: ReturnType<typeof serverCpu> = null;
   if (postmaster !== null && serverBefore) {
-    await settleBackends(postmaster, serverBefore.children);
+    await settleBackends(postmaster, baseline);
     serverAfter = serverCpu(postmaster);
   }
   const server =
-    serverBefore && serverAfter
-      ? { userUs: serverAfter.time.userUs - serverBefore.time.userUs, systemUs: serverAfter.time.systemUs - serverBefore.time.systemUs }
-      : null;
+    serverBefore && serverAfter ? { userUs: serverAfter.userUs - serverBefore.userUs, systemUs: serverAfter.systemUs - serverBefore.systemUs } : null;
   const cpu: RunCpu = {
     workerUserUs: reports.reduce((sum, r) => sum + r.cpuUserUs, 0),
     workerSystemUs: reports.reduce((sum, r) => sum + r.cpuSystemUs, 0),

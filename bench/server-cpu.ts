@@ -51,6 +51,11 @@ export async function locatePostmaster(url: string): Promise<number | null> {
   }
 }
 
+/** The postmaster's current children (take this before a run's processes connect, for settleBackends). */
+export function serverChildren(postmaster: number): number[] {
+  return childrenOf(postmaster).pids;
+}
+
 /** The postmaster's current children, and their CPU ticks summed. */
 function childrenOf(postmaster: number): { pids: number[]; utime: number; stime: number } {
   const found = { pids: [] as number[], utime: 0, stime: 0 };
@@ -70,25 +75,24 @@ function childrenOf(postmaster: number): { pids: number[]; utime: number; stime:
  * gone. A child that exits between the scan of the children and the postmaster's read is counted
  * twice: take readings while no backend is ending (before the run's "go", after settleBackends).
  */
-export function serverCpu(postmaster: number): { time: CpuTime; children: number[] } | null {
+export function serverCpu(postmaster: number): CpuTime | null {
   const children = childrenOf(postmaster);
   const own = stat(postmaster);
   if (!own) return null;
-  return {
-    time: { userUs: (children.utime + own.utime + own.cutime) * TICK_US, systemUs: (children.stime + own.stime + own.cstime) * TICK_US },
-    children: children.pids,
-  };
+  return { userUs: (children.utime + own.utime + own.cutime) * TICK_US, systemUs: (children.stime + own.stime + own.cstime) * TICK_US };
 }
 
 /**
- * Waits (up to `timeoutMs`) until every child of the postmaster that is not in `before` has exited:
- * the backends of the run's connections end a moment after their client, and their time reaches
- * the postmaster's cutime only once it has reaped them.
+ * Waits (up to `timeoutMs`) until the postmaster's children that are alive now but were not in
+ * `before` (taken before the run's processes started) have exited: the backends of the run's connections end a moment after their client, and
+ * their time reaches the postmaster's cutime only once it has reaped them. Backends that appear
+ * after this call (another client's) are not waited for.
  */
-export async function settleBackends(postmaster: number, before: readonly number[], timeoutMs = 3_000): Promise<void> {
+export async function settleBackends(postmaster: number, before: readonly number[], timeoutMs = 1_000): Promise<void> {
   const known = new Set(before);
+  const ending = new Set(childrenOf(postmaster).pids.filter((pid) => !known.has(pid)));
   const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline && childrenOf(postmaster).pids.some((pid) => !known.has(pid))) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
+  while (Date.now() < deadline && childrenOf(postmaster).pids.some((pid) => ending.has(pid))) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
