@@ -10,13 +10,13 @@
 
 import { runOnce, Logger } from "graphile-worker";
 import { PEER_QUEUE } from "./peers.js";
+import { readyThenGo, report } from "./child-report.js";
 
 const [url, schema] = process.argv.slice(2);
 if (!url || !schema) throw new Error("usage: graphile-child <postgresUrl> <schema>");
 let processed = 0;
 const logger = new Logger(() => () => undefined);
-process.stdout.write("ready\n");
-await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+await readyThenGo();
 
 await runOnce({
   connectionString: url,
@@ -32,4 +32,4 @@ await runOnce({
   },
   preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
 });
-process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
+report({ processed });

@@ -13,6 +13,7 @@
 
 import { Worker } from "wassal";
 import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, openOutbox } from "wassal/lab";
+import { readyThenGo, report } from "./child-report.js";
 
 const [db, schema, synchronous, concurrencyText, connectionsText] = process.argv.slice(2);
 if (!db || !connectionsText) throw new Error("usage: payments-child <db> <schema> <synchronous> <concurrency> <maxConnections>");
@@ -32,8 +33,7 @@ const worker = new Worker({
   wakeOnNewMessages: false,
   handlers: { [RECONCILE_MESSAGE_TYPE]: payments.handler() },
 });
-process.stdout.write("ready\n");
-await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+await readyThenGo();
 // Counted from the event stream: a message is processed once its completion (with the payment's
 // write) committed. Done when a claim finds nothing and nothing is running.
 const idle = new Promise<void>((resolve) => {
@@ -49,6 +49,4 @@ await worker.start();
 await idle;
 await worker.stop({ graceMs: 1000 });
 await outbox.close();
-process.stdout.write(
-  `${JSON.stringify({ processed, failed, statusChecks: provider.statusChecks(), maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`,
-);
+report({ processed, failed, statusChecks: provider.statusChecks() });

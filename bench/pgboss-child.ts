@@ -13,6 +13,7 @@
 import pg from "pg";
 import { PgBoss } from "pg-boss";
 import { PEER_QUEUE } from "./peers.js";
+import { readyThenGo, report } from "./child-report.js";
 
 const [url, schema] = process.argv.slice(2);
 if (!url || !schema) throw new Error("usage: pgboss-child <postgresUrl> <schema>");
@@ -22,8 +23,7 @@ await boss.start();
 const probe = new pg.Client({ connectionString: url });
 await probe.connect();
 let processed = 0;
-process.stdout.write("ready\n");
-await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+await readyThenGo();
 
 await boss.work(PEER_QUEUE, { batchSize: 1000, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 }, async (jobs) => {
   processed += jobs.length;
@@ -38,4 +38,4 @@ for (;;) {
 }
 await boss.stop({ graceful: true, timeout: 5000 });
 await probe.end();
-process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
+report({ processed });

@@ -12,6 +12,7 @@
 import Database from "better-sqlite3";
 import { better, defineQueue, defineWorker, JobStatus } from "plainjob";
 import { PEER_QUEUE, silentLogger } from "./peers.js";
+import { readyThenGo, report } from "./child-report.js";
 
 const [file] = process.argv.slice(2);
 if (!file) throw new Error("usage: plainjob-child <sqliteFile>");
@@ -24,8 +25,7 @@ const worker = defineWorker(
   },
   { queue, pollIntervall: 20, logger: silentLogger },
 );
-process.stdout.write("ready\n");
-await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+await readyThenGo();
 
 const running = worker.start();
 while (queue.countJobs({ type: PEER_QUEUE, status: JobStatus.Pending }) + queue.countJobs({ type: PEER_QUEUE, status: JobStatus.Processing }) > 0) {
@@ -34,4 +34,4 @@ while (queue.countJobs({ type: PEER_QUEUE, status: JobStatus.Pending }) + queue.
 await worker.stop();
 await running;
 queue.close();
-process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
+report({ processed });

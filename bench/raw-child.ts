@@ -3,37 +3,59 @@
 // and the same claimable range (status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now), so
 // both use the partial index: SQLite does not infer that status = 'pending' implies the index's
 // condition, and a loop written that way scans the table at every claim.
-//   node bench/.build/raw-child.js <db> <schema> <synchronous> <batch>
+//   node bench/.build/raw-child.js <db> <schema> <synchronous> <batch> [bare|guarded]
+//
+// bare (the default): the claim returns only the ids, the completion checks only the status.
+// guarded: the work the protocol itself requires, with no library around it. The claim returns
+// what a handler and the lease need, the columns Wassal's claim returns (PostgreSQL: the times as
+// epoch milliseconds, as Wassal's does; SQLite: the payload and headers parsed from their JSON
+// text, as Wassal's store does), and the completion is guarded by each row's lease token (one
+// statement for the batch, the (id, token) pairs joined as Wassal's bulk completion joins them),
+// returning the ids it completed; a lost one stops the loop with an error. The gap between the two
+// loops is the protocol's own cost; the gap from guarded to Wassal is the library's.
 
 import Database from "better-sqlite3";
 import pg from "pg";
+import { readyThenGo, report } from "./child-report.js";
 
-const [db, schema, synchronous, batchText] = process.argv.slice(2);
-if (!db) throw new Error("usage: raw-child <db> <schema> <synchronous> <batch>");
+const [db, schema, synchronous, batchText, mode = "bare"] = process.argv.slice(2);
+if (!db || (mode !== "bare" && mode !== "guarded")) throw new Error("usage: raw-child <db> <schema> <synchronous> <batch> [bare|guarded]");
+const guarded = mode === "guarded";
 const batch = Number(batchText);
 let processed = 0;
 
-process.stdout.write("ready\n");
-await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+await readyThenGo();
 
 if (db.startsWith("postgres")) {
   const client = new pg.Client({ connectionString: db });
   await client.connect();
   const t = `${schema}.outbox_messages`;
-  for (;;) {
-    const { rows } = await client.query<{ id: string }>(
-      `WITH c AS MATERIALIZED (SELECT id FROM ${t} WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now()
+  const ms = (column: string) => `floor(extract(epoch FROM m.${column}) * 1000)::float8`;
+  const returning = guarded
+    ? `m.id, m.type, m.dedupe_key, m.ordering_key, m.headers, m.destination, m.payload, m.lease_token, m.attempts, m.last_error, ${ms("created_at")} AS created_ms, ${ms("locked_until")} AS until_ms`
+    : "m.id";
+  const claim = `WITH c AS MATERIALIZED (SELECT id FROM ${t} WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now()
                                  ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
        UPDATE ${t} m SET status = 'processing', locked_by = 'raw', locked_until = now() + interval '30 s', available_at = now() + interval '30 s',
               lease_token = m.lease_token + 1, attempts = m.attempts + 1
-       FROM c WHERE m.id = c.id RETURNING m.id`,
-      [batch],
-    );
+       FROM c WHERE m.id = c.id RETURNING ${returning}`;
+  for (;;) {
+    const { rows } = await client.query<{ id: string; lease_token: number }>(claim, [batch]);
     if (rows.length === 0) break;
-    await client.query(
-      `UPDATE ${t} SET status = 'processed', processed_at = now(), locked_until = NULL WHERE id = ANY($1::bigint[]) AND status = 'processing'`,
-      [rows.map((r) => r.id)],
-    );
+    if (guarded) {
+      const done = await client.query<{ id: string }>(
+        `UPDATE ${t} m SET status = 'processed', processed_at = now(), locked_until = NULL, last_error = NULL
+         FROM unnest($1::bigint[], $2::int[]) AS w(id, token)
+         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing' RETURNING m.id`,
+        [rows.map((r) => r.id), rows.map((r) => r.lease_token)],
+      );
+      if (done.rows.length !== rows.length) throw new Error(`raw-child: ${rows.length - done.rows.length} of ${rows.length} leases lost`);
+    } else {
+      await client.query(
+        `UPDATE ${t} SET status = 'processed', processed_at = now(), locked_until = NULL WHERE id = ANY($1::bigint[]) AND status = 'processing'`,
+        [rows.map((r) => r.id)],
+      );
+    }
     processed += rows.length;
   }
   await client.end();
@@ -41,20 +63,36 @@ if (db.startsWith("postgres")) {
   const sqlite = new Database(db, { timeout: 10_000 });
   sqlite.pragma("journal_mode = WAL");
   sqlite.pragma(`synchronous = ${synchronous === "NORMAL" ? "NORMAL" : "FULL"}`);
+  const returning = guarded ? "id, type, dedupe_key, ordering_key, headers, destination, payload, created_at, lease_token, attempts, last_error" : "id";
   const claim = sqlite.prepare(`UPDATE outbox_messages SET status = 'processing', locked_by = 'raw', locked_until = @until, available_at = @until,
       lease_token = lease_token + 1, attempts = attempts + 1
     WHERE id IN (SELECT id FROM outbox_messages WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
-                 ORDER BY available_at, id LIMIT @batch) RETURNING id`);
+                 ORDER BY available_at, id LIMIT @batch) RETURNING ${returning}`);
   const complete = sqlite.prepare(`UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL
     WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'processing'`);
-  const claimTx = sqlite.transaction((now: number) => claim.all({ now, until: now + 30_000, batch }) as { id: number }[]);
+  const completeGuarded = sqlite.prepare(`UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
+    FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(@pairs)) AS done
+    WHERE outbox_messages.id = done.id AND outbox_messages.lease_token = done.token AND outbox_messages.status = 'processing'
+    RETURNING outbox_messages.id`);
+  type Claimed = { id: number; lease_token: number; payload: string; headers: string | null };
+  const claimTx = sqlite.transaction((now: number) => claim.all({ now, until: now + 30_000, batch }) as Claimed[]);
+  // The JSON parsed after the claim's commit, outside the write lock.
+  const parsed = (rows: Claimed[]) =>
+    rows.map((r) => ({ ...r, payload: JSON.parse(r.payload) as unknown, headers: r.headers === null ? null : (JSON.parse(r.headers) as unknown) }));
   const completeTx = sqlite.transaction((ids: number[]) => complete.run({ now: Date.now(), ids: JSON.stringify(ids) }));
+  const completeGuardedTx = sqlite.transaction((pairs: [number, number][]) => completeGuarded.all({ now: Date.now(), pairs: JSON.stringify(pairs) }).length);
   for (;;) {
-    const rows = claimTx.immediate(Date.now());
-    if (rows.length === 0) break;
-    completeTx.immediate(rows.map((r) => r.id));
+    const claimed = claimTx.immediate(Date.now());
+    if (claimed.length === 0) break;
+    const rows = guarded ? parsed(claimed) : claimed;
+    if (guarded) {
+      const done = completeGuardedTx.immediate(rows.map((r) => [r.id, r.lease_token]));
+      if (done !== rows.length) throw new Error(`raw-child: ${rows.length - done} of ${rows.length} leases lost`);
+    } else {
+      completeTx.immediate(rows.map((r) => r.id));
+    }
     processed += rows.length;
   }
   sqlite.close();
 }
-process.stdout.write(`${JSON.stringify({ processed, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024) })}\n`);
+report({ processed });

@@ -1,9 +1,11 @@
 // `npm run bench`: throughput of the full cycle (claim → no-op handler → guarded complete) on each
 // store, with 1 to 4 worker processes, claim batches of 1 and 100 (100 is the raw loop's batch, so
 // the ratio column compares like with like), next to each store's raw limit (a bare SQL loop
-// claiming 100 per statement). Runs of the compared systems are interleaved (A B A B …) and every
-// figure is the median of the repetitions, shown with min and max. Prints its settings and its
-// tables, and writes bench/results/<timestamp>.json and .md. A Wassal worker of batch 100 runs
+// claiming 100 per statement) and the protocol's own limit (the same loop doing the protocol's
+// work: the columns a handler needs returned, each completion guarded by its lease token; see
+// raw-child.ts). Runs of the compared systems are interleaved (A B A B …) and every figure is the
+// median of the repetitions, shown with min and max. Prints its settings and its tables, and
+// writes bench/results/<timestamp>.json and .md. A Wassal worker of batch 100 runs
 // at concurrency 200, so that its next claim overlaps the previous group's commit. Rows bound by
 // one commit per message (batch 1, no group commit) run 2,000 messages, payments rows 5,000: their
 // rates are steady long before N, and at N they would take most of the run. PostgreSQL's
@@ -31,6 +33,18 @@
 // of each child and in the system label): pg-boss and graphile-worker on the same PostgreSQL (own
 // schema per run), plainjob on SQLite (it sets synchronous = NORMAL itself, so sqlite-NORMAL). The
 // "batch" column is the peer's fetch size. Seeding goes through each peer's bulk insert, untimed.
+//
+// CPU per message, next to msg/s in the throughput, payments and keys tables (medians of the
+// repetitions; every repetition's figures are in the JSON): noise on a shared 2-core machine moves
+// a rate much more than the CPU a message costs. Three figures, each divided by the run's messages:
+// - worker processes, user + system µs: each child's process.cpuUsage() from "go" to its end
+//   (child-report.ts), summed over the run's processes. On SQLite this includes the database
+//   engine, which runs inside the worker.
+// - PostgreSQL server, user + system µs: every process of the server on this machine, backends
+//   that lived only during the run included, from /proc (server-cpu.ts). The whole server: another
+//   client's work in the same window counts too; "–" for SQLite, or when the server is elsewhere.
+// - whole machine busy µs (/proc/stat, over the timed part): everything, the kernel's interrupt
+//   time and any other load included; minus the two above it bounds what neither accounts for.
 
 import { execSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -44,8 +58,10 @@ import pg from "pg";
 import { PaymentsService, ProviderSimulator, openOutbox } from "wassal/lab";
 import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
+import { machineBusyUs } from "./machine-cpu.js";
 import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
+import { locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
@@ -76,6 +92,8 @@ interface Config {
    * most of the run's 20 minutes.
    */
   readonly messages?: number;
+  /** Raw only: the equal-work loop (the handler's columns returned, completion guarded by the lease token); see raw-child.ts. */
+  readonly guarded?: boolean;
   /** Wassal only: the real payments reconciliation handler instead of a no-op. */
   readonly payments?: boolean;
   /** Wassal only: the messages spread over this many ordering keys (absent: no keys). */
@@ -152,9 +170,19 @@ const systemName = (c: Config) =>
       ? `${c.system} (payments handler)`
       : c.groupCommit === false
         ? `${c.system} (no group commit)`
-        : c.system;
+        : c.guarded
+          ? `${c.system} (equal work: handler's columns, lease-token guard)`
+          : c.system;
 const shortName = (c: Config) =>
-  c.payments ? "wassal-payments" : c.groupCommit === false ? "wassal-no-gc" : c.keys !== undefined ? `wassal-keys-${c.keys}` : c.system;
+  c.payments
+    ? "wassal-payments"
+    : c.groupCommit === false
+      ? "wassal-no-gc"
+      : c.keys !== undefined
+        ? `wassal-keys-${c.keys}`
+        : c.guarded
+          ? "raw-guarded"
+          : c.system;
 const label = (c: Config) => `${shortName(c).padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
@@ -260,6 +288,18 @@ async function prepare(
 interface ChildReport {
   processed: number;
   maxRssMb: number;
+  /** CPU the child spent from "go" to its end (see child-report.ts). */
+  cpuUserUs: number;
+  cpuSystemUs: number;
+}
+
+/** CPU time of one run, in µs: the worker processes together, the PostgreSQL server (null: not measured), the whole machine (null: no /proc/stat). */
+interface RunCpu {
+  workerUserUs: number;
+  workerSystemUs: number;
+  serverUserUs: number | null;
+  serverSystemUs: number | null;
+  machineUs: number | null;
 }
 
 /** After a payments run: every payment Paid or Failed, every message processed; throws otherwise. */
@@ -281,8 +321,19 @@ async function verifyPayments(db: string, schema: string, expected: number): Pro
   }
 }
 
-/** Starts the children, waits until all are ready, releases them together, times them to the end. */
-async function race(script: string, args: readonly string[], count: number): Promise<{ seconds: number; reports: ChildReport[] }> {
+/**
+ * Starts the children, waits until all are ready, releases them together, times them to the end.
+ * Also the run's CPU: the children's own reports, and, with `postmaster`, the PostgreSQL server's
+ * time between "go" and the end (read once the backends of the run have exited, see server-cpu.ts),
+ * and the whole machine's busy time over the timed part.
+ */
+async function race(
+  script: string,
+  args: readonly string[],
+  count: number,
+  postmaster: number | null,
+): Promise<{ seconds: number; reports: ChildReport[]; cpu: RunCpu }> {
+  const baseline = postmaster === null ? [] : serverChildren(postmaster);
   const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
   const outputs = children.map(() => "");
   const ready = children.map(
@@ -297,13 +348,30 @@ async function race(script: string, args: readonly string[], count: number): Pro
   );
   const exited = children.map((child) => new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))));
   await Promise.all(ready);
+  const serverBefore = postmaster === null ? null : serverCpu(postmaster);
+  const machineBefore = machineBusyUs();
   const started = performance.now();
   for (const child of children) child.stdin.end("go\n");
   const codes = await Promise.all(exited);
   const seconds = (performance.now() - started) / 1000;
+  const machineAfter = machineBusyUs();
   if (codes.some((code) => code !== 0)) throw new Error(`${script}: a child failed (${codes.join(", ")})`);
   const reports = outputs.map((out) => JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as ChildReport);
-  return { seconds, reports };
+  let serverAfter: ReturnType<typeof serverCpu> = null;
+  if (postmaster !== null && serverBefore) {
+    await settleBackends(postmaster, baseline);
+    serverAfter = serverCpu(postmaster);
+  }
+  const server =
+    serverBefore && serverAfter ? { userUs: serverAfter.userUs - serverBefore.userUs, systemUs: serverAfter.systemUs - serverBefore.systemUs } : null;
+  const cpu: RunCpu = {
+    workerUserUs: reports.reduce((sum, r) => sum + r.cpuUserUs, 0),
+    workerSystemUs: reports.reduce((sum, r) => sum + r.cpuSystemUs, 0),
+    serverUserUs: server?.userUs ?? null,
+    serverSystemUs: server?.systemUs ?? null,
+    machineUs: machineBefore !== null && machineAfter !== null ? machineAfter - machineBefore : null,
+  };
+  return { seconds, reports, cpu };
 }
 
 /**
@@ -333,7 +401,10 @@ async function leftBehind(db: string, schema: string): Promise<string> {
   }
 }
 
-async function runOnce(config: Config, all: Settings): Promise<{ rate: number; maxRssMb: number }> {
+/** CPU µs per message of one run (RunCpu divided by the messages). */
+type CpuPerMessage = RunCpu;
+
+async function runOnce(config: Config, all: Settings, postmaster: number | null): Promise<{ rate: number; maxRssMb: number; cpu: CpuPerMessage }> {
   const system = config.system;
   const settings = { ...all, messages: config.messages ?? all.messages };
   const { db, schema, cleanup } = isPeer(system)
@@ -343,21 +414,34 @@ async function runOnce(config: Config, all: Settings): Promise<{ rate: number; m
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
     const connections = config.store === "postgres" ? Math.floor(PG_CONNECTIONS / config.processes) : 2;
-    const { seconds, reports } = isPeer(system)
-      ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes)
+    const server = config.store === "postgres" ? postmaster : null;
+    const { seconds, reports, cpu } = isPeer(system)
+      ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes, server)
       : config.payments
-        ? await race("payments-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(connections)], config.processes)
+        ? await race("payments-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(connections)], config.processes, server)
         : system === "wassal"
           ? await race(
               "worker-child.js",
               [db, schema, synchronous, String(concurrencyOf(config)), String(config.groupCommit ?? config.batch > 1), String(connections)],
               config.processes,
+              server,
             )
-          : await race("raw-child.js", [db, schema, synchronous, String(config.batch)], config.processes);
+          : await race("raw-child.js", [db, schema, synchronous, String(config.batch), config.guarded ? "guarded" : "bare"], config.processes, server);
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}; ${await leftBehind(db, schema)}`);
     if (config.payments) await verifyPayments(db, schema, settings.messages);
-    return { rate: settings.messages / seconds, maxRssMb: Math.max(...reports.map((r) => r.maxRssMb)) };
+    const per = (us: number | null) => (us === null ? null : us / settings.messages);
+    return {
+      rate: settings.messages / seconds,
+      maxRssMb: Math.max(...reports.map((r) => r.maxRssMb)),
+      cpu: {
+        workerUserUs: cpu.workerUserUs / settings.messages,
+        workerSystemUs: cpu.workerSystemUs / settings.messages,
+        serverUserUs: per(cpu.serverUserUs),
+        serverSystemUs: per(cpu.serverSystemUs),
+        machineUs: per(cpu.machineUs),
+      },
+    };
   } finally {
     await cleanup();
   }
@@ -404,6 +488,7 @@ async function main(): Promise<void> {
           { system: "wassal", store, processes, batch: 1, messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages), section },
           { system: "wassal", store, processes, batch: BATCH, section },
           { system: "raw", store, processes, batch: 100, section },
+          { system: "raw", store, processes, batch: 100, guarded: true, section },
         );
         // What group commit is worth: the same batch with every completion committed on its own.
         if (processes === 1)
@@ -480,21 +565,52 @@ async function main(): Promise<void> {
     }
   }
 
-  const samples = new Map<Config, { rates: number[]; rss: number[] }>(configs.map((c) => [c, { rates: [], rss: [] }]));
+  // The PostgreSQL server's CPU is read from /proc when it runs on this machine (see server-cpu.ts).
+  const postmaster = settings.stores.includes("postgres") && configs.length > 0 ? await locatePostmaster(settings.postgresUrl) : null;
+  if (settings.stores.includes("postgres") && configs.length > 0 && postmaster === null)
+    process.stderr.write("bench: PostgreSQL does not run on this machine (or not in this PID namespace); its server CPU is not measured\n");
+  const samples = new Map<Config, { rates: number[]; rss: number[]; cpu: CpuPerMessage[] }>(configs.map((c) => [c, { rates: [], rss: [], cpu: [] }]));
   for (let rep = 1; rep <= settings.reps; rep += 1) {
     for (const config of configs) {
-      const { rate, maxRssMb } = await runOnce(config, settings);
+      const { rate, maxRssMb, cpu } = await runOnce(config, settings, postmaster);
       samples.get(config)?.rates.push(rate);
       samples.get(config)?.rss.push(maxRssMb);
-      process.stderr.write(`rep ${rep}/${settings.reps}  ${label(config)}  ${Math.round(rate)} msg/s\n`);
+      samples.get(config)?.cpu.push(cpu);
+      const server = cpu.serverUserUs === null || cpu.serverSystemUs === null ? "" : `, server ${Math.round(cpu.serverUserUs + cpu.serverSystemUs)}`;
+      process.stderr.write(
+        `rep ${rep}/${settings.reps}  ${label(config)}  ${Math.round(rate)} msg/s  (CPU µs/msg: workers ${Math.round(cpu.workerUserUs + cpu.workerSystemUs)}${server})\n`,
+      );
     }
   }
   const rows = configs.map((config) => {
-    const s = samples.get(config) ?? { rates: [], rss: [] };
-    return { config, throughput: spread(s.rates), peakRssMb: Math.max(...s.rss) };
+    const s = samples.get(config) ?? { rates: [], rss: [], cpu: [] };
+    const of = (pick: (c: CpuPerMessage) => number | null): Spread | null => {
+      const values = s.cpu.map(pick);
+      return values.every((v): v is number => v !== null) ? spread(values) : null;
+    };
+    return {
+      config,
+      throughput: spread(s.rates),
+      peakRssMb: Math.max(...s.rss),
+      cpuPerMessageUs: {
+        workerUser: of((c) => c.workerUserUs),
+        workerSystem: of((c) => c.workerSystemUs),
+        serverUser: of((c) => c.serverUserUs),
+        serverSystem: of((c) => c.serverSystemUs),
+        machine: of((c) => c.machineUs),
+      },
+    };
   });
+  /** CPU µs per message, medians: "user + system" of the workers, of the PostgreSQL server ("–": not measured), the whole machine. */
+  const cpuCells = (r: (typeof rows)[number]) => {
+    const c = r.cpuPerMessageUs;
+    const pair = (user: Spread | null, system: Spread | null) => (user && system ? `${Math.round(user.median)} + ${Math.round(system.median)}` : "–");
+    return `${pair(c.workerUser, c.workerSystem)} | ${pair(c.serverUser, c.serverSystem)} | ${c.machine ? Math.round(c.machine.median) : "–"}`;
+  };
+  const CPU_HEADER =
+    "worker processes CPU µs/msg, user + sys | PostgreSQL server CPU µs/msg, user + sys (all its processes, /proc) | whole machine busy µs/msg (incl. anything else running)";
   /** The no-op Wassal row at batch 100 with group commit: what the ratios compare against. */
-  const wassalBest = (store: string, processes: number) =>
+  const wassalBestRow = (store: string, processes: number) =>
     rows.find(
       (r) =>
         r.config.system === "wassal" &&
@@ -503,18 +619,26 @@ async function main(): Promise<void> {
         r.config.processes === processes &&
         r.config.batch === BATCH &&
         r.config.groupCommit !== false,
-    )?.throughput.median ?? 0;
+    );
+  const wassalBest = (store: string, processes: number) => wassalBestRow(store, processes)?.throughput.median ?? 0;
+  /** A row's CPU µs per message, workers and PostgreSQL server together (user + sys), medians; "–" when not measured. */
+  const totalCpu = (r: (typeof rows)[number] | undefined) => {
+    const c = r?.cpuPerMessageUs;
+    if (!c?.workerUser || !c.workerSystem) return "–";
+    const server = c.serverUser && c.serverSystem ? c.serverUser.median + c.serverSystem.median : 0;
+    return String(Math.round(c.workerUser.median + c.workerSystem.median + server));
+  };
   const fmt = (s: Spread) => `${Math.round(s.median)} (${Math.round(s.min)}–${Math.round(s.max)})`;
   const lines: string[] = [];
   if (run("throughput")) {
     const table = [
-      `| system | store | processes | batch | messages | messages/s median (min–max) | Wassal batch ${BATCH} ÷ this | peak RSS MB |`,
-      "|---|---|---|---|---|---|---|---|",
+      `| system | store | processes | batch | messages | messages/s median (min–max) | ${CPU_HEADER} | Wassal batch ${BATCH} ÷ this | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|---|---|---|---|",
       ...rows
         .filter((r) => r.config.section === "throughput")
         .map(
           (r) =>
-            `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`,
+            `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${cpuCells(r)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`,
         ),
     ];
     lines.push(...table);
@@ -526,13 +650,13 @@ async function main(): Promise<void> {
         (o) => o.config.section === "keys" && o.config.keys === undefined && o.config.store === r.config.store && o.config.processes === r.config.processes,
       )?.throughput.median ?? 0;
     const table = [
-      `| store | processes | ordering keys | messages | messages/s median (min–max) | ÷ no keys | peak RSS MB |`,
-      "|---|---|---|---|---|---|---|",
+      `| store | processes | ordering keys | messages | messages/s median (min–max) | ${CPU_HEADER} | ÷ no keys | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|---|---|---|",
       ...rows
         .filter((r) => r.config.section === "keys")
         .map(
           (r) =>
-            `| ${r.config.store} | ${r.config.processes} | ${r.config.keys ?? "none"} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(r.throughput.median / noKeys(r)).toFixed(2)} | ${r.peakRssMb} |`,
+            `| ${r.config.store} | ${r.config.processes} | ${r.config.keys ?? "none"} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${cpuCells(r)} | ${(r.throughput.median / noKeys(r)).toFixed(2)} | ${r.peakRssMb} |`,
         ),
     ];
     lines.push(
@@ -546,11 +670,11 @@ async function main(): Promise<void> {
   const paymentRows = rows.filter((r) => r.config.payments);
   if (run("payments")) {
     const table = [
-      `| system | store | processes | batch | messages | messages/s median (min–max) | this ÷ no-op Wassal batch ${BATCH} (no-op msg/s) | peak RSS MB |`,
-      "|---|---|---|---|---|---|---|---|",
+      `| system | store | processes | batch | messages | messages/s median (min–max) | ${CPU_HEADER} | this ÷ no-op Wassal batch ${BATCH} (no-op msg/s) | CPU µs/msg, workers + server: this (no-op) | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|---|---|---|---|---|",
       ...paymentRows.map((r) => {
         const noop = wassalBest(r.config.store, r.config.processes);
-        return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${(r.throughput.median / noop).toFixed(2)} (${Math.round(noop)}) | ${r.peakRssMb} |`;
+        return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${cpuCells(r)} | ${(r.throughput.median / noop).toFixed(2)} (${Math.round(noop)}) | ${totalCpu(r)} (${totalCpu(wassalBestRow(r.config.store, r.config.processes))}) | ${r.peakRssMb} |`;
       }),
     ];
     lines.push(

@@ -1,0 +1,22 @@
+// What every bench child process shares: "ready" on stdout, the wait for "go" on stdin, and the
+// last line it prints, a JSON report with the CPU time the process spent from "go" to its end.
+// CPU comes from process.cpuUsage() (getrusage of the whole process: every thread, so the V8
+// garbage collector's helper threads and libuv's pool too, in µs). Startup, connecting and
+// anything else before "go" are left out, as the parent's clock leaves them out.
+
+let started: NodeJS.CpuUsage | undefined;
+
+/** Prints "ready", waits for "go" on stdin, then starts counting CPU time. */
+export async function readyThenGo(): Promise<void> {
+  process.stdout.write("ready\n");
+  await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
+  started = process.cpuUsage();
+}
+
+/** The report line: what the child did, its peak RSS, and its user and system CPU µs since "go". */
+export function report(fields: { processed: number } & Record<string, unknown>): void {
+  const cpu = process.cpuUsage(started);
+  process.stdout.write(
+    `${JSON.stringify({ ...fields, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024), cpuUserUs: cpu.user, cpuSystemUs: cpu.system })}\n`,
+  );
+}

@@ -1,0 +1,98 @@
+// The PostgreSQL server's CPU time, read from /proc, for the runs of the throughput and payments
+// tables: the postmaster's own time, the time of every process it has now (backends, walwriter,
+// checkpointer, background writer, autovacuum), and the time of its children that have exited
+// (the kernel adds a reaped child's time to its parent's cutime and cstime, and the postmaster
+// reaps every backend). So the difference between two readings counts a backend that lived only
+// between them, as the run's worker connections do. Counted alike for every system on the server.
+// Limits: the whole server, so any other client's work in the same window counts too; ticks of
+// USER_HZ (10 ms) per process, and the user/system split is the kernel's sampled estimate; only a
+// server on this machine, in this PID namespace (elsewhere: null, and the tables show "–").
+
+import { readdirSync, readFileSync } from "node:fs";
+import pg from "pg";
+
+export interface CpuTime {
+  readonly userUs: number;
+  readonly systemUs: number;
+}
+
+/** USER_HZ is 100 on every Linux this runs on: one tick is 10,000 µs. */
+const TICK_US = 10_000;
+
+/** ppid, utime, stime, cutime, cstime of a process, or null when it is gone. */
+function stat(pid: number): { comm: string; ppid: number; utime: number; stime: number; cutime: number; cstime: number } | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return null;
+  }
+  // "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after its last ")".
+  const close = text.lastIndexOf(")");
+  const fields = text.slice(close + 2).split(" ");
+  const field = (n: number) => Number(fields[n - 3]); // n: the field's number in proc(5), counted from 1
+  return { comm: text.slice(text.indexOf("(") + 1, close), ppid: field(4), utime: field(14), stime: field(15), cutime: field(16), cstime: field(17) };
+}
+
+/** The postmaster's PID, when the server at `url` runs on this machine (our connection's backend is a process here named postgres), else null. */
+export async function locatePostmaster(url: string): Promise<number | null> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+    const backend = stat(rows[0]?.pid ?? 0);
+    if (backend?.comm !== "postgres") return null;
+    const postmaster = stat(backend.ppid);
+    return postmaster?.comm === "postgres" ? backend.ppid : null;
+  } catch {
+    return null;
+  } finally {
+    await client.end();
+  }
+}
+
+/** The postmaster's current children (take this before a run's processes connect, for settleBackends). */
+export function serverChildren(postmaster: number): number[] {
+  return childrenOf(postmaster).pids;
+}
+
+/** The postmaster's current children, and their CPU ticks summed. */
+function childrenOf(postmaster: number): { pids: number[]; utime: number; stime: number } {
+  const found = { pids: [] as number[], utime: 0, stime: 0 };
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const s = stat(Number(entry));
+    if (s?.ppid !== postmaster) continue;
+    found.pids.push(Number(entry));
+    found.utime += s.utime;
+    found.stime += s.stime;
+  }
+  return found;
+}
+
+/**
+ * The server's CPU time so far: postmaster, its live children, its reaped children; null if it is
+ * gone. A child that exits between the scan of the children and the postmaster's read is counted
+ * twice: take readings while no backend is ending (before the run's "go", after settleBackends).
+ */
+export function serverCpu(postmaster: number): CpuTime | null {
+  const children = childrenOf(postmaster);
+  const own = stat(postmaster);
+  if (!own) return null;
+  return { userUs: (children.utime + own.utime + own.cutime) * TICK_US, systemUs: (children.stime + own.stime + own.cstime) * TICK_US };
+}
+
+/**
+ * Waits (up to `timeoutMs`) until the postmaster's children that are alive now but were not in
+ * `before` (taken before the run's processes started) have exited: the backends of the run's connections end a moment after their client, and
+ * their time reaches the postmaster's cutime only once it has reaped them. Backends that appear
+ * after this call (another client's) are not waited for.
+ */
+export async function settleBackends(postmaster: number, before: readonly number[], timeoutMs = 1_000): Promise<void> {
+  const known = new Set(before);
+  const ending = new Set(childrenOf(postmaster).pids.filter((pid) => !known.has(pid)));
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && childrenOf(postmaster).pids.some((pid) => ending.has(pid))) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
