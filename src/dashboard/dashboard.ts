@@ -19,6 +19,7 @@ import { HTTPException } from "hono/http-exception";
 import { secureHeaders } from "hono/secure-headers";
 import { streamSSE } from "hono/streaming";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
+import { listenOn } from "../observability/listen.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { isMessageId } from "../outbox/validate.js";
 import { DASHBOARD_CSS, LIVE_JS } from "./assets.js";
@@ -282,25 +283,7 @@ export function checkDashboardAccess(host: string, token: string | undefined): v
   }
 }
 
-/** Listens on host:port, turning the errors a user can fix into one clear InvalidArgumentError. */
-function listen(server: Server, host: string, port: number): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) => {
-      reject(
-        error.code === "EADDRINUSE"
-          ? new InvalidArgumentError(`cannot serve the dashboard on ${host}:${port}: the port is already in use; choose another --port, or 0 for any free port`)
-          : error.code === "EACCES"
-            ? new InvalidArgumentError(`cannot serve the dashboard on ${host}:${port}: permission denied; choose a port above 1023`)
-            : error.code === "EADDRNOTAVAIL" || error.code === "ENOTFOUND" || error.code === "EAI_AGAIN"
-              ? new InvalidArgumentError(
-                  `cannot serve the dashboard on ${host}: no such address on this machine; give --host one of its addresses (default 127.0.0.1)`,
-                )
-              : error,
-      );
-    });
-    server.listen(port, host, () => resolve());
-  });
-}
+const DASHBOARD_NAMES = { what: "the dashboard", portFlag: "--port", hostFlag: "--host" } as const;
 
 /**
  * Checks, before anything is opened, that the dashboard may listen there: a token for an address
@@ -309,7 +292,7 @@ function listen(server: Server, host: string, port: number): Promise<void> {
 export async function checkDashboardAddress(host: string, port: number, token: string | undefined): Promise<void> {
   checkDashboardAccess(host, token);
   const probe = createNetServer();
-  await listen(probe, host, port);
+  await listenOn(probe, host, port, DASHBOARD_NAMES);
   await new Promise<void>((resolve) => probe.close(() => resolve()));
 }
 
@@ -322,7 +305,7 @@ export async function startDashboard(options: StartDashboardOptions): Promise<Ru
   await pulse.start();
   const server = createAdaptorServer({ fetch: app.fetch });
   try {
-    await listen(server, host, port);
+    await listenOn(server as Server, host, port, DASHBOARD_NAMES);
   } catch (error) {
     pulse.stop();
     throw error;

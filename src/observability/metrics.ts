@@ -3,9 +3,9 @@
 
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import { InvalidArgumentError } from "../outbox/errors.js";
 import type { EventHub } from "../outbox/events.js";
 import { MESSAGE_STATUSES, type StatusCounts } from "../outbox/types.js";
+import { listenOn } from "./listen.js";
 
 export interface OutboxMetrics {
   readonly registry: Registry;
@@ -150,21 +150,6 @@ export async function serveMetrics(registry: Registry, port: number, host = "127
       (error: unknown) => response.writeHead(500, { "content-type": "text/plain" }).end(`${String(error)}\n`),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) => {
-      reject(
-        error.code === "EADDRINUSE" || error.code === "EACCES"
-          ? new InvalidArgumentError(
-              `cannot serve metrics on ${host}:${port} (${error.code === "EADDRINUSE" ? "the port is already in use" : "permission denied"}); choose another --metrics-port, or 0 for any free port`,
-            )
-          : error.code === "EADDRNOTAVAIL" || error.code === "ENOTFOUND" || error.code === "EAI_AGAIN"
-            ? new InvalidArgumentError(
-                `cannot serve metrics on ${host}: no such address on this machine; give --metrics-host one of its addresses (default 127.0.0.1)`,
-              )
-            : error,
-      );
-    });
-    server.listen(port, host, () => resolve());
-  });
+  await listenOn(server, host, port, { what: "metrics", portFlag: "--metrics-port", hostFlag: "--metrics-host" });
   return server;
 }
