@@ -62,5 +62,6 @@ export { MESSAGE_STATUSES } from "./outbox/types.js";
 export { assertHeld, MAX_CLAIM_LIMIT, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";
 export { MAX_PAYLOAD_DEPTH } from "./outbox/payload.js";
 export { MissingClientError } from "./outbox/optional.js";
+export { finalizeTogether, type TogetherWriter } from "./outbox/write-together.js";
 export type { ClaimTrace, EnqueueTrace, ProcessTrace, SettleOperation, SettleResult, Tracing } from "./outbox/tracing.js";
 export { defaultWorkerName, type TypeSettings, Worker, type WorkerOptions } from "./outbox/worker.js";

@@ -11,6 +11,7 @@ import type { OutboxMessage } from "../outbox/types.js";
 import { type PaymentProvider, PaymentsService } from "../payments/payments-service.js";
 import {
   type CreatePaymentRequest,
+  type OutcomeRecord,
   type Payment,
   type PaymentOutcome,
   type PaymentsRepository,
@@ -173,6 +174,9 @@ export class RepositoryWithHook<Tx> implements PaymentsRepository<Tx> {
   }
   recordOutcome(tx: Tx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean> {
     return this.#inner.recordOutcome(tx, idempotencyKey, outcome, now);
+  }
+  recordOutcomes(tx: Tx, records: readonly OutcomeRecord[]): Promise<number> {
+    return this.#inner.recordOutcomes(tx, records);
   }
   list(): Promise<Payment[]> {
     return this.#inner.list();

@@ -114,7 +114,7 @@ export interface OutboxDriver<Tx> {
   renew(params: { readonly lease: Lease; readonly leaseMs: number }): Promise<{ readonly at: Date; readonly lockedUntil: Date | null }>;
 
   /**
-   * Completes leases that carry no business write, in one guarded statement: inside `tx`, or in a
+   * Completes leases in one guarded statement: inside `tx` (whose business writes follow), or in a
    * transaction of its own when `tx` is null. `completed` holds the leaseKey of each it completed.
    */
   completeBulk(params: {

@@ -8,6 +8,7 @@ import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInT
 import { EventHub, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import type { EnqueueTrace, Tracing } from "./tracing.js";
+import { planWrites } from "./write-together.js";
 import {
   MESSAGE_STATUSES,
   type AuditEntry,
@@ -367,51 +368,99 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   }
 
   /**
-   * Group commit. Completions without a business write share one guarded statement; each of the
-   * others runs in a savepoint of its own, so its failure undoes it alone. With no business write
-   * at all, the one statement is the whole transaction. (No lease appears twice: checked before.)
+   * Group commit. Every member's guarded update goes in one statement, then the business writes
+   * run one after another in the same transaction, with no savepoints (members whose finalize
+   * shares a writer, see finalizeTogether, in one call). That is the common case,
+   * and the cheap one: on PostgreSQL a savepoint is a subtransaction, and more than 64 of them in
+   * one transaction overflow each backend's subtransaction cache, which every other snapshot then
+   * pays for.
+   *
+   * A business write that throws rolls the whole attempt back. That member's outcome is its error
+   * (its guarded update was rolled back with it), and the others run again in savepoints of their
+   * own (#completeGroupInSavepoints), where a second failure undoes only itself. So a finalize may
+   * run twice, the first run rolled back: it must write only through `tx`.
+   *
+   * Tried first: a savepoint per member with a business write, opened in the same round trip as
+   * its guarded update (so two round trips per member). The payments bench (a write per message)
+   * measured that at 0.12–0.21 of the no-op rate on PostgreSQL, and its server cost at 450 µs per
+   * message against 70 for the no-op.
    */
   async #completeGroup(items: readonly CompletionRequest<Tx>[]): Promise<Outcome[]> {
+    const leases = items.map((item) => item.lease);
+    // Completed messages with ordering keys hand their keys on in the same statement.
+    const handOnKeys = leases.some((lease) => lease.message.key !== null);
+    const outcomes: Outcome[] = new Array<Outcome>(items.length);
+    const record = (at: Date, completed: ReadonlySet<string>) => {
+      for (const [index, lease] of leases.entries()) outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost";
+    };
+    if (items.every((item) => item.finalize === undefined)) {
+      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases, audit: this.#audit, handOnKeys });
+      record(at, completed);
+      return outcomes;
+    }
+    let failed: { readonly members: readonly number[]; readonly error: unknown } | undefined;
+    try {
+      await this.#driver.transaction(async (tx) => {
+        const { at, completed } = await this.#driver.completeBulk({ tx, leases, audit: this.#audit, handOnKeys });
+        record(at, completed);
+        // A lost lease's write never runs; members sharing a writer (finalizeTogether) write in one call.
+        for (const step of planWrites(items.map((item, index) => (outcomes[index] === "lost" ? undefined : item.finalize)))) {
+          try {
+            await step.run(tx);
+          } catch (error) {
+            failed = { members: step.members, error };
+            throw error; // rolls the attempt back
+          }
+        }
+      });
+      return outcomes;
+    } catch (error) {
+      if (failed === undefined) throw error; // not a member's business write: the commit itself failed
+    }
+    const { members, error } = failed;
+    // One member's own write failed: that is its outcome. A shared write failed: whose item was to
+    // blame is unknown, so every member runs again alone.
+    if (members.length > 1) return this.#completeGroupInSavepoints(items);
+    const index = members[0] as number;
+    const again = items.length === 1 ? [] : await this.#completeGroupInSavepoints(items.filter((_, i) => i !== index));
+    again.splice(index, 0, { error });
+    return again;
+  }
+
+  /**
+   * The group again, after a member's business write threw: completions without a business write
+   * share one guarded statement; each of the others runs in a savepoint of its own, so its failure
+   * undoes it alone. (No lease appears twice: checked before.)
+   */
+  async #completeGroupInSavepoints(items: readonly CompletionRequest<Tx>[]): Promise<Outcome[]> {
     const outcomes: Outcome[] = new Array<Outcome>(items.length);
     const bulk: number[] = [];
     for (const [index, { finalize }] of items.entries()) {
       if (finalize === undefined) bulk.push(index);
     }
     const bulkLeases = bulk.map((index) => (items[index] as CompletionRequest<Tx>).lease);
-    const record = (at: Date, completed: ReadonlySet<string>) => {
-      for (const [i, index] of bulk.entries()) {
-        const lease = bulkLeases[i] as Lease;
-        outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost";
-      }
-    };
-    // Completed messages with ordering keys hand their keys on in the same statement (or transaction).
-    const handOnKeys = bulkLeases.some((lease) => lease.message.key !== null);
-    if (bulk.length === items.length) {
-      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases: bulkLeases, audit: this.#audit, handOnKeys });
-      record(at, completed);
-      return outcomes;
-    }
     await this.#driver.transaction(async (tx) => {
       const handedOn: string[] = []; // keys of the completions, handed on together at the end
       if (bulk.length > 0) {
         const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false });
-        record(at, completed);
-        for (const lease of bulkLeases)
-          if (lease.message.key !== null && completed.has(leaseKey(lease.messageId, lease.token))) handedOn.push(lease.message.key);
+        for (const [i, index] of bulk.entries()) {
+          const lease = bulkLeases[i] as Lease;
+          const done = completed.has(leaseKey(lease.messageId, lease.token));
+          outcomes[index] = done ? { done: at } : "lost";
+          if (done && lease.message.key !== null) handedOn.push(lease.message.key);
+        }
       }
       let open = false; // a member's savepoint is open; the next member releases it, or the commit does
       for (const [index, { lease, finalize }] of items.entries()) {
-        if (outcomes[index] !== undefined) continue; // done in bulk
-        // A savepoint only where a business write could fail: a lone guarded update cannot half-happen.
-        const savepoint = finalize === undefined ? "none" : open ? "next" : "first";
-        if (finalize !== undefined) open = true;
-        const done = await this.#driver.completeOne({ tx, lease, savepoint, audit: this.#audit });
+        if (finalize === undefined) continue; // done in bulk
+        const done = await this.#driver.completeOne({ tx, lease, savepoint: open ? "next" : "first", audit: this.#audit });
+        open = true;
         if (done === null) {
           outcomes[index] = "lost"; // nothing was changed, so the savepoint needs no rollback
           continue;
         }
         try {
-          if (finalize) await finalize(tx);
+          await finalize(tx);
           if (lease.message.key !== null) handedOn.push(lease.message.key);
           outcomes[index] = { done };
         } catch (error) {

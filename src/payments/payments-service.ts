@@ -6,10 +6,12 @@ import { InvalidArgumentError, UnrecoverableError, WassalError } from "../outbox
 import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { Finalize, OutboxMessage } from "../outbox/types.js";
+import { finalizeTogether, type TogetherWriter } from "../outbox/write-together.js";
 import type { ProviderSimulator } from "./provider-simulator.js";
 import {
   RECONCILE_MESSAGE_TYPE,
   type CreatePaymentRequest,
+  type OutcomeRecord,
   type Payment,
   type PaymentOutcome,
   type PaymentsRepository,
@@ -104,6 +106,8 @@ export class PaymentsService<Tx> {
   readonly #provider: PaymentProvider;
   readonly #clock: Clock;
   readonly #orderingKeyOf: ((request: CreatePaymentRequest) => string | undefined) | undefined;
+  /** One writer for every reconciliation, so that a group commit's members share its call. */
+  readonly #recordOutcomes: TogetherWriter<Tx, OutcomeRecord>;
 
   constructor(options: PaymentsServiceOptions<Tx>) {
     this.#store = options.store;
@@ -111,6 +115,9 @@ export class PaymentsService<Tx> {
     this.#provider = options.provider;
     this.#clock = options.clock ?? systemClock;
     this.#orderingKeyOf = options.orderingKeyOf;
+    this.#recordOutcomes = async (tx, records) => {
+      await this.#repository.recordOutcomes(tx, records);
+    };
   }
 
   /**
@@ -153,12 +160,8 @@ export class PaymentsService<Tx> {
   async reconcile(message: OutboxMessage, signal?: AbortSignal): Promise<{ readonly outcome: PaymentOutcome; readonly finalize: Finalize<Tx> }> {
     const { idempotencyKey } = parseReconcilePayload(message);
     const outcome = await this.#provider.checkStatus(idempotencyKey, signal === undefined ? {} : { signal });
-    return {
-      outcome,
-      finalize: async (tx) => {
-        await this.#repository.recordOutcome(tx, idempotencyKey, outcome, this.#clock.now());
-      },
-    };
+    // finalizeTogether: in a group commit, the outcomes of all its payments are one statement.
+    return { outcome, finalize: finalizeTogether(this.#recordOutcomes, { idempotencyKey, outcome, now: this.#clock.now() }) };
   }
 
   /** The reconciliation handler, ready to register with a Worker under RECONCILE_MESSAGE_TYPE. */

@@ -62,6 +62,13 @@ export interface StatementLine {
   readonly appliedAt: Date;
 }
 
+/** One payment's outcome to record (PaymentsRepository.recordOutcomes). */
+export interface OutcomeRecord {
+  readonly idempotencyKey: string;
+  readonly outcome: PaymentOutcome;
+  readonly now: Date;
+}
+
 /** Payment rows, per store. Writes take the caller's transaction. */
 export interface PaymentsRepository<Tx> {
   migrate(): Promise<void>;
@@ -70,6 +77,8 @@ export interface PaymentsRepository<Tx> {
   insert(tx: Tx, request: CreatePaymentRequest & { readonly providerReference: string; readonly now: Date }): Promise<Payment | undefined>;
   /** Moves a Pending payment to its outcome; returns false when it was not Pending. */
   recordOutcome(tx: Tx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean>;
+  /** recordOutcome for several payments in one statement; returns how many were Pending and moved. */
+  recordOutcomes(tx: Tx, records: readonly OutcomeRecord[]): Promise<number>;
   list(): Promise<Payment[]>;
   /**
    * Appends a statement line; returns false (and writes nothing) when the message already has

@@ -1,8 +1,11 @@
-// Group commit: several completions in one transaction, each in its own savepoint, so one lost
-// lease or one failing business write rolls back alone while its neighbours commit.
+// Group commit: several completions in one transaction, so one lost lease or one failing business
+// write rolls back alone while its neighbours commit. The guarded updates share one statement and
+// the business writes run without savepoints; a write that throws sends the others round again,
+// each in a savepoint of its own.
 
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
+import { finalizeTogether } from "../../src/outbox/write-together.js";
 import { claimNext, describeEachStore, enqueueMessages, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
@@ -76,6 +79,119 @@ describeEachStore("group commit (completeMany)", (factory) => {
     expect([await harness.countBusinessRows("a"), await harness.countBusinessRows("b"), await harness.countBusinessRows("c")]).toEqual([1, 0, 1]);
     expect((await store.getMessage(b!.messageId))?.status).toBe("processing");
     expect((await store.getMessage(c!.messageId))?.status).toBe("processed");
+  });
+
+  it("runs each business write once when all succeed; after a failure the members run again, the failed one does not", async () => {
+    const { store, clock, harness } = ctx();
+    await enqueueMessages(store, clock, 5);
+    const leases = await store.claim("worker-a", { limit: 5, leaseMs: LEASE_MS });
+    const calls: string[] = [];
+    const write = (label: string) => (tx: unknown) => {
+      calls.push(label);
+      return harness.businessWrite(tx, label);
+    };
+    const fail = (label: string) => async () => {
+      calls.push(label);
+      throw new Error(`${label} refused`);
+    };
+    const [a, b, c, d, e] = leases;
+    const first = await store.completeMany([
+      { lease: a!, finalize: write("a") },
+      { lease: b!, finalize: write("b") },
+    ]);
+    expect(first.map((r) => r.outcome)).toEqual(["completed", "completed"]);
+    expect(calls).toEqual(["a", "b"]);
+
+    calls.length = 0;
+    const results = await store.completeMany([
+      { lease: c!, finalize: write("c") },
+      { lease: d!, finalize: fail("d") },
+      { lease: e!, finalize: fail("e") },
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(["completed", "failed", "failed"]);
+    expect(results.slice(1).map((r) => (r as { error: Error }).error.message)).toEqual(["d refused", "e refused"]);
+    // c's first run was rolled back with d's failure; d is not run again; e fails in its own savepoint.
+    expect(calls).toEqual(["c", "d", "c", "e"]);
+    expect([await harness.countBusinessRows("c"), await harness.countBusinessRows("d"), await harness.countBusinessRows("e")]).toEqual([1, 0, 0]);
+    expect((await store.getMessage(c!.messageId))?.status).toBe("processed");
+    expect((await store.getMessage(d!.messageId))?.status).toBe("processing");
+    expect((await store.getMessage(e!.messageId))?.status).toBe("processing");
+    const completions = (await store.auditTrail()).filter((entry) => entry.action === "complete");
+    expect(completions.map((entry) => entry.messageId).sort()).toEqual([a!.messageId, b!.messageId, c!.messageId].sort());
+  });
+
+  it("fails the only member with a business write alone when it throws, and commits the members without one", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessages(store, clock, 3);
+    const [a, b, c] = await store.claim("worker-a", { limit: 3, leaseMs: LEASE_MS });
+    const results = await store.completeMany([
+      { lease: a! },
+      {
+        lease: b!,
+        finalize: async () => {
+          throw new Error("b refused");
+        },
+      },
+      { lease: c! },
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(["completed", "failed", "completed"]);
+    expect((await store.getMessage(b!.messageId))?.status).toBe("processing");
+  });
+
+  it("writes the members that share a writer (finalizeTogether) in one call; a failing shared write sends each member round alone", async () => {
+    const { store, clock, harness } = ctx();
+    await enqueueMessages(store, clock, 6);
+    const leases = await store.claim("worker-a", { limit: 6, leaseMs: LEASE_MS });
+    const calls: string[][] = [];
+    const writer = async (tx: unknown, labels: readonly string[]) => {
+      calls.push([...labels]);
+      for (const label of labels) {
+        if (label.startsWith("bad")) throw new Error(`${label} refused`);
+        await harness.businessWrite(tx, label);
+      }
+    };
+    const [a, b, c, d, e, f] = leases;
+    const own = (tx: unknown) => {
+      calls.push(["own"]);
+      return harness.businessWrite(tx, "own");
+    };
+    const first = await store.completeMany([
+      { lease: a!, finalize: finalizeTogether(writer, "a") },
+      { lease: b!, finalize: own },
+      { lease: c!, finalize: finalizeTogether(writer, "c") },
+    ]);
+    expect(first.map((r) => r.outcome)).toEqual(["completed", "completed", "completed"]);
+    expect(calls).toEqual([["a", "c"], ["own"]]); // one call for a and c, at a's place
+    expect(await harness.countBusinessRows("a")).toBe(1);
+
+    calls.length = 0;
+    const second = await store.completeMany([
+      { lease: d!, finalize: finalizeTogether(writer, "d") },
+      { lease: e!, finalize: finalizeTogether(writer, "bad-e") },
+      { lease: f!, finalize: finalizeTogether(writer, "f") },
+    ]);
+    expect(second.map((r) => r.outcome)).toEqual(["completed", "failed", "completed"]);
+    expect((second[1] as { error: Error }).error.message).toBe("bad-e refused");
+    expect(calls).toEqual([["d", "bad-e", "f"], ["d"], ["bad-e"], ["f"]]);
+    expect([await harness.countBusinessRows("d"), await harness.countBusinessRows("f")]).toEqual([1, 1]);
+    expect((await store.getMessage(e!.messageId))?.status).toBe("processing");
+  });
+
+  it("runs a finalizeTogether write alone as a one-item call when its completion is alone", async () => {
+    const { store, clock, harness } = ctx();
+    await enqueueMessages(store, clock, 1);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
+    const calls: (readonly string[])[] = [];
+    const result = await store.complete(
+      lease,
+      finalizeTogether(async (tx: unknown, labels: readonly string[]) => {
+        calls.push(labels);
+        for (const label of labels) await harness.businessWrite(tx, label);
+      }, "solo"),
+    );
+    expect(result.outcome).toBe("completed");
+    expect(calls).toEqual([["solo"]]);
+    expect(await harness.countBusinessRows("solo")).toBe(1);
   });
 
   it("refuses a lease whose token no claim could have issued, before writing anything", async () => {

@@ -130,6 +130,18 @@ describeEachStore("ordered per key", (factory) => {
     expect(labels(await claimAll(store))).toEqual(["a1"]);
   });
 
+  it("group commit with business writes that all succeed hands every key on", async () => {
+    const { store, harness } = ctx();
+    for (const label of ["a1", "b1", "a2", "b2"]) await enqueueKeyed(store, label, label[0]);
+    const [a1, b1] = await claimAll(store);
+    const results = await store.completeMany([
+      { lease: a1!, finalize: (tx: unknown) => harness.businessWrite(tx, "a") },
+      { lease: b1!, finalize: (tx: unknown) => harness.businessWrite(tx, "b") },
+    ]);
+    expect(results.map((r) => r.outcome)).toEqual(["completed", "completed"]);
+    expect(labels(await claimAll(store)).sort()).toEqual(["a2", "b2"]);
+  });
+
   it("group commit hands each completed key on, and a member whose business write fails hands nothing on", async () => {
     const { store, harness } = ctx();
     for (const label of ["a1", "b1", "c1", "a2", "b2", "c2"]) await enqueueKeyed(store, label, label[0]);

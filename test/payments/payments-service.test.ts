@@ -175,6 +175,7 @@ function describeStore(factory: PaymentsStoreFactory): void {
         findByKey: (key) => real.findByKey(key),
         list: () => real.list(),
         recordOutcome: (tx, key, outcome, now) => real.recordOutcome(tx, key, outcome, now),
+        recordOutcomes: (tx, records) => real.recordOutcomes(tx, records),
         appendStatement: (tx, line) => real.appendStatement(tx, line),
         statement: () => real.statement(),
         insert: async (tx, request) => {
@@ -397,6 +398,28 @@ function describeStore(factory: PaymentsStoreFactory): void {
       expect(await repository.findByKey("pay-001")).toEqual(settled);
       // An unknown key changes nothing either.
       expect(await store.transaction((tx) => repository.recordOutcome(tx, "pay-404", { status: "Failed" }, clock.now()))).toBe(false);
+    });
+
+    it("records many outcomes in one call, moving only the Pending payments it names", async () => {
+      const { store, repository, service, clock } = await setup({ "pay-001": "Paid", "pay-002": "Failed" });
+      await service.create(REQUEST);
+      await service.create({ ...REQUEST, idempotencyKey: "pay-002" });
+      await service.create({ ...REQUEST, idempotencyKey: "pay-003" });
+      await store.transaction((tx) => repository.recordOutcome(tx, "pay-003", { status: "Failed" }, clock.now()));
+      clock.advance(1_000);
+      const changed = await store.transaction((tx) =>
+        repository.recordOutcomes(tx, [
+          { idempotencyKey: "pay-001", outcome: { status: "Paid", transactionId: "txn-1" }, now: clock.now() },
+          { idempotencyKey: "pay-002", outcome: { status: "Failed" }, now: clock.now() },
+          { idempotencyKey: "pay-003", outcome: { status: "Paid", transactionId: "txn-3" }, now: clock.now() }, // already settled
+          { idempotencyKey: "pay-404", outcome: { status: "Failed" }, now: clock.now() }, // unknown
+        ]),
+      );
+      expect(changed).toBe(2);
+      expect(await repository.findByKey("pay-001")).toMatchObject({ status: "Paid", transactionId: "txn-1", updatedAt: clock.now() });
+      expect(await repository.findByKey("pay-002")).toMatchObject({ status: "Failed", transactionId: null });
+      expect(await repository.findByKey("pay-003")).toMatchObject({ status: "Failed", transactionId: null });
+      expect(await store.transaction((tx) => repository.recordOutcomes(tx, []))).toBe(0);
     });
   });
 }

@@ -1,7 +1,17 @@
 // The payments table on PostgreSQL, in the outbox's schema. As on SQLite, a CHECK makes a
 // transaction id present exactly when Paid.
 
-import type { CreatePaymentRequest, Payment, PaymentEvent, PaymentOutcome, PaymentStatus, PaymentsRepository, StatementLine } from "../../payments/types.js";
+import { createHash } from "node:crypto";
+import type {
+  CreatePaymentRequest,
+  OutcomeRecord,
+  Payment,
+  PaymentEvent,
+  PaymentOutcome,
+  PaymentStatus,
+  PaymentsRepository,
+  StatementLine,
+} from "../../payments/types.js";
 import type { PgMigration } from "./outbox-sql.js";
 import type { PostgresOutboxStore, PostgresTx } from "./postgres-outbox-store.js";
 
@@ -73,6 +83,10 @@ function paymentsSql(schema: string) {
              RETURNING ${COLUMNS}`,
     recordOutcome: `UPDATE ${table} SET payment_status = $2, transaction_id = $3, updated_at = $4
                     WHERE idempotency_key = $1 AND payment_status = 'Pending'`,
+    /** $1 keys, $2 statuses, $3 transaction ids, $4 times: recordOutcome for many payments in one statement. */
+    recordOutcomes: `UPDATE ${table} p SET payment_status = o.status, transaction_id = o.transaction_id, updated_at = o.at
+                     FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS o(idempotency_key, status, transaction_id, at)
+                     WHERE p.idempotency_key = o.idempotency_key AND p.payment_status = 'Pending'`,
     list: `SELECT ${COLUMNS} FROM ${table} ORDER BY id`,
     appendStatement: `INSERT INTO ${schema}.payment_statement (idempotency_key, event, message_id, applied_by, applied_at)
                       VALUES ($1, $2, $3, $4, $5)
@@ -98,10 +112,12 @@ function toPayment(row: PaymentRow): Payment {
 export class PostgresPaymentsRepository implements PaymentsRepository<PostgresTx> {
   readonly #store: PostgresOutboxStore;
   readonly #sql: ReturnType<typeof paymentsSql>;
+  readonly #recordOutcomesName: string;
 
   constructor(store: PostgresOutboxStore) {
     this.#store = store;
     this.#sql = paymentsSql(store.schema);
+    this.#recordOutcomesName = `wassal_payments_${createHash("sha1").update(this.#sql.recordOutcomes).digest("hex").slice(0, 16)}`;
   }
 
   async migrate(): Promise<void> {
@@ -123,6 +139,21 @@ export class PostgresPaymentsRepository implements PaymentsRepository<PostgresTx
   async recordOutcome(tx: PostgresTx, idempotencyKey: string, outcome: PaymentOutcome, now: Date): Promise<boolean> {
     const result = await tx.query(this.#sql.recordOutcome, [idempotencyKey, outcome.status, outcome.status === "Paid" ? outcome.transactionId : null, now]);
     return result.rowCount === 1;
+  }
+
+  async recordOutcomes(tx: PostgresTx, records: readonly OutcomeRecord[]): Promise<number> {
+    if (records.length === 0) return 0;
+    const result = await tx.query({
+      name: this.#recordOutcomesName, // prepared once per connection: the workers' hot path
+      text: this.#sql.recordOutcomes,
+      values: [
+        records.map((r) => r.idempotencyKey),
+        records.map((r) => r.outcome.status),
+        records.map((r) => (r.outcome.status === "Paid" ? r.outcome.transactionId : null)),
+        records.map((r) => r.now),
+      ],
+    });
+    return result.rowCount ?? 0;
   }
 
   async list(): Promise<Payment[]> {

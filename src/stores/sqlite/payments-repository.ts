@@ -2,7 +2,16 @@
 // so no code path can store a fake success.
 
 import type Database from "better-sqlite3";
-import type { CreatePaymentRequest, Payment, PaymentEvent, PaymentOutcome, PaymentStatus, PaymentsRepository, StatementLine } from "../../payments/types.js";
+import type {
+  CreatePaymentRequest,
+  OutcomeRecord,
+  Payment,
+  PaymentEvent,
+  PaymentOutcome,
+  PaymentStatus,
+  PaymentsRepository,
+  StatementLine,
+} from "../../payments/types.js";
 import type { Migration } from "./migrate.js";
 import { statement } from "./statement-cache.js";
 import type { SqliteOutboxStore, SqliteTx } from "./sqlite-outbox-store.js";
@@ -129,6 +138,21 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
       now: now.getTime(),
     });
     return result.changes === 1;
+  }
+
+  async recordOutcomes(tx: SqliteTx, records: readonly OutcomeRecord[]): Promise<number> {
+    // One prepared statement per payment: in-process, that costs microseconds (no round trips to save).
+    const update = statement(tx, SQL.recordOutcome);
+    let changed = 0;
+    for (const { idempotencyKey, outcome, now } of records) {
+      changed += update.run({
+        idempotencyKey,
+        status: outcome.status,
+        transactionId: outcome.status === "Paid" ? outcome.transactionId : null,
+        now: now.getTime(),
+      }).changes;
+    }
+    return changed;
   }
 
   async list(): Promise<Payment[]> {
