@@ -22,6 +22,14 @@ export interface WriteLockStats {
   waitedMs: number;
   /** The longest single wait, in milliseconds. */
   longestWaitMs: number;
+  /** Write transactions this connection ran (committed or rolled back). */
+  transactions: number;
+  /**
+   * Total time this connection held the write lock, from BEGIN IMMEDIATE to COMMIT or ROLLBACK, in
+   * milliseconds. Over all connections and the wall time, it says how busy the file's one writer
+   * was: near 100 %, more processes cannot write faster.
+   */
+  heldMs: number;
 }
 
 export class WriteLock {
@@ -30,7 +38,9 @@ export class WriteLock {
   #tail: Promise<unknown> = Promise.resolve();
   /** Set inside the work of a transaction this lock is running. */
   readonly #inside = new AsyncLocalStorage<true>();
-  readonly stats: WriteLockStats = { contended: 0, waitedMs: 0, longestWaitMs: 0 };
+  readonly stats: WriteLockStats = { contended: 0, waitedMs: 0, longestWaitMs: 0, transactions: 0, heldMs: 0 };
+  /** When the lock now held was taken (performance.now()). */
+  #heldSince = 0;
 
   constructor(db: Database.Database, maxWaitMs: number) {
     this.#db = db;
@@ -133,6 +143,7 @@ export class WriteLock {
    */
   #runLocked<T>(work: () => T | Promise<T>): Promise<T> {
     this.#afterCommit = undefined;
+    this.#heldSince = performance.now();
     let value: T | Promise<T>;
     try {
       value = this.#inside.run(true, work);
@@ -163,6 +174,7 @@ export class WriteLock {
       this.#rollback();
       throw error;
     }
+    this.#released();
     const after = this.#afterCommit as (() => void) | undefined; // set by the work, which TypeScript cannot see
     this.#afterCommit = undefined;
     after?.();
@@ -172,6 +184,12 @@ export class WriteLock {
   #rollback(): void {
     this.#afterCommit = undefined;
     if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+    this.#released();
+  }
+
+  #released(): void {
+    this.stats.transactions += 1;
+    this.stats.heldMs += performance.now() - this.#heldSince;
   }
 }
 

@@ -1,0 +1,38 @@
+// The write lock's figures: how many write transactions a connection ran and how long it held the
+// lock, what the bench uses to show how busy the file's one writer was.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, expect, it } from "vitest";
+import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+it("counts committed and rolled-back write transactions and the time each held the lock", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "wassal-lock-"));
+  dirs.push(dir);
+  const store = new SqliteOutboxStore({ path: join(dir, "outbox.db") });
+  await store.migrate();
+  try {
+    const lock = store.writeLock;
+    const before = { ...lock.stats };
+    await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
+    const held = 30;
+    await expect(
+      store.transaction(async () => {
+        const until = performance.now() + held;
+        while (performance.now() < until) await new Promise((resolve) => setImmediate(resolve));
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow("rolled back");
+    expect(lock.stats.transactions - before.transactions).toBe(2);
+    expect(lock.stats.heldMs - before.heldMs).toBeGreaterThanOrEqual(held);
+    expect(lock.stats.contended).toBe(before.contended);
+  } finally {
+    await store.close();
+  }
+});
