@@ -6,6 +6,24 @@
 
 let started: NodeJS.CpuUsage | undefined;
 
+/** The SQLite store's write-lock figures (SqliteOutboxStore.writeLock.stats), or undefined on PostgreSQL. */
+interface LockStats {
+  readonly heldMs: number;
+  readonly waitedMs: number;
+  readonly contended: number;
+}
+
+/**
+ * How long this process held SQLite's write lock (and waited for it) from "go" on: call with the
+ * store right after readyThenGo; the returned function reads the figures for the report.
+ */
+export function writeLockSince(store: object): () => { lockHeldMs: number; lockWaitedMs: number } | Record<string, never> {
+  const stats = (store as { writeLock?: { stats: LockStats } }).writeLock?.stats;
+  if (stats === undefined) return () => ({});
+  const start = { ...stats };
+  return () => ({ lockHeldMs: stats.heldMs - start.heldMs, lockWaitedMs: stats.waitedMs - start.waitedMs });
+}
+
 /** Prints "ready", waits for "go" on stdin, then starts counting CPU time. */
 export async function readyThenGo(): Promise<void> {
   process.stdout.write("ready\n");

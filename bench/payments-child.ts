@@ -13,7 +13,7 @@
 
 import { Worker } from "wassal";
 import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, openOutbox } from "wassal/lab";
-import { readyThenGo, report } from "./child-report.js";
+import { readyThenGo, report, writeLockSince } from "./child-report.js";
 
 const [db, schema, synchronous, concurrencyText, connectionsText] = process.argv.slice(2);
 if (!db || !connectionsText) throw new Error("usage: payments-child <db> <schema> <synchronous> <concurrency> <maxConnections>");
@@ -34,6 +34,7 @@ const worker = new Worker({
   handlers: { [RECONCILE_MESSAGE_TYPE]: payments.handler() },
 });
 await readyThenGo();
+const lock = writeLockSince(outbox.store);
 // Counted from the event stream: a message is processed once its completion (with the payment's
 // write) committed. Done when a claim finds nothing and nothing is running.
 const idle = new Promise<void>((resolve) => {
@@ -49,4 +50,4 @@ await worker.start();
 await idle;
 await worker.stop({ graceMs: 1000 });
 await outbox.close();
-report({ processed, failed, statusChecks: provider.statusChecks() });
+report({ processed, failed, statusChecks: provider.statusChecks(), ...lock() });

@@ -291,6 +291,9 @@ interface ChildReport {
   /** CPU the child spent from "go" to its end (see child-report.ts). */
   cpuUserUs: number;
   cpuSystemUs: number;
+  /** Wassal on SQLite: how long the child held the file's write lock from "go" on, and waited for it. */
+  lockHeldMs?: number;
+  lockWaitedMs?: number;
 }
 
 /** CPU time of one run, in µs: the worker processes together, the PostgreSQL server (null: not measured), the whole machine (null: no /proc/stat). */
@@ -300,6 +303,10 @@ interface RunCpu {
   serverUserUs: number | null;
   serverSystemUs: number | null;
   machineUs: number | null;
+  /** Wassal on SQLite: the write lock held, all processes together (null: not SQLite, or not Wassal). */
+  lockHeldUs: number | null;
+  /** ... and the time its processes waited for it. */
+  lockWaitedUs: number | null;
 }
 
 /** After a payments run: every payment Paid or Failed, every message processed; throws otherwise. */
@@ -370,6 +377,8 @@ async function race(
     serverUserUs: server?.userUs ?? null,
     serverSystemUs: server?.systemUs ?? null,
     machineUs: machineBefore !== null && machineAfter !== null ? machineAfter - machineBefore : null,
+    lockHeldUs: reports.every((r) => r.lockHeldMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockHeldMs ?? 0) * 1000, 0) : null,
+    lockWaitedUs: reports.every((r) => r.lockWaitedMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockWaitedMs ?? 0) * 1000, 0) : null,
   };
   return { seconds, reports, cpu };
 }
@@ -401,8 +410,8 @@ async function leftBehind(db: string, schema: string): Promise<string> {
   }
 }
 
-/** CPU µs per message of one run (RunCpu divided by the messages). */
-type CpuPerMessage = RunCpu;
+/** CPU µs per message of one run (RunCpu divided by the messages), and the share of the run SQLite's write lock was held (0–1 per process). */
+type CpuPerMessage = RunCpu & { lockBusy: number | null };
 
 async function runOnce(config: Config, all: Settings, postmaster: number | null): Promise<{ rate: number; maxRssMb: number; cpu: CpuPerMessage }> {
   const system = config.system;
@@ -440,6 +449,9 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
         serverUserUs: per(cpu.serverUserUs),
         serverSystemUs: per(cpu.serverSystemUs),
         machineUs: per(cpu.machineUs),
+        lockHeldUs: per(cpu.lockHeldUs),
+        lockWaitedUs: per(cpu.lockWaitedUs),
+        lockBusy: cpu.lockHeldUs === null ? null : cpu.lockHeldUs / (seconds * 1e6),
       },
     };
   } finally {
@@ -598,6 +610,9 @@ async function main(): Promise<void> {
         serverUser: of((c) => c.serverUserUs),
         serverSystem: of((c) => c.serverSystemUs),
         machine: of((c) => c.machineUs),
+        lockHeld: of((c) => c.lockHeldUs),
+        lockWaited: of((c) => c.lockWaitedUs),
+        lockBusy: of((c) => c.lockBusy),
       },
     };
   });
@@ -643,6 +658,21 @@ async function main(): Promise<void> {
     ];
     lines.push(...table);
     process.stdout.write(`\n${table.join("\n")}\n`);
+    // SQLite has one writer per file: a message's share of it bounds what any number of processes can do.
+    const lockRows = rows.filter((r) => r.config.section === "throughput" && r.config.system === "wassal" && r.cpuPerMessageUs.lockHeld !== null);
+    if (lockRows.length > 0) {
+      const lockTable = [
+        "| system | store | processes | batch | messages/s median | write lock held µs/msg (all processes) | lock held, share of the run | rate the lock allows (1 s ÷ held per msg) | waited for the lock µs/msg (all processes) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        ...lockRows.map((r) => {
+          const c = r.cpuPerMessageUs;
+          const held = c.lockHeld?.median ?? 0;
+          return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${Math.round(r.throughput.median)} | ${held.toFixed(1)} | ${Math.round((c.lockBusy?.median ?? 0) * 100)} % | ${held > 0 ? Math.round(1e6 / held) : "–"} | ${Math.round(c.lockWaited?.median ?? 0)} |`;
+        }),
+      ];
+      lines.push("", "SQLite's one writer: how long Wassal's processes held the file's write lock (BEGIN IMMEDIATE to COMMIT), medians:", "", ...lockTable);
+      process.stdout.write(`\n${lockTable.join("\n")}\n`);
+    }
   }
   if (run("keys")) {
     const noKeys = (r: (typeof rows)[number]) =>

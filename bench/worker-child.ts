@@ -5,7 +5,7 @@
 
 import { Worker } from "wassal";
 import { openOutbox } from "wassal/lab";
-import { readyThenGo, report } from "./child-report.js";
+import { readyThenGo, report, writeLockSince } from "./child-report.js";
 
 const [db, schema, synchronous, concurrencyText, group, connectionsText] = process.argv.slice(2);
 if (!db) throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit> <connections>");
@@ -29,6 +29,7 @@ const worker = new Worker({
   },
 });
 await readyThenGo();
+const lock = writeLockSince(outbox.store);
 // Done when a claim finds nothing, nothing is running here, and nothing is left unfinished. With
 // ordering keys a claim also finds nothing while another process holds the key it would need, or
 // while this process's own completion, which hands the key on, is still committing. Should work
@@ -54,4 +55,4 @@ await worker.start();
 await idle;
 await worker.stop({ graceMs: 1000 });
 await outbox.close();
-report({ processed });
+report({ processed, ...lock() });
