@@ -137,8 +137,8 @@ export interface OutboxDriver<Tx> {
   /**
    * After enqueueMany (or enqueueManyForeign) failed with `error`, a duplicate: which of
    * `dedupeKeys` the database refused, or null when it cannot tell. PostgreSQL reads it from the
-   * error (the transaction is aborted); SQLite, whose error does not name it, looks in the table
-   * through the same transaction (`in`), which stays open.
+   * error's detail, else among the committed messages (the transaction is aborted); SQLite, whose
+   * error does not name it, looks in the table through the same transaction (`in`), still open.
    */
   takenDedupeKey(params: {
     readonly in: { readonly tx: Tx } | { readonly foreign: ForeignTransaction };

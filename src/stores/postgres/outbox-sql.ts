@@ -356,7 +356,12 @@ export function outboxSql(schema: string) {
         RETURNING ${COLUMNS})
       SELECT inserted.*, (SELECT pg_notify('${channel}', ''))::text AS notified FROM inserted`,
 
-    // takenDedupeKey: (none) PostgreSQL's unique violation names the key in its detail (and aborts the transaction)
+    /**
+     * $1 dedupe keys: which is taken, read on a connection of the pool when the unique violation's
+     * detail did not say (a library dropped it) and the caller's transaction is aborted: it sees
+     * committed messages only.
+     */
+    takenDedupeKey: `SELECT dedupe_key FROM ${table} WHERE dedupe_key = ANY($1::text[]) LIMIT 1`,
 
     // newestId: (none) LISTEN/NOTIFY tells other processes of new messages itself
     // dataVersion: (none) as newestId

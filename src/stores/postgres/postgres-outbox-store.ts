@@ -276,13 +276,16 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return (error as { code?: string } | null | undefined)?.code === "23505";
   }
 
-  async takenDedupeKey(params: { error: unknown }): Promise<string | null> {
-    // "Key (dedupe_key)=(order-1) already exists.": the value between the last parentheses (the
-    // transaction is aborted, so it cannot be looked up). A library may wrap the error.
+  async takenDedupeKey(params: { error: unknown; dedupeKeys: readonly string[] }): Promise<string | null> {
+    // "Key (dedupe_key)=(order-1) already exists.": the value in the last parentheses. A library
+    // may wrap the error (Drizzle: its cause), or drop the detail (Prisma): then the committed
+    // messages are looked in, outside the aborted transaction. A key taken earlier in the same
+    // transaction stays unnamed then.
     const { error } = params;
     const detail = (error as { detail?: unknown } | null)?.detail ?? (error as { cause?: { detail?: unknown } } | null)?.cause?.detail;
-    if (typeof detail !== "string") return null;
-    return /\(dedupe_key\)=\((.*)\)/s.exec(detail)?.[1] ?? null;
+    const named = typeof detail === "string" ? /\(dedupe_key\)=\((.*)\)/s.exec(detail)?.[1] : undefined;
+    if (named !== undefined) return named;
+    return (await this.pool.query<{ dedupe_key: string }>(this.#sql.takenDedupeKey, [params.dedupeKeys])).rows[0]?.dedupe_key ?? null;
   }
 
   async claim(params: {
