@@ -19,8 +19,8 @@
 // checked afterwards: each payment Paid or Failed, every message processed.
 //
 // Enqueue: messages/s through store.transaction + store.enqueue, one message per transaction and
-// 100 per transaction, per store, interleaved, on a fresh store each run. The library has no
-// multi-row enqueue: 100 per transaction is 100 enqueue calls sharing one commit.
+// 100 per transaction (100 enqueue calls sharing one commit), and 100 per transaction through one
+// store.enqueueMany call (one multi-row INSERT), per store, interleaved, on a fresh store each run.
 //
 // Also: enqueue → handler start latency (p50/p95/p99) at a steady rate with wake-up on, per store,
 // with the worker in the enqueuer's process and in another process,
@@ -716,11 +716,15 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${table.join("\n")}\n`);
   }
 
-  // Enqueue: one message per transaction against 100 per transaction, interleaved, on a fresh store each run.
+  // Enqueue: one message per transaction against 100 per transaction (100 enqueue calls, or one
+  // enqueueMany), interleaved, on a fresh store each run.
   const enqueueVariants = [
-    { perTransaction: 1, messages: settings.singleEnqueues },
-    { perTransaction: ENQUEUE_BATCH, messages: settings.messages },
+    { perTransaction: 1, many: false, messages: settings.singleEnqueues },
+    { perTransaction: ENQUEUE_BATCH, many: false, messages: settings.messages },
+    { perTransaction: ENQUEUE_BATCH, many: true, messages: settings.messages },
   ];
+  const enqueueCall = (v: { perTransaction: number; many: boolean }) =>
+    v.many ? "enqueueMany" : v.perTransaction === 1 ? "enqueue" : `enqueue × ${v.perTransaction}`;
   const enqueueSamples = new Map<string, number[]>();
   for (let rep = 1; rep <= (run("enqueue") ? settings.reps : 0); rep += 1) {
     for (const store of settings.stores) {
@@ -732,10 +736,10 @@ async function main(): Promise<void> {
             synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL",
             ...variant,
           });
-          const key = `${store} ${variant.perTransaction}`;
+          const key = `${store} ${enqueueCall(variant)}`;
           enqueueSamples.set(key, [...(enqueueSamples.get(key) ?? []), rate]);
           process.stderr.write(
-            `rep ${rep}/${settings.reps}  enqueue ${store.padEnd(13)} ${String(variant.perTransaction).padStart(3)} per transaction  ${Math.round(rate)} msg/s\n`,
+            `rep ${rep}/${settings.reps}  enqueue ${store.padEnd(13)} ${String(variant.perTransaction).padStart(3)} per transaction (${enqueueCall(variant)})  ${Math.round(rate)} msg/s\n`,
           );
         } finally {
           await prepared.cleanup();
@@ -743,19 +747,19 @@ async function main(): Promise<void> {
       }
     }
   }
-  const enqueue: Record<string, { perTransaction: number; messages: number; rate: Spread }[]> = {};
+  const enqueue: Record<string, { perTransaction: number; many: boolean; messages: number; rate: Spread }[]> = {};
   const enqueueRows: string[] = [
-    "| store | messages per transaction | messages | messages/s median (min–max) | ÷ 1 per transaction |",
-    "|---|---|---|---|---|",
+    "| store | messages per transaction | call | messages | messages/s median (min–max) | ÷ 1 per transaction |",
+    "|---|---|---|---|---|---|",
   ];
   for (const store of run("enqueue") ? settings.stores : []) {
-    enqueue[store] = enqueueVariants.map((v) => ({ ...v, rate: spread(enqueueSamples.get(`${store} ${v.perTransaction}`) ?? []) }));
+    enqueue[store] = enqueueVariants.map((v) => ({ ...v, rate: spread(enqueueSamples.get(`${store} ${enqueueCall(v)}`) ?? []) }));
     const single = enqueue[store]?.[0]?.rate.median ?? 0;
     for (const v of enqueue[store] ?? [])
-      enqueueRows.push(`| ${store} | ${v.perTransaction} | ${v.messages} | ${fmt(v.rate)} | ${(v.rate.median / single).toFixed(2)} |`);
+      enqueueRows.push(`| ${store} | ${v.perTransaction} | ${enqueueCall(v)} | ${v.messages} | ${fmt(v.rate)} | ${(v.rate.median / single).toFixed(2)} |`);
   }
   if (run("enqueue")) {
-    lines.push(...(lines.length > 0 ? [""] : []), "Enqueue (store.transaction + store.enqueue):", "", ...enqueueRows);
+    lines.push(...(lines.length > 0 ? [""] : []), "Enqueue (store.transaction + store.enqueue, or store.enqueueMany):", "", ...enqueueRows);
     process.stdout.write(`\n${enqueueRows.join("\n")}\n`);
   }
 

@@ -59,7 +59,7 @@ export type {
   UnblockAction,
 } from "./outbox/types.js";
 export { MESSAGE_STATUSES } from "./outbox/types.js";
-export { assertHeld, MAX_CLAIM_LIMIT, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";
+export { assertHeld, MAX_CLAIM_LIMIT, MAX_ENQUEUE_MANY, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";
 export { MAX_PAYLOAD_DEPTH } from "./outbox/payload.js";
 export { MissingClientError } from "./outbox/optional.js";
 export { finalizeTogether, type TogetherWriter } from "./outbox/write-together.js";

@@ -62,8 +62,7 @@ export interface LeaseStats {
 }
 
 /** One message to insert, checked: the payload and headers as JSON text (headers null when there are none). */
-export interface EnqueueParams<Tx> {
-  readonly tx: Tx;
+export interface CheckedMessage {
   readonly type: string;
   readonly dedupeKey: string | null;
   readonly key: string | null;
@@ -71,6 +70,39 @@ export interface EnqueueParams<Tx> {
   readonly destination: string | null;
   readonly payload: string;
   readonly availableAt: Date | null;
+}
+
+/** One message to insert inside `tx`. */
+export interface EnqueueParams<Tx> extends CheckedMessage {
+  readonly tx: Tx;
+}
+
+/** The messages of one enqueueMany, checked, in list order (never empty, no dedupe key twice). */
+export interface EnqueueManyParams<Tx> {
+  readonly tx: Tx;
+  readonly messages: readonly CheckedMessage[];
+}
+
+/**
+ * For each message of a list, whether an earlier message of the same list has its ordering key:
+ * it then waits behind that one whatever the table holds. (Every row of one statement sees the
+ * table as it was before the statement, so the statement cannot see its own earlier rows.)
+ */
+export function waitsInList(messages: readonly CheckedMessage[]): boolean[] {
+  const seen = new Set<string>();
+  return messages.map(({ key }) => {
+    if (key === null) return false;
+    if (seen.has(key)) return true;
+    seen.add(key);
+    return false;
+  });
+}
+
+/** The distinct ordering keys of a list, sorted: the order their turns are taken in (see lockKeys). */
+export function keysOf(messages: readonly CheckedMessage[]): string[] {
+  const keys = new Set<string>();
+  for (const { key } of messages) if (key !== null) keys.add(key);
+  return [...keys].sort();
 }
 
 export interface OutboxDriver<Tx> {
@@ -92,8 +124,27 @@ export interface OutboxDriver<Tx> {
    * refuses, writing nothing, when the database says the transaction is not open, where it can tell.
    */
   enqueueForeign(params: EnqueueParams<ForeignTransaction>): Promise<OutboxMessage>;
+  /**
+   * Inserts the messages of a list in one statement, all or none, in list order: ids ascending in
+   * that order, and returned in it. A keyed message waits when its key has a holder or a queue in
+   * the table or earlier in the list. Wakes listeners after commit as enqueue does (once).
+   */
+  enqueueMany(params: EnqueueManyParams<Tx>): Promise<OutboxMessage[]>;
+  /** enqueueMany through another library's transaction, as enqueueForeign. */
+  enqueueManyForeign(params: EnqueueManyParams<ForeignTransaction>): Promise<OutboxMessage[]>;
   /** True when `error` is the database refusing a second message with the same dedupe key. */
   isDuplicate(error: unknown): boolean;
+  /**
+   * After enqueueMany (or enqueueManyForeign) failed with `error`, a duplicate: which of
+   * `dedupeKeys` the database refused, or null when it cannot tell. PostgreSQL reads it from the
+   * error's detail, else among the committed messages (the transaction is aborted); SQLite, whose
+   * error does not name it, looks in the table through the same transaction (`in`), still open.
+   */
+  takenDedupeKey(params: {
+    readonly in: { readonly tx: Tx } | { readonly foreign: ForeignTransaction };
+    readonly error: unknown;
+    readonly dedupeKeys: readonly string[];
+  }): Promise<string | null>;
 
   /** Claims up to `limit` claimable messages, oldest due first, in that order; of `types` only, unless null. */
   claim(params: {

@@ -16,8 +16,8 @@ export class WassalError extends Error {
 export class InvalidArgumentError extends WassalError {
   override name = "InvalidArgumentError";
   /** `code`: for subclasses that name a narrower kind of bad input. */
-  constructor(message: string, code = "INVALID_ARGUMENT") {
-    super(code, message);
+  constructor(message: string, code = "INVALID_ARGUMENT", options?: { cause?: unknown }) {
+    super(code, message, options);
   }
 }
 
@@ -118,10 +118,13 @@ export class MessageNotFoundError extends WassalError {
 export class DuplicateMessageError extends WassalError {
   override name = "DuplicateMessageError";
   readonly dedupeKey: string;
-  constructor(dedupeKey: string) {
+  /** `message`: in place of the usual one, when the key is not (only) taken in the table (enqueueMany's list). */
+  constructor(dedupeKey: string, options?: { readonly message?: string; readonly cause?: unknown }) {
     super(
       "DUPLICATE_MESSAGE",
-      `an outbox message with dedupe key ${JSON.stringify(dedupeKey)} already exists; each dedupe key is enqueued once (look the existing one up instead)`,
+      options?.message ??
+        `an outbox message with dedupe key ${JSON.stringify(dedupeKey)} already exists; each dedupe key is enqueued once (look the existing one up instead)`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
     this.dedupeKey = dedupeKey;
   }

@@ -2,7 +2,7 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
-import type { DriverCapabilities, EnqueueParams, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
+import type { CheckedMessage, DriverCapabilities, EnqueueParams, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
 import { leaseKey } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
 import { EventHub, publish } from "./events.js";
@@ -61,6 +61,7 @@ import {
   checkSearchText,
   describeError,
   isMessageId,
+  MAX_ENQUEUE_MANY,
   shown,
   withAddedHeaders,
 } from "./validate.js";
@@ -129,6 +130,20 @@ function checkCompletionRequests<Tx>(items: readonly CompletionRequest<Tx>[]): v
   }
 }
 
+/** A ForeignTransaction as enqueueIn and enqueueManyIn take it, still open by its library's account. */
+function checkForeignTransaction(transaction: ForeignTransaction, method: string): void {
+  if (typeof transaction !== "object" || transaction === null || typeof transaction.query !== "function" || typeof transaction.problem !== "function") {
+    throw new InvalidArgumentError(
+      `${method} needs a ForeignTransaction ({ placeholders, problem, query }): make one with an integration such as fromKysely(trx)`,
+    );
+  }
+  if (transaction.placeholders !== "numbered" && transaction.placeholders !== "question") {
+    throw new InvalidArgumentError(`a ForeignTransaction's placeholders must be "numbered" or "question" (got ${JSON.stringify(transaction.placeholders)})`);
+  }
+  const problem = transaction.problem();
+  if (problem !== null) throw new NotInTransactionError(`enqueue needs an open transaction so the message commits with your business write: ${problem}`);
+}
+
 /** Runs `next` on a value now, or once a promise of it resolves: keeps synchronous drivers synchronous. */
 function andThen<T, R>(value: MaybePromise<T>, next: (value: T) => MaybePromise<R>): MaybePromise<R> {
   return value instanceof Promise ? value.then(next) : next(value);
@@ -176,24 +191,115 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   }
 
   async enqueueIn<P extends JsonValue>(transaction: ForeignTransaction, message: NewMessage<P>): Promise<OutboxMessage<P>> {
-    if (typeof transaction !== "object" || transaction === null || typeof transaction.query !== "function" || typeof transaction.problem !== "function") {
-      throw new InvalidArgumentError(
-        "enqueueIn needs a ForeignTransaction ({ placeholders, problem, query }): make one with an integration such as fromKysely(trx)",
-      );
-    }
-    if (transaction.placeholders !== "numbered" && transaction.placeholders !== "question") {
-      throw new InvalidArgumentError(`a ForeignTransaction's placeholders must be "numbered" or "question" (got ${JSON.stringify(transaction.placeholders)})`);
-    }
-    const problem = transaction.problem();
-    if (problem !== null) throw new NotInTransactionError(`enqueue needs an open transaction so the message commits with your business write: ${problem}`);
+    checkForeignTransaction(transaction, "enqueueIn");
     return this.#insert(message, (checked) => this.#driver.enqueueForeign({ tx: transaction, ...checked }));
   }
 
+  async enqueueMany<P extends JsonValue>(tx: Tx, messages: readonly NewMessage<P>[]): Promise<OutboxMessage<P>[]> {
+    if (!this.#driver.isInTransaction(tx)) {
+      throw new NotInTransactionError(
+        `enqueueMany needs an open transaction so the messages commit with your business write: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`,
+      );
+    }
+    return this.#insertMany(messages, (checked) => this.#driver.enqueueMany({ tx, messages: checked }), { tx });
+  }
+
+  async enqueueManyIn<P extends JsonValue>(transaction: ForeignTransaction, messages: readonly NewMessage<P>[]): Promise<OutboxMessage<P>[]> {
+    checkForeignTransaction(transaction, "enqueueManyIn");
+    return this.#insertMany(messages, (checked) => this.#driver.enqueueManyForeign({ tx: transaction, messages: checked }), { foreign: transaction });
+  }
+
+  /**
+   * Checks every message of a list, then inserts them all with `insert` (one statement). Tracing:
+   * one enqueue trace per message, as enqueue gives, each ended with its stored message or with
+   * the error that refused the list; the one statement runs in the caller's context, not inside
+   * any one message's trace.
+   */
+  async #insertMany<P extends JsonValue>(
+    messages: readonly NewMessage<P>[],
+    insert: (checked: readonly CheckedMessage[]) => Promise<OutboxMessage[]>,
+    via: { readonly tx: Tx } | { readonly foreign: ForeignTransaction },
+  ): Promise<OutboxMessage<P>[]> {
+    const checked = this.#checkedList(messages);
+    if (checked.length === 0) return [];
+    const tracing = this.#tracing;
+    const traces = tracing === undefined ? undefined : checked.map((one, index) => this.#traced(tracing, messages[index] as NewMessage<JsonValue>, one));
+    let stored: OutboxMessage[];
+    try {
+      stored = await insert(traces === undefined ? checked : traces.map((t) => t.traced));
+      if (stored.length !== checked.length) throw new Error(`enqueueMany: the store returned ${stored.length} messages for ${checked.length}`);
+    } catch (error) {
+      const refused = await this.#refusedMany(error, checked, via);
+      for (const { trace } of traces ?? []) trace.end(undefined, refused);
+      throw refused;
+    }
+    for (const [index, { trace }] of (traces ?? []).entries()) trace.end(stored[index]);
+    return stored as OutboxMessage<P>[];
+  }
+
+  /**
+   * Every message of a list checked before anything is written: a bad one is refused naming its
+   * index, and so is a dedupe key given twice (DuplicateMessageError, as two enqueues of it in one
+   * transaction would end).
+   */
+  #checkedList(messages: readonly NewMessage<JsonValue>[]): CheckedMessage[] {
+    if (!Array.isArray(messages)) throw new InvalidArgumentError(`enqueueMany takes a list of messages (got ${messages === null ? "null" : typeof messages})`);
+    if (messages.length > MAX_ENQUEUE_MANY) {
+      throw new InvalidArgumentError(
+        `enqueueMany takes at most ${MAX_ENQUEUE_MANY} messages at once (got ${messages.length}); split the list (each part commits with your transaction all the same)`,
+      );
+    }
+    const checked: CheckedMessage[] = [];
+    const firstWithKey = new Map<string, number>();
+    for (const [index, message] of messages.entries()) {
+      let one: CheckedMessage;
+      try {
+        one = this.#checked(message);
+      } catch (error) {
+        if (!(error instanceof InvalidArgumentError)) throw error;
+        throw new InvalidArgumentError(`messages[${index}]: ${error.message} (nothing of the list was written)`, error.code, { cause: error });
+      }
+      if (one.dedupeKey !== null) {
+        const earlier = firstWithKey.get(one.dedupeKey);
+        if (earlier !== undefined) {
+          throw new DuplicateMessageError(one.dedupeKey, {
+            message: `messages[${earlier}] and messages[${index}] have the same dedupe key ${JSON.stringify(one.dedupeKey)}; each dedupe key is enqueued once, so the list was refused (nothing of it was written)`,
+          });
+        }
+        firstWithKey.set(one.dedupeKey, index);
+      }
+      checked.push(one);
+    }
+    return checked;
+  }
+
+  /** What a list's insert error becomes: a taken dedupe key is DuplicateMessageError naming it (and its index), anything else itself. */
+  async #refusedMany(
+    error: unknown,
+    checked: readonly CheckedMessage[],
+    via: { readonly tx: Tx } | { readonly foreign: ForeignTransaction },
+  ): Promise<unknown> {
+    const duplicate = this.#driver.isDuplicate(error) || this.#driver.isDuplicate((error as { cause?: unknown } | null)?.cause);
+    const dedupeKeys = checked.flatMap((m) => (m.dedupeKey === null ? [] : [m.dedupeKey]));
+    if (!duplicate || dedupeKeys.length === 0) return error;
+    let key: string | null = dedupeKeys.length === 1 ? (dedupeKeys[0] as string) : null;
+    if (key === null) key = await this.#driver.takenDedupeKey({ in: via, error, dedupeKeys }).catch(() => null);
+    if (key === null || !dedupeKeys.includes(key)) {
+      // The database did not say which (PostgreSQL without the error's detail): name them all.
+      return new DuplicateMessageError(dedupeKeys[0] as string, {
+        message: `one of the list's dedupe keys already exists (${dedupeKeys.map((k) => JSON.stringify(k)).join(", ")}); each dedupe key is enqueued once, so the list was refused (nothing of it was written)`,
+        cause: error,
+      });
+    }
+    const index = checked.findIndex((m) => m.dedupeKey === key);
+    return new DuplicateMessageError(key, {
+      message: `an outbox message with dedupe key ${JSON.stringify(key)} (messages[${index}]) already exists; each dedupe key is enqueued once, so the list was refused (nothing of it was written; look the existing one up instead)`,
+      cause: error,
+    });
+  }
+
   /** Checks a new message and inserts it with `insert`; a taken dedupe key is DuplicateMessageError. */
-  async #insert<P extends JsonValue>(
-    message: NewMessage<P>,
-    insert: (checked: Omit<EnqueueParams<unknown>, "tx">) => Promise<OutboxMessage>,
-  ): Promise<OutboxMessage<P>> {
+  async #insert<P extends JsonValue>(message: NewMessage<P>, insert: (checked: CheckedMessage) => Promise<OutboxMessage>): Promise<OutboxMessage<P>> {
     const checked = this.#checked(message);
     if (this.#tracing !== undefined) {
       const { trace, traced } = this.#traced(this.#tracing, message, checked);
@@ -247,11 +353,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   }
 
   /** Starts an enqueue's trace and adds the trace context it gives to the checked message's headers. */
-  #traced(
-    tracing: Tracing,
-    message: NewMessage<JsonValue>,
-    checked: Omit<EnqueueParams<unknown>, "tx">,
-  ): { readonly trace: EnqueueTrace; readonly traced: Omit<EnqueueParams<unknown>, "tx"> } {
+  #traced(tracing: Tracing, message: NewMessage<JsonValue>, checked: CheckedMessage): { readonly trace: EnqueueTrace; readonly traced: CheckedMessage } {
     const carrier: Record<string, string> = {};
     const trace = tracing.enqueue(message, carrier);
     const given = message.headers ?? null;
@@ -260,7 +362,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return { trace, traced: { ...checked, headers: Object.keys(headers).length === 0 ? null : JSON.stringify(headers) } };
   }
 
-  #checked(message: NewMessage<JsonValue>): Omit<EnqueueParams<unknown>, "tx"> {
+  #checked(message: NewMessage<JsonValue>): CheckedMessage {
     checkObject(message, "message ({ type, payload })");
     const type = checkMessageType(message.type);
     const payload = payloadText(message.payload);

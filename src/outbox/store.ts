@@ -64,6 +64,20 @@ export interface OutboxStore<Tx> {
   enqueueIn<P extends JsonValue>(transaction: ForeignTransaction, message: NewMessage<P>): Promise<OutboxMessage<P>>;
 
   /**
+   * Adds several messages inside the caller's transaction in one statement: they exist if and only
+   * if that commits. Each message is as enqueue takes it and behaves as enqueue would, in list
+   * order: ids ascend in that order, messages of one ordering key are handled in it, and the
+   * results come back in it. All or none: every message is checked before anything is written (a
+   * bad one is InvalidArgumentError naming its index), a dedupe key taken in the table or given
+   * twice in the list is DuplicateMessageError, and then none of the list is written. An empty list
+   * returns []. At most MAX_ENQUEUE_MANY (10,000) messages.
+   */
+  enqueueMany<P extends JsonValue>(tx: Tx, messages: readonly NewMessage<P>[]): Promise<OutboxMessage<P>[]>;
+
+  /** enqueueMany inside another library's transaction (see enqueueIn). */
+  enqueueManyIn<P extends JsonValue>(transaction: ForeignTransaction, messages: readonly NewMessage<P>[]): Promise<OutboxMessage<P>[]>;
+
+  /**
    * Atomically claims up to `limit` claimable messages (pending and due, or processing under an
    * expired lease), oldest first. Each claimed message gets this owner, a new expiry, a new lease
    * token and one more attempt. Returns an empty array when nothing is claimable.

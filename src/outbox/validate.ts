@@ -5,6 +5,8 @@ import { isPlainObject, storableText, unstorableText } from "./payload.js";
 import { MESSAGE_STATUSES, type ClaimOptions, type Lease, type LeaseLost, type MessageStatus } from "./types.js";
 
 export const MAX_CLAIM_LIMIT = 1000;
+/** The most messages one enqueueMany takes: they go to the database as one statement with one parameter. */
+export const MAX_ENQUEUE_MANY = 10_000;
 /** The longest retry delay `fail` accepts: one year (longer would only postpone a decision to mark the message dead). */
 export const MAX_RETRY_DELAY_MS = 365 * 24 * 3600 * 1000;
 /** The largest message id: both stores number messages with signed 64-bit integers. */

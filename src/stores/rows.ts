@@ -56,6 +56,13 @@ export function fromForeignRow(row: Readonly<Record<string, unknown>> | undefine
   return plain as unknown as MessageRow;
 }
 
+/** Orders rows by id (a 64-bit integer as a number, a BigInt or decimal text): an INSERT's RETURNING promises no order. */
+export function byId(a: { readonly id: unknown }, b: { readonly id: unknown }): number {
+  const x = BigInt(a.id as string | number | bigint);
+  const y = BigInt(b.id as string | number | bigint);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
 /** `payloadIsText`: the payload column holds JSON text to parse (SQLite), not a parsed value. */
 export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessage {
   return {

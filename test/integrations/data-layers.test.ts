@@ -24,7 +24,7 @@ import { fromPrisma, type PrismaTransactionClient } from "../../src/integrations
 import { fromTypeOrm } from "../../src/integrations/typeorm.js";
 import { DuplicateMessageError, NotInTransactionError } from "../../src/outbox/errors.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
-import type { ForeignTransaction } from "../../src/outbox/types.js";
+import type { ForeignTransaction, NewMessage } from "../../src/outbox/types.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
@@ -338,6 +338,43 @@ describe("enqueue from the app's data layer", () => {
         layer.transaction((tx) => layer.store.enqueueIn(layer.foreign(tx), { type: "line", payload: 3, dedupeKey: "line-1" }).then(() => undefined)),
         layer.name,
       ).rejects.toBeInstanceOf(DuplicateMessageError);
+    }
+  });
+
+  it("enqueueManyIn: a list in one statement, in list order, with the row; a taken dedupe key refuses the list, naming the key", async () => {
+    for (const layer of layers) {
+      const list: NewMessage[] = [1, 2, 3, 4].map((n) => ({
+        type: "many",
+        payload: { n, text: "مرحبا" },
+        key: n % 2 === 0 ? "many-even" : "many-odd",
+        headers: { "x-n": String(n) },
+        dedupeKey: `many-${n}`,
+        ...(n === 4 ? { availableAt: new Date("2001-01-01T00:00:00.000Z") } : {}),
+      }));
+      let stored: Awaited<ReturnType<OutboxStore<unknown>["enqueueManyIn"]>> = [];
+      await layer.transaction(async (tx) => {
+        await layer.insertOrder(tx, "o-many");
+        stored = await layer.store.enqueueManyIn(layer.foreign(tx), list);
+      });
+      expect(
+        stored.map((m) => [m.payload, m.key, m.headers, m.dedupeKey]),
+        layer.name,
+      ).toEqual(list.map((m) => [m.payload, m.key, m.headers, m.dedupeKey]));
+      expect(stored[3]?.availableAt, layer.name).toEqual(new Date("2001-01-01T00:00:00.000Z"));
+      expect(new Set(stored.map((m) => m.id)).size, layer.name).toBe(4);
+      for (const message of stored) expect(await layer.store.getMessage(message.id), layer.name).toEqual(message);
+      expect(await layer.orders(), layer.name).toContain("o-many");
+      const claimed = await layer.store.claim("layers-test", { limit: 10, leaseMs: 30_000 });
+      expect(
+        claimed.filter((l) => l.message.type === "many").map((l) => (l.message.payload as { n: number }).n),
+        layer.name,
+      ).toEqual([1, 2]); // each key's first in list order: 4 waits behind 2, its earlier availableAt notwithstanding
+      const attempt = layer.transaction((tx) =>
+        layer.store.enqueueManyIn(layer.foreign(tx), [{ type: "many", payload: 5, dedupeKey: "many-5" }, list[2] as NewMessage]).then(() => undefined),
+      );
+      await expect(attempt, layer.name).rejects.toBeInstanceOf(DuplicateMessageError);
+      await expect(attempt, layer.name).rejects.toMatchObject({ dedupeKey: "many-3" });
+      expect((await layer.store.listMessages()).filter((m) => m.type === "many").length, layer.name).toBe(4);
     }
   });
 

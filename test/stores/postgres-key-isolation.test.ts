@@ -26,13 +26,23 @@ describe.runIf(PG)("postgres: ordering keys and isolation levels", () => {
           );
           await client.query("ROLLBACK");
           await client.query(`BEGIN ISOLATION LEVEL ${level}`);
+          // enqueueMany alike: a list with one keyed message is refused, whole.
+          await expect(
+            store.enqueueMany(client, [
+              { type: "t", payload: 1 },
+              { type: "t", key: "k", payload: 2 },
+            ]),
+          ).rejects.toThrow(/messages with an ordering key need a READ COMMITTED transaction on PostgreSQL/);
+          await client.query("ROLLBACK");
+          await client.query(`BEGIN ISOLATION LEVEL ${level}`);
           await store.enqueue(client, { type: "t", payload: 1 });
+          await store.enqueueMany(client, [{ type: "t", payload: 2 }]);
           await client.query("COMMIT");
         } finally {
           client.release();
         }
       }
-      expect(await store.countByStatus()).toMatchObject({ pending: 2 });
+      expect(await store.countByStatus()).toMatchObject({ pending: 4 });
       const own = await store.pool.query<{ level: string }>("SELECT current_setting('default_transaction_isolation') AS level");
       expect(own.rows[0]?.level).toBe("read committed");
     } finally {

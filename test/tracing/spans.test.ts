@@ -203,6 +203,34 @@ describeEachStore("OpenTelemetry spans", (factory) => {
     expect(refused.status.code).toBe(SpanStatusCode.ERROR);
   });
 
+  it("traces enqueueMany as one enqueue per message: a span each, its context in that message's headers; a refused list ends them all as errors", async () => {
+    const list: NewMessage[] = [
+      { type: "order.ship", payload: { orderId: "o-1" }, headers: { "x-correlation-id": "c-1" } },
+      { type: "order.bill", payload: { orderId: "o-1" }, dedupeKey: "bill-o-1" },
+      { type: "order.ship", payload: { orderId: "o-2" } },
+    ];
+    const { request, result: stored } = await inRequest("POST /orders", () => traced.transaction((tx) => traced.enqueueMany(tx, list)));
+    expect(stored).toHaveLength(3);
+    for (const [n, message] of stored.entries()) {
+      const span = one(finished(), `enqueue ${message.type}`, (s) => s.attributes["messaging.message.id"] === message.id);
+      expect(isChildOf(span, request as unknown as ReadableSpan), `messages[${n}]`).toBe(true);
+      expect(span.kind).toBe(KIND.PRODUCER);
+      expect(message.headers).toEqual({ ...list[n]?.headers, traceparent: `00-${ids(span).traceId}-${ids(span).spanId}-01` });
+      expect((await mustGet(ctx().store, message.id)).headers).toEqual(message.headers);
+    }
+    expect(new Set(stored.map((m) => m.headers.traceparent)).size).toBe(3);
+
+    exporter.reset();
+    await expect(traced.transaction((tx) => traced.enqueueMany(tx, [list[0] as NewMessage, list[1] as NewMessage]))).rejects.toBeInstanceOf(
+      DuplicateMessageError,
+    );
+    const refused = finished().filter((s) => s.name.startsWith("enqueue "));
+    expect(refused.map((s) => [s.name, s.status.code, s.attributes["error.type"], s.attributes["messaging.message.id"]])).toEqual([
+      ["enqueue order.ship", SpanStatusCode.ERROR, "DuplicateMessageError", undefined],
+      ["enqueue order.bill", SpanStatusCode.ERROR, "DuplicateMessageError", undefined],
+    ]);
+  });
+
   it.runIf(factory.name === "sqlite")("traces enqueueSync in a synchronous transaction (another connection's) the same way", async () => {
     const sqlite = traced as unknown as SqliteOutboxStore;
     const db = new Database(sqlite.path, { timeout: 5_000 });

@@ -333,6 +333,36 @@ export function outboxSql(schema: string) {
         RETURNING ${COLUMNS})
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
+    // enqueueForeign: (none) another library's transaction runs enqueue itself, its $n turned into ? where the library needs them
+
+    /**
+     * $1 now, $2 a JSON array with one array per message: [type, dedupe key, key, headers (an
+     * object or null), destination, payload, available at (ISO text, or null for now), waits behind
+     * an earlier message of the list with its key (boolean)]. One statement, in list order (ORDER BY
+     * the ordinality), so the identity ids ascend in that order. A JSON parameter rather than
+     * arrays, so that any library's raw SQL can bind it (enqueueManyIn). Notifies once.
+     */
+    enqueueMany: `WITH ${CLOCK},
+      inserted AS (
+        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
+        SELECT g.m ->> 0, g.m ->> 1, g.m ->> 2, nullif(g.m -> 3, 'null'::jsonb), g.m ->> 4, g.m -> 5, clock.t, coalesce((g.m ->> 6)::timestamptz, clock.t),
+               CASE WHEN g.m ->> 2 IS NULL THEN 0
+                    WHEN (g.m ->> 7)::boolean OR EXISTS (
+                      SELECT 1 FROM ${table} k
+                      WHERE k.ordering_key = g.m ->> 2 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) THEN 1
+                    ELSE 0 END
+        FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS g(m, n), clock
+        ORDER BY g.n
+        RETURNING ${COLUMNS})
+      SELECT inserted.*, (SELECT pg_notify('${channel}', ''))::text AS notified FROM inserted`,
+
+    /**
+     * $1 dedupe keys: which is taken, read on a connection of the pool when the unique violation's
+     * detail did not say (a library dropped it) and the caller's transaction is aborted: it sees
+     * committed messages only.
+     */
+    takenDedupeKey: `SELECT dedupe_key FROM ${table} WHERE dedupe_key = ANY($1::text[]) LIMIT 1`,
+
     // newestId: (none) LISTEN/NOTIFY tells other processes of new messages itself
     // dataVersion: (none) as newestId
     listen: `LISTEN ${channel}`,

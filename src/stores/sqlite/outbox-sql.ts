@@ -178,6 +178,31 @@ export const SQL = {
             RETURNING ${COLUMNS}`,
 
   /**
+   * Many messages in one statement, in list order (json_each's key: the array index), so ids
+   * ascend in that order. `?` placeholders, so that another library's raw SQL can run it too: now,
+   * now, then a JSON array with one array per message: [type, dedupe key, key, headers (JSON text),
+   * destination, payload (JSON text), available at (epoch ms, or null for now), waits behind an
+   * earlier message of the list with its key (0 or 1)]. Statement-atomic: a refused row leaves
+   * none. Measured against a loop of the cached enqueue statement, 100 messages per transaction,
+   * CPU time of the inserts alone (synchronous NORMAL, median of 5 runs of 300 transactions): 7.6
+   * µs per message here, 13.0 for the loop, and 32 for the loop inside the savepoint it would need
+   * to undo the list's earlier rows when a later one is refused.
+   */
+  enqueueMany: `INSERT INTO outbox_messages (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
+            SELECT m.value ->> 0, m.value ->> 1, m.value ->> 2, m.value ->> 3, m.value ->> 4, m.value ->> 5, ?, coalesce(m.value ->> 6, ?),
+                   CASE WHEN m.value ->> 2 IS NULL THEN 0
+                        WHEN m.value ->> 7 OR EXISTS (
+                          SELECT 1 FROM outbox_messages k
+                          WHERE k.ordering_key = m.value ->> 2 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) THEN 1
+                        ELSE 0 END
+            FROM json_each(?) AS m
+            ORDER BY m.key
+            RETURNING ${COLUMNS}`,
+
+  /** Which of the dedupe keys in ? (a JSON array) is taken: after enqueueMany was refused for one, since SQLite's error does not say. */
+  takenDedupeKey: `SELECT dedupe_key FROM outbox_messages WHERE dedupe_key IN (SELECT value FROM json_each(?)) LIMIT 1`,
+
+  /**
    * SQLite has no notifications between processes: in their place (listen on PostgreSQL) a store
    * watches the -wal file, and after another connection's commit reads the newest id, through the
    * primary key, to see whether it enqueued something, and whether a message is claimable now,

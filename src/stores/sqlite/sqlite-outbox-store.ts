@@ -9,8 +9,18 @@ import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import { systemClock, type Clock } from "../../outbox/clock.js";
-import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
-import { leaseKey } from "../../outbox/driver.js";
+import type {
+  CheckedMessage,
+  DriverCapabilities,
+  EnqueueManyParams,
+  EnqueueParams,
+  LeaseStats,
+  OutboxDriver,
+  PurgeTarget,
+  RedriveCount,
+  SavepointStep,
+} from "../../outbox/driver.js";
+import { leaseKey, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -30,7 +40,7 @@ import type {
   StatusCounts,
 } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
-import { fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import { byId, fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { questionToNumbered } from "../placeholders.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
@@ -83,6 +93,23 @@ function rowId(messageId: string): number | bigint {
 /** Checked message ids (decimal digits only) as a JSON array for json_each, exact past 2^53. */
 function jsonIds(messageIds: readonly string[]): string {
   return `[${messageIds.join(",")}]`;
+}
+
+/** enqueueMany's list as its statement takes it (SQL.enqueueMany): payload and headers as JSON strings, so their text goes in unchanged. */
+function listParameter(messages: readonly CheckedMessage[]): string {
+  const waits = waitsInList(messages);
+  return JSON.stringify(
+    messages.map((m, i) => [
+      m.type,
+      m.dedupeKey,
+      m.key,
+      m.headers,
+      m.destination,
+      m.payload,
+      m.availableAt === null ? null : m.availableAt.getTime(),
+      waits[i] ? 1 : 0,
+    ]),
+  );
 }
 
 /**
@@ -231,8 +258,49 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return message(fromForeignRow(rows[0]));
   }
 
+  async enqueueMany(params: EnqueueManyParams<SqliteTx>): Promise<OutboxMessage[]> {
+    return this.enqueueManyNow(params);
+  }
+
+  /** The one multi-row insert, synchronous (better-sqlite3 answers at once). */
+  enqueueManyNow(params: EnqueueManyParams<SqliteTx>): OutboxMessage[] {
+    const now = this.now();
+    const rows = statement(params.tx, SQL.enqueueMany).all(now, now, listParameter(params.messages)) as MessageRow[];
+    if (params.tx === this.db) this.writeLock.afterCommit(this.#wake);
+    return rows.sort(byId).map(message);
+  }
+
+  async enqueueManyForeign(params: EnqueueManyParams<ForeignTransaction>): Promise<OutboxMessage[]> {
+    // As enqueueForeign: the integration's problem() has checked the library's own state.
+    const { tx } = params;
+    const now = this.now();
+    const rows = await tx.query(tx.placeholders === "question" ? SQL.enqueueMany : questionToNumbered(SQL.enqueueMany), [
+      now,
+      now,
+      listParameter(params.messages),
+    ]);
+    return rows.map(fromForeignRow).sort(byId).map(message);
+  }
+
   isDuplicate(error: unknown): boolean {
     return (error as { code?: unknown } | null | undefined)?.code === "SQLITE_CONSTRAINT_UNIQUE";
+  }
+
+  async takenDedupeKey(params: {
+    in: { tx: SqliteTx } | { foreign: ForeignTransaction };
+    error: unknown;
+    dedupeKeys: readonly string[];
+  }): Promise<string | null> {
+    // The refused statement was undone alone: the transaction is open, and sees its own rows.
+    const keys = JSON.stringify(params.dedupeKeys);
+    let taken: unknown;
+    if ("tx" in params.in) {
+      taken = (statement(params.in.tx, SQL.takenDedupeKey).get(keys) as { dedupe_key: string } | undefined)?.dedupe_key;
+    } else {
+      const tx = params.in.foreign;
+      taken = (await tx.query(tx.placeholders === "question" ? SQL.takenDedupeKey : questionToNumbered(SQL.takenDedupeKey), [keys]))[0]?.dedupe_key;
+    }
+    return typeof taken === "string" ? taken : null;
   }
 
   claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean; types: readonly string[] | null }): Promise<{ at: Date; leases: Lease[] }> {
