@@ -10,7 +10,7 @@
 // origin. Every message field is escaped by the template.
 
 import { randomBytes, createHash, timingSafeEqual } from "node:crypto";
-import { type AddressInfo, createServer as createNetServer, type Server } from "node:net";
+import type { AddressInfo, Server } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
 import { Hono, type Context } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
@@ -19,7 +19,7 @@ import { HTTPException } from "hono/http-exception";
 import { secureHeaders } from "hono/secure-headers";
 import { streamSSE } from "hono/streaming";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
-import { listenOn } from "../observability/listen.js";
+import { checkListenAddress, listenOn } from "../observability/listen.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { isMessageId } from "../outbox/validate.js";
 import { DASHBOARD_CSS, LIVE_JS } from "./assets.js";
@@ -291,9 +291,7 @@ const DASHBOARD_NAMES = { what: "the dashboard", portFlag: "--port", hostFlag: "
  */
 export async function checkDashboardAddress(host: string, port: number, token: string | undefined): Promise<void> {
   checkDashboardAccess(host, token);
-  const probe = createNetServer();
-  await listenOn(probe, host, port, DASHBOARD_NAMES);
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  await checkListenAddress(host, port, DASHBOARD_NAMES);
 }
 
 /** Serves the dashboard; refuses (InvalidArgumentError) a non-loopback host without a token, or a port it cannot use. */

@@ -1,7 +1,7 @@
 // Starting a server on a host and port the user chose (the metrics server, the dashboard): the
 // errors a user can fix become one clear InvalidArgumentError naming the flag to change.
 
-import type { Server } from "node:net";
+import { createServer, type Server } from "node:net";
 import { InvalidArgumentError } from "../outbox/errors.js";
 
 /** What the messages call the server and its flags, e.g. { what: "metrics", portFlag: "--metrics-port", hostFlag: "--metrics-host" }. */
@@ -30,4 +30,15 @@ export function listenOn(server: Server, host: string, port: number, names: List
     });
     server.listen(port, host, () => resolve());
   });
+}
+
+/**
+ * Checks, before anything else is opened, that a server could listen on host:port: listens with a
+ * bare socket server and closes it, so a mistaken flag is refused before a database is touched.
+ * (The port can still be taken in between; the real listen then fails the same way.)
+ */
+export async function checkListenAddress(host: string, port: number, names: ListenNames): Promise<void> {
+  const probe = createServer();
+  await listenOn(probe, host, port, names);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
 }

@@ -5,7 +5,7 @@ import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { EventHub } from "../outbox/events.js";
 import { MESSAGE_STATUSES, type StatusCounts } from "../outbox/types.js";
-import { listenOn } from "./listen.js";
+import { checkListenAddress, listenOn } from "./listen.js";
 
 export interface OutboxMetrics {
   readonly registry: Registry;
@@ -139,6 +139,13 @@ export function relayMetrics(registry: Registry): (event: RelayMetricEvent) => v
 }
 
 /** Serves `registry` at http://host:port/metrics. Resolves once listening. */
+const METRICS_NAMES = { what: "metrics", portFlag: "--metrics-port", hostFlag: "--metrics-host" } as const;
+
+/** Refuses (InvalidArgumentError) a metrics port or host the metrics server could not listen on, before anything is opened. */
+export function checkMetricsAddress(port: number, host = "127.0.0.1"): Promise<void> {
+  return checkListenAddress(host, port, METRICS_NAMES);
+}
+
 export async function serveMetrics(registry: Registry, port: number, host = "127.0.0.1"): Promise<Server> {
   const server = createServer((request, response) => {
     if (request.url !== "/metrics") {
@@ -150,6 +157,6 @@ export async function serveMetrics(registry: Registry, port: number, host = "127
       (error: unknown) => response.writeHead(500, { "content-type": "text/plain" }).end(`${String(error)}\n`),
     );
   });
-  await listenOn(server, host, port, { what: "metrics", portFlag: "--metrics-port", hostFlag: "--metrics-host" });
+  await listenOn(server, host, port, METRICS_NAMES);
   return server;
 }

@@ -5,6 +5,7 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Worker, defaultWorkerName } from "../outbox/worker.js";
+import { checkMetricsAddress } from "../observability/metrics.js";
 import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { importHandlers } from "./handlers-module.js";
@@ -53,6 +54,8 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
   const name = options.name ?? defaultWorkerName();
   // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded, or by the handlers module).
   const tracing = registeredOtelTracing();
+  // A metrics address that cannot serve is refused before the database is opened (or created).
+  if (options.metricsPort !== undefined) await checkMetricsAddress(options.metricsPort, options.metricsHost);
   const outbox = await openOutbox(options.db, {
     ...options,
     applicationName: `wassal-worker-${name}`.slice(0, 63),

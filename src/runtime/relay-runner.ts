@@ -2,7 +2,7 @@
 // opens the store, starts the publisher, wires logs and metrics, and starts publishing.
 
 import { defaultWorkerName } from "../outbox/worker.js";
-import { relayMetrics } from "../observability/metrics.js";
+import { checkMetricsAddress, relayMetrics } from "../observability/metrics.js";
 import { publisherTarget } from "../relay/open-publisher.js";
 import type { Routes } from "../relay/publisher.js";
 import { Relay } from "../relay/relay.js";
@@ -48,6 +48,7 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   const name = options.name ?? defaultWorkerName();
   // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded with node --import).
   const tracing = registeredOtelTracing();
+  if (options.metricsPort !== undefined) await checkMetricsAddress(options.metricsPort, options.metricsHost); // before the database is opened
   const outbox = await openOutbox(options.db, { ...options, mustExist: true, applicationName: `wassal-relay-${name}`.slice(0, 63) });
   const { store } = outbox;
   let observed: Observed | undefined;

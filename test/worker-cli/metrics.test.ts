@@ -5,7 +5,7 @@
 //
 // Needs `npm run build` first (`npm test` does it).
 
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -168,5 +168,17 @@ describe("sqlite: --metrics-host", () => {
       "wassal: cannot serve metrics on 192.0.2.1: no such address on this machine; give --metrics-host one of its addresses (default 127.0.0.1)",
     );
     expect((await target.messages()).map((m) => m.status)).toEqual(["pending"]);
+  });
+
+  it("is refused before the database is opened: a worker or relay given a new file creates nothing", async () => {
+    const dir = cwd();
+    for (const command of [["worker"], ["relay", "--to", "nats://127.0.0.1:4222"]]) {
+      const db = join(dir, `${command[0]}.db`);
+      const w = startCli([...command, "--db", db, "--metrics-port", "0", "--metrics-host", "192.0.2.1", "--log-level", "warn"], { cwd: dir });
+      const exit = await w.waitForExit(10_000);
+      expect(exit.code, w.stderr()).toBe(2);
+      expect(errorLine(w.stderr())).toMatch(/^wassal: cannot serve metrics on 192\.0\.2\.1: no such address on this machine/);
+      expect(existsSync(db), `${command[0]} created ${db}`).toBe(false);
+    }
   });
 });
