@@ -305,7 +305,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean; types: readonly string[] | null }): Promise<{ at: Date; leases: Lease[] }> {
     const { owner, limit, leaseMs, audit, types } = params;
-    return this.writeLock.run(() => {
+    return this.writeLock.runSync(() => {
       const now = this.now();
       const until = now + leaseMs;
       const candidates = (
@@ -341,7 +341,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<{ at: Date; result: ClaimMessageResult }> {
     const { owner, messageId, leaseMs, audit } = params;
     const id = rowId(messageId);
-    return this.writeLock.run((): { at: Date; result: ClaimMessageResult } => {
+    return this.writeLock.runSync((): { at: Date; result: ClaimMessageResult } => {
       const now = this.now();
       const at = new Date(now);
       const before = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
@@ -362,7 +362,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
     const { lease, leaseMs } = params;
-    return this.writeLock.run(() => {
+    return this.writeLock.runSync(() => {
       const now = this.now();
       const row = this.#stmt("renew").get({ id: rowId(lease.messageId), token: lease.token, until: now + leaseMs }) as { locked_until: number } | undefined;
       return { at: new Date(now), lockedUntil: row === undefined ? null : new Date(row.locked_until) };
@@ -392,7 +392,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       }
       return { at: new Date(now), completed };
     };
-    return params.tx === null ? this.writeLock.run(work) : work();
+    return params.tx === null ? this.writeLock.runSync(work) : work();
   }
 
   /** Synchronous: better-sqlite3 runs it at once, and the protocol awaits nothing inside the write lock. */
@@ -451,7 +451,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
     const { lease, error, retryInMs, audit } = params;
     const id = rowId(lease.messageId);
-    return this.writeLock.run(() => {
+    return this.writeLock.runSync(() => {
       const now = this.now();
       const availableAt = now + (retryInMs ?? 0);
       const changed =
@@ -466,7 +466,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean }> {
     const { lease, audit } = params;
     const id = rowId(lease.messageId);
-    return this.writeLock.run(() => {
+    return this.writeLock.runSync(() => {
       const now = this.now();
       const changed = this.#stmt("release").run({ id, token: lease.token, now }).changes === 1;
       if (changed) this.#audit(audit, id, lease.token, lease.owner, "release", now);
@@ -485,7 +485,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       const row = this.#stmt("holder").get({ id }) as HolderRow | undefined;
       return { at: new Date(this.now()), holder: toHolder(row) };
     }
-    return this.writeLock.run(() => {
+    return this.writeLock.runSync(() => {
       const now = this.now();
       const row = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
       const previous = { status: row?.status ?? null, owner: row?.locked_by ?? null, lockedUntil: row?.locked_until ?? null };
@@ -589,7 +589,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   redrive(params: { messageIds: readonly string[] | "all"; audit: boolean }): Promise<RedriveCount> {
     const { messageIds, audit } = params;
-    return this.writeLock.run(() => {
+    return this.writeLock.runSync(() => {
       const now = this.now();
       if (messageIds === "all") {
         if (audit) this.#stmt("auditRedriveAll").run({ now });
@@ -604,7 +604,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {
     const name = ({ processed: "purgeProcessed", dead: "purgeDead", audit: "purgeAudit", inbox: "purgeInbox" } as const)[params.target];
-    return this.writeLock.run(() => this.#stmt(name).run({ before: params.before.getTime(), limit: params.limit }).changes);
+    return this.writeLock.runSync(() => this.#stmt(name).run({ before: params.before.getTime(), limit: params.limit }).changes);
   }
 
   inboxRecord(params: { tx: SqliteTx; source: string; messageId: string }): boolean {

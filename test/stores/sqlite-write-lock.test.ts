@@ -1,5 +1,5 @@
-// The write lock's figures: how many write transactions a connection ran and how long it held the
-// lock, what the bench uses to show how busy the file's one writer was.
+// The write lock: its figures (transactions run, time the lock was held, for the bench) and runSync, the
+// flag-marked path for synchronous work that keeps AsyncLocalStorage (and its promise hooks) off.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,6 +32,28 @@ it("counts committed and rolled-back write transactions and the time each held t
     expect(lock.stats.transactions - before.transactions).toBe(2);
     expect(lock.stats.heldMs - before.heldMs).toBeGreaterThanOrEqual(held);
     expect(lock.stats.contended).toBe(before.contended);
+  } finally {
+    await store.close();
+  }
+});
+
+it("runSync: a transaction started inside its work is refused as nested, and work that returns a promise is refused and rolled back", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "wassal-lock-"));
+  dirs.push(dir);
+  const store = new SqliteOutboxStore({ path: join(dir, "outbox.db") });
+  await store.migrate();
+  try {
+    const lock = store.writeLock;
+    let inside = false;
+    await lock.runSync(() => {
+      inside = lock.insideTransaction();
+      expect(() => lock.run(() => 1)).toThrow(/started inside another on the same SQLite connection/);
+    });
+    expect(inside).toBe(true);
+    expect(lock.insideTransaction()).toBe(false);
+    await expect(lock.runSync(() => Promise.resolve(1) as unknown as number)).rejects.toThrow(/returned a promise; use run\(\)/);
+    expect(store.db.inTransaction).toBe(false);
+    expect(await lock.runSync(() => 7)).toBe(7);
   } finally {
     await store.close();
   }
