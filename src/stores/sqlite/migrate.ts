@@ -11,7 +11,7 @@ export interface Migration {
 }
 
 export async function applyMigrations(db: Database.Database, lock: WriteLock, migrations: readonly Migration[], now: () => number): Promise<string[]> {
-  return lock.run(() => {
+  return lock.runSync(() => {
     db.exec("CREATE TABLE IF NOT EXISTS wassal_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT");
     const applied = new Set(db.prepare("SELECT name FROM wassal_migrations").pluck().all() as string[]);
     const record = db.prepare("INSERT INTO wassal_migrations (name, applied_at) VALUES (?, ?)");
