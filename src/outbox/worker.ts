@@ -521,7 +521,8 @@ export class Worker<Tx> {
       await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) }, trace);
     } finally {
       cancelTimeout();
-      await stopHeartbeat();
+      const renewing = stopHeartbeat();
+      if (renewing !== undefined) await renewing;
     }
   }
 
@@ -559,10 +560,13 @@ export class Worker<Tx> {
 
   /**
    * Renews the lease every renewIntervalMs while the handler runs and aborts the handler when the
-   * lease is lost. Returns the stop function, which resolves once no renewal is in flight (so none
-   * can race the completion). One clock timer per beat: no promise or signal per message.
+   * lease is lost. Returns the stop function, which returns the renewal in flight, if any, to wait
+   * for (so none can race the completion). One clock timer per beat: no promise or signal per
+   * message. The stop function was async: two calls per message (before the completion and after
+   * it) made two promises and two awaits of nothing, 0.9 KB of the worker's 8 KB per message; as
+   * a plain function, 6.87 → 6.44 µs per message (medians of 5, the worker over an in-memory driver).
    */
-  #heartbeat(lease: Lease, handler: LazyAbort): () => Promise<void> {
+  #heartbeat(lease: Lease, handler: LazyAbort): () => Promise<void> | undefined {
     let stopped = false;
     let inFlight: Promise<void> | undefined;
     let cancel: () => void = () => undefined;
@@ -584,10 +588,10 @@ export class Worker<Tx> {
       });
     };
     cancel = this.#clock.setTimer(this.renewIntervalMs, beat);
-    return async () => {
+    return () => {
       stopped = true;
       cancel();
-      await inFlight;
+      return inFlight;
     };
   }
 }
