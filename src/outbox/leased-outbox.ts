@@ -324,8 +324,15 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (items.length === 0) return [];
     const only = items.length === 1 ? (items[0] as CompletionRequest<Tx>) : undefined;
     const outcomes = only ? [await this.#completeAlone(only.lease, only.finalize)] : await this.#completeGroup(items);
-    const results: CompletionResult[] = [];
-    for (const [index, { lease }] of items.entries()) results.push(await this.#report(lease, outcomes[index] ?? "lost"));
+    // Only a lost lease's report is awaited (it looks the holder up); the events go out in the same
+    // order. Awaiting each report, with an entries() iterator's pair per item: 5.80 against 5.67 µs
+    // per message (medians of 9, the worker over an in-memory driver, groups of 100), within the
+    // noise, kept for the await and the allocations it saves per message.
+    const results: CompletionResult[] = new Array<CompletionResult>(items.length);
+    for (let index = 0; index < items.length; index++) {
+      const reported = this.#report((items[index] as CompletionRequest<Tx>).lease, outcomes[index] ?? "lost");
+      results[index] = reported instanceof Promise ? await reported : reported;
+    }
     return results;
   }
 
@@ -391,7 +398,11 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const handOnKeys = leases.some((lease) => lease.message.key !== null);
     const outcomes: Outcome[] = new Array<Outcome>(items.length);
     const record = (at: Date, completed: ReadonlySet<string>) => {
-      for (const [index, lease] of leases.entries()) outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost";
+      const done = { done: at }; // one for the group: an outcome is never changed
+      for (let index = 0; index < leases.length; index++) {
+        const lease = leases[index] as Lease;
+        outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? done : "lost";
+      }
     };
     if (items.every((item) => item.finalize === undefined)) {
       const { at, completed } = await this.#driver.completeBulk({ tx: null, leases, audit: this.#audit, handOnKeys });
