@@ -5,7 +5,7 @@
 import type { DriverCapabilities, EnqueueParams, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
 import { leaseKey } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
-import { EventHub, publish } from "./events.js";
+import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import type { EnqueueTrace, Tracing } from "./tracing.js";
 import { planWrites } from "./write-together.js";
@@ -71,6 +71,7 @@ import {
 /** A claim of up to `limit` messages: one claim-won per lease, or one claim-empty. */
 function reportClaims(events: EventHub, owner: string, limit: number, at: Date, leases: readonly Lease[]): void {
   if (leases.length === 0) publish(events, { type: "claim-empty", at, owner, limit });
+  if (!listened(events)) return; // an event per lease, for nobody
   for (const lease of leases) {
     publish(events, {
       type: "claim-won",
@@ -340,7 +341,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   #report(lease: Lease, outcome: Outcome): CompletionResult | Promise<LeaseLost> {
     if (outcome === "lost") return this.#lost(lease, "complete");
     if ("done" in outcome) {
-      publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+      if (listened(this.events))
+        publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
       return { outcome: "completed", messageId: lease.messageId, processedAt: outcome.done };
     }
     return { outcome: "failed", messageId: lease.messageId, error: outcome.error };

@@ -3,7 +3,7 @@
 // that write commits with the token-guarded completion or not at all. Both the lab and the
 // worker use this, so processing is reported the same way everywhere.
 
-import { publish } from "./events.js";
+import { type EventHub, listened, publish } from "./events.js";
 import type { Clock } from "./clock.js";
 import type { OutboxStore } from "./store.js";
 import type { Completed, Finalize, Lease, LeaseLost, OutboxMessage } from "./types.js";
@@ -35,15 +35,16 @@ export async function processLease<Tx>(
   options: ProcessOptions<Tx> = {},
 ): Promise<{ readonly result: Completed | LeaseLost; readonly summary: string }> {
   const context = handlerContext(lease, options.signal, options.abort);
-  const { owner, messageId, token } = lease; // spelled out in each event: spreading showed in the worker's profile
-  publish(store.events, { type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
-  const finished = (result: "completed" | "lease-lost" | "failed", detail: string) =>
-    publish(store.events, { type: "processing-finished", at: clock.now(), owner, messageId, token, result, detail });
+  const { events } = store;
+  if (listened(events)) {
+    const { owner, messageId, token } = lease; // spelled out: spreading showed in the worker's profile
+    publish(events, { type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
+  }
   let handled: HandlerResult<Tx>;
   try {
     handled = await handler(lease.message, context);
   } catch (error) {
-    finished("failed", errorText(error));
+    finished(events, clock, lease, "failed", errorText(error));
     throw error;
   }
   const summary = handled.summary ?? "";
@@ -56,12 +57,23 @@ export async function processLease<Tx>(
     result = options.complete ? await options.complete(lease, handled.finalize) : await store.complete(lease, handled.finalize);
   } catch (error) {
     // The business write failed: nothing was committed, the message is still ours to fail or retry.
-    finished("failed", `business write failed: ${errorText(error)}`);
+    finished(events, clock, lease, "failed", `business write failed: ${errorText(error)}`);
     throw error;
   }
-  if (result.outcome === "completed") finished("completed", summary);
-  else finished("lease-lost", `result discarded: lease lost (${summary})`);
+  if (result.outcome === "completed") finished(events, clock, lease, "completed", summary);
+  else finished(events, clock, lease, "lease-lost", `result discarded: lease lost (${summary})`);
   return { result, summary };
+}
+
+/**
+ * Reports the end of an attempt. A function of its own, not a closure made per message, and the
+ * event (with its Date) built only when someone listens (here, in claims and in completions):
+ * 7.06 → 5.69 and 6.44 → 5.79 µs per message in two series (medians of 7, the worker over an
+ * in-memory driver, no listener); with two listeners the events are built as before (7.88 and 7.64).
+ */
+function finished(events: EventHub, clock: Clock, lease: Lease, result: "completed" | "lease-lost" | "failed", detail: string): void {
+  if (listened(events))
+    publish(events, { type: "processing-finished", at: clock.now(), owner: lease.owner, messageId: lease.messageId, token: lease.token, result, detail });
 }
 
 /** Hands back the object it is given (a base class whose constructor returns it), so HandlerSignal can add its private fields to a plain object. */
