@@ -3,7 +3,7 @@
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
 import type { DriverCapabilities, EnqueueParams, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
-import { leaseKey } from "./driver.js";
+import { LeaseSet } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
 import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
@@ -114,19 +114,17 @@ function leaseLost(events: EventHub, lease: Lease, operation: LeaseOperation, at
 /** The requests of one completeMany: each names a lease, and no lease twice (it could complete only once). */
 function checkCompletionRequests<Tx>(items: readonly CompletionRequest<Tx>[]): void {
   if (!Array.isArray(items)) throw new InvalidArgumentError(`completeMany takes a list of { lease, finalize? } (got ${typeof items})`);
-  const seen = new Set<string>();
+  const seen = new LeaseSet();
   for (const item of items) {
     const { lease, finalize } = checkObject(item, "each completion request ({ lease, finalize? })");
     checkLease(lease);
     if (finalize !== undefined && typeof finalize !== "function")
       throw new InvalidArgumentError(`finalize must be a function of the transaction (got ${typeof finalize})`);
-    const key = leaseKey(lease.messageId, lease.token);
-    if (seen.has(key)) {
+    if (!seen.add(lease.messageId, lease.token)) {
       throw new InvalidArgumentError(
         `completeMany was given the lease of message ${lease.messageId} (token ${lease.token}) twice; a lease completes once, so pass each lease once (nothing was written)`,
       );
     }
-    seen.add(key);
   }
 }
 
@@ -399,11 +397,11 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     // Completed messages with ordering keys hand their keys on in the same statement.
     const handOnKeys = leases.some((lease) => lease.message.key !== null);
     const outcomes: Outcome[] = new Array<Outcome>(items.length);
-    const record = (at: Date, completed: ReadonlySet<string>) => {
+    const record = (at: Date, completed: LeaseSet) => {
       const done = { done: at }; // one for the group: an outcome is never changed
       for (let index = 0; index < leases.length; index++) {
         const lease = leases[index] as Lease;
-        outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? done : "lost";
+        outcomes[index] = completed.has(lease.messageId, lease.token) ? done : "lost";
       }
     };
     if (items.every((item) => item.finalize === undefined)) {
@@ -458,7 +456,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false });
         for (const [i, index] of bulk.entries()) {
           const lease = bulkLeases[i] as Lease;
-          const done = completed.has(leaseKey(lease.messageId, lease.token));
+          const done = completed.has(lease.messageId, lease.token);
           outcomes[index] = done ? { done: at } : "lost";
           if (done && lease.message.key !== null) handedOn.push(lease.message.key);
         }

@@ -10,7 +10,7 @@ import type pg from "pg";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import type { DriverCapabilities, EnqueueParams, LeaseStats, OutboxDriver, PurgeTarget, RedriveCount, SavepointStep } from "../../outbox/driver.js";
-import { leaseKey } from "../../outbox/driver.js";
+import { LeaseSet } from "../../outbox/driver.js";
 import { InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
@@ -295,7 +295,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     leases: readonly Lease[];
     audit: boolean;
     handOnKeys: boolean;
-  }): Promise<{ at: Date; completed: ReadonlySet<string> }> {
+  }): Promise<{ at: Date; completed: LeaseSet }> {
     const { leases } = params;
     const query = {
       ...(params.handOnKeys ? this.#hot.completeBulkHandOn : this.#hot.completeBulk),
@@ -303,7 +303,9 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     };
     const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number }>(query);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow(); // one clock per statement
-    return { at, completed: new Set(rows.map((r) => leaseKey(r.id, r.token))) };
+    const completed = new LeaseSet();
+    for (const row of rows) completed.add(row.id, row.token);
+    return { at, completed };
   }
 
   async completeOne(params: { tx: PostgresTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Promise<Date | null> {
