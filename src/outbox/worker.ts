@@ -207,7 +207,6 @@ class LazyAbort {
  * Abort reasons for the worker's internal signals. abort() without a reason builds a DOMException
  * (with a stack trace) every time; at thousands of messages a second that showed in the profile.
  */
-const WOKEN = Object.freeze({ reason: "woken" });
 const FINISHED = Object.freeze({ reason: "grace over" });
 const STOPPING = Object.freeze({ reason: "stopping" });
 
@@ -257,7 +256,10 @@ export class Worker<Tx> {
   readonly #typeSplit: { readonly capped: readonly { type: string; cap: number; only: readonly string[] }[]; readonly uncapped: readonly string[] } | undefined;
   /** Messages running per type, for the types with a concurrency of their own. */
   readonly #runningOfType = new Map<string, number>();
-  #wakeController = new AbortController();
+  /** A wake-up arrived since the claim loop last looked for work. */
+  #woken = false;
+  /** Ends the claim loop's wait for the next poll, while it waits. */
+  #endWait: (() => void) | undefined;
   #stopping = false;
   #started = false;
   /** Aborted when stopping: cuts short the waits that would otherwise keep the process alive. */
@@ -358,7 +360,8 @@ export class Worker<Tx> {
 
   /** Claim now instead of at the next poll. */
   wake(): void {
-    this.#wakeController.abort(WOKEN);
+    this.#woken = true;
+    this.#endWait?.();
   }
 
   /**
@@ -459,10 +462,9 @@ export class Worker<Tx> {
   async #claimLoop(): Promise<void> {
     let errorDelay = 0;
     while (!this.#stopping) {
-      // Arm a fresh wake-up signal before looking: a wake-up that arrives while we claim (a new
-      // message, a slot freeing) then cuts the following wait short instead of being lost.
-      this.#wakeController = new AbortController();
-      const wakeSignal = this.#wakeController.signal;
+      // Cleared before looking: a wake-up that arrives while we claim (a new message, a slot
+      // freeing) then cuts the following wait short instead of being lost.
+      this.#woken = false;
       let free = this.concurrency - this.#running.size;
       let claimedAll = false;
       if (free > 0) {
@@ -490,8 +492,31 @@ export class Worker<Tx> {
         }
         if (claimedAll) continue; // there may be more: claim again once slots free up
       }
-      await this.#clock.sleep(this.pollIntervalMs, wakeSignal);
+      if (!this.#woken) await this.#waitForPoll();
     }
+  }
+
+  /**
+   * Waits for the next poll, or until woken. A clock timer and a function to end the wait early,
+   * instead of a fresh AbortController per round of the loop for clock.sleep: each AbortSignal
+   * that is aborted or listened to outlives a few young-generation collections (a loop doing
+   * nothing else kept 1.5 MB alive per collection against 60 KB without the signal), and on SQLite
+   * the signals and their events took 1.5 % of the worker's profile. 31.9 against 29.4 µs per
+   * message on SQLite (medians of 5, one worker, 20,000 messages, synchronous NORMAL); the same
+   * timer on the clock, so a ManualClock counts one sleeper for it as before.
+   */
+  #waitForPoll(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const cancel = this.#clock.setTimer(this.pollIntervalMs, () => {
+        this.#endWait = undefined;
+        resolve();
+      });
+      this.#endWait = () => {
+        this.#endWait = undefined;
+        cancel();
+        resolve();
+      };
+    });
   }
 
   #start(lease: Lease, trace: ProcessTrace | undefined): void {
