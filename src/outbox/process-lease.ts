@@ -34,17 +34,16 @@ export async function processLease<Tx>(
   clock: Clock,
   options: ProcessOptions<Tx> = {},
 ): Promise<{ readonly result: Completed | LeaseLost; readonly summary: string }> {
+  // The worker runs these same steps in its own async function (Worker #process), with these
+  // same reports: a change here is a change there.
   const context = handlerContext(lease, options.signal, options.abort);
   const { events } = store;
-  if (listened(events)) {
-    const { owner, messageId, token } = lease; // spelled out: spreading showed in the worker's profile
-    publish(events, { type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
-  }
+  reportStarted(events, clock, lease);
   let handled: HandlerResult<Tx>;
   try {
     handled = await handler(lease.message, context);
   } catch (error) {
-    finished(events, clock, lease, "failed", errorText(error));
+    reportFinished(events, clock, lease, "failed", errorText(error));
     throw error;
   }
   const summary = handled.summary ?? "";
@@ -57,12 +56,25 @@ export async function processLease<Tx>(
     result = options.complete ? await options.complete(lease, handled.finalize) : await store.complete(lease, handled.finalize);
   } catch (error) {
     // The business write failed: nothing was committed, the message is still ours to fail or retry.
-    finished(events, clock, lease, "failed", `business write failed: ${errorText(error)}`);
+    reportFinished(events, clock, lease, "failed", `business write failed: ${errorText(error)}`);
     throw error;
   }
-  if (result.outcome === "completed") finished(events, clock, lease, "completed", summary);
-  else finished(events, clock, lease, "lease-lost", `result discarded: lease lost (${summary})`);
+  reportOutcome(events, clock, lease, result, summary);
   return { result, summary };
+}
+
+/** Reports that an attempt starts (before its handler runs). */
+export function reportStarted(events: EventHub, clock: Clock, lease: Lease): void {
+  if (listened(events)) {
+    const { owner, messageId, token } = lease; // spelled out: spreading showed in the worker's profile
+    publish(events, { type: "processing-started", at: clock.now(), owner, messageId, token, attempt: lease.message.attempts });
+  }
+}
+
+/** Reports how a completion that returned ended: completed, or the result discarded with a lost lease. */
+export function reportOutcome(events: EventHub, clock: Clock, lease: Lease, result: Completed | LeaseLost, summary: string): void {
+  if (result.outcome === "completed") reportFinished(events, clock, lease, "completed", summary);
+  else reportFinished(events, clock, lease, "lease-lost", `result discarded: lease lost (${summary})`);
 }
 
 /**
@@ -71,7 +83,7 @@ export async function processLease<Tx>(
  * 7.06 → 5.69 and 6.44 → 5.79 µs per message in two series (medians of 7, the worker over an
  * in-memory driver, no listener); with two listeners the events are built as before (7.88 and 7.64).
  */
-function finished(events: EventHub, clock: Clock, lease: Lease, result: "completed" | "lease-lost" | "failed", detail: string): void {
+export function reportFinished(events: EventHub, clock: Clock, lease: Lease, result: "completed" | "lease-lost" | "failed", detail: string): void {
   if (listened(events))
     publish(events, { type: "processing-finished", at: clock.now(), owner: lease.owner, messageId: lease.messageId, token: lease.token, result, detail });
 }
@@ -122,7 +134,7 @@ class HandlerSignal extends Stamped {
 }
 
 /** A handler's context: the lease, and a signal built when first read (from `source` when given, else a fresh one that never fires). */
-function handlerContext(
+export function handlerContext(
   lease: Lease,
   given: AbortSignal | undefined,
   source: { readonly signal: AbortSignal } | undefined,
@@ -133,6 +145,6 @@ function handlerContext(
   return context as { readonly lease: Lease; readonly signal: AbortSignal };
 }
 
-function errorText(error: unknown): string {
+export function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
