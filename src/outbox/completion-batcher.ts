@@ -12,7 +12,7 @@
 // `npm run bench` measures the gain (rows "wassal" against "wassal (no group commit)", no-op
 // handlers) and the payments handler's throughput (business writes) next to the no-op's.
 
-import { leaseKey } from "./driver.js";
+import { LeaseSet } from "./driver.js";
 import type { OutboxStore } from "./store.js";
 import type { Completed, CompletionRequest, Finalize, Lease, LeaseLost } from "./types.js";
 import { InvalidArgumentError } from "./errors.js";
@@ -75,13 +75,11 @@ export class CompletionBatcher<Tx> {
    * then reports it lost, as two separate completions would; completeMany refuses duplicates).
    */
   #groupSize(): number {
-    const keys = new Set<string>();
+    const leases = new LeaseSet();
     const end = Math.min(this.#waiting.length, this.#maxBatch);
     for (let i = 0; i < end; i++) {
       const { lease } = (this.#waiting[i] as Waiting<Tx>).request;
-      const key = leaseKey(lease.messageId, lease.token);
-      if (keys.has(key)) return i;
-      keys.add(key);
+      if (!leases.add(lease.messageId, lease.token)) return i;
     }
     return end;
   }

@@ -40,6 +40,40 @@ export function leaseKey(messageId: string, token: number): string {
   return `${messageId}#${token}`;
 }
 
+/**
+ * A set of leases, by message id and token (a stale and a fresh lease of one message may share a
+ * group), without a leaseKey string per lease: the message id strings are the keys, and a message
+ * met with a second token keeps its tokens in a Set. A group commit checked and looked its members
+ * up by leaseKey four times per message (the batcher's group split, completeMany's duplicate
+ * check, the driver's result, the outcomes): 5.81 against 5.60 µs per message (medians of 7, the
+ * worker over an in-memory driver), a small gain, near the noise.
+ */
+export class LeaseSet {
+  readonly #tokens = new Map<string, number | Set<number>>();
+
+  /** Adds the lease; false when it was in the set already. */
+  add(messageId: string, token: number): boolean {
+    const held = this.#tokens.get(messageId);
+    if (held === undefined) {
+      this.#tokens.set(messageId, token);
+      return true;
+    }
+    if (typeof held === "number") {
+      if (held === token) return false;
+      this.#tokens.set(messageId, new Set([held, token]));
+      return true;
+    }
+    if (held.has(token)) return false;
+    held.add(token);
+    return true;
+  }
+
+  has(messageId: string, token: number): boolean {
+    const held = this.#tokens.get(messageId);
+    return held === token || (typeof held === "object" && held.has(token));
+  }
+}
+
 /** What retention deletes: processed messages (by processed time), dead ones (by when they died), or audit rows (by their time). */
 export type PurgeTarget = "processed" | "dead" | "audit" | "inbox";
 
@@ -166,7 +200,7 @@ export interface OutboxDriver<Tx> {
 
   /**
    * Completes leases in one guarded statement: inside `tx` (whose business writes follow), or in a
-   * transaction of its own when `tx` is null. `completed` holds the leaseKey of each it completed.
+   * transaction of its own when `tx` is null. `completed` holds each lease it completed.
    */
   completeBulk(params: {
     readonly tx: Tx | null;
@@ -174,7 +208,7 @@ export interface OutboxDriver<Tx> {
     readonly audit: boolean;
     /** Also hand on the ordering keys of the messages it completed (as handOn does), in the same transaction. */
     readonly handOnKeys: boolean;
-  }): Promise<{ readonly at: Date; readonly completed: ReadonlySet<string> }>;
+  }): Promise<{ readonly at: Date; readonly completed: LeaseSet }>;
   /**
    * The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its
    * time, or null when the lease is gone. A driver whose database answers synchronously may return

@@ -70,6 +70,7 @@ export type OutboxEventType = OutboxEvent["type"];
 export type EventListener = (event: OutboxEvent) => void;
 
 let publishTo: (hub: EventHub, event: OutboxEvent) => void;
+let listenedTo: (hub: EventHub) => boolean;
 
 /**
  * Fans events out to any number of listeners. Only the library publishes: a caller can listen but
@@ -80,6 +81,7 @@ export class EventHub {
 
   static {
     publishTo = (hub, event) => hub.#emit(event);
+    listenedTo = (hub) => hub.#listeners.size > 0;
   }
 
   /** Adds a listener; the returned function removes it. */
@@ -98,4 +100,13 @@ export class EventHub {
 /** Sends `event` to every listener of `hub`. Internal to the library (stores, worker, lab). */
 export function publish(hub: EventHub, event: OutboxEvent): void {
   publishTo(hub, event);
+}
+
+/**
+ * True when `hub` has a listener. The hot paths (a claim's leases, each message's processing and
+ * completion) build their events only then: four events and two Dates per message, for nobody,
+ * cost 0.6 to 1.4 µs per message in the worker over an in-memory driver (see processLease).
+ */
+export function listened(hub: EventHub): boolean {
+  return listenedTo(hub);
 }

@@ -3,9 +3,9 @@
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
 import type { CheckedMessage, DriverCapabilities, EnqueueParams, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
-import { leaseKey } from "./driver.js";
+import { LeaseSet } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
-import { EventHub, publish } from "./events.js";
+import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import type { EnqueueTrace, Tracing } from "./tracing.js";
 import { planWrites } from "./write-together.js";
@@ -72,6 +72,7 @@ import {
 /** A claim of up to `limit` messages: one claim-won per lease, or one claim-empty. */
 function reportClaims(events: EventHub, owner: string, limit: number, at: Date, leases: readonly Lease[]): void {
   if (leases.length === 0) publish(events, { type: "claim-empty", at, owner, limit });
+  if (!listened(events)) return; // an event per lease, for nobody
   for (const lease of leases) {
     publish(events, {
       type: "claim-won",
@@ -114,19 +115,17 @@ function leaseLost(events: EventHub, lease: Lease, operation: LeaseOperation, at
 /** The requests of one completeMany: each names a lease, and no lease twice (it could complete only once). */
 function checkCompletionRequests<Tx>(items: readonly CompletionRequest<Tx>[]): void {
   if (!Array.isArray(items)) throw new InvalidArgumentError(`completeMany takes a list of { lease, finalize? } (got ${typeof items})`);
-  const seen = new Set<string>();
+  const seen = new LeaseSet();
   for (const item of items) {
     const { lease, finalize } = checkObject(item, "each completion request ({ lease, finalize? })");
     checkLease(lease);
     if (finalize !== undefined && typeof finalize !== "function")
       throw new InvalidArgumentError(`finalize must be a function of the transaction (got ${typeof finalize})`);
-    const key = leaseKey(lease.messageId, lease.token);
-    if (seen.has(key)) {
+    if (!seen.add(lease.messageId, lease.token)) {
       throw new InvalidArgumentError(
         `completeMany was given the lease of message ${lease.messageId} (token ${lease.token}) twice; a lease completes once, so pass each lease once (nothing was written)`,
       );
     }
-    seen.add(key);
   }
 }
 
@@ -426,8 +425,15 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (items.length === 0) return [];
     const only = items.length === 1 ? (items[0] as CompletionRequest<Tx>) : undefined;
     const outcomes = only ? [await this.#completeAlone(only.lease, only.finalize)] : await this.#completeGroup(items);
-    const results: CompletionResult[] = [];
-    for (const [index, { lease }] of items.entries()) results.push(await this.#report(lease, outcomes[index] ?? "lost"));
+    // Only a lost lease's report is awaited (it looks the holder up); the events go out in the same
+    // order. Awaiting each report, with an entries() iterator's pair per item: 5.80 against 5.67 µs
+    // per message (medians of 9, the worker over an in-memory driver, groups of 100), within the
+    // noise, kept for the await and the allocations it saves per message.
+    const results: CompletionResult[] = new Array<CompletionResult>(items.length);
+    for (let index = 0; index < items.length; index++) {
+      const reported = this.#report((items[index] as CompletionRequest<Tx>).lease, outcomes[index] ?? "lost");
+      results[index] = reported instanceof Promise ? await reported : reported;
+    }
     return results;
   }
 
@@ -435,7 +441,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   #report(lease: Lease, outcome: Outcome): CompletionResult | Promise<LeaseLost> {
     if (outcome === "lost") return this.#lost(lease, "complete");
     if ("done" in outcome) {
-      publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
+      if (listened(this.events))
+        publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
       return { outcome: "completed", messageId: lease.messageId, processedAt: outcome.done };
     }
     return { outcome: "failed", messageId: lease.messageId, error: outcome.error };
@@ -455,7 +462,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (finalize === undefined) {
       return this.#driver
         .completeBulk({ tx: null, leases: [lease], audit: this.#audit, handOnKeys: key !== null })
-        .then(({ at, completed }) => (completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost"));
+        .then(({ at, completed }) => (completed.has(lease.messageId, lease.token) ? { done: at } : "lost"));
     }
     return this.#driver.transaction((tx) => {
       if (key !== null) return this.#completeKeyed(tx, lease, key, finalize);
@@ -500,8 +507,12 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     // Completed messages with ordering keys hand their keys on in the same statement.
     const handOnKeys = leases.some((lease) => lease.message.key !== null);
     const outcomes: Outcome[] = new Array<Outcome>(items.length);
-    const record = (at: Date, completed: ReadonlySet<string>) => {
-      for (const [index, lease] of leases.entries()) outcomes[index] = completed.has(leaseKey(lease.messageId, lease.token)) ? { done: at } : "lost";
+    const record = (at: Date, completed: LeaseSet) => {
+      const done = { done: at }; // one for the group: an outcome is never changed
+      for (let index = 0; index < leases.length; index++) {
+        const lease = leases[index] as Lease;
+        outcomes[index] = completed.has(lease.messageId, lease.token) ? done : "lost";
+      }
     };
     if (items.every((item) => item.finalize === undefined)) {
       const { at, completed } = await this.#driver.completeBulk({ tx: null, leases, audit: this.#audit, handOnKeys });
@@ -555,7 +566,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false });
         for (const [i, index] of bulk.entries()) {
           const lease = bulkLeases[i] as Lease;
-          const done = completed.has(leaseKey(lease.messageId, lease.token));
+          const done = completed.has(lease.messageId, lease.token);
           outcomes[index] = done ? { done: at } : "lost";
           if (done && lease.message.key !== null) handedOn.push(lease.message.key);
         }

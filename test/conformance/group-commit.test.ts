@@ -250,6 +250,22 @@ describeEachStore("group commit without business writes", (factory) => {
   });
 });
 
+describeEachStore("group commit: owners written as they are", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("audits each member's owner exactly, whatever characters it holds", async () => {
+    const { store, clock } = ctx();
+    const owners = ['quote " and backslash \\', "comma, {braces} and space", "NULL", "plain", "plain"];
+    await enqueueMessages(store, clock, owners.length);
+    const leases = [];
+    for (const owner of owners) leases.push(await claimNext(store, owner, LEASE_MS));
+    const results = await store.completeMany(leases.map((lease) => ({ lease })));
+    expect(results.map((r) => r.outcome)).toEqual(owners.map(() => "completed"));
+    const completions = (await store.auditTrail()).filter((e) => e.action === "complete");
+    expect(completions.map((e) => [e.messageId, e.owner]).sort()).toEqual(leases.map((l, i) => [l.messageId, owners[i]]).sort());
+  });
+});
+
 describeEachStore("group commit: a stale and a fresh lease of one message", (factory) => {
   const ctx = useStoreHarness(factory);
 

@@ -20,7 +20,7 @@ import type {
   RedriveCount,
   SavepointStep,
 } from "../../outbox/driver.js";
-import { keysOf, leaseKey, waitsInList } from "../../outbox/driver.js";
+import { keysOf, LeaseSet, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
@@ -107,6 +107,43 @@ function listParameter(messages: readonly CheckedMessage[]): string {
       },${waits[i] ? "true" : "false"}]`,
   );
   return `[${parts.join(",")}]`;
+}
+
+/**
+ * The order a claim took its rows in: due time, then id. Ids are bigints in canonical decimal (no
+ * sign, no leading zero), so the shorter is the smaller and equal lengths compare as text. Comparing
+ * them as BigInts instead (two allocated per comparison, and a batch's due times tie often at
+ * millisecond precision) cost 0.50 against 0.14 µs per row in a micro-benchmark (100-row batches).
+ */
+function byDueThenId(a: PgClaimedRow, b: PgClaimedRow): number {
+  return a.old_available_ms - b.old_available_ms || a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/**
+ * The ids, tokens and owners of a bulk completion as the array literals pg would send for them
+ * ($2::bigint[], $3::int[], $4::text[]), written directly. pg writes an array parameter element by
+ * element with string concatenation and two regular expressions per element; a group's three arrays
+ * were 0.67 KB of the worker's 6.2 KB allocated per message, and 0.24 against 0.10 µs per message
+ * in a micro-benchmark. Ids and tokens are checked decimal numbers (checkLease), so they need no
+ * quoting; an owner is quoted and escaped as pg does it, once for each run of the same owner.
+ */
+function bulkArrays(leases: readonly Lease[]): [string, string, string] {
+  const ids = new Array<string>(leases.length);
+  const tokens = new Array<number>(leases.length);
+  const owners = new Array<string>(leases.length);
+  let owner: string | undefined;
+  let quoted = "";
+  for (let i = 0; i < leases.length; i++) {
+    const lease = leases[i] as Lease;
+    ids[i] = lease.messageId;
+    tokens[i] = lease.token;
+    if (lease.owner !== owner) {
+      owner = lease.owner;
+      quoted = `"${owner.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
+    }
+    owners[i] = quoted;
+  }
+  return [`{${ids.join(",")}}`, `{${tokens.join(",")}}`, `{${owners.join(",")}}`];
 }
 
 /** Only under READ COMMITTED does a statement after a key's turn see what committed while it waited, which FIFO per key relies on. */
@@ -301,7 +338,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       types === null ? { ...this.#hot.claim, values } : { ...this.#hot.claimOfTypes, values: [...values, types] },
     );
     // RETURNING has no order: put the leases back in the order they became due (as claimed).
-    rows.sort((a, b) => a.old_available_ms - b.old_available_ms || Number(BigInt(a.id) - BigInt(b.id)));
+    rows.sort(byDueThenId);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow();
     return { at, leases: rows.map((row) => pgClaimedLease(row, owner)) };
   }
@@ -347,15 +384,17 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     leases: readonly Lease[];
     audit: boolean;
     handOnKeys: boolean;
-  }): Promise<{ at: Date; completed: ReadonlySet<string> }> {
+  }): Promise<{ at: Date; completed: LeaseSet }> {
     const { leases } = params;
     const query = {
       ...(params.handOnKeys ? this.#hot.completeBulkHandOn : this.#hot.completeBulk),
-      values: [this.#now(), leases.map((l) => l.messageId), leases.map((l) => l.token), leases.map((l) => l.owner), params.audit],
+      values: [this.#now(), ...bulkArrays(leases), params.audit],
     };
     const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number }>(query);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow(); // one clock per statement
-    return { at, completed: new Set(rows.map((r) => leaseKey(r.id, r.token))) };
+    const completed = new LeaseSet();
+    for (const row of rows) completed.add(row.id, row.token);
+    return { at, completed };
   }
 
   async completeOne(params: { tx: PostgresTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Promise<Date | null> {

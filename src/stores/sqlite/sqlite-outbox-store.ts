@@ -20,7 +20,7 @@ import type {
   RedriveCount,
   SavepointStep,
 } from "../../outbox/driver.js";
-import { leaseKey, waitsInList } from "../../outbox/driver.js";
+import { LeaseSet, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -374,20 +374,21 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     leases: readonly Lease[];
     audit: boolean;
     handOnKeys: boolean;
-  }): Promise<{ at: Date; completed: ReadonlySet<string> }> {
+  }): Promise<{ at: Date; completed: LeaseSet }> {
     const { leases, audit } = params;
     const work = () => {
       const now = this.now();
       const pairs = `[${leases.map((lease) => `[${lease.messageId},${lease.token}]`).join(",")}]`;
       const rows = this.#stmt("completeBulk").all({ pairs, now }) as { id: number; lease_token: number }[];
-      const completed = new Set(rows.map((row) => leaseKey(String(row.id), row.lease_token)));
+      const completed = new LeaseSet();
+      for (const row of rows) completed.add(String(row.id), row.lease_token);
       if (audit) {
         for (const lease of leases) {
-          if (completed.has(leaseKey(lease.messageId, lease.token))) this.#audit(true, rowId(lease.messageId), lease.token, lease.owner, "complete", now);
+          if (completed.has(lease.messageId, lease.token)) this.#audit(true, rowId(lease.messageId), lease.token, lease.owner, "complete", now);
         }
       }
       if (params.handOnKeys) {
-        const keys = leases.filter((l) => l.message.key !== null && completed.has(leaseKey(l.messageId, l.token))).map((l) => l.message.key as string);
+        const keys = leases.filter((l) => l.message.key !== null && completed.has(l.messageId, l.token)).map((l) => l.message.key as string);
         this.handOn({ tx: this.db, keys });
       }
       return { at: new Date(now), completed };
