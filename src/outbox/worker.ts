@@ -140,6 +140,10 @@ class Job<Tx> implements ProcessOptions<Tx> {
   ended = false;
   /** The release of a message given back at shutdown, while it runs (its trace ends after it). */
   releasing: Promise<void> | undefined;
+  /** Its neighbours in the worker's running list (see RunningJobs), and whether it is in it. */
+  prev: Job<Tx> | undefined;
+  next: Job<Tx> | undefined;
+  listed = false;
   /** Cancels the heartbeat's armed timer. */
   cancelBeat: () => void = NOTHING;
   /** The renewal in flight, if any. */
@@ -177,6 +181,58 @@ class Job<Tx> implements ProcessOptions<Tx> {
 }
 
 const NOTHING = (): void => undefined;
+
+/**
+ * The worker's running jobs, in the order they started: a list linked through the jobs themselves,
+ * not a Set (nor a Map).
+ *
+ * A Set that a job joins and leaves per message replaces its hash table now and then (V8 rehashes
+ * it as deletions pile up), and a replaced table that had already moved to the old generation
+ * keeps pointing at the jobs it held until the next full collection. Every young-generation
+ * collection then keeps those finished jobs alive, with their leases, messages and payloads, and
+ * moves them to the old generation too, which fills it and brings the next full collection
+ * sooner: on PostgreSQL each young collection kept 1.8 MB and moved 1.3 MB of it (about 1.1 KB per
+ * message, nearly every message since the one before), against 0.18 MB and 18 KB with this list.
+ * Worker CPU per message 34.3 against 25.6 and 41.9 against 27.7 µs in two series (medians of 3,
+ * PostgreSQL, one worker, 20,000 messages, concurrency 200, the machine busier in the second): the
+ * largest single item of the gap to the equal-work raw loop.
+ */
+class RunningJobs<Tx> implements Iterable<Job<Tx>> {
+  #head: Job<Tx> | undefined;
+  #tail: Job<Tx> | undefined;
+  #size = 0;
+
+  get size(): number {
+    return this.#size;
+  }
+
+  add(job: Job<Tx>): void {
+    job.prev = this.#tail;
+    job.next = undefined;
+    if (this.#tail === undefined) this.#head = job;
+    else this.#tail.next = job;
+    this.#tail = job;
+    job.listed = true;
+    this.#size += 1;
+  }
+
+  delete(job: Job<Tx>): void {
+    if (!job.listed) return;
+    job.listed = false;
+    const { prev, next } = job;
+    if (prev === undefined) this.#head = next;
+    else prev.next = next;
+    if (next === undefined) this.#tail = prev;
+    else next.prev = prev;
+    job.prev = undefined; // a finished job points at no running one
+    job.next = undefined;
+    this.#size -= 1;
+  }
+
+  *[Symbol.iterator](): Iterator<Job<Tx>> {
+    for (let job = this.#head; job !== undefined; job = job.next) yield job;
+  }
+}
 
 /**
  * A message's abort switch whose AbortSignal is built only if the handler reads it. Creating an
@@ -257,8 +313,8 @@ export class Worker<Tx> {
   readonly #wakeOnNew: boolean;
   readonly #keyMovesOnWhenDead: ReadonlySet<string>;
   readonly #tracing: Tracing | undefined;
-  /** The messages running now. A set of jobs: this worker may hold a stale and a fresh claim of one message, each its own job. */
-  readonly #running = new Set<Job<Tx>>();
+  /** The messages running now, each its own job: this worker may hold a stale and a fresh claim of one message. */
+  readonly #running = new RunningJobs<Tx>();
   /** The default policy, and each type's own where perType gives one. */
   readonly #policy: TypePolicy;
   readonly #perType: ReadonlyMap<string, TypePolicy>;
