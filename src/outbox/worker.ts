@@ -146,6 +146,13 @@ class Job<Tx> implements ProcessOptions<Tx> {
   listed = false;
   /** Cancels the heartbeat's armed timer. */
   cancelBeat: () => void = NOTHING;
+  /**
+   * Cancels the timer of its maximum processing time, while armed (cancelled on stop too). Kept
+   * here rather than in a Set of the worker's: see RunningJobs for what a Set that every message
+   * joins and leaves costs (with maxProcessingMs, 715 KB kept and 291 KB promoted per young
+   * collection on PostgreSQL with a Set, 386 KB and 3 KB with this field).
+   */
+  cancelLimit: () => void = NOTHING;
   /** The renewal in flight, if any. */
   renewing: Promise<void> | undefined;
   beatStopped = false;
@@ -173,6 +180,13 @@ class Job<Tx> implements ProcessOptions<Tx> {
    * it) made two promises and two awaits of nothing, 0.9 KB of the worker's 8 KB per message; as a
    * plain function, 6.87 → 6.44 µs per message (medians of 5, the worker over an in-memory driver).
    */
+  /** Cancels the processing-time timer, if armed. */
+  stopLimit(): void {
+    const cancel = this.cancelLimit;
+    this.cancelLimit = NOTHING;
+    cancel();
+  }
+
   stopBeat(): Promise<void> | undefined {
     this.beatStopped = true;
     this.cancelBeat();
@@ -330,8 +344,6 @@ export class Worker<Tx> {
   #started = false;
   /** Aborted when stopping: cuts short the waits that would otherwise keep the process alive. */
   readonly #stopSignal = new AbortController();
-  /** The timers of running handlers' maximum processing times; cancelled on stop. */
-  readonly #processingTimers = new Set<() => void>();
   /** Wake-ups scheduled for retries coming due; cancelled on stop. */
   readonly #retryTimers = new Set<() => void>();
   #loop: Promise<void> | undefined;
@@ -444,8 +456,7 @@ export class Worker<Tx> {
     this.#stopSignal.abort(STOPPING);
     for (const cancel of this.#retryTimers) cancel();
     this.#retryTimers.clear();
-    for (const cancel of this.#processingTimers) cancel();
-    this.#processingTimers.clear();
+    for (const job of this.#running) job.stopLimit();
     this.wake();
     await this.#loop;
     await this.#unsubscribe?.();
@@ -625,7 +636,6 @@ export class Worker<Tx> {
   async #process(job: Job<Tx>): Promise<void> {
     const { lease, abort, trace } = job;
     const { message } = lease;
-    let cancelTimeout: () => void = NOTHING;
     try {
       const { retry, maxProcessingMs } = this.#policyOf(message.type);
       if (message.attempts > retry.maxAttempts) {
@@ -673,23 +683,18 @@ export class Worker<Tx> {
           // Past the limit the attempt fails even if the handler ignores its signal, and a result it
           // commits later finds the lease gone. (A lease already lost, or a stop, is not a timeout.)
           const expired = new Promise<void>((resolve) => {
-            const cancel = this.#clock.setTimer(maxProcessingMs, () => {
-              this.#processingTimers.delete(cancel);
+            job.cancelLimit = this.#clock.setTimer(maxProcessingMs, () => {
+              job.cancelLimit = NOTHING;
               if (abort.aborted) return;
               timedOut = new ProcessingTimeoutError(message.type, maxProcessingMs);
               abort.abort(timedOut);
               resolve();
             });
-            this.#processingTimers.add(cancel);
-            cancelTimeout = () => {
-              this.#processingTimers.delete(cancel);
-              cancel();
-            };
           });
           processing.catch(() => undefined); // if it settles after the limit, nothing is left to report
           await Promise.race([processing, expired]);
           if (timedOut !== undefined) {
-            cancelTimeout();
+            job.stopLimit();
             await job.stopBeat();
             const last = message.attempts >= retry.maxAttempts;
             await this.#fail(lease, timedOut, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) }, trace);
@@ -706,7 +711,7 @@ export class Worker<Tx> {
         await this.#fail(lease, error, last ? "dead" : { retryInMs: backoffDelay(message.attempts, retry, this.#random) }, trace);
       }
     } finally {
-      cancelTimeout();
+      job.stopLimit();
       const renewing = job.stopBeat();
       if (renewing !== undefined) await renewing;
       if (trace === undefined) this.#ended(job);
