@@ -12,11 +12,16 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-it("counts committed and rolled-back write transactions and the time each held the lock", async () => {
+async function freshStore(): Promise<SqliteOutboxStore> {
   const dir = mkdtempSync(join(tmpdir(), "wassal-lock-"));
   dirs.push(dir);
   const store = new SqliteOutboxStore({ path: join(dir, "outbox.db") });
   await store.migrate();
+  return store;
+}
+
+it("counts committed and rolled-back write transactions and the time each held the lock", async () => {
+  const store = await freshStore();
   try {
     const lock = store.writeLock;
     const before = { ...lock.stats };
@@ -38,10 +43,7 @@ it("counts committed and rolled-back write transactions and the time each held t
 });
 
 it("runSync: a transaction started inside its work is refused as nested, and work that returns a promise is refused and rolled back", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "wassal-lock-"));
-  dirs.push(dir);
-  const store = new SqliteOutboxStore({ path: join(dir, "outbox.db") });
-  await store.migrate();
+  const store = await freshStore();
   try {
     const lock = store.writeLock;
     let inside = false;
