@@ -2,6 +2,7 @@
 // `finalize: finalizeTogether(writer, item)`, and the members of a group that share `writer` are
 // written by one `writer(tx, items)`, so a domain can write one statement for many messages.
 
+import { InvalidArgumentError } from "./errors.js";
 import type { Finalize } from "./types.js";
 
 /** Writes the business side of several completions in one go, inside the completion's transaction. */
@@ -22,7 +23,7 @@ interface Together<Tx> {
  * in a savepoint, so one bad item fails only its own message.
  */
 export function finalizeTogether<Tx, T>(writer: TogetherWriter<Tx, T>, item: T): Finalize<Tx> {
-  if (typeof writer !== "function") throw new TypeError(`finalizeTogether needs a writer function (got ${typeof writer})`);
+  if (typeof writer !== "function") throw new InvalidArgumentError(`finalizeTogether needs a writer function, (tx, items) => …, made once and shared (got ${typeof writer})`);
   const finalize = (tx: Tx) => writer(tx, [item]);
   const together: Together<Tx> = { writer: writer as TogetherWriter<Tx, unknown>, item };
   Object.defineProperty(finalize, TOGETHER, { value: together });
