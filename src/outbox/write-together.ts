@@ -23,7 +23,8 @@ interface Together<Tx> {
  * in a savepoint, so one bad item fails only its own message.
  */
 export function finalizeTogether<Tx, T>(writer: TogetherWriter<Tx, T>, item: T): Finalize<Tx> {
-  if (typeof writer !== "function") throw new InvalidArgumentError(`finalizeTogether needs a writer function, (tx, items) => …, made once and shared (got ${typeof writer})`);
+  if (typeof writer !== "function")
+    throw new InvalidArgumentError(`finalizeTogether needs a writer function, (tx, items) => …, made once and shared (got ${typeof writer})`);
   const finalize = (tx: Tx) => writer(tx, [item]);
   const together: Together<Tx> = { writer: writer as TogetherWriter<Tx, unknown>, item };
   Object.defineProperty(finalize, TOGETHER, { value: together });

@@ -179,7 +179,9 @@ describeEachStore("group commit (completeMany)", (factory) => {
 
   it("refuses a finalizeTogether without a writer function, naming what it takes", () => {
     expect(() => finalizeTogether(undefined as unknown as () => void, "x")).toThrow(InvalidArgumentError);
-    expect(() => finalizeTogether("write" as unknown as () => void, "x")).toThrow(/needs a writer function, \(tx, items\) => …, made once and shared \(got string\)/);
+    expect(() => finalizeTogether("write" as unknown as () => void, "x")).toThrow(
+      /needs a writer function, \(tx, items\) => …, made once and shared \(got string\)/,
+    );
   });
 
   it("runs a finalizeTogether write alone as a one-item call when its completion is alone", async () => {
