@@ -123,7 +123,8 @@ describeEachStore("worker claiming", (factory) => {
     expect(handled).toEqual([message.id]);
     expect(clock.now()).toEqual(START);
     expect(log.of("claim-won")).toEqual([expect.objectContaining({ owner: "listener", messageId: message.id, at: START })]);
-    expect(worker.inFlight).toBe(0);
+    // The commit is visible to the poll above before the worker has read its own COMMIT's answer.
+    await waitUntil("the worker to be done with the message", () => worker.inFlight === 0);
   });
 
   it("is woken by a message another store connection enqueues", async () => {
