@@ -1,5 +1,6 @@
-// The write lock: its figures (transactions run, time the lock was held, for the bench) and runSync, the
-// flag-marked path for synchronous work that keeps AsyncLocalStorage (and its promise hooks) off.
+// The write lock: its figures (transactions run, time the lock was held, for the bench), runSync, the
+// flag-marked path for synchronous work, and run, whose AsyncLocalStorage mark (and its promise
+// hooks) is on only while a transaction runs.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -56,6 +57,35 @@ it("runSync: a transaction started inside its work is refused as nested, and wor
     await expect(lock.runSync(() => Promise.resolve(1) as unknown as number)).rejects.toThrow(/returned a promise; use run\(\)/);
     expect(store.db.inTransaction).toBe(false);
     expect(await lock.runSync(() => 7)).toBe(7);
+  } finally {
+    await store.close();
+  }
+});
+
+it("run: inside across awaits in each transaction, one after another; a callback armed inside and run after the commit is outside, and may start its own", async () => {
+  const store = await freshStore();
+  try {
+    const lock = store.writeLock;
+    for (let round = 0; round < 3; round++) {
+      const seen: boolean[] = [];
+      await lock.run(async () => {
+        seen.push(lock.insideTransaction());
+        await new Promise((resolve) => setImmediate(resolve));
+        seen.push(lock.insideTransaction());
+        expect(() => lock.run(() => 1)).toThrow(/started inside another on the same SQLite connection/);
+      });
+      expect(seen).toEqual([true, true]);
+      expect(lock.insideTransaction()).toBe(false);
+    }
+    // Armed inside, run after the commit: outside (the mark was turned off with the transaction's end).
+    let late: Promise<boolean> | undefined;
+    await lock.run(() => {
+      setImmediate(() => {
+        late = lock.insideTransaction() ? Promise.resolve(true) : lock.run(() => false);
+      });
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await late).toBe(false);
   } finally {
     await store.close();
   }
