@@ -319,10 +319,15 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         locked_until: number | null;
       }[];
       if (candidates.length === 0) return { at: new Date(now), leases: [] };
-      // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order.
-      const rows = new Map(
-        (this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now }) as ClaimedRow[]).map((row) => [row.id, row]),
-      );
+      // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order. One
+      // candidate: the conditional claim of one message, without json_each (see completeBulk).
+      const only = candidates.length === 1 ? candidates[0] : undefined;
+      const claimed = (
+        only !== undefined
+          ? this.#stmt("claimMessage").all({ id: only.id, owner, until, now })
+          : this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now })
+      ) as ClaimedRow[];
+      const rows = new Map(claimed.map((row) => [row.id, row]));
       const leases: Lease[] = [];
       for (const candidate of candidates) {
         const row = rows.get(candidate.id);
@@ -378,10 +383,18 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const { leases, audit } = params;
     const work = () => {
       const now = this.now();
-      const pairs = `[${leases.map((lease) => `[${lease.messageId},${lease.token}]`).join(",")}]`;
-      const rows = this.#stmt("completeBulk").all({ pairs, now }) as { id: number; lease_token: number }[];
       const completed = new LeaseSet();
-      for (const row of rows) completed.add(String(row.id), row.lease_token);
+      const only = leases.length === 1 ? (leases[0] as Lease) : undefined;
+      if (only !== undefined) {
+        // One lease (a lone completion): the plain guarded update. Through json_each, one row cost
+        // 37–106 µs per BEGIN…COMMIT against 21–31 for this statement (5 rounds of 5,000 each,
+        // interleaved, a throwaway script), and a worker without group commit paid it per message.
+        if (this.#stmt("complete").run({ id: rowId(only.messageId), token: only.token, now }).changes === 1) completed.add(only.messageId, only.token);
+      } else {
+        const pairs = `[${leases.map((lease) => `[${lease.messageId},${lease.token}]`).join(",")}]`;
+        const rows = this.#stmt("completeBulk").all({ pairs, now }) as { id: number; lease_token: number }[];
+        for (const row of rows) completed.add(String(row.id), row.lease_token);
+      }
       if (audit) {
         for (const lease of leases) {
           if (completed.has(lease.messageId, lease.token)) this.#audit(true, rowId(lease.messageId), lease.token, lease.owner, "complete", now);
