@@ -14,7 +14,22 @@ export interface HandlerResult<Tx> {
   readonly summary?: string;
 }
 
-export type Handler<Tx> = (message: OutboxMessage, context: { readonly lease: Lease; readonly signal: AbortSignal }) => Promise<HandlerResult<Tx>>;
+/**
+ * A message type's handler. It may return nothing (`async (message) => { … }`): the message is
+ * then completed with no business write, as with `{}`.
+ */
+export type Handler<Tx> = (
+  message: OutboxMessage,
+  context: { readonly lease: Lease; readonly signal: AbortSignal },
+  // biome-ignore lint/suspicious/noConfusingVoidType: an async handler without a return statement returns Promise<void>
+) => Promise<HandlerResult<Tx> | undefined | void>;
+
+const NOTHING_RETURNED: HandlerResult<unknown> = Object.freeze({});
+
+/** A handler's return value as a result: nothing returned (undefined or null) is `{}`. */
+export function handlerResult<Tx>(returned: Awaited<ReturnType<Handler<Tx>>> | null): HandlerResult<Tx> {
+  return returned === undefined || returned === null ? NOTHING_RETURNED : returned;
+}
 
 export interface ProcessOptions<Tx = unknown> {
   /** Fires when the lease is lost (or the worker shuts down); handed to the handler. */
@@ -41,7 +56,7 @@ export async function processLease<Tx>(
   reportStarted(events, clock, lease);
   let handled: HandlerResult<Tx>;
   try {
-    handled = await handler(lease.message, context);
+    handled = handlerResult(await handler(lease.message, context));
   } catch (error) {
     reportFinished(events, clock, lease, "failed", errorText(error));
     throw error;

@@ -24,6 +24,7 @@ import {
   errorText,
   type Handler,
   handlerContext,
+  handlerResult,
   type HandlerResult,
   processLease,
   type ProcessOptions,
@@ -661,7 +662,7 @@ export class Worker<Tx> {
           reportStarted(events, clock, lease);
           let handled: HandlerResult<Tx>;
           try {
-            handled = await handler(message, handlerContext(lease, undefined, abort));
+            handled = handlerResult(await handler(message, handlerContext(lease, undefined, abort)));
           } catch (error) {
             reportFinished(events, clock, lease, "failed", errorText(error));
             throw error;

@@ -36,6 +36,17 @@ describe("processLease", () => {
     expect(events.at(-1)).toMatchObject({ type: "processing-finished", result: "completed", detail: "done" });
   });
 
+  it("completes the message when the handler returns nothing (undefined or, from JavaScript, null)", async () => {
+    for (const returned of [undefined, null]) {
+      const { clock, store, lease, events } = await setup(`returns-${String(returned)}`);
+      const { result, summary } = await processLease(store, lease, async () => returned as undefined, clock);
+      expect(result.outcome).toBe("completed");
+      expect(summary).toBe("");
+      expect(events.at(-1)).toMatchObject({ type: "processing-finished", result: "completed" });
+      expect(await store.getMessage(lease.messageId)).toMatchObject({ status: "processed", attempts: 1 });
+    }
+  });
+
   it("reports a failed attempt when the handler throws, and lets the error through", async () => {
     const { clock, store, lease, events } = await setup("handler-throws");
     await expect(

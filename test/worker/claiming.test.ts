@@ -127,6 +127,35 @@ describeEachStore("worker claiming", (factory) => {
     await waitUntil("the worker to be done with the message", () => worker.inFlight === 0);
   });
 
+  it("completes messages whose handler returns nothing, with and without group commit", async () => {
+    const { store, clock } = ctx();
+    const log = new EventLog(store);
+    for (const groupCommit of [true, false]) {
+      const ran: string[] = [];
+      const messages = await enqueueMessages(store, clock, 3);
+      const worker = await workers.start({
+        store,
+        clock,
+        name: `quiet-${groupCommit}`,
+        groupCommit,
+        handlers: {
+          "test.message": async (message) => {
+            ran.push(message.id); // returns undefined
+          },
+        },
+        leaseMs: LEASE_MS,
+        pollIntervalMs: 60_000,
+        wakeOnNewMessages: false,
+      });
+      for (const message of messages) await waitForStatus(store, message.id, "processed");
+      await waitUntil("the worker to be done with its messages", () => worker.inFlight === 0);
+      expect(ran.sort()).toEqual(messages.map((m) => m.id).sort());
+      await worker.stop();
+    }
+    expect(log.count("retry-scheduled")).toBe(0);
+    expect(log.count("processing-finished", (e) => e.result !== "completed")).toBe(0);
+  });
+
   it("is woken by a message another store connection enqueues", async () => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);
