@@ -1,6 +1,6 @@
 // The write lock: its figures (transactions run, time the lock was held, for the bench), runSync, the
-// flag-marked path for synchronous work, and run, whose AsyncLocalStorage mark (and its promise
-// hooks) is on only while a transaction runs.
+// flag-marked path for synchronous work, and run, whose AsyncLocalStorage mark (a token per
+// transaction, and its promise hooks) holds only while that transaction runs.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -86,6 +86,73 @@ it("run: inside across awaits in each transaction, one after another; a callback
     });
     await new Promise((resolve) => setImmediate(resolve));
     expect(await late).toBe(false);
+  } finally {
+    await store.close();
+  }
+});
+
+it("run: a callback armed inside a transaction is outside once it ended, committed, rolled back or thrown, even while a later transaction runs", async () => {
+  const store = await freshStore();
+  try {
+    const lock = store.writeLock;
+    const immediate = () => new Promise((resolve) => setImmediate(resolve));
+    // Each way a transaction can end; the callback it armed runs after that end.
+    const endings: [string, (arm: () => void) => Promise<unknown>][] = [
+      ["committed", (arm) => lock.run(() => arm())],
+      [
+        "rejected after an await",
+        (arm) =>
+          lock
+            .run(async () => {
+              arm();
+              await Promise.resolve(); // a turn of the microtask queue: the armed callback waits for the next loop turn
+              throw new Error("no");
+            })
+            .catch(() => undefined),
+      ],
+      [
+        "rejected",
+        (arm) =>
+          lock
+            .run(() => {
+              arm();
+              return Promise.reject(new Error("no"));
+            })
+            .catch(() => undefined),
+      ],
+      [
+        "thrown synchronously",
+        (arm) =>
+          lock
+            .run(() => {
+              arm();
+              throw new Error("no");
+            })
+            .catch(() => undefined),
+      ],
+    ];
+    for (const [ending, end] of endings) {
+      let late: Promise<boolean> | undefined;
+      await end(() =>
+        setImmediate(() => {
+          late = lock.insideTransaction() ? Promise.resolve(true) : lock.run(() => false);
+        }),
+      );
+      await immediate();
+      expect([ending, await late]).toEqual([ending, false]);
+    }
+    // Armed inside one transaction, run while the next one's work is running: outside that one.
+    let during: boolean | undefined;
+    await lock.run(() => {
+      setImmediate(() => {
+        during = lock.insideTransaction();
+      });
+    });
+    await lock.run(async () => {
+      while (during === undefined) await immediate();
+      expect(lock.insideTransaction()).toBe(true);
+    });
+    expect(during).toBe(false);
   } finally {
     await store.close();
   }

@@ -36,8 +36,13 @@ export class WriteLock {
   readonly #db: Database.Database;
   readonly #maxWaitMs: number;
   #tail: Promise<unknown> = Promise.resolve();
-  /** Set inside the work of a transaction this lock is running. */
-  readonly #inside = new AsyncLocalStorage<true>();
+  /**
+   * Carries, through the work of a run() transaction and everything it awaits, that
+   * transaction's own token (a fresh object each time).
+   */
+  readonly #inside = new AsyncLocalStorage<object>();
+  /** The token of the run() transaction whose work is running now, if any. */
+  #current: object | undefined;
   readonly stats: WriteLockStats = { contended: 0, waitedMs: 0, longestWaitMs: 0, transactions: 0, heldMs: 0 };
   /** When the lock now held was taken (performance.now()). */
   #heldSince = 0;
@@ -78,9 +83,13 @@ export class WriteLock {
     return result;
   }
 
-  /** True when called (synchronously or asynchronously) from inside `run`'s work, or synchronously from inside `runSync`'s. */
+  /**
+   * True when called (synchronously or asynchronously) from inside the work of the `run`
+   * transaction running now, or synchronously from inside `runSync`'s. A callback armed inside an
+   * earlier transaction carries that one's token, so it is outside (its transaction has ended).
+   */
   insideTransaction(): boolean {
-    return this.#insideSync || this.#inside.getStore() === true;
+    return this.#insideSync || (this.#current !== undefined && this.#inside.getStore() === this.#current);
   }
 
   /** Set while runSync's work runs. */
@@ -178,7 +187,7 @@ export class WriteLock {
     this.#heldSince = performance.now();
     let value: T | Promise<T>;
     try {
-      value = awaits ? this.#inside.run(true, work) : this.#runFlagged(work);
+      value = awaits ? this.#runMarked(work) : this.#runFlagged(work);
     } catch (error) {
       this.#leave(awaits);
       this.#rollback();
@@ -205,14 +214,24 @@ export class WriteLock {
     }
   }
 
+  /** run()'s work, under a token of its own (see insideTransaction). */
+  #runMarked<T>(work: () => T | Promise<T>): T | Promise<T> {
+    const token = {};
+    this.#current = token;
+    return this.#inside.run(token, work);
+  }
+
   /**
-   * After run()'s work: turns the AsyncLocalStorage off again until the next run(). On Node 20 an
-   * enabled AsyncLocalStorage keeps promise hooks on for the whole process, so every promise of
-   * every handler would pay for them between transactions too; off, getStore() answers undefined
-   * ("outside"), which is true: no transaction of this connection is running.
+   * After run()'s work: no transaction's work is running, and the AsyncLocalStorage is turned off
+   * until the next run(). On Node 20 an enabled AsyncLocalStorage keeps promise hooks on for the
+   * whole process, so every promise of every handler would pay for them between transactions too.
+   * (On Node 24, whose AsyncLocalStorage needs no hooks, disable() changes nothing that matters
+   * here: the token check alone answers "outside".)
    */
   #leave(awaits: boolean): void {
-    if (awaits) this.#inside.disable();
+    if (!awaits) return;
+    this.#current = undefined;
+    this.#inside.disable();
   }
 
   #commit<T>(value: T): T {
