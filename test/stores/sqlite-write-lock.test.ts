@@ -9,7 +9,9 @@ import { afterEach, expect, it } from "vitest";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 
 const dirs: string[] = [];
-afterEach(() => {
+const stores: SqliteOutboxStore[] = [];
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close();
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -17,143 +19,128 @@ async function freshStore(): Promise<SqliteOutboxStore> {
   const dir = mkdtempSync(join(tmpdir(), "wassal-lock-"));
   dirs.push(dir);
   const store = new SqliteOutboxStore({ path: join(dir, "outbox.db") });
+  stores.push(store); // closed after each test
   await store.migrate();
   return store;
 }
 
 it("counts committed and rolled-back write transactions and the time each held the lock", async () => {
   const store = await freshStore();
-  try {
-    const lock = store.writeLock;
-    const before = { ...lock.stats };
-    await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
-    const held = 30;
-    await expect(
-      store.transaction(async () => {
-        const until = performance.now() + held;
-        while (performance.now() < until) await new Promise((resolve) => setImmediate(resolve));
-        throw new Error("rolled back");
-      }),
-    ).rejects.toThrow("rolled back");
-    expect(lock.stats.transactions - before.transactions).toBe(2);
-    expect(lock.stats.heldMs - before.heldMs).toBeGreaterThanOrEqual(held);
-    expect(lock.stats.contended).toBe(before.contended);
-  } finally {
-    await store.close();
-  }
+  const lock = store.writeLock;
+  const before = { ...lock.stats };
+  await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
+  const held = 30;
+  await expect(
+    store.transaction(async () => {
+      const until = performance.now() + held;
+      while (performance.now() < until) await new Promise((resolve) => setImmediate(resolve));
+      throw new Error("rolled back");
+    }),
+  ).rejects.toThrow("rolled back");
+  expect(lock.stats.transactions - before.transactions).toBe(2);
+  expect(lock.stats.heldMs - before.heldMs).toBeGreaterThanOrEqual(held);
+  expect(lock.stats.contended).toBe(before.contended);
 });
 
 it("runSync: a transaction started inside its work is refused as nested, and work that returns a promise is refused and rolled back", async () => {
   const store = await freshStore();
-  try {
-    const lock = store.writeLock;
-    let inside = false;
-    await lock.runSync(() => {
-      inside = lock.insideTransaction();
-      expect(() => lock.run(() => 1)).toThrow(/started inside another on the same SQLite connection/);
-    });
-    expect(inside).toBe(true);
-    expect(lock.insideTransaction()).toBe(false);
-    await expect(lock.runSync(() => Promise.resolve(1) as unknown as number)).rejects.toThrow(/returned a promise; use run\(\)/);
-    expect(store.db.inTransaction).toBe(false);
-    expect(await lock.runSync(() => 7)).toBe(7);
-  } finally {
-    await store.close();
-  }
+  const lock = store.writeLock;
+  let inside = false;
+  await lock.runSync(() => {
+    inside = lock.insideTransaction();
+    expect(() => lock.run(() => 1)).toThrow(/started inside another on the same SQLite connection/);
+  });
+  expect(inside).toBe(true);
+  expect(lock.insideTransaction()).toBe(false);
+  await expect(lock.runSync(() => Promise.resolve(1) as unknown as number)).rejects.toThrow(/returned a promise; use run\(\)/);
+  expect(store.db.inTransaction).toBe(false);
+  expect(await lock.runSync(() => 7)).toBe(7);
 });
 
 it("run: inside across awaits in each transaction, one after another; a callback armed inside and run after the commit is outside, and may start its own", async () => {
   const store = await freshStore();
-  try {
-    const lock = store.writeLock;
-    for (let round = 0; round < 3; round++) {
-      const seen: boolean[] = [];
-      await lock.run(async () => {
-        seen.push(lock.insideTransaction());
-        await new Promise((resolve) => setImmediate(resolve));
-        seen.push(lock.insideTransaction());
-        expect(() => lock.run(() => 1)).toThrow(/started inside another on the same SQLite connection/);
-      });
-      expect(seen).toEqual([true, true]);
-      expect(lock.insideTransaction()).toBe(false);
-    }
-    // Armed inside, run after the commit: outside (the mark was turned off with the transaction's end).
-    let late: Promise<boolean> | undefined;
-    await lock.run(() => {
-      setImmediate(() => {
-        late = lock.insideTransaction() ? Promise.resolve(true) : lock.run(() => false);
-      });
+  const lock = store.writeLock;
+  for (let round = 0; round < 3; round++) {
+    const seen: boolean[] = [];
+    await lock.run(async () => {
+      seen.push(lock.insideTransaction());
+      await new Promise((resolve) => setImmediate(resolve));
+      seen.push(lock.insideTransaction());
+      expect(() => lock.run(() => 1)).toThrow(/started inside another on the same SQLite connection/);
     });
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(await late).toBe(false);
-  } finally {
-    await store.close();
+    expect(seen).toEqual([true, true]);
+    expect(lock.insideTransaction()).toBe(false);
   }
+  // Armed inside, run after the commit: outside (the mark was turned off with the transaction's end).
+  let late: Promise<boolean> | undefined;
+  await lock.run(() => {
+    setImmediate(() => {
+      late = lock.insideTransaction() ? Promise.resolve(true) : lock.run(() => false);
+    });
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(await late).toBe(false);
 });
 
 it("run: a callback armed inside a transaction is outside once it ended, committed, rolled back or thrown, even while a later transaction runs", async () => {
   const store = await freshStore();
-  try {
-    const lock = store.writeLock;
-    const immediate = () => new Promise((resolve) => setImmediate(resolve));
-    // Each way a transaction can end; the callback it armed runs after that end.
-    const endings: [string, (arm: () => void) => Promise<unknown>][] = [
-      ["committed", (arm) => lock.run(() => arm())],
-      [
-        "rejected after an await",
-        (arm) =>
-          lock
-            .run(async () => {
-              arm();
-              await Promise.resolve(); // a turn of the microtask queue: the armed callback waits for the next loop turn
-              throw new Error("no");
-            })
-            .catch(() => undefined),
-      ],
-      [
-        "rejected",
-        (arm) =>
-          lock
-            .run(() => {
-              arm();
-              return Promise.reject(new Error("no"));
-            })
-            .catch(() => undefined),
-      ],
-      [
-        "thrown synchronously",
-        (arm) =>
-          lock
-            .run(() => {
-              arm();
-              throw new Error("no");
-            })
-            .catch(() => undefined),
-      ],
-    ];
-    for (const [ending, end] of endings) {
-      let late: Promise<boolean> | undefined;
-      await end(() =>
-        setImmediate(() => {
-          late = lock.insideTransaction() ? Promise.resolve(true) : lock.run(() => false);
-        }),
-      );
-      await immediate();
-      expect([ending, await late]).toEqual([ending, false]);
-    }
-    // Armed inside one transaction, run while the next one's work is running: outside that one.
-    let during: boolean | undefined;
-    await lock.run(() => {
+  const lock = store.writeLock;
+  const immediate = () => new Promise((resolve) => setImmediate(resolve));
+  // Each way a transaction can end; the callback it armed runs after that end.
+  const endings: [string, (arm: () => void) => Promise<unknown>][] = [
+    ["committed", (arm) => lock.run(() => arm())],
+    [
+      "rejected after an await",
+      (arm) =>
+        lock
+          .run(async () => {
+            arm();
+            await Promise.resolve(); // a turn of the microtask queue: the armed callback waits for the next loop turn
+            throw new Error("no");
+          })
+          .catch(() => undefined),
+    ],
+    [
+      "rejected",
+      (arm) =>
+        lock
+          .run(() => {
+            arm();
+            return Promise.reject(new Error("no"));
+          })
+          .catch(() => undefined),
+    ],
+    [
+      "thrown synchronously",
+      (arm) =>
+        lock
+          .run(() => {
+            arm();
+            throw new Error("no");
+          })
+          .catch(() => undefined),
+    ],
+  ];
+  for (const [ending, end] of endings) {
+    let late: Promise<boolean> | undefined;
+    await end(() =>
       setImmediate(() => {
-        during = lock.insideTransaction();
-      });
-    });
-    await lock.run(async () => {
-      while (during === undefined) await immediate();
-      expect(lock.insideTransaction()).toBe(true);
-    });
-    expect(during).toBe(false);
-  } finally {
-    await store.close();
+        late = lock.insideTransaction() ? Promise.resolve(true) : lock.run(() => false);
+      }),
+    );
+    await immediate();
+    expect([ending, await late]).toEqual([ending, false]);
   }
+  // Armed inside one transaction, run while the next one's work is running: outside that one.
+  let during: boolean | undefined;
+  await lock.run(() => {
+    setImmediate(() => {
+      during = lock.insideTransaction();
+    });
+  });
+  await lock.run(async () => {
+    while (during === undefined) await immediate();
+    expect(lock.insideTransaction()).toBe(true);
+  });
+  expect(during).toBe(false);
 });
