@@ -11,7 +11,7 @@ import { tempDir } from "../support/temp.js";
 const PG = await postgresAvailable();
 const dir = tempDir();
 
-/** The outbox's migrations, the same names on both stores, in order (PostgreSQL has one more: enqueue in SQL). */
+/** The outbox's migrations, the same names on both stores, in order (PostgreSQL has two more: enqueue in SQL, the partial dedupe index). */
 const OUTBOX_MIGRATION_NAMES = [
   "outbox-001-create",
   "outbox-002-audit",
@@ -45,7 +45,7 @@ describe("concurrent migrations", () => {
     try {
       await Promise.all(stores.map((s) => s.migrate()));
       const { rows } = await withClient((client) => client.query<{ name: string }>(`SELECT name FROM ${schema}.wassal_migrations`));
-      expect(rows.map((r) => r.name).sort()).toEqual([...OUTBOX_MIGRATION_NAMES, "outbox-009-sql-enqueue"].sort());
+      expect(rows.map((r) => r.name).sort()).toEqual([...OUTBOX_MIGRATION_NAMES, "outbox-009-sql-enqueue", "outbox-011-dedupe-partial"].sort());
       await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
       expect((await stores[5]!.countByStatus()).pending).toBe(1);
     } finally {

@@ -140,6 +140,19 @@ ALTER TABLE ${schema}.outbox_audit ADD CONSTRAINT outbox_audit_action_check
   CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release', 'redrive', 'refused')) NOT VALID;
 `,
     },
+    {
+      name: "outbox-011-dedupe-partial",
+      sql: `
+-- Dedupe keys unique through a partial index: a message without one (most) has no entry in it. A
+-- claim and a completion each change the row's status, which no update can do in place (HOT), so
+-- each wrote a new entry for the row's NULL key into the full index: three per message with the
+-- insert. Uniqueness is the same, as NULLs never conflicted. Built under the table's lock, once.
+-- Measured, no-op batch 100, 1/2/4 processes, 3 interleaved rounds: CPU per message (workers +
+-- server) 116/144/229 -> 109/139/189 us.
+CREATE UNIQUE INDEX outbox_messages_dedupe ON ${schema}.outbox_messages (dedupe_key) WHERE dedupe_key IS NOT NULL;
+ALTER TABLE ${schema}.outbox_messages DROP CONSTRAINT outbox_messages_dedupe_key_key;
+`,
+    },
   ];
 }
 
