@@ -359,7 +359,9 @@ export class Worker<Tx> {
     this.store = options.store;
     this.#handlers = options.handlers;
     if (options.defaultHandler !== undefined && typeof options.defaultHandler !== "function") {
-      throw new InvalidArgumentError(`defaultHandler must be a function (message, context) => Promise<HandlerResult>; got ${typeof options.defaultHandler}`);
+      throw new InvalidArgumentError(
+        `defaultHandler must be a function (message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message); got ${typeof options.defaultHandler}`,
+      );
     }
     this.#defaultHandler = options.defaultHandler;
     if (typeof this.#handlers !== "object" || this.#handlers === null)
@@ -367,7 +369,7 @@ export class Worker<Tx> {
     for (const [type, handler] of Object.entries(this.#handlers)) {
       if (typeof handler !== "function")
         throw new InvalidArgumentError(
-          `the handler for ${JSON.stringify(type)} must be a function (message, context) => Promise<HandlerResult>; got ${typeof handler}`,
+          `the handler for ${JSON.stringify(type)} must be a function (message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message); got ${typeof handler}`,
         );
     }
     if (options.types !== undefined) this.#types = checkTypes(options.types);
