@@ -192,6 +192,9 @@ describeEachStore("worker settings per message type", (factory) => {
     expect(() => workers.create({ store, handlers: {}, defaultHandler: async () => ({}), perType: { a: { concurrency: 2 } } })).toThrow(
       'perType["a"].concurrency needs the worker to claim named types (give types, or handlers without a defaultHandler)',
     );
+    expect(() => workers.create({ store, handlers: {}, defaultHandler: "handle" as never })).toThrow(
+      "defaultHandler must be a function (message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message); got string",
+    );
     expect(() => workers.create({ store, handlers: { a: 5 as never } })).toThrow(
       'the handler for "a" must be a function (message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message); got number',
     );
