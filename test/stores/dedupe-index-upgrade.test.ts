@@ -2,11 +2,13 @@
 // index over the rows that have a key. A schema migrated before it keeps its messages, and a taken
 // key is still refused, by name, afterwards; rows without a key are not in the index at all.
 
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { DuplicateMessageError } from "../../src/outbox/errors.js";
 import { outboxMigrations } from "../../src/stores/postgres/outbox-sql.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
+import { until } from "../support/wait.js";
 
 const PG = await postgresAvailable();
 
@@ -50,6 +52,37 @@ describe.skipIf(!PG)("dedupe key index upgrade (outbox-011-dedupe-partial)", () 
         expect(entries.rows[0]!.reltuples).toBe(2);
       });
     } finally {
+      await store.close();
+    }
+  });
+
+  it("postgres: an upgrade beside a worker's transaction that read a row and then writes it waits for it, and neither fails (no deadlock)", async () => {
+    const schema = freshSchema("wassal_dedupe");
+    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 2 });
+    const worker = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await worker.connect();
+    try {
+      await store.applyMigrations(outboxMigrations(schema).filter((m) => m.name !== "outbox-011-dedupe-partial"));
+      const message = await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
+      // As claimMessage does: read the row FOR UPDATE, then write it, in one transaction.
+      await worker.query("BEGIN");
+      await worker.query(`SELECT id FROM ${schema}.outbox_messages WHERE id = $1 FOR UPDATE`, [message.id]);
+      const upgrading = store.migrate();
+      upgrading.catch(() => undefined);
+      await until("the upgrade to wait for the table", () =>
+        withClient(async (client) => {
+          const { rows } = await client.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_locks WHERE relation = $1::regclass AND NOT granted", [
+            `${schema}.outbox_messages`,
+          ]);
+          return rows[0]!.n > 0;
+        }),
+      );
+      await worker.query(`UPDATE ${schema}.outbox_messages SET attempts = attempts + 1 WHERE id = $1`, [message.id]);
+      await worker.query("COMMIT");
+      await upgrading;
+      expect((await store.getMessage(message.id))?.attempts).toBe(1);
+    } finally {
+      await worker.end();
       await store.close();
     }
   });

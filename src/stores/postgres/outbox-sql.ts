@@ -149,6 +149,11 @@ ALTER TABLE ${schema}.outbox_audit ADD CONSTRAINT outbox_audit_action_check
 -- insert. Uniqueness is the same, as NULLs never conflicted. Built under the table's lock, once.
 -- Measured, no-op batch 100, 1/2/4 processes, 3 interleaved rounds: CPU per message (workers +
 -- server) 116/144/229 -> 109/139/189 us.
+-- The strongest lock first: building the index takes SHARE, and the DROP then needs ACCESS
+-- EXCLUSIVE; a worker's transaction that had read the table (claimMessage's SELECT … FOR UPDATE)
+-- and then writes it would deadlock with the upgrade between the two. Taken first, the upgrade waits
+-- for such a transaction to end, and the transactions that come after it wait for the upgrade.
+LOCK TABLE ${schema}.outbox_messages IN ACCESS EXCLUSIVE MODE;
 CREATE UNIQUE INDEX outbox_messages_dedupe ON ${schema}.outbox_messages (dedupe_key) WHERE dedupe_key IS NOT NULL;
 ALTER TABLE ${schema}.outbox_messages DROP CONSTRAINT outbox_messages_dedupe_key_key;
 `,
