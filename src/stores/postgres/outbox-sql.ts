@@ -292,11 +292,15 @@ export function outboxSql(schema: string) {
    * (for completions without business writes, which cannot fail one by one); with `handOn`, the
    * completed messages' ordering keys are handed on by the same statement (wassal_hand_on).
    */
+  // The due bound is a scalar subquery, not a join with clock: as an initplan's value it bounds
+  // the claimable index's range. As a join filter it did not, and a claim that found fewer due rows
+  // than its limit read every not-yet-due entry, each lease held and each scheduled message: 49 ms
+  // per claim behind 60,000 scheduled messages (EXPLAIN ANALYZE), against a few index pages now.
   const claimSql = (ofTypes: boolean) => `WITH ${CLOCK},
       candidates AS MATERIALIZED (
         SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
-        FROM ${table} m, clock
-        WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND m.available_at <= clock.t${ofTypes ? " AND m.type = ANY($6::text[])" : ""}
+        FROM ${table} m
+        WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND m.available_at <= (SELECT t FROM clock)${ofTypes ? " AND m.type = ANY($6::text[])" : ""}
         ORDER BY m.available_at, m.id
         LIMIT $2
         FOR UPDATE OF m SKIP LOCKED
