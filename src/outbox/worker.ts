@@ -288,6 +288,8 @@ class LazyAbort {
  * Abort reasons for the worker's internal signals. abort() without a reason builds a DOMException
  * (with a stack trace) every time; at thousands of messages a second that showed in the profile.
  */
+/** What a handler must be, as the errors for one that is not a function say it. */
+const HANDLER_SHAPE = "(message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message)";
 const FINISHED = Object.freeze({ reason: "grace over" });
 const STOPPING = Object.freeze({ reason: "stopping" });
 
@@ -359,18 +361,14 @@ export class Worker<Tx> {
     this.store = options.store;
     this.#handlers = options.handlers;
     if (options.defaultHandler !== undefined && typeof options.defaultHandler !== "function") {
-      throw new InvalidArgumentError(
-        `defaultHandler must be a function (message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message); got ${typeof options.defaultHandler}`,
-      );
+      throw new InvalidArgumentError(`defaultHandler must be a function ${HANDLER_SHAPE}; got ${typeof options.defaultHandler}`);
     }
     this.#defaultHandler = options.defaultHandler;
     if (typeof this.#handlers !== "object" || this.#handlers === null)
       throw new InvalidArgumentError("handlers must be an object of message type → handler function");
     for (const [type, handler] of Object.entries(this.#handlers)) {
       if (typeof handler !== "function")
-        throw new InvalidArgumentError(
-          `the handler for ${JSON.stringify(type)} must be a function (message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message); got ${typeof handler}`,
-        );
+        throw new InvalidArgumentError(`the handler for ${JSON.stringify(type)} must be a function ${HANDLER_SHAPE}; got ${typeof handler}`);
     }
     if (options.types !== undefined) this.#types = checkTypes(options.types);
     else if (this.#defaultHandler !== undefined) this.#types = undefined;
