@@ -155,6 +155,18 @@ function listOf<T extends string>(name: string, valid: readonly T[]): (value: st
   };
 }
 
+/** A comma-separated list of whole numbers >= 1, each at most `max`, in the order given, without repeats. */
+function countsOf(name: string, max: number): (value: string) => number[] {
+  return (value) => {
+    const items = value.split(",").map((s) => s.trim());
+    const valid = items.every((s) => /^\d+$/.test(s) && Number(s) >= 1 && Number(s) <= max);
+    if (!valid || new Set(items.map(Number)).size !== items.length) {
+      refuse(`${name} takes a comma-separated list of distinct whole numbers from 1 to ${max} (got ${JSON.stringify(value)})`);
+    }
+    return items.map(Number);
+  };
+}
+
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 /** How each peer is tuned (see the comment at the top of its child script). */
 const PEER_TUNING: Record<Peer, { script: string; batch: number; tuning: string }> = {
@@ -431,7 +443,15 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
         : system === "wassal"
           ? await race(
               "worker-child.js",
-              [db, schema, synchronous, String(concurrencyOf(config)), String(config.groupCommit ?? config.batch > 1), String(connections)],
+              [
+                db,
+                schema,
+                synchronous,
+                String(concurrencyOf(config)),
+                String(config.groupCommit ?? config.batch > 1),
+                String(connections),
+                config.keys === undefined ? "-" : "keyed",
+              ],
               config.processes,
               server,
             )
@@ -471,15 +491,29 @@ async function main(): Promise<void> {
     .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
     .option("--stores <list>", `comma-separated: ${STORES.join(", ")}`, listOf("--stores", STORES), [...STORES])
     .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")}`, listOf("--sections", SECTIONS), [...SECTIONS])
+    .option(
+      "--processes <list>",
+      "comma-separated process counts of the throughput rows; the payments and keys rows keep those of theirs (1 and 4) that are in it (default: 1,2,4; 1,4 with --quick)",
+      countsOf("--processes", 16),
+    )
     .option("--no-peers", "leave out the peer job queues (pg-boss, graphile-worker, plainjob)")
     .option("--postgres <url>", "PostgreSQL for the postgres runs", process.env.WASSAL_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
     .parse()
-    .opts<{ quick?: boolean; messages?: number; reps?: number; stores: string[]; sections: string[]; postgres: string; peers: boolean }>();
+    .opts<{
+      quick?: boolean;
+      messages?: number;
+      reps?: number;
+      processes?: number[];
+      stores: string[];
+      sections: string[];
+      postgres: string;
+      peers: boolean;
+    }>();
   const run = (section: (typeof SECTIONS)[number]) => options.sections.includes(section);
   const settings: Settings = {
     messages: options.messages ?? (options.quick ? 500 : 20_000),
     reps: options.reps ?? (options.quick ? 2 : 3),
-    processes: options.quick ? [1, 4] : [1, 2, 4],
+    processes: options.processes ?? (options.quick ? [1, 4] : [1, 2, 4]),
     paymentsProcesses: options.quick ? [1] : [1, 4],
     keysProcesses: options.quick ? [1] : [1, 4],
     singleEnqueues: options.quick ? 500 : 2_000,
