@@ -6,7 +6,9 @@
 // raw-child.ts). Runs of the compared systems are interleaved (A B A B …) and every figure is the
 // median of the repetitions, shown with min and max. Prints its settings and its tables, and
 // writes bench/results/<timestamp>.json and .md. A Wassal worker of batch 100 runs
-// at concurrency 200, so that its next claim overlaps the previous group's commit. Rows bound by
+// at concurrency 200, so that its next claim overlaps the previous group's commit. Wassal also runs
+// at batch 500 (concurrency 1,000, group commits of up to 500), the batch graphile-worker fetches
+// as tuned, with its own ratio column. Rows bound by
 // one commit per message (batch 1, no group commit) run 2,000 messages, payments rows 5,000: their
 // rates are steady long before N, and at N they would take most of the run. PostgreSQL's
 // statistics are refreshed (ANALYZE) after every seeding, for every system alike.
@@ -108,6 +110,11 @@ const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
 const BATCH = 100;
+/**
+ * Wassal's wide batch, the peers' own: graphile-worker as tuned fetches 500 jobs at a time. Group
+ * commits of up to 500 (groupCommit.maxBatch) and concurrency 1,000, so claims settle at 500.
+ */
+const WIDE_BATCH = 500;
 /** Messages per transaction in the batched enqueue runs. */
 const ENQUEUE_BATCH = 100;
 /**
@@ -448,7 +455,7 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
                 schema,
                 synchronous,
                 String(concurrencyOf(config)),
-                String(config.groupCommit ?? config.batch > 1),
+                config.groupCommit === false || config.batch === 1 ? "off" : String(config.batch),
                 String(connections),
                 config.keys === undefined ? "-" : "keyed",
               ],
@@ -533,6 +540,7 @@ async function main(): Promise<void> {
         configs.push(
           { system: "wassal", store, processes, batch: 1, messages: Math.min(COMMIT_BOUND_MESSAGES, settings.messages), section },
           { system: "wassal", store, processes, batch: BATCH, section },
+          { system: "wassal", store, processes, batch: WIDE_BATCH, section },
           { system: "raw", store, processes, batch: 100, section },
           { system: "raw", store, processes, batch: 100, guarded: true, section },
         );
@@ -658,18 +666,18 @@ async function main(): Promise<void> {
   };
   const CPU_HEADER =
     "worker processes CPU µs/msg, user + sys | PostgreSQL server CPU µs/msg, user + sys (all its processes, /proc) | whole machine busy µs/msg (incl. anything else running)";
-  /** The no-op Wassal row at batch 100 with group commit: what the ratios compare against. */
-  const wassalBestRow = (store: string, processes: number) =>
+  /** The no-op Wassal row at batch 100 (or `batch`) with group commit: what the ratios compare against. */
+  const wassalBestRow = (store: string, processes: number, batch = BATCH) =>
     rows.find(
       (r) =>
         r.config.system === "wassal" &&
         !r.config.payments &&
         r.config.store === store &&
         r.config.processes === processes &&
-        r.config.batch === BATCH &&
+        r.config.batch === batch &&
         r.config.groupCommit !== false,
     );
-  const wassalBest = (store: string, processes: number) => wassalBestRow(store, processes)?.throughput.median ?? 0;
+  const wassalBest = (store: string, processes: number, batch = BATCH) => wassalBestRow(store, processes, batch)?.throughput.median ?? 0;
   /** A row's CPU µs per message, workers and PostgreSQL server together (user + sys), medians; "–" when not measured. */
   const totalCpu = (r: (typeof rows)[number] | undefined) => {
     const c = r?.cpuPerMessageUs;
@@ -681,13 +689,13 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   if (run("throughput")) {
     const table = [
-      `| system | store | processes | batch | messages | messages/s median (min–max) | ${CPU_HEADER} | Wassal batch ${BATCH} ÷ this | peak RSS MB |`,
-      "|---|---|---|---|---|---|---|---|---|---|---|",
+      `| system | store | processes | batch | messages | messages/s median (min–max) | ${CPU_HEADER} | Wassal batch ${BATCH} ÷ this | Wassal batch ${WIDE_BATCH} ÷ this | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|---|---|---|---|---|",
       ...rows
         .filter((r) => r.config.section === "throughput")
         .map(
           (r) =>
-            `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${cpuCells(r)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`,
+            `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${cpuCells(r)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${(wassalBest(r.config.store, r.config.processes, WIDE_BATCH) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`,
         ),
     ];
     lines.push(...table);

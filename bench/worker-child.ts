@@ -1,6 +1,7 @@
 // One benchmark worker process: waits for "go" on stdin, runs a Wassal Worker with a no-op
 // handler until its claims find nothing, then prints what it did.
 //   node bench/.build/worker-child.js <db> <schema> <synchronous> <concurrency> <groupCommit> <connections> <keyed>
+// <groupCommit>: "off", or the largest group (groupCommit.maxBatch).
 // <connections>: the PostgreSQL pool's size (the server allows 100 connections, shared by all children).
 // <keyed>: "keyed" when the messages have ordering keys (see below), "-" when not.
 
@@ -9,7 +10,7 @@ import { openOutbox } from "wassal/lab";
 import { readyThenGo, report, writeLockSince } from "./child-report.js";
 
 const [db, schema, synchronous, concurrencyText, group, connectionsText, keyed] = process.argv.slice(2);
-if (!db || (keyed !== "keyed" && keyed !== "-")) {
+if (!db || (keyed !== "keyed" && keyed !== "-") || (group !== "off" && !(Number(group) >= 1))) {
   throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit> <connections> <keyed|->");
 }
 const outbox = await openOutbox(db, {
@@ -21,7 +22,7 @@ let processed = 0;
 const worker = new Worker({
   store: outbox.store,
   concurrency: Number(concurrencyText),
-  groupCommit: group === "true",
+  groupCommit: group === "off" ? false : { maxBatch: Number(group) },
   pollIntervalMs: 20,
   wakeOnNewMessages: false,
   handlers: {
