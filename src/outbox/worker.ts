@@ -284,12 +284,13 @@ class LazyAbort {
   }
 }
 
+/** What a handler must be, as the errors for one that is not a function say it. */
+const HANDLER_SHAPE = "(message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message)";
+
 /**
  * Abort reasons for the worker's internal signals. abort() without a reason builds a DOMException
  * (with a stack trace) every time; at thousands of messages a second that showed in the profile.
  */
-/** What a handler must be, as the errors for one that is not a function say it. */
-const HANDLER_SHAPE = "(message, context) => Promise<HandlerResult | void> (an async function; returning nothing completes the message)";
 const FINISHED = Object.freeze({ reason: "grace over" });
 const STOPPING = Object.freeze({ reason: "stopping" });
 
