@@ -17,9 +17,10 @@
 import Database from "better-sqlite3";
 import pg from "pg";
 import { readyThenGo, report } from "./child-report.js";
+import { rawClaimSql, rawGuardedCompleteSql } from "./raw-sql.js";
 
 const [db, schema, synchronous, batchText, mode = "bare"] = process.argv.slice(2);
-if (!db || (mode !== "bare" && mode !== "guarded")) throw new Error("usage: raw-child <db> <schema> <synchronous> <batch> [bare|guarded]");
+if (!db || !schema || (mode !== "bare" && mode !== "guarded")) throw new Error("usage: raw-child <db> <schema> <synchronous> <batch> [bare|guarded]");
 const guarded = mode === "guarded";
 const batch = Number(batchText);
 let processed = 0;
@@ -30,25 +31,12 @@ if (db.startsWith("postgres")) {
   const client = new pg.Client({ connectionString: db });
   await client.connect();
   const t = `${schema}.outbox_messages`;
-  const ms = (column: string) => `floor(extract(epoch FROM m.${column}) * 1000)::float8`;
-  const returning = guarded
-    ? `m.id, m.type, m.dedupe_key, m.ordering_key, m.headers, m.destination, m.payload, m.lease_token, m.attempts, m.last_error, ${ms("created_at")} AS created_ms, ${ms("locked_until")} AS until_ms`
-    : "m.id";
-  const claim = `WITH c AS MATERIALIZED (SELECT id FROM ${t} WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now()
-                                 ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
-       UPDATE ${t} m SET status = 'processing', locked_by = 'raw', locked_until = now() + interval '30 s', available_at = now() + interval '30 s',
-              lease_token = m.lease_token + 1, attempts = m.attempts + 1
-       FROM c WHERE m.id = c.id RETURNING ${returning}`;
+  const claim = rawClaimSql(schema, guarded);
   for (;;) {
     const { rows } = await client.query<{ id: string; lease_token: number }>(claim, [batch]);
     if (rows.length === 0) break;
     if (guarded) {
-      const done = await client.query<{ id: string }>(
-        `UPDATE ${t} m SET status = 'processed', processed_at = now(), locked_until = NULL, last_error = NULL
-         FROM unnest($1::bigint[], $2::int[]) AS w(id, token)
-         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing' RETURNING m.id`,
-        [rows.map((r) => r.id), rows.map((r) => r.lease_token)],
-      );
+      const done = await client.query<{ id: string }>(rawGuardedCompleteSql(schema), [rows.map((r) => r.id), rows.map((r) => r.lease_token)]);
       if (done.rows.length !== rows.length) throw new Error(`raw-child: ${rows.length - done.rows.length} of ${rows.length} leases lost`);
     } else {
       await client.query(

@@ -32,6 +32,9 @@
 //
 // And: claim latency with 10,000 and with 1,000,000 processed rows in the table.
 //
+// And (PostgreSQL on this machine): the backend CPU of the claim and the completion alone, on one
+// connection, Wassal's against the equal-work loop's (statements.ts).
+//
 // Peers, in the same runs and interleaved with the rest, same message count, no-op handlers, each
 // tuned for throughput as its own documentation recommends (the tuning is in the comment at the top
 // of each child and in the system label): pg-boss and graphile-worker on the same PostgreSQL (own
@@ -65,6 +68,7 @@ import { measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
 import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
+import { statementCosts } from "./statements.js";
 import { locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
@@ -107,7 +111,7 @@ interface Config {
 }
 
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres"] as const;
-const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "relay"] as const;
+const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
@@ -864,6 +868,28 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${scaleRows.join("\n")}\n`);
   }
 
+  // Statements: the server CPU of Wassal's claim and completion against the equal-work loop's, on
+  // one connection (statements.ts); needs the server's processes, so PostgreSQL on this machine.
+  let statements: unknown = null;
+  if (run("statements") && settings.stores.includes("postgres")) {
+    if ((await locatePostmaster(settings.postgresUrl)) === null) {
+      process.stderr.write("bench: PostgreSQL does not run on this machine; leaving out the statements section\n");
+    } else {
+      const costs = await statementCosts(settings.reps, settings.messages, () => prepare("postgres", settings));
+      statements = costs;
+      const rows = [
+        `| PostgreSQL, batch 100, one connection (${settings.messages} messages, medians of ${settings.reps}) | claim µs/msg | completion µs/msg | both | client wall µs/msg |`,
+        "|---|---|---|---|---|",
+        ...costs.map(
+          (c) =>
+            `| ${c.subject} | ${c.claimUs.median.toFixed(1)} | ${c.completeUs.median.toFixed(1)} | ${(c.claimUs.median + c.completeUs.median).toFixed(1)} | ${c.wallUs.median.toFixed(1)} |`,
+        ),
+      ];
+      lines.push(...(lines.length > 0 ? [""] : []), "Server (backend) CPU of the claim and the completion alone:", "", ...rows);
+      process.stdout.write(`\n${rows.join("\n")}\n`);
+    }
+  }
+
   // The relay: outbox → broker, next to the naive relay and a bare publish loop, per broker.
   let relay: unknown = null;
   if (run("relay")) {
@@ -901,7 +927,7 @@ async function main(): Promise<void> {
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, relay }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }
