@@ -68,7 +68,7 @@ import { measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
 import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
-import { statementCosts } from "./statements.js";
+import { backendCpuUs, statementCosts } from "./statements.js";
 import { locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
@@ -494,7 +494,9 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
 
 async function main(): Promise<void> {
   const options = new Command("bench")
-    .description("measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, and its enqueue rate")
+    .description(
+      "measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, its enqueue rate, latency, claims under history, and (PostgreSQL on this machine) the server CPU of its claim and completion alone",
+    )
     .option("--quick", "a smoke run: 500 messages, 2 repetitions, 1 and 4 processes (payments: 1), 500 single enqueues, shorter latency and scale runs")
     .option(
       "--messages <n>",
@@ -503,7 +505,9 @@ async function main(): Promise<void> {
     )
     .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
     .option("--stores <list>", `comma-separated: ${STORES.join(", ")}`, listOf("--stores", STORES), [...STORES])
-    .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")}`, listOf("--sections", SECTIONS), [...SECTIONS])
+    .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only)`, listOf("--sections", SECTIONS), [
+      ...SECTIONS,
+    ])
     .option(
       "--processes <list>",
       "comma-separated process counts, each from 1 to 4 (the peers' pools need 25 connections per process): the throughput rows run at each; the payments and keys rows at those of theirs (1 and 4; 1 with --quick) that are in it (default: 1,2,4; 1,4 with --quick)",
@@ -871,22 +875,32 @@ async function main(): Promise<void> {
   // Statements: the server CPU of Wassal's claim and completion against the equal-work loop's, on
   // one connection (statements.ts); needs the server's processes, so PostgreSQL on this machine.
   let statements: unknown = null;
-  if (run("statements") && settings.stores.includes("postgres")) {
-    if ((await locatePostmaster(settings.postgresUrl)) === null) {
-      process.stderr.write("bench: PostgreSQL does not run on this machine; leaving out the statements section\n");
+  if (run("statements")) {
+    const postmaster = settings.stores.includes("postgres") ? await locatePostmaster(settings.postgresUrl) : null;
+    if (!settings.stores.includes("postgres")) {
+      process.stderr.write("bench: the statements section measures PostgreSQL, which --stores leaves out; leaving it out\n");
+    } else if (postmaster === null || backendCpuUs(postmaster) === null) {
+      process.stderr.write(
+        "bench: PostgreSQL does not run on this machine (or not in this PID namespace, or /proc has no schedstat); leaving out the statements section\n",
+      );
     } else {
-      const costs = await statementCosts(settings.reps, settings.messages, () => prepare("postgres", settings));
+      const costs = await statementCosts(settings.reps, settings.messages, async () => {
+        const prepared = await prepare("postgres", settings);
+        await analyze(settings.postgresUrl);
+        return prepared;
+      });
       statements = costs;
-      const rows = [
-        `| PostgreSQL, batch 100, one connection (${settings.messages} messages, medians of ${settings.reps}) | claim µs/msg | completion µs/msg | both | client wall µs/msg |`,
+      const range = (s: Spread) => `${s.median.toFixed(1)} (${s.min.toFixed(1)}–${s.max.toFixed(1)})`;
+      const table = [
+        `| PostgreSQL, batch 100, one connection (${settings.messages} messages, median (min–max) of ${settings.reps}) | claim µs/msg | completion µs/msg | both (medians) | client wall µs/msg |`,
         "|---|---|---|---|---|",
         ...costs.map(
           (c) =>
-            `| ${c.subject} | ${c.claimUs.median.toFixed(1)} | ${c.completeUs.median.toFixed(1)} | ${(c.claimUs.median + c.completeUs.median).toFixed(1)} | ${c.wallUs.median.toFixed(1)} |`,
+            `| ${c.subject} | ${range(c.claimUs)} | ${range(c.completeUs)} | ${(c.claimUs.median + c.completeUs.median).toFixed(1)} | ${range(c.wallUs)} |`,
         ),
       ];
-      lines.push(...(lines.length > 0 ? [""] : []), "Server (backend) CPU of the claim and the completion alone:", "", ...rows);
-      process.stdout.write(`\n${rows.join("\n")}\n`);
+      lines.push(...(lines.length > 0 ? [""] : []), "Server (backend) CPU of the claim and the completion alone:", "", ...table);
+      process.stdout.write(`\n${table.join("\n")}\n`);
     }
   }
 

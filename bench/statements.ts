@@ -1,9 +1,10 @@
 // The server CPU of the two statements each message costs on PostgreSQL, the claim and the
 // completion, with nothing else running: one connection, batches of 100, and the backend's own CPU
-// time around each statement, read from /proc/<pid>/schedstat (the scheduler's nanoseconds, where
-// /proc/<pid>/stat counts 10 ms ticks). Noise on the machine moves a run's rate by tens of percent;
-// this moves by a few, so a change to a statement shows here first. Three subjects, measured in
-// interleaved rounds, each round on fresh tables:
+// time from the start of each statement to the start of the next (the backend is idle in between,
+// waiting for the client), read from /proc/<pid>/schedstat (the scheduler's nanoseconds, where
+// /proc/<pid>/stat counts 10 ms ticks). A round still moves by tens of percent on a busy machine;
+// the median of several interleaved rounds is steadier than a run's rate. Three subjects, measured
+// in interleaved rounds, each round on fresh (analyzed) tables:
 // - Wassal: store.claim and store.completeMany through a store whose pool holds one connection
 //   (its named prepared statements, as a worker runs them);
 // - the equal-work loop's two statements (raw-sql.ts), prepared the same way, on one connection;
@@ -25,29 +26,50 @@ export interface StatementCost {
   /** Backend CPU µs per message, medians over the rounds (every round's figure in samples). */
   readonly claimUs: Spread;
   readonly completeUs: Spread;
-  /** The client's wall time per message, claim to completion, in µs. */
+  /** The client's wall time per message, from the first claim to the last completion, in µs. */
   readonly wallUs: Spread;
 }
 
 const BATCH = 100;
 
 /** A backend's CPU time so far in µs, or null when its process is not visible from here. */
-function backendCpuUs(pid: number): number | null {
+export function backendCpuUs(pid: number): number | null {
   try {
-    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1000;
+    const us = Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1000;
+    return Number.isFinite(us) ? us : null;
   } catch {
     return null;
   }
 }
 
-/** Runs `statement` and adds the CPU the backend spent meanwhile to `into`. */
-async function timed<T>(pid: number, into: { us: number }, statement: () => Promise<T>): Promise<T> {
-  const before = backendCpuUs(pid);
-  const value = await statement();
-  const after = backendCpuUs(pid);
-  if (before === null || after === null) throw new Error(`statements: the CPU time of backend ${pid} cannot be read (is PostgreSQL on this machine?)`);
-  into.us += after - before;
-  return value;
+/**
+ * One backend's CPU time, each interval charged to the statement that began it: read at the start
+ * of every statement, so a statement's tail that the kernel had not yet accounted when it returned
+ * is charged to it at the next reading, not lost.
+ */
+class BackendMeter {
+  readonly #pid: number;
+  #last: number;
+  #open: { us: number } | undefined;
+
+  constructor(pid: number) {
+    this.#pid = pid;
+    this.#last = this.#read();
+  }
+
+  #read(): number {
+    const us = backendCpuUs(this.#pid);
+    if (us === null) throw new Error(`statements: the CPU time of backend ${this.#pid} cannot be read (is PostgreSQL on this machine?)`);
+    return us;
+  }
+
+  /** Closes the interval open so far and opens one charged to `into`. */
+  mark(into: { us: number } | undefined): void {
+    const now = this.#read();
+    if (this.#open) this.#open.us += now - this.#last;
+    this.#last = now;
+    this.#open = into;
+  }
 }
 
 async function pidOf(client: pg.ClientBase): Promise<number> {
@@ -57,21 +79,35 @@ async function pidOf(client: pg.ClientBase): Promise<number> {
 interface Totals {
   claim: { us: number };
   complete: { us: number };
+  /** The loop's wall time, connecting and closing left out. */
+  wallMs: number;
+}
+
+/** Lets a backend's last statement be accounted (a tick at most), then closes its meter. */
+async function settle(...meters: BackendMeter[]): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  for (const meter of meters) meter.mark(undefined);
 }
 
 /** Claims and completes every message of the table through the Wassal store, one connection. */
 async function drainWassal(db: string, schema: string, totals: Totals): Promise<number> {
   const outbox = await openOutbox(db, { schema, maxConnections: 1 });
   try {
-    const pid = await outbox.store.transaction((tx) => pidOf(tx as pg.ClientBase));
+    const meter = new BackendMeter(await outbox.store.transaction((tx) => pidOf(tx as pg.ClientBase)));
     let processed = 0;
+    const started = performance.now();
     for (;;) {
-      const leases = await timed(pid, totals.claim, () => outbox.store.claim("bench-statements", { limit: BATCH, leaseMs: 30_000 }));
-      if (leases.length === 0) return processed;
-      const results = await timed(pid, totals.complete, () => outbox.store.completeMany(leases.map((lease) => ({ lease }))));
+      meter.mark(totals.claim);
+      const leases = await outbox.store.claim("bench-statements", { limit: BATCH, leaseMs: 30_000 });
+      if (leases.length === 0) break;
+      meter.mark(totals.complete);
+      const results = await outbox.store.completeMany(leases.map((lease) => ({ lease })));
       if (results.some((r) => r.outcome !== "completed")) throw new Error("statements: a Wassal completion was refused");
       processed += leases.length;
     }
+    totals.wallMs = performance.now() - started;
+    await settle(meter);
+    return processed;
   } finally {
     await outbox.close();
   }
@@ -81,29 +117,35 @@ async function drainWassal(db: string, schema: string, totals: Totals): Promise<
 async function drainEqualWork(db: string, schema: string, two: boolean, totals: Totals): Promise<number> {
   const claimer = new pg.Client({ connectionString: db });
   const completer = two ? new pg.Client({ connectionString: db }) : claimer;
-  await claimer.connect();
   try {
+    await claimer.connect();
     if (two) await completer.connect();
-    const claimPid = await pidOf(claimer);
-    const completePid = await pidOf(completer);
+    const claimMeter = new BackendMeter(await pidOf(claimer));
+    const completeMeter = two ? new BackendMeter(await pidOf(completer)) : claimMeter;
     const claim = { name: "bench_equal_claim", text: rawClaimSql(schema, true), values: [BATCH] };
     let processed = 0;
+    const started = performance.now();
     for (;;) {
-      const { rows } = await timed(claimPid, totals.claim, () => claimer.query<{ id: string; lease_token: number }>(claim));
-      if (rows.length === 0) return processed;
-      const done = await timed(completePid, totals.complete, () =>
-        completer.query({
-          name: "bench_equal_complete",
-          text: rawGuardedCompleteSql(schema),
-          values: [rows.map((r) => r.id), rows.map((r) => r.lease_token)],
-        }),
-      );
+      // With two connections each meter is read at its own statements only: its interval runs on
+      // through the other backend's statement, while this one is idle.
+      claimMeter.mark(totals.claim);
+      const { rows } = await claimer.query<{ id: string; lease_token: number }>(claim);
+      if (rows.length === 0) break;
+      completeMeter.mark(totals.complete);
+      const done = await completer.query({
+        name: "bench_equal_complete",
+        text: rawGuardedCompleteSql(schema),
+        values: [rows.map((r) => r.id), rows.map((r) => r.lease_token)],
+      });
       if (done.rowCount !== rows.length) throw new Error("statements: an equal-work completion lost a lease");
       processed += rows.length;
     }
+    totals.wallMs = performance.now() - started;
+    await settle(...new Set([claimMeter, completeMeter]));
+    return processed;
   } finally {
-    await claimer.end();
-    if (two) await completer.end();
+    await claimer.end().catch(() => undefined);
+    if (two) await completer.end().catch(() => undefined);
   }
 }
 
@@ -121,18 +163,16 @@ export async function statementCosts(
     for (const subject of STATEMENT_SUBJECTS) {
       const prepared = await prepare();
       try {
-        const totals: Totals = { claim: { us: 0 }, complete: { us: 0 } };
-        const started = performance.now();
+        const totals: Totals = { claim: { us: 0 }, complete: { us: 0 }, wallMs: 0 };
         const processed =
           subject === "Wassal"
             ? await drainWassal(prepared.db, prepared.schema, totals)
             : await drainEqualWork(prepared.db, prepared.schema, subject !== "equal-work loop", totals);
-        const wallUs = (performance.now() - started) * 1000;
         if (processed !== messages) throw new Error(`statements: ${subject} processed ${processed} of ${messages} messages`);
         const s = samples.get(subject);
         s?.claim.push(totals.claim.us / processed);
         s?.complete.push(totals.complete.us / processed);
-        s?.wall.push(wallUs / processed);
+        s?.wall.push((totals.wallMs * 1000) / processed);
       } finally {
         await prepared.cleanup();
       }
