@@ -68,8 +68,8 @@ import { measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
 import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
-import { backendCpuUs, statementCosts } from "./statements.js";
-import { locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
+import { statementCosts } from "./statements.js";
+import { backendCpuUs, locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 

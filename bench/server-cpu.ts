@@ -83,6 +83,20 @@ export function serverCpu(postmaster: number): CpuTime | null {
 }
 
 /**
+ * One process's CPU time so far in µs, from /proc/<pid>/schedstat (the scheduler's nanoseconds,
+ * not USER_HZ ticks: fine enough for one statement of one backend; the statements section), or
+ * null when the process is not visible from here or the kernel keeps no schedstat.
+ */
+export function backendCpuUs(pid: number): number | null {
+  try {
+    const us = Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1000;
+    return Number.isFinite(us) ? us : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Waits (up to `timeoutMs`) until the postmaster's children that are alive now but were not in
  * `before` (taken before the run's processes started) have exited: the backends of the run's connections end a moment after their client, and
  * their time reaches the postmaster's cutime only once it has reaped them. Backends that appear

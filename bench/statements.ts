@@ -12,10 +12,10 @@
 //   (never at once): what moving between backends costs, as a worker does that claims on one
 //   connection while its group commit runs on another.
 
-import { readFileSync } from "node:fs";
 import pg from "pg";
 import { openOutbox } from "wassal/lab";
 import { rawClaimSql, rawGuardedCompleteSql } from "./raw-sql.js";
+import { backendCpuUs } from "./server-cpu.js";
 import { spread, type Spread } from "./stats.js";
 
 export const STATEMENT_SUBJECTS = ["Wassal", "equal-work loop", "equal-work loop, two connections"] as const;
@@ -31,16 +31,6 @@ export interface StatementCost {
 }
 
 const BATCH = 100;
-
-/** A backend's CPU time so far in µs, or null when its process is not visible from here. */
-export function backendCpuUs(pid: number): number | null {
-  try {
-    const us = Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1000;
-    return Number.isFinite(us) ? us : null;
-  } catch {
-    return null;
-  }
-}
 
 /**
  * One backend's CPU time, each interval charged to the statement that began it: read at the start
