@@ -70,6 +70,7 @@ import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
 import { statementCosts } from "./statements.js";
 import { backendCpuUs, locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
+import { walBetween, walCounters } from "./server-wal.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
@@ -332,6 +333,10 @@ interface RunCpu {
   lockHeldUs: number | null;
   /** ... and the time its processes waited for it. */
   lockWaitedUs: number | null;
+  /** PostgreSQL on this machine: the WAL the cluster wrote during the run (server-wal.ts), else null. */
+  walRecords: number | null;
+  walFpi: number | null;
+  walBytes: number | null;
 }
 
 /** After a payments run: every payment Paid or Failed, every message processed; throws otherwise. */
@@ -355,16 +360,17 @@ async function verifyPayments(db: string, schema: string, expected: number): Pro
 
 /**
  * Starts the children, waits until all are ready, releases them together, times them to the end.
- * Also the run's CPU: the children's own reports, and, with `postmaster`, the PostgreSQL server's
- * time between "go" and the end (read once the backends of the run have exited, see server-cpu.ts),
- * and the whole machine's busy time over the timed part.
+ * Also the run's CPU: the children's own reports, and, with `server`, the PostgreSQL server's
+ * time and WAL between "go" and the end (read once the backends of the run have exited, see
+ * server-cpu.ts and server-wal.ts), and the whole machine's busy time over the timed part.
  */
 async function race(
   script: string,
   args: readonly string[],
   count: number,
-  postmaster: number | null,
+  server: { readonly postmaster: number; readonly url: string } | null,
 ): Promise<{ seconds: number; reports: ChildReport[]; cpu: RunCpu }> {
+  const postmaster = server?.postmaster ?? null;
   const baseline = postmaster === null ? [] : serverChildren(postmaster);
   const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
   const outputs = children.map(() => "");
@@ -380,6 +386,7 @@ async function race(
   );
   const exited = children.map((child) => new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))));
   await Promise.all(ready);
+  const walBefore = server === null ? null : await walCounters(server.url);
   const serverBefore = postmaster === null ? null : serverCpu(postmaster);
   const machineBefore = machineBusyUs();
   const started = performance.now();
@@ -394,16 +401,20 @@ async function race(
     await settleBackends(postmaster, baseline);
     serverAfter = serverCpu(postmaster);
   }
-  const server =
+  const wal = server === null ? null : walBetween(walBefore, await walCounters(server.url));
+  const serverTime =
     serverBefore && serverAfter ? { userUs: serverAfter.userUs - serverBefore.userUs, systemUs: serverAfter.systemUs - serverBefore.systemUs } : null;
   const cpu: RunCpu = {
     workerUserUs: reports.reduce((sum, r) => sum + r.cpuUserUs, 0),
     workerSystemUs: reports.reduce((sum, r) => sum + r.cpuSystemUs, 0),
-    serverUserUs: server?.userUs ?? null,
-    serverSystemUs: server?.systemUs ?? null,
+    serverUserUs: serverTime?.userUs ?? null,
+    serverSystemUs: serverTime?.systemUs ?? null,
     machineUs: machineBefore !== null && machineAfter !== null ? machineAfter - machineBefore : null,
     lockHeldUs: reports.every((r) => r.lockHeldMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockHeldMs ?? 0) * 1000, 0) : null,
     lockWaitedUs: reports.every((r) => r.lockWaitedMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockWaitedMs ?? 0) * 1000, 0) : null,
+    walRecords: wal?.records ?? null,
+    walFpi: wal?.fpi ?? null,
+    walBytes: wal?.bytes ?? null,
   };
   return { seconds, reports, cpu };
 }
@@ -448,7 +459,7 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
   try {
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
     const connections = config.store === "postgres" ? Math.floor(PG_CONNECTIONS / config.processes) : 2;
-    const server = config.store === "postgres" ? postmaster : null;
+    const server = config.store === "postgres" && postmaster !== null ? { postmaster, url: settings.postgresUrl } : null;
     const { seconds, reports, cpu } = isPeer(system)
       ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes, server)
       : config.payments
@@ -484,6 +495,9 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
         machineUs: per(cpu.machineUs),
         lockHeldUs: per(cpu.lockHeldUs),
         lockWaitedUs: per(cpu.lockWaitedUs),
+        walRecords: per(cpu.walRecords),
+        walFpi: per(cpu.walFpi),
+        walBytes: per(cpu.walBytes),
         lockBusy: cpu.lockHeldUs === null ? null : cpu.lockHeldUs / (seconds * 1e6),
       },
     };
@@ -650,8 +664,9 @@ async function main(): Promise<void> {
       samples.get(config)?.rss.push(maxRssMb);
       samples.get(config)?.cpu.push(cpu);
       const server = cpu.serverUserUs === null || cpu.serverSystemUs === null ? "" : `, server ${Math.round(cpu.serverUserUs + cpu.serverSystemUs)}`;
+      const wal = cpu.walRecords === null ? "" : `; WAL records/msg ${cpu.walRecords.toFixed(2)}`;
       process.stderr.write(
-        `rep ${rep}/${settings.reps}  ${label(config)}  ${Math.round(rate)} msg/s  (CPU µs/msg: workers ${Math.round(cpu.workerUserUs + cpu.workerSystemUs)}${server})\n`,
+        `rep ${rep}/${settings.reps}  ${label(config)}  ${Math.round(rate)} msg/s  (CPU µs/msg: workers ${Math.round(cpu.workerUserUs + cpu.workerSystemUs)}${server}${wal})\n`,
       );
     }
   }
@@ -674,6 +689,9 @@ async function main(): Promise<void> {
         lockHeld: of((c) => c.lockHeldUs),
         lockWaited: of((c) => c.lockWaitedUs),
         lockBusy: of((c) => c.lockBusy),
+        walRecords: of((c) => c.walRecords),
+        walFpi: of((c) => c.walFpi),
+        walBytes: of((c) => c.walBytes),
       },
     };
   });
@@ -771,6 +789,27 @@ async function main(): Promise<void> {
     lines.push(
       ...(lines.length > 0 ? [""] : []),
       "Payments reconciliation handler (provider at zero latency, Paid/Failed written in the completion transaction), every run verified:",
+      "",
+      ...table,
+    );
+    process.stdout.write(`\n${table.join("\n")}\n`);
+  }
+  // What each PostgreSQL row wrote: work, not time, so the same on a busy machine as on a quiet one.
+  const walRows = rows.filter((r) => r.config.store === "postgres" && r.cpuPerMessageUs.walRecords !== null);
+  if (walRows.length > 0) {
+    const median = (s: Spread | null, digits: number) => (s === null ? "–" : s.median.toFixed(digits));
+    const table = [
+      "| system | section | processes | batch | WAL records/msg | full-page images/msg | WAL bytes/msg | PostgreSQL server CPU µs/msg, user + sys |",
+      "|---|---|---|---|---|---|---|---|",
+      ...walRows.map((r) => {
+        const c = r.cpuPerMessageUs;
+        const server = c.serverUser && c.serverSystem ? `${Math.round(c.serverUser.median)} + ${Math.round(c.serverSystem.median)}` : "–";
+        return `| ${systemName(r.config)} | ${r.config.section} | ${r.config.processes} | ${batchText(r.config)} | ${median(c.walRecords, 2)} | ${median(c.walFpi, 3)} | ${median(c.walBytes, 0)} | ${server} |`;
+      }),
+    ];
+    lines.push(
+      ...(lines.length > 0 ? [""] : []),
+      "PostgreSQL's write-ahead log per message (the cluster's pg_stat_wal over each run, medians): the rows and index entries each system writes",
       "",
       ...table,
     );
