@@ -52,6 +52,8 @@
 //   client's work in the same window counts too; "–" for SQLite, or when the server is elsewhere.
 // - whole machine busy µs (/proc/stat, over the timed part): everything, the kernel's interrupt
 //   time and any other load included; minus the two above it bounds what neither accounts for.
+// And the write-ahead log each PostgreSQL row wrote per message, in a table of its own (records,
+// full-page images, bytes; server-wal.ts, measured where the server's CPU is): work, not time.
 
 import { execSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
