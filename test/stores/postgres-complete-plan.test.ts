@@ -11,29 +11,15 @@ import { describe, expect, it } from "vitest";
 import type { Lease } from "../../src/index.js";
 import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { explainAnalyzed, type PlanNode, planNodes } from "../support/pg-plan.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 
 const PG = await postgresAvailable();
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Actual Rows"?: number;
-  "Actual Loops"?: number;
-  "Rows Removed by Filter"?: number;
-  "Rows Removed by Join Filter"?: number;
-  Plans?: PlanNode[];
-}
-
-function* nodes(node: PlanNode): Generator<PlanNode> {
-  yield node;
-  for (const child of node.Plans ?? []) yield* nodes(child);
-}
-
 /** Rows the plan read from the outbox table (over all loops) and pairs its joins dropped. */
 function rowsExamined(plan: PlanNode): number {
   let examined = 0;
-  for (const node of nodes(plan)) {
+  for (const node of planNodes(plan)) {
     const loops = node["Actual Loops"] ?? 1;
     if (node["Relation Name"] === "outbox_messages" && node["Node Type"].endsWith("Scan")) {
       examined += ((node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0)) * loops;
@@ -68,29 +54,14 @@ describe.skipIf(!PG)("postgres bulk completion: by id, whatever the statistics s
       const sql = outboxSql(schema);
       const examined = await withClient(async (client) => {
         const counts: number[] = [];
-        for (const generic of [false, true]) {
-          await client.query("BEGIN");
-          let plan: PlanNode;
-          if (generic) {
-            await client.query("SET LOCAL plan_cache_mode = force_generic_plan");
-            await client.query(`PREPARE wassal_complete_plan AS ${sql.completeBulk}`);
-            const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
-              `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE wassal_complete_plan(NULL, ${ids}, ${tokens}, ${owners}, false)`,
-            );
-            await client.query("DEALLOCATE wassal_complete_plan"); // a prepared statement outlives ROLLBACK
-            plan = rows[0]!["QUERY PLAN"][0].Plan;
-          } else {
-            const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql.completeBulk}`, [
-              null,
-              group.map((l) => l.messageId),
-              group.map((l) => l.token),
-              group.map(() => "w"),
-              false,
-            ]);
-            plan = rows[0]!["QUERY PLAN"][0].Plan;
-          }
-          await client.query("ROLLBACK");
-          const completed = [...nodes(plan)].find((n) => n["Node Type"] === "ModifyTable");
+        const completion = {
+          text: sql.completeBulk,
+          bound: [null, group.map((l) => l.messageId), group.map((l) => l.token), group.map(() => "w"), false],
+          literal: `NULL, ${ids}, ${tokens}, ${owners}, false`,
+        };
+        for (const which of ["custom", "generic"] as const) {
+          const plan = await explainAnalyzed(client, completion, which);
+          const completed = [...planNodes(plan)].find((n) => n["Node Type"] === "ModifyTable");
           expect(completed?.["Actual Rows"] ?? -1).toBe(500); // the plan did complete the group (then rolled back)
           counts.push(rowsExamined(plan));
         }

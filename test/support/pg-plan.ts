@@ -1,0 +1,54 @@
+// Plans of the PostgreSQL store's statements, as EXPLAIN (ANALYZE, FORMAT JSON) reports them, for
+// the tests that count what a statement reads: in the custom plan (the values bound, as EXPLAIN
+// plans them) or the generic one a prepared statement settles on (the store prepares its hot
+// statements), through PREPARE and EXECUTE under force_generic_plan. The statement runs, inside a
+// transaction that is rolled back.
+
+import type pg from "pg";
+
+export interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  "Rows Removed by Filter"?: number;
+  "Rows Removed by Join Filter"?: number;
+  Plans?: PlanNode[];
+}
+
+/** The node and every node under it. */
+export function* planNodes(node: PlanNode): Generator<PlanNode> {
+  yield node;
+  for (const child of node.Plans ?? []) yield* planNodes(child);
+}
+
+/**
+ * Runs `text` under EXPLAIN ANALYZE and rolls it back. `bound` are its values for the custom plan;
+ * `literal` the same values written as SQL, for EXECUTE of the generic plan.
+ */
+export async function explainAnalyzed(
+  client: pg.Client,
+  statement: { readonly text: string; readonly bound: readonly unknown[]; readonly literal: string },
+  plan: "custom" | "generic",
+): Promise<PlanNode> {
+  await client.query("BEGIN");
+  try {
+    if (plan === "custom") {
+      const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, [...statement.bound]);
+      return rows[0]!["QUERY PLAN"][0].Plan;
+    }
+    await client.query("SET LOCAL plan_cache_mode = force_generic_plan");
+    await client.query(`PREPARE wassal_explained AS ${statement.text}`);
+    try {
+      const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE wassal_explained(${statement.literal})`,
+      );
+      return rows[0]!["QUERY PLAN"][0].Plan;
+    } finally {
+      await client.query("DEALLOCATE wassal_explained"); // a prepared statement outlives ROLLBACK
+    }
+  } finally {
+    await client.query("ROLLBACK");
+  }
+}
