@@ -806,7 +806,7 @@ async function main(): Promise<void> {
       ...walRows.map((r) => {
         const c = r.cpuPerMessageUs;
         const server = c.serverUser && c.serverSystem ? `${Math.round(c.serverUser.median)} + ${Math.round(c.serverSystem.median)}` : "–";
-        return `| ${systemName(r.config)} | ${r.config.section} | ${r.config.processes} | ${batchText(r.config)} | ${median(c.walRecords, 2)} | ${median(c.walFpi, 3)} | ${median(c.walBytes, 0)} | ${server} |`;
+        return `| ${systemName(r.config)} | ${r.config.section === "keys" ? `keys (${r.config.keys ?? "none"})` : r.config.section} | ${r.config.processes} | ${batchText(r.config)} | ${median(c.walRecords, 2)} | ${median(c.walFpi, 3)} | ${median(c.walBytes, 0)} | ${server} |`;
       }),
     ];
     lines.push(
