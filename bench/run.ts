@@ -72,7 +72,7 @@ import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
 import { statementCosts } from "./statements.js";
 import { backendCpuUs, locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
-import { walBetween, walCounters } from "./server-wal.js";
+import { openWalReader, walBetween } from "./server-wal.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
@@ -373,52 +373,58 @@ async function race(
   server: { readonly postmaster: number; readonly url: string } | null,
 ): Promise<{ seconds: number; reports: ChildReport[]; cpu: RunCpu }> {
   const postmaster = server?.postmaster ?? null;
-  const baseline = postmaster === null ? [] : serverChildren(postmaster);
-  const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
-  const outputs = children.map(() => "");
-  const ready = children.map(
-    (child, i) =>
-      new Promise<void>((resolve, reject) => {
-        child.stdout.on("data", (chunk: Buffer) => {
-          outputs[i] += chunk.toString();
-          if (outputs[i]?.startsWith("ready\n")) resolve();
-        });
-        child.on("exit", (code) => (code === 0 ? undefined : reject(new Error(`${script} exited ${code}`))));
-      }),
-  );
-  const exited = children.map((child) => new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))));
-  await Promise.all(ready);
-  const walBefore = server === null ? null : await walCounters(server.url);
-  const serverBefore = postmaster === null ? null : serverCpu(postmaster);
-  const machineBefore = machineBusyUs();
-  const started = performance.now();
-  for (const child of children) child.stdin.end("go\n");
-  const codes = await Promise.all(exited);
-  const seconds = (performance.now() - started) / 1000;
-  const machineAfter = machineBusyUs();
-  if (codes.some((code) => code !== 0)) throw new Error(`${script}: a child failed (${codes.join(", ")})`);
-  const reports = outputs.map((out) => JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as ChildReport);
-  let serverAfter: ReturnType<typeof serverCpu> = null;
-  if (postmaster !== null && serverBefore) {
-    await settleBackends(postmaster, baseline);
-    serverAfter = serverCpu(postmaster);
+  // Connected before the baseline, so its backend is neither waited for nor started within the run.
+  const walReader = server === null ? null : await openWalReader(server.url);
+  try {
+    const baseline = postmaster === null ? [] : serverChildren(postmaster);
+    const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
+    const outputs = children.map(() => "");
+    const ready = children.map(
+      (child, i) =>
+        new Promise<void>((resolve, reject) => {
+          child.stdout.on("data", (chunk: Buffer) => {
+            outputs[i] += chunk.toString();
+            if (outputs[i]?.startsWith("ready\n")) resolve();
+          });
+          child.on("exit", (code) => (code === 0 ? undefined : reject(new Error(`${script} exited ${code}`))));
+        }),
+    );
+    const exited = children.map((child) => new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))));
+    await Promise.all(ready);
+    const walBefore = (await walReader?.read()) ?? null;
+    const serverBefore = postmaster === null ? null : serverCpu(postmaster);
+    const machineBefore = machineBusyUs();
+    const started = performance.now();
+    for (const child of children) child.stdin.end("go\n");
+    const codes = await Promise.all(exited);
+    const seconds = (performance.now() - started) / 1000;
+    const machineAfter = machineBusyUs();
+    if (codes.some((code) => code !== 0)) throw new Error(`${script}: a child failed (${codes.join(", ")})`);
+    const reports = outputs.map((out) => JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as ChildReport);
+    let serverAfter: ReturnType<typeof serverCpu> = null;
+    if (postmaster !== null && serverBefore) {
+      await settleBackends(postmaster, baseline);
+      serverAfter = serverCpu(postmaster);
+    }
+    const wal = walBetween(walBefore, (await walReader?.read()) ?? null);
+    const serverTime =
+      serverBefore && serverAfter ? { userUs: serverAfter.userUs - serverBefore.userUs, systemUs: serverAfter.systemUs - serverBefore.systemUs } : null;
+    const cpu: RunCpu = {
+      workerUserUs: reports.reduce((sum, r) => sum + r.cpuUserUs, 0),
+      workerSystemUs: reports.reduce((sum, r) => sum + r.cpuSystemUs, 0),
+      serverUserUs: serverTime?.userUs ?? null,
+      serverSystemUs: serverTime?.systemUs ?? null,
+      machineUs: machineBefore !== null && machineAfter !== null ? machineAfter - machineBefore : null,
+      lockHeldUs: reports.every((r) => r.lockHeldMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockHeldMs ?? 0) * 1000, 0) : null,
+      lockWaitedUs: reports.every((r) => r.lockWaitedMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockWaitedMs ?? 0) * 1000, 0) : null,
+      walRecords: wal?.records ?? null,
+      walFpi: wal?.fpi ?? null,
+      walBytes: wal?.bytes ?? null,
+    };
+    return { seconds, reports, cpu };
+  } finally {
+    await walReader?.close();
   }
-  const wal = server === null ? null : walBetween(walBefore, await walCounters(server.url));
-  const serverTime =
-    serverBefore && serverAfter ? { userUs: serverAfter.userUs - serverBefore.userUs, systemUs: serverAfter.systemUs - serverBefore.systemUs } : null;
-  const cpu: RunCpu = {
-    workerUserUs: reports.reduce((sum, r) => sum + r.cpuUserUs, 0),
-    workerSystemUs: reports.reduce((sum, r) => sum + r.cpuSystemUs, 0),
-    serverUserUs: serverTime?.userUs ?? null,
-    serverSystemUs: serverTime?.systemUs ?? null,
-    machineUs: machineBefore !== null && machineAfter !== null ? machineAfter - machineBefore : null,
-    lockHeldUs: reports.every((r) => r.lockHeldMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockHeldMs ?? 0) * 1000, 0) : null,
-    lockWaitedUs: reports.every((r) => r.lockWaitedMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockWaitedMs ?? 0) * 1000, 0) : null,
-    walRecords: wal?.records ?? null,
-    walFpi: wal?.fpi ?? null,
-    walBytes: wal?.bytes ?? null,
-  };
-  return { seconds, reports, cpu };
 }
 
 /**
@@ -654,8 +660,9 @@ async function main(): Promise<void> {
     }
   }
 
-  // The PostgreSQL server's CPU is read from /proc when it runs on this machine (see server-cpu.ts).
-  const postmaster = settings.stores.includes("postgres") && configs.length > 0 ? await locatePostmaster(settings.postgresUrl) : null;
+  // The PostgreSQL server's CPU is read from /proc when it runs on this machine (see server-cpu.ts):
+  // for the tables and for the statements section.
+  const postmaster = settings.stores.includes("postgres") && (configs.length > 0 || run("statements")) ? await locatePostmaster(settings.postgresUrl) : null;
   if (settings.stores.includes("postgres") && configs.length > 0 && postmaster === null)
     process.stderr.write("bench: PostgreSQL does not run on this machine (or not in this PID namespace); its server CPU is not measured\n");
   const samples = new Map<Config, { rates: number[]; rss: number[]; cpu: CpuPerMessage[] }>(configs.map((c) => [c, { rates: [], rss: [], cpu: [] }]));
@@ -698,9 +705,10 @@ async function main(): Promise<void> {
     };
   });
   /** CPU µs per message, medians: "user + system" of the workers, of the PostgreSQL server ("–": not measured), the whole machine. */
+  /** "user + system" medians, rounded; "–" when not measured. */
+  const pair = (user: Spread | null, system: Spread | null) => (user && system ? `${Math.round(user.median)} + ${Math.round(system.median)}` : "–");
   const cpuCells = (r: (typeof rows)[number]) => {
     const c = r.cpuPerMessageUs;
-    const pair = (user: Spread | null, system: Spread | null) => (user && system ? `${Math.round(user.median)} + ${Math.round(system.median)}` : "–");
     return `${pair(c.workerUser, c.workerSystem)} | ${pair(c.serverUser, c.serverSystem)} | ${c.machine ? Math.round(c.machine.median) : "–"}`;
   };
   const CPU_HEADER =
@@ -805,8 +813,7 @@ async function main(): Promise<void> {
       "|---|---|---|---|---|---|---|---|",
       ...walRows.map((r) => {
         const c = r.cpuPerMessageUs;
-        const server = c.serverUser && c.serverSystem ? `${Math.round(c.serverUser.median)} + ${Math.round(c.serverSystem.median)}` : "–";
-        return `| ${systemName(r.config)} | ${r.config.section === "keys" ? `keys (${r.config.keys ?? "none"})` : r.config.section} | ${r.config.processes} | ${batchText(r.config)} | ${median(c.walRecords, 2)} | ${median(c.walFpi, 3)} | ${median(c.walBytes, 0)} | ${server} |`;
+        return `| ${systemName(r.config)} | ${r.config.section === "keys" ? `keys (${r.config.keys ?? "none"})` : r.config.section} | ${r.config.processes} | ${batchText(r.config)} | ${median(c.walRecords, 2)} | ${median(c.walFpi, 3)} | ${median(c.walBytes, 0)} | ${pair(c.serverUser, c.serverSystem)} |`;
       }),
     ];
     lines.push(
@@ -917,7 +924,6 @@ async function main(): Promise<void> {
   // one connection (statements.ts); needs the server's processes, so PostgreSQL on this machine.
   let statements: unknown = null;
   if (run("statements")) {
-    const postmaster = settings.stores.includes("postgres") ? await locatePostmaster(settings.postgresUrl) : null;
     if (!settings.stores.includes("postgres")) {
       process.stderr.write("bench: the statements section measures PostgreSQL, which --stores leaves out; leaving it out\n");
     } else if (postmaster === null || backendCpuUs(postmaster) === null) {

@@ -278,21 +278,21 @@ const redrivenKeyState = (table: string, targeted: string) => `CASE WHEN m.key_s
  * messages, server CPU per message 39.4 → 40.2 µs with 1 process, 58.0 → 56.9 with 4 (medians).
  * Not worth a second kind of time in the SQL (a statement's start, not its clock).
  */
+const CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t)";
+const LEASE = "clock.t + $LEASE * interval '1 millisecond'";
 /**
  * 'processing', as a value the planner does not see, where a statement joins many rows of the
  * table by id (the bulk completion). Statistics taken while no message was processing (a quiet
  * table, a fresh one) say no row is, so with the constant the planner expected one row from a
  * scan filtered on status, put that scan outside a nested loop, and compared every processing row
  * with every lease of the group instead of looking each lease up by its key. 4 processes at
- * concurrency 1,000 over 20,000 messages (groups of 500) spent 1.1 s per completion, 2.3 k msg/s
- * and 700 µs of server CPU per message; with this, 9.6 k msg/s and 68–93 µs. Over 100,000
- * messages, 14 k → 21 k msg/s and 85 → 49 µs with 4 processes, 24 k → 28 k and 42 → 31 µs with 1
- * (2 alternated rounds). Unknown, the value is estimated from the column's number of distinct
+ * concurrency 1,000 over 20,000 messages (groups of 500) spent 1.1 s per completion, 1.8–3.4 k
+ * msg/s and 460–930 µs of server CPU per message; with this, 9.2–9.6 k msg/s and 88–93 µs. Over
+ * 100,000 messages, 14 k → 21 k msg/s and 85 → 49 µs with 4 processes, 24 k → 28 k and 42 → 31 µs
+ * with 1 (2 alternated rounds). Unknown, the value is estimated from the column's number of distinct
  * values, and each id is looked up (or, on a small table, the table read once and hashed).
  */
 const PROCESSING = "(SELECT 'processing'::text)";
-const CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t)";
-const LEASE = "clock.t + $LEASE * interval '1 millisecond'";
 /**
  * A timestamp as whole epoch milliseconds (a float8, which pg hands over as a number), truncated as
  * a JS Date would truncate it. The hot statements return times this way: pg's timestamp parser
