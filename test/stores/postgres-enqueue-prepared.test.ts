@@ -1,0 +1,50 @@
+// A single enqueue is a named prepared statement, planned once per connection: sent unnamed, its
+// parse and plan took about 0.3 ms of each call. Prepared, it must behave as before: a refused
+// dedupe key leaves it usable on the connection, and under the generic plan that a prepared
+// statement moves to, a keyed message still waits behind its key's holder.
+
+import { describe, expect, it } from "vitest";
+import { DuplicateMessageError } from "../../src/outbox/errors.js";
+import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+
+const PG = await postgresAvailable();
+
+describe.skipIf(!PG)("postgres single enqueue: prepared once per connection", () => {
+  it("is planned once on its connection, survives a refused dedupe key there, and keeps a key's order under the generic plan", async () => {
+    const schema = freshSchema("wassal_enqueue_prepared");
+    // One connection, so every transaction below runs on the same one.
+    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 });
+    try {
+      await store.migrate();
+      await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 0, dedupeKey: "d" }));
+      await expect(store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1, dedupeKey: "d" }))).rejects.toThrow(DuplicateMessageError);
+      const enqueue = outboxSql(schema).enqueue;
+      const prepared = await store.transaction(async (tx) => {
+        await tx.query("SET LOCAL plan_cache_mode = force_generic_plan");
+        for (let i = 0; i < 3; i += 1) await store.enqueue(tx, { type: "t", payload: i, key: "k" });
+        await store.enqueue(tx, { type: "t", payload: 3 });
+        return (
+          await tx.query<{ calls: number; generic: number }>(
+            "SELECT (generic_plans + custom_plans)::int AS calls, generic_plans::int AS generic FROM pg_prepared_statements WHERE statement = $1",
+            [enqueue],
+          )
+        ).rows;
+      });
+      // One prepared statement for all six calls on the connection (the refused one included), the
+      // last four under the generic plan.
+      expect(prepared).toEqual([{ calls: 6, generic: 4 }]);
+      const { rows } = await store.pool.query<{ payload: number; key_state: number }>(
+        `SELECT payload::int AS payload, key_state FROM ${schema}.outbox_messages WHERE ordering_key = 'k' ORDER BY id`,
+      );
+      expect(rows).toEqual([
+        { payload: 0, key_state: 0 },
+        { payload: 1, key_state: 1 },
+        { payload: 2, key_state: 1 },
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+});
