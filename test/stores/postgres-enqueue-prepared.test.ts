@@ -1,5 +1,5 @@
-// A single enqueue is a named prepared statement, planned once per connection: sent unnamed, its
-// parse and plan took about 0.3 ms of each call. Prepared, it must behave as before: a refused
+// A single enqueue is a named prepared statement, parsed once per connection: sent unnamed, its
+// parse and plan took about 0.3 ms of each call. (generic_plans and custom_plans: PostgreSQL 14+.) Prepared, it must behave as before: a refused
 // dedupe key leaves it usable on the connection, and under the generic plan that a prepared
 // statement moves to, a keyed message still waits behind its key's holder.
 
@@ -12,7 +12,7 @@ import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/po
 const PG = await postgresAvailable();
 
 describe.skipIf(!PG)("postgres single enqueue: prepared once per connection", () => {
-  it("is planned once on its connection, survives a refused dedupe key there, and keeps a key's order under the generic plan", async () => {
+  it("is prepared once on its connection, survives a refused dedupe key there, and keeps a key's order under the generic plan", async () => {
     const schema = freshSchema("wassal_enqueue_prepared");
     // One connection, so every transaction below runs on the same one.
     const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 });
