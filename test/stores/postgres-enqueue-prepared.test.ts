@@ -1,5 +1,5 @@
-// A single enqueue is a named prepared statement, parsed once per connection: sent unnamed, its
-// parse and plan took about 0.3 ms of each call. (generic_plans and custom_plans: PostgreSQL 14+.) Prepared, it must behave as before: a refused
+// A single enqueue is a named prepared statement, parsed once per connection, and so is a keyed
+// enqueue's key lock: sent unnamed, the enqueue's parse and plan took about 0.3 ms of each call. (generic_plans and custom_plans: PostgreSQL 14+.) Prepared, it must behave as before: a refused
 // dedupe key leaves it usable on the connection, and under the generic plan that a prepared
 // statement moves to, a keyed message still waits behind its key's holder.
 
@@ -20,21 +20,26 @@ describe.skipIf(!PG)("postgres single enqueue: prepared once per connection", ()
       await store.migrate();
       await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 0, dedupeKey: "d" }));
       await expect(store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1, dedupeKey: "d" }))).rejects.toThrow(DuplicateMessageError);
-      const enqueue = outboxSql(schema).enqueue;
+      const { enqueue, lockKeys } = outboxSql(schema);
       const prepared = await store.transaction(async (tx) => {
         await tx.query("SET LOCAL plan_cache_mode = force_generic_plan");
         for (let i = 0; i < 3; i += 1) await store.enqueue(tx, { type: "t", payload: i, key: "k" });
         await store.enqueue(tx, { type: "t", payload: 3 });
         return (
-          await tx.query<{ calls: number; generic: number }>(
-            "SELECT (generic_plans + custom_plans)::int AS calls, generic_plans::int AS generic FROM pg_prepared_statements WHERE statement = $1",
-            [enqueue],
+          await tx.query<{ statement: string; calls: number; generic: number }>(
+            `SELECT CASE statement WHEN $1 THEN 'enqueue' ELSE 'lockKeys' END AS statement,
+                    (generic_plans + custom_plans)::int AS calls, generic_plans::int AS generic
+             FROM pg_prepared_statements WHERE statement IN ($1, $2) ORDER BY 1`,
+            [enqueue, lockKeys],
           )
         ).rows;
       });
       // One prepared statement for all six calls on the connection (the refused one included), the
-      // last four under the generic plan.
-      expect(prepared).toEqual([{ calls: 6, generic: 4 }]);
+      // last four under the generic plan; and one for the three keyed enqueues' key locks.
+      expect(prepared).toEqual([
+        { statement: "enqueue", calls: 6, generic: 4 },
+        { statement: "lockKeys", calls: 3, generic: 3 },
+      ]);
       const { rows } = await store.pool.query<{ payload: number; key_state: number }>(
         `SELECT payload::int AS payload, key_state FROM ${schema}.outbox_messages WHERE ordering_key = 'k' ORDER BY id`,
       );
