@@ -759,7 +759,12 @@ async function main(): Promise<void> {
           return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${Math.round(r.throughput.median)} | ${held.toFixed(1)} | ${Math.round((c.lockBusy?.median ?? 0) * 100)} % | ${held > 0 ? Math.round(1e6 / held) : "–"} | ${Math.round(c.lockWaited?.median ?? 0)} |`;
         }),
       ];
-      lines.push("", "SQLite's one writer: how long Wassal's processes held the file's write lock (BEGIN IMMEDIATE to COMMIT), medians:", "", ...lockTable);
+      lines.push(
+        "",
+        "SQLite's one writer: how long Wassal's processes held the file's write lock, medians. Held is timed from BEGIN IMMEDIATE's return to COMMIT's, and COMMIT returns after the lock is released and any checkpoint it set off has run, so it is an upper bound (the processes' shares can add up to more than the run):",
+        "",
+        ...lockTable,
+      );
       process.stdout.write(`\n${lockTable.join("\n")}\n`);
     }
   }
