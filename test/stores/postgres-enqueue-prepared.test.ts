@@ -52,4 +52,18 @@ describe.skipIf(!PG)("postgres single enqueue: prepared once per connection", ()
       await store.close();
     }
   });
+
+  it("an enqueue whose statement could not be prepared (its table not there yet) leaves the connection able to prepare it later", async () => {
+    const schema = freshSchema("wassal_enqueue_unprepared");
+    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 });
+    try {
+      // Before migrate: the server refuses to parse the statement, so it must not count as prepared.
+      await expect(store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 0 }))).rejects.toThrow(/does not exist/);
+      await store.migrate();
+      const sent = await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
+      expect(sent.payload).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
 });
