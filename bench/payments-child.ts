@@ -22,7 +22,8 @@ const outbox = await openOutbox(db, {
   synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
   maxConnections: Number(connectionsText),
 });
-const provider = new ProviderSimulator({ answerUnknownKeys: true, latencyMs: 0 });
+// keep: "counts", as the worker runtime's (src/runtime/payments-handlers.ts): the child reads only the total.
+const provider = new ProviderSimulator({ answerUnknownKeys: true, latencyMs: 0, keep: "counts" });
 const payments = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider });
 let processed = 0;
 let failed = 0;

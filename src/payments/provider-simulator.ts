@@ -1,6 +1,7 @@
 // A payment provider that behaves the same way every run: each idempotency key has a fixed
 // outcome, transaction ids are issued only here and only for Paid, and every call is counted
-// and logged so reports and checkers can see exactly what the provider was asked.
+// and (unless told to keep counts only) logged, so reports and checkers can see exactly what the
+// provider was asked.
 
 import { createHash } from "node:crypto";
 import { appendFileSync, readFileSync } from "node:fs";
@@ -44,6 +45,14 @@ export interface ProviderSimulatorOptions {
   readonly answerUnknownKeys?: boolean;
   /** Append every call as a JSON line to this file, so processes can share one log. */
   readonly logFile?: string;
+  /**
+   * What the simulator remembers of the calls made to it (default "calls"):
+   * - "calls": every call in order (log()), and the calls and issued transaction id per key;
+   * - "counts": the number of calls of each operation only, so its memory stays the same however
+   *   many payments it answers for. For a long-running worker, which reads none of it; the
+   *   `logFile` still gets every call.
+   */
+  readonly keep?: "calls" | "counts";
   /** Random faults, replayable from the seed (for chaos runs). */
   readonly randomFaults?: RandomProviderFaults;
 }
@@ -101,6 +110,15 @@ function digest(text: string): string {
   return createHash("sha256").update(text).digest("hex");
 }
 
+/** What a key's hash decides: one key in four fails, and a Paid key's transaction id. Every run agrees. */
+function derived(idempotencyKey: string): { readonly outcome: "Paid" | "Failed"; readonly transactionId: string } {
+  const hash = digest(idempotencyKey);
+  return {
+    outcome: Number.parseInt(hash.slice(0, 8), 16) % 4 === 0 ? "Failed" : "Paid",
+    transactionId: `TXN-${hash.slice(8, 24).toUpperCase()}`,
+  };
+}
+
 export class ProviderSimulator {
   readonly #outcomes: Readonly<Record<string, "Paid" | "Failed">>;
   #latencyMs: number;
@@ -110,6 +128,10 @@ export class ProviderSimulator {
   readonly #issued = new Map<string, string>();
   readonly #faults: Fault[] = [];
   readonly #log: ProviderCall[] = [];
+  /** False with keep: "counts": no log, no per-key maps, only the totals below. */
+  readonly #keepCalls: boolean;
+  readonly #totals = { createPayment: 0, checkStatus: 0 };
+  #seq = 0;
   readonly #answerUnknownKeys: boolean;
   readonly #logFile: string | undefined;
   readonly #randomFaults: RandomProviderFaults | undefined;
@@ -119,6 +141,9 @@ export class ProviderSimulator {
     this.#outcomes = options.outcomes ?? {};
     this.#answerUnknownKeys = options.answerUnknownKeys ?? false;
     this.#logFile = options.logFile;
+    const keep = options.keep ?? "calls";
+    if (keep !== "calls" && keep !== "counts") throw new InvalidArgumentError(`keep must be "calls" or "counts" (got ${JSON.stringify(keep)})`);
+    this.#keepCalls = keep === "calls";
     this.#randomFaults = options.randomFaults;
     this.#random = seededRandom(options.randomFaults?.seed ?? 0);
     for (const rate of [options.randomFaults?.statusFailureRate, options.randomFaults?.statusTimeoutAfterSuccessRate, options.randomFaults?.latencySpikeRate]) {
@@ -131,9 +156,13 @@ export class ProviderSimulator {
   /** The outcome this key will always have. */
   outcomeFor(idempotencyKey: string): "Paid" | "Failed" {
     const fixed = this.#outcomes[idempotencyKey];
-    if (fixed !== undefined) return fixed;
-    // One key in four fails, chosen by the key's hash so every run agrees.
-    return Number.parseInt(digest(idempotencyKey).slice(0, 8), 16) % 4 === 0 ? "Failed" : "Paid";
+    return fixed ?? derived(idempotencyKey).outcome;
+  }
+
+  /** Refuses a question about single calls or keys when only counts are kept. */
+  #needCalls(what: string): void {
+    if (!this.#keepCalls)
+      throw new InvalidArgumentError(`${what} needs the calls, and this simulator was created with keep: "counts"; create it with keep: "calls" (the default)`);
   }
 
   setLatency(ms: number): void {
@@ -155,8 +184,10 @@ export class ProviderSimulator {
   }
 
   #record(operation: ProviderOperation, idempotencyKey: string, result: string): void {
-    const call: ProviderCall = { pid: process.pid, at: new Date().toISOString(), seq: this.#log.length + 1, operation, idempotencyKey, result };
-    this.#log.push(call);
+    this.#seq += 1;
+    if (!this.#keepCalls && this.#logFile === undefined) return;
+    const call: ProviderCall = { pid: process.pid, at: new Date().toISOString(), seq: this.#seq, operation, idempotencyKey, result };
+    if (this.#keepCalls) this.#log.push(call);
     if (this.#logFile !== undefined) appendFileSync(this.#logFile, `${JSON.stringify(call)}\n`);
   }
 
@@ -173,7 +204,8 @@ export class ProviderSimulator {
   /** Creates the payment at the provider; idempotent by key (a repeat returns the same reference). */
   async createPayment(request: CreatePaymentRequest): Promise<{ readonly providerReference: string }> {
     const key = request.idempotencyKey;
-    this.#createCalls.set(key, (this.#createCalls.get(key) ?? 0) + 1);
+    this.#totals.createPayment += 1;
+    if (this.#keepCalls) this.#createCalls.set(key, (this.#createCalls.get(key) ?? 0) + 1);
     await this.#delay();
     const fault = this.#takeFault("createPayment", key);
     if (fault && !fault.afterEffect) {
@@ -197,7 +229,8 @@ export class ProviderSimulator {
   /** The payment's final status. Issues the transaction id on the first Paid answer, the same one ever after. */
   async checkStatus(idempotencyKey: string, options: { readonly signal?: AbortSignal } = {}): Promise<PaymentOutcome> {
     const key = idempotencyKey;
-    this.#statusChecks.set(key, (this.#statusChecks.get(key) ?? 0) + 1);
+    this.#totals.checkStatus += 1;
+    if (this.#keepCalls) this.#statusChecks.set(key, (this.#statusChecks.get(key) ?? 0) + 1);
     try {
       await this.#delay(options.signal);
     } catch (reason) {
@@ -219,14 +252,14 @@ export class ProviderSimulator {
       this.#record("checkStatus", key, "error (unknown payment)");
       throw new ProviderError("checkStatus", `provider has no payment with idempotency key ${key}`);
     }
+    // One hash per check, for the outcome and the id both (the id is the same on every check, so
+    // kept per key only to answer issuedTransactionId).
+    const fixed = this.#outcomes[key];
+    const fromHash = fixed === "Failed" ? undefined : derived(key);
     let outcome: PaymentOutcome;
-    if (this.outcomeFor(key) === "Paid") {
-      let transactionId = this.#issued.get(key);
-      if (transactionId === undefined) {
-        transactionId = `TXN-${digest(`txn:${key}`).slice(0, 16).toUpperCase()}`;
-        this.#issued.set(key, transactionId);
-      }
-      outcome = { status: "Paid", transactionId };
+    if (fromHash !== undefined && (fixed ?? fromHash.outcome) === "Paid") {
+      outcome = { status: "Paid", transactionId: fromHash.transactionId };
+      if (this.#keepCalls) this.#issued.set(key, fromHash.transactionId);
     } else {
       outcome = { status: "Failed" };
     }
@@ -238,9 +271,11 @@ export class ProviderSimulator {
     return outcome;
   }
 
-  /** Calls of createPayment for this key (or all keys). */
+  /** Calls of createPayment for this key (or all keys; per key needs keep: "calls"). */
   createCalls(idempotencyKey?: string): number {
-    return idempotencyKey === undefined ? sum(this.#createCalls) : (this.#createCalls.get(idempotencyKey) ?? 0);
+    if (idempotencyKey === undefined) return this.#totals.createPayment;
+    this.#needCalls("createCalls(key)");
+    return this.#createCalls.get(idempotencyKey) ?? 0;
   }
 
   /** Payments the provider actually created: at most one per key. */
@@ -248,34 +283,34 @@ export class ProviderSimulator {
     return this.#created.size;
   }
 
-  /** Calls of checkStatus for this key (or all keys). */
+  /** Calls of checkStatus for this key (or all keys; per key needs keep: "calls"). */
   statusChecks(idempotencyKey?: string): number {
-    return idempotencyKey === undefined ? sum(this.#statusChecks) : (this.#statusChecks.get(idempotencyKey) ?? 0);
+    if (idempotencyKey === undefined) return this.#totals.checkStatus;
+    this.#needCalls("statusChecks(key)");
+    return this.#statusChecks.get(idempotencyKey) ?? 0;
   }
 
-  /** Per key: createPayment calls. */
+  /** Per key: createPayment calls (needs keep: "calls"). */
   createCallsByKey(): ReadonlyMap<string, number> {
+    this.#needCalls("createCallsByKey()");
     return this.#createCalls;
   }
 
-  /** Per key: checkStatus calls. */
+  /** Per key: checkStatus calls (needs keep: "calls"). */
   statusChecksByKey(): ReadonlyMap<string, number> {
+    this.#needCalls("statusChecksByKey()");
     return this.#statusChecks;
   }
 
-  /** The transaction id the provider issued for a key, if any. */
+  /** The transaction id the provider issued for a key, if any (needs keep: "calls"). */
   issuedTransactionId(idempotencyKey: string): string | undefined {
+    this.#needCalls("issuedTransactionId()");
     return this.#issued.get(idempotencyKey);
   }
 
-  /** Every call, in order. */
+  /** Every call, in order (needs keep: "calls"). */
   log(): readonly ProviderCall[] {
+    this.#needCalls("log()");
     return this.#log;
   }
-}
-
-function sum(map: ReadonlyMap<string, number>): number {
-  let total = 0;
-  for (const n of map.values()) total += n;
-  return total;
 }

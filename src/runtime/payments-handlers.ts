@@ -42,6 +42,7 @@ export function handlers(context: HandlersContext): HandlerMap {
   const faults = settings.faults;
   const provider = new ProviderSimulator({
     answerUnknownKeys: true,
+    keep: "counts", // a worker runs for days and reads none of the calls back: its memory must not grow with them
     latencyMs: settings.providerLatencyMs ?? 0,
     ...(settings.providerLog === undefined ? {} : { logFile: settings.providerLog }),
     ...(faults === undefined

@@ -311,3 +311,57 @@ describe("ProviderSimulator shared log and random faults", () => {
     expect(() => new ProviderSimulator({ randomFaults: { seed: 1, statusFailureRate: 1.5 } })).toThrow(InvalidArgumentError);
   });
 });
+
+describe('ProviderSimulator with keep: "counts" (a long-running worker\'s)', () => {
+  const keys = Array.from({ length: 40 }, (_, n) => `key-${n}`);
+
+  it("answers every key as a simulator keeping the calls does, transaction ids included, and counts the calls", async () => {
+    const calls = new ProviderSimulator({ answerUnknownKeys: true, outcomes: { "key-0": "Paid", "key-1": "Failed" } });
+    const counts = new ProviderSimulator({ answerUnknownKeys: true, outcomes: { "key-0": "Paid", "key-1": "Failed" }, keep: "counts" });
+    for (const key of keys) {
+      const expected = await calls.checkStatus(key);
+      expect(await counts.checkStatus(key)).toEqual(expected);
+      expect(await counts.checkStatus(key)).toEqual(expected); // the same id on a later check
+    }
+    const answers = await Promise.all(keys.map((key) => counts.checkStatus(key)));
+    expect(new Set(answers.map((a) => a.status))).toEqual(new Set(["Paid", "Failed"]));
+    await counts.createPayment(request("key-new"));
+    expect(counts.statusChecks()).toBe(keys.length * 3);
+    expect(counts.createCalls()).toBe(1);
+    expect(counts.creations()).toBe(1);
+  });
+
+  it("refuses questions about single calls or keys, saying how to keep them", async () => {
+    const provider = new ProviderSimulator({ answerUnknownKeys: true, keep: "counts" });
+    await provider.checkStatus("key-1");
+    for (const ask of [
+      () => provider.log(),
+      () => provider.statusChecks("key-1"),
+      () => provider.createCalls("key-1"),
+      () => provider.statusChecksByKey(),
+      () => provider.createCallsByKey(),
+      () => provider.issuedTransactionId("key-1"),
+    ]) {
+      expect(ask).toThrow(InvalidArgumentError);
+      expect(ask).toThrow(/keep: "counts".*keep: "calls"/);
+    }
+  });
+
+  it("still appends every call to the log file, numbered in order", async () => {
+    const file = join(tempDir(), "provider.log");
+    const provider = new ProviderSimulator({ answerUnknownKeys: true, keep: "counts", logFile: file });
+    provider.failNext("checkStatus", { key: "key-2" });
+    for (const key of ["key-1", "key-2", "key-3"]) await provider.checkStatus(key).catch(() => undefined);
+    const log = readProviderLog(file);
+    expect(log.map((c) => [c.seq, c.idempotencyKey])).toEqual([
+      [1, "key-1"],
+      [2, "key-2"],
+      [3, "key-3"],
+    ]);
+    expect(log[1]?.result).toBe("error (injected, before effect)");
+  });
+
+  it("refuses a keep that is neither calls nor counts", () => {
+    expect(() => new ProviderSimulator({ keep: "all" as "calls" })).toThrow(/keep must be "calls" or "counts" \(got "all"\)/);
+  });
+});
