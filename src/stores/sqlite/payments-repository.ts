@@ -80,6 +80,10 @@ const SQL = {
            RETURNING ${COLUMNS}`,
   recordOutcome: `UPDATE payments SET payment_status = @status, transaction_id = @transactionId, updated_at = @now
                   WHERE idempotency_key = @idempotencyKey AND payment_status = 'Pending'`,
+  /** recordOutcome for many payments in one statement: ? is a JSON array of [key, status, transaction id or null, time]. */
+  recordOutcomes: `UPDATE payments SET payment_status = o.value ->> 1, transaction_id = o.value ->> 2, updated_at = o.value ->> 3
+                   FROM json_each(?) AS o
+                   WHERE payments.idempotency_key = o.value ->> 0 AND payments.payment_status = 'Pending'`,
   list: `SELECT ${COLUMNS} FROM payments ORDER BY id`,
   appendStatement: `INSERT INTO payment_statement (idempotency_key, event, message_id, applied_by, applied_at)
                     VALUES (@idempotencyKey, @event, @messageId, @appliedBy, @appliedAt)
@@ -141,18 +145,17 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
   }
 
   async recordOutcomes(tx: SqliteTx, records: readonly OutcomeRecord[]): Promise<number> {
-    // One prepared statement per payment: in-process, that costs microseconds (no round trips to save).
-    const update = statement(tx, SQL.recordOutcome);
-    let changed = 0;
-    for (const { idempotencyKey, outcome, now } of records) {
-      changed += update.run({
-        idempotencyKey,
-        status: outcome.status,
-        transactionId: outcome.status === "Paid" ? outcome.transactionId : null,
-        now: now.getTime(),
-      }).changes;
-    }
-    return changed;
+    if (records.length === 0) return 0;
+    // One statement for the group, as on PostgreSQL. Against the named statement run once per
+    // payment: 3.0–4.0 against 4.2–4.7 µs per payment (groups of 100 in one transaction, 20,000
+    // payments, 3 rounds alternated, a throwaway script; positional parameters gave 3.7–4.0).
+    const rows = records.map(({ idempotencyKey, outcome, now }) => [
+      idempotencyKey,
+      outcome.status,
+      outcome.status === "Paid" ? outcome.transactionId : null,
+      now.getTime(),
+    ]);
+    return statement(tx, SQL.recordOutcomes).run(JSON.stringify(rows)).changes;
   }
 
   async list(): Promise<Payment[]> {
