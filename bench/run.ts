@@ -607,8 +607,9 @@ async function main(): Promise<void> {
       if (payments) {
         // The no-op reference the payments handler is compared with: the same worker on the same
         // number of messages, interleaved with it. (Compared with the throughput row instead, at
-        // 20,000 messages against 5,000, the payments ratio came out 0.28–0.41 where equal counts
-        // gave 0.42–0.63: a short run's start-up and warm-up weigh more per message.)
+        // 20,000 messages against 5,000, the second full run's payments ratios were 0.28–0.41; with
+        // equal counts, six alternated rounds of the same code later gave medians of 0.47–0.67: a
+        // short run's start-up and warm-up weigh more per message.)
         const messages = Math.min(PAYMENTS_MESSAGES, settings.messages);
         configs.push(
           { system: "wassal", store, processes, batch: BATCH, messages, section: "payments" },

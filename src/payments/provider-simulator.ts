@@ -48,9 +48,9 @@ export interface ProviderSimulatorOptions {
   /**
    * What the simulator remembers of the calls made to it (default "calls"):
    * - "calls": every call in order (log()), and the calls and issued transaction id per key;
-   * - "counts": the number of calls of each operation only, so its memory stays the same however
-   *   many payments it answers for. For a long-running worker, which reads none of it; the
-   *   `logFile` still gets every call.
+   * - "counts": the number of calls of each operation only, so status checks add nothing to its
+   *   memory however many it answers (the payments it creates it still keeps, as a provider
+   *   does). For a long-running worker, which reads none of it; the `logFile` still gets every call.
    */
   readonly keep?: "calls" | "counts";
   /** Random faults, replayable from the seed (for chaos runs). */
