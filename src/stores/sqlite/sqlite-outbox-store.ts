@@ -65,6 +65,14 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
 }
 
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
+/** A claim candidate as read inside the claim's transaction: its state before the claim. */
+interface ClaimCandidate {
+  readonly id: number;
+  readonly status: string;
+  readonly locked_by: string | null;
+  readonly locked_until: number | null;
+}
+
 function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, reclaimedFrom: string | null): Lease {
   const read = {
     id: String(row.id),
@@ -305,20 +313,15 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean; types: readonly string[] | null }): Promise<{ at: Date; leases: Lease[] }> {
     const { owner, limit, leaseMs, audit, types } = params;
-    return this.writeLock.runSync(() => {
+    const taken = this.writeLock.runSync(() => {
       const now = this.now();
       const until = now + leaseMs;
       const candidates = (
         types === null
           ? this.#stmt("claimCandidates").all({ now, limit })
           : this.#stmt("claimCandidatesOfTypes").all({ now, limit, types: JSON.stringify(types) })
-      ) as {
-        id: number;
-        status: string;
-        locked_by: string | null;
-        locked_until: number | null;
-      }[];
-      if (candidates.length === 0) return { at: new Date(now), leases: [] };
+      ) as ClaimCandidate[];
+      if (candidates.length === 0) return { now, until, candidates, claimed: [] };
       // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order. One
       // candidate: the conditional claim of one message, without json_each (see completeBulk).
       const only = candidates.length === 1 ? candidates[0] : undefined;
@@ -327,17 +330,33 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
           ? this.#stmt("claimMessage").all({ id: only.id, owner, until, now })
           : this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now })
       ) as ClaimedRow[];
+      if (audit) {
+        const rows = new Map(claimed.map((row) => [row.id, row]));
+        for (const candidate of candidates) {
+          const row = rows.get(candidate.id);
+          if (row === undefined) continue;
+          this.#audit(true, row.id, row.lease_token, owner, "claim", now, {
+            status: candidate.status,
+            owner: candidate.locked_by,
+            lockedUntil: candidate.locked_until,
+          });
+        }
+      }
+      return { now, until, candidates, claimed };
+    });
+    // The leases are built after the commit, outside the write lock, which every other process's
+    // writer waits for: parsing the payloads and headers and building the leases is 1.4–1.9 µs per
+    // message, of the 15–21 µs a claim of 100 and its completion hold the lock (a throwaway loop,
+    // one process, NORMAL). With 4 worker processes, 3 alternated rounds of 100,000 messages moved
+    // neither the rate nor the held time beyond the noise (31–42 k msg/s, 22–33 µs either way).
+    // The rows were checked when written (CHECK: payload and headers are valid JSON), so a lease
+    // that cannot be built is not expected here; were one, its message would wait out its lease.
+    return taken.then(({ now, until, candidates, claimed }) => {
       const rows = new Map(claimed.map((row) => [row.id, row]));
       const leases: Lease[] = [];
       for (const candidate of candidates) {
         const row = rows.get(candidate.id);
-        if (row === undefined) continue;
-        this.#audit(audit, row.id, row.lease_token, owner, "claim", now, {
-          status: candidate.status,
-          owner: candidate.locked_by,
-          lockedUntil: candidate.locked_until,
-        });
-        leases.push(sqliteClaimedLease(row, owner, until, candidate.status === "processing" ? candidate.locked_by : null));
+        if (row !== undefined) leases.push(sqliteClaimedLease(row, owner, until, candidate.status === "processing" ? candidate.locked_by : null));
       }
       return { at: new Date(now), leases };
     });
