@@ -9,6 +9,7 @@ let started: NodeJS.CpuUsage | undefined;
 /** The SQLite store's write-lock figures (SqliteOutboxStore.writeLock.stats), or undefined on PostgreSQL. */
 interface LockStats {
   readonly heldMs: number;
+  readonly committingMs: number;
   readonly waitedMs: number;
   readonly contended: number;
 }
@@ -17,11 +18,15 @@ interface LockStats {
  * How long this process held SQLite's write lock (and waited for it) from "go" on: call with the
  * store right after readyThenGo; the returned function reads the figures for the report.
  */
-export function writeLockSince(store: object): () => { lockHeldMs: number; lockWaitedMs: number } | Record<string, never> {
+export function writeLockSince(store: object): () => { lockHeldMs: number; lockCommitMs: number; lockWaitedMs: number } | Record<string, never> {
   const stats = (store as { writeLock?: { stats: LockStats } }).writeLock?.stats;
   if (stats === undefined) return () => ({});
   const start = { ...stats };
-  return () => ({ lockHeldMs: stats.heldMs - start.heldMs, lockWaitedMs: stats.waitedMs - start.waitedMs });
+  return () => ({
+    lockHeldMs: stats.heldMs - start.heldMs,
+    lockCommitMs: stats.committingMs - start.committingMs,
+    lockWaitedMs: stats.waitedMs - start.waitedMs,
+  });
 }
 
 /** Prints "ready", waits for "go" on stdin, then starts counting CPU time. */

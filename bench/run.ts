@@ -325,6 +325,8 @@ interface ChildReport {
   cpuSystemUs: number;
   /** Wassal on SQLite: how long the child held the file's write lock from "go" on, and waited for it. */
   lockHeldMs?: number;
+  /** ... of which in COMMIT (see WriteLockStats.committingMs). */
+  lockCommitMs?: number;
   lockWaitedMs?: number;
 }
 
@@ -337,6 +339,8 @@ interface RunCpu {
   machineUs: number | null;
   /** Wassal on SQLite: the write lock held, all processes together (null: not SQLite, or not Wassal). */
   lockHeldUs: number | null;
+  /** ... of which in COMMIT, which returns after the lock is released (held minus this is a lower bound). */
+  lockCommitUs: number | null;
   /** ... and the time its processes waited for it. */
   lockWaitedUs: number | null;
   /** PostgreSQL on this machine: the WAL the cluster wrote during the run (server-wal.ts), else null. */
@@ -420,6 +424,7 @@ async function race(
       serverSystemUs: serverTime?.systemUs ?? null,
       machineUs: machineBefore !== null && machineAfter !== null ? machineAfter - machineBefore : null,
       lockHeldUs: reports.every((r) => r.lockHeldMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockHeldMs ?? 0) * 1000, 0) : null,
+      lockCommitUs: reports.every((r) => r.lockCommitMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockCommitMs ?? 0) * 1000, 0) : null,
       lockWaitedUs: reports.every((r) => r.lockWaitedMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockWaitedMs ?? 0) * 1000, 0) : null,
       walRecords: wal?.records ?? null,
       walFpi: wal?.fpi ?? null,
@@ -459,7 +464,7 @@ async function leftBehind(db: string, schema: string): Promise<string> {
 }
 
 /** CPU µs per message of one run (RunCpu divided by the messages), and the share of the run SQLite's write lock was held (0–1 per process). */
-type CpuPerMessage = RunCpu & { lockBusy: number | null };
+type CpuPerMessage = RunCpu & { lockBeforeCommitUs: number | null; lockBusy: number | null; lockBusyBeforeCommit: number | null };
 
 async function runOnce(config: Config, all: Settings, postmaster: number | null): Promise<{ rate: number; maxRssMb: number; cpu: CpuPerMessage }> {
   const system = config.system;
@@ -506,11 +511,14 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
         serverSystemUs: per(cpu.serverSystemUs),
         machineUs: per(cpu.machineUs),
         lockHeldUs: per(cpu.lockHeldUs),
+        lockCommitUs: per(cpu.lockCommitUs),
+        lockBeforeCommitUs: cpu.lockHeldUs === null || cpu.lockCommitUs === null ? null : per(cpu.lockHeldUs - cpu.lockCommitUs),
         lockWaitedUs: per(cpu.lockWaitedUs),
         walRecords: per(cpu.walRecords),
         walFpi: per(cpu.walFpi),
         walBytes: per(cpu.walBytes),
         lockBusy: cpu.lockHeldUs === null ? null : cpu.lockHeldUs / (seconds * 1e6),
+        lockBusyBeforeCommit: cpu.lockHeldUs === null || cpu.lockCommitUs === null ? null : (cpu.lockHeldUs - cpu.lockCommitUs) / (seconds * 1e6),
       },
     };
   } finally {
@@ -699,8 +707,11 @@ async function main(): Promise<void> {
         serverSystem: of((c) => c.serverSystemUs),
         machine: of((c) => c.machineUs),
         lockHeld: of((c) => c.lockHeldUs),
+        lockCommit: of((c) => c.lockCommitUs),
+        lockBeforeCommit: of((c) => c.lockBeforeCommitUs),
         lockWaited: of((c) => c.lockWaitedUs),
         lockBusy: of((c) => c.lockBusy),
+        lockBusyBeforeCommit: of((c) => c.lockBusyBeforeCommit),
         walRecords: of((c) => c.walRecords),
         walFpi: of((c) => c.walFpi),
         walBytes: of((c) => c.walBytes),
@@ -764,17 +775,20 @@ async function main(): Promise<void> {
     const lockRows = rows.filter((r) => r.config.section === "throughput" && r.config.system === "wassal" && r.cpuPerMessageUs.lockHeld !== null);
     if (lockRows.length > 0) {
       const lockTable = [
-        "| system | store | processes | batch | messages/s median | write lock held µs/msg (all processes) | lock held, share of the run | rate the lock allows (1 s ÷ held per msg) | waited for the lock µs/msg (all processes) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| system | store | processes | batch | messages/s median | write lock held µs/msg (all processes): upper bound | of which in COMMIT | lower bound (held before COMMIT) | lock held, share of the run: upper – lower | rate the lock allows (1 s ÷ upper) – (1 s ÷ lower) | waited for the lock µs/msg (all processes) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         ...lockRows.map((r) => {
           const c = r.cpuPerMessageUs;
           const held = c.lockHeld?.median ?? 0;
-          return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${Math.round(r.throughput.median)} | ${held.toFixed(1)} | ${Math.round((c.lockBusy?.median ?? 0) * 100)} % | ${held > 0 ? Math.round(1e6 / held) : "–"} | ${Math.round(c.lockWaited?.median ?? 0)} |`;
+          const commit = c.lockCommit?.median ?? 0;
+          const before = c.lockBeforeCommit?.median ?? 0;
+          const allows = (us: number) => (us > 0 ? Math.round(1e6 / us) : "–");
+          return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${Math.round(r.throughput.median)} | ${held.toFixed(1)} | ${commit.toFixed(1)} | ${before.toFixed(1)} | ${Math.round((c.lockBusy?.median ?? 0) * 100)} – ${Math.round((c.lockBusyBeforeCommit?.median ?? 0) * 100)} % | ${allows(held)} – ${allows(before)} | ${Math.round(c.lockWaited?.median ?? 0)} |`;
         }),
       ];
       lines.push(
         "",
-        "SQLite's one writer: how long Wassal's processes held the file's write lock, medians. Held is timed from BEGIN IMMEDIATE's return to COMMIT's, and COMMIT returns after the lock is released and any checkpoint it set off has run, so it is an upper bound (the processes' shares can add up to more than the run):",
+        "SQLite's one writer: how long Wassal's processes held the file's write lock, medians. The upper bound is timed from BEGIN IMMEDIATE's return to COMMIT's, and COMMIT returns after the lock is released and any checkpoint it set off has run (the processes' shares can add up to more than the run); the lower bound leaves COMMIT out, though COMMIT writes the transaction under the lock:",
         "",
         ...lockTable,
       );

@@ -39,6 +39,10 @@ it("counts committed and rolled-back write transactions and the time each held t
   ).rejects.toThrow("rolled back");
   expect(lock.stats.transactions - before.transactions).toBe(2);
   expect(lock.stats.heldMs - before.heldMs).toBeGreaterThanOrEqual(held);
+  // Only the committed one spent time in COMMIT, and that time is part of what it held.
+  const committing = lock.stats.committingMs - before.committingMs;
+  expect(committing).toBeGreaterThan(0);
+  expect(committing).toBeLessThan(lock.stats.heldMs - before.heldMs - held);
   expect(lock.stats.contended).toBe(before.contended);
 });
 
