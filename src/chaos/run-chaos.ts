@@ -220,6 +220,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   };
 
   let killer: ConnectionKiller | undefined;
+  /** The competing writers still running: the run waits for them before it reads and cleans up. */
+  const lockHolders = new Set<Promise<void>>();
   try {
     // The run starts once every worker is claiming, so that faults and work overlap however slowly
     // this machine starts processes.
@@ -238,7 +240,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     } else {
       every(options.sqliteLockEveryMs, () => {
         figures.lockHolds += 1;
-        spawn(process.execPath, [LOCK_HOLDER, db, String(options.sqliteLockMs)], { stdio: "ignore" });
+        const holder = spawn(process.execPath, [LOCK_HOLDER, db, String(options.sqliteLockMs)], { stdio: "ignore" });
+        const exited = new Promise<void>((resolve) => holder.once("close", () => resolve()));
+        lockHolders.add(exited);
+        void exited.then(() => lockHolders.delete(exited));
       });
     }
 
@@ -281,12 +286,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await pool.stop();
     await outbox.close().catch(() => undefined);
     if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
-    if (!options.keep) rmSync(workDir, { recursive: true, force: true });
+    // The error that stopped the run is the one to report, not a failed clean-up after it.
+    if (!options.keep) removeWorkDir(workDir, () => undefined);
     throw error;
   } finally {
     for (const timer of timers) clearInterval(timer);
     await pool.stop();
     await killer?.close();
+    await Promise.all(lockHolders);
     figures.kills = pool.kills;
     figures.pauses = pool.pauses;
     figures.workerStarts = pool.starts;
@@ -307,7 +314,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
 
   await outbox.close();
   if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
-  if (!options.keep) rmSync(workDir, { recursive: true, force: true });
+  if (!options.keep) removeWorkDir(workDir, (error) => progress(`could not remove ${workDir}: ${error.message}`));
 
   const { onProgress: _onProgress, ...shown } = options;
   return {
@@ -331,6 +338,18 @@ function keyOfPayment(idempotencyKey: string, keys: number): string {
  * The payments API is a client of the store too: a lost connection or a busy database is retried,
  * for up to a minute (by the clock, not by attempts: on a loaded machine a held lock lasts longer).
  */
+/**
+ * Removes the run's directory. A process of the run that is still exiting may write one last
+ * file into it (a log line, SQLite's -shm) while it is removed, so removal is tried a few times.
+ */
+function removeWorkDir(workDir: string, failed: (error: Error) => void): void {
+  try {
+    rmSync(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+  } catch (error) {
+    failed(error as Error);
+  }
+}
+
 async function createWithRetry(service: PaymentsService<unknown>, key: string): Promise<void> {
   const giveUpAt = performance.now() + 60_000;
   for (let attempt = 1; ; attempt += 1) {
