@@ -148,3 +148,36 @@ it("run: a callback armed inside a transaction is outside once it ended, committ
   });
   expect(during).toBe(false);
 });
+
+it("waits for another connection's write lock without blocking the event loop, then takes it once it is free", async () => {
+  const holder = await freshStore();
+  const path = holder.path;
+  const waiter = new SqliteOutboxStore({ path });
+  stores.push(waiter);
+  // SQLite's own busy handler would block this process while it sleeps; by default it is off.
+  expect(waiter.db.pragma("busy_timeout", { simple: true })).toBe(0);
+
+  let release = (): void => undefined;
+  const held = holder.transaction(() => new Promise<void>((resolve) => (release = resolve)));
+  await new Promise((resolve) => setImmediate(resolve)); // the holder's BEGIN IMMEDIATE has run
+  const before = { ...waiter.writeLock.stats };
+  const started = performance.now();
+  const waiting = waiter.transaction((tx) => waiter.enqueue(tx, { type: "t", payload: 1 }));
+  // The refused BEGIN IMMEDIATE returned at once (with a busy_timeout of 10 ms it sleeps 10 ms here).
+  expect(performance.now() - started).toBeLessThan(9);
+  // The event loop runs while the waiter waits: timers fire, and the waiter has not got the lock.
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(waiter.writeLock.stats.transactions).toBe(before.transactions);
+  release();
+  await held;
+  await waiting;
+  expect(waiter.writeLock.stats.contended - before.contended).toBe(1);
+  expect(await waiter.countByStatus()).toMatchObject({ pending: 1 });
+});
+
+it("keeps a busy_timeout it is given", async () => {
+  const holder = await freshStore();
+  const store = new SqliteOutboxStore({ path: holder.path, busyTimeoutMs: 25 });
+  stores.push(store);
+  expect(store.db.pragma("busy_timeout", { simple: true })).toBe(25);
+});
