@@ -149,13 +149,13 @@ it("run: a callback armed inside a transaction is outside once it ended, committ
   expect(during).toBe(false);
 });
 
-it("waits for another connection's write lock without blocking the event loop, then takes it once it is free", async () => {
+it("waits for another connection's write lock blocking the event loop for 2 ms at most, then takes it once it is free", async () => {
   const holder = await freshStore();
   const path = holder.path;
   const waiter = new SqliteOutboxStore({ path });
   stores.push(waiter);
-  // SQLite's own busy handler would block this process while it sleeps; by default it is off.
-  expect(waiter.db.pragma("busy_timeout", { simple: true })).toBe(0);
+  // SQLite's own busy handler blocks this process while it sleeps: by default for 2 ms at most.
+  expect(waiter.db.pragma("busy_timeout", { simple: true })).toBe(2);
 
   let release = (): void => undefined;
   const held = holder.transaction(() => new Promise<void>((resolve) => (release = resolve)));
@@ -163,7 +163,7 @@ it("waits for another connection's write lock without blocking the event loop, t
   const before = { ...waiter.writeLock.stats };
   const started = performance.now();
   const waiting = waiter.transaction((tx) => waiter.enqueue(tx, { type: "t", payload: 1 }));
-  // The refused BEGIN IMMEDIATE returned at once (with a busy_timeout of 10 ms it sleeps 10 ms here).
+  // The refused BEGIN IMMEDIATE returned after about 2 ms (with a busy_timeout of 10 ms it sleeps 10 ms here).
   expect(performance.now() - started).toBeLessThan(9);
   // The event loop runs while the waiter waits: timers fire, and the waiter has not got the lock.
   await new Promise((resolve) => setTimeout(resolve, 20));

@@ -15,14 +15,17 @@ export interface SqliteOpenOptions {
   /** `FULL` (default) flushes every commit to disk; `NORMAL` is faster and may lose the last commits on power loss (never corrupts). */
   readonly synchronous?: Synchronous;
   /**
-   * How long one attempt may block the event loop waiting for the write lock (default 0: an
-   * attempt that finds the lock taken returns at once, and the store waits asynchronously, see
-   * WriteLock). SQLite's busy handler sleeps 1, 2, then 5 ms between its looks, whatever the
-   * lock does, and blocks the whole process while it sleeps: with 10 ms, the bench's workers in 4
-   * processes spent about half their time there (`exec`, mostly BEGIN IMMEDIATE, 57–59 % of each one's
-   * samples in CPU profiles, against 11 % for BEGIN and COMMIT with 1 process), and the lock
-   * stood free for part of it. Reads wait no longer either: in WAL mode a read waits only while another
-   * connection recovers the file after a crash, and then it fails with SQLITE_BUSY at once.
+   * How long one attempt may block the event loop waiting for the write lock (default 2 ms); after
+   * that the store waits asynchronously (WriteLock). SQLite's busy handler sleeps 1 ms, then 1 ms
+   * again, looking after each, and the whole process sleeps with it. With 10 ms (the default
+   * before) it sleeps 1, 2, 5 and 2 ms: the bench's workers in 4 processes spent about half their
+   * time there (`exec`, mostly BEGIN IMMEDIATE: 57–59 % of each one's samples in CPU profiles,
+   * against 11 % for BEGIN and COMMIT with 1 process), and the lock stood free while they slept.
+   * With 0 every wait is on Node's timers, which fire no sooner than 1 ms and late under load: a
+   * worker woken by another process's message and waiting for that enqueuer's commit started it
+   * later (enqueue → start p99, synchronous FULL, from another process: 6.77–10.70 ms with 0,
+   * 3.55–5.09 with 2, 4.97–9.65 with 10; 3 alternated rounds of `npm run bench -- --sections
+   * latency --stores sqlite-FULL`).
    */
   readonly busyTimeoutMs?: number;
   /**
@@ -78,7 +81,7 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
   if (synchronous !== "FULL" && synchronous !== "NORMAL") {
     throw new InvalidArgumentError(`synchronous must be "FULL" or "NORMAL" (got ${JSON.stringify(synchronous)})`);
   }
-  const busyTimeoutMs = options.busyTimeoutMs ?? 0;
+  const busyTimeoutMs = options.busyTimeoutMs ?? 2;
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
     throw new InvalidArgumentError(`busyTimeoutMs must be a whole number of milliseconds >= 0 (got ${String(busyTimeoutMs)})`);
   }

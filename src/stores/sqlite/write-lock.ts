@@ -1,7 +1,7 @@
 // Write transactions on one better-sqlite3 connection. better-sqlite3 is synchronous and its
-// busy handler blocks the event loop, so the connection does not wait there (busy_timeout 0 by
-// default) and retries BEGIN IMMEDIATE asynchronously with backoff and jitter. A mutex keeps the
-// connection's async transactions from interleaving.
+// busy handler blocks the event loop, so the connection waits there only briefly (busy_timeout,
+// 2 ms by default) and then retries BEGIN IMMEDIATE asynchronously with backoff and jitter. A
+// mutex keeps the connection's async transactions from interleaving.
 
 import { AsyncLocalStorage } from "node:async_hooks";
 import type Database from "better-sqlite3";
@@ -16,15 +16,18 @@ function isBusy(error: unknown): boolean {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * The longest wait between two tries of BEGIN IMMEDIATE (doubling from 1 ms, ±50 % jitter).
- * Measured with the bench's SQLite NORMAL workers, 100,000 messages, 2 and 4 processes, 3
- * alternated rounds (`--sections throughput --no-peers --processes 2,4`), medians in msg/s:
- * busy_timeout 10 ms and a 50 ms cap (before): batch 100 45,747 / 40,134, batch 500 47,155 /
- * 45,544; busy_timeout 0, cap 50: 51,712 / 45,139 and 45,515 / 49,677; busy_timeout 0, cap 4:
- * 48,006 / 45,475 and 61,031 / 61,445. A waiter that has backed off to 50 ms leaves the lock free
- * for most of that wait once it is released. Tried too: waking a waiter when the -wal file
- * changes (fs.watch): the waiters woke while the holder was still committing and took the CPU it
- * needed, and its COMMIT took 3–4 times as long (4 processes: 32,586–47,801 msg/s).
+ * The longest wait between two tries of BEGIN IMMEDIATE (doubling from 1 ms, ±50 % jitter). A
+ * waiter that has backed off to 50 ms (the cap before) leaves the lock free for most of that wait
+ * once it is released. The bench's SQLite NORMAL workers, 100,000 messages, 3 alternated rounds
+ * (`--sections throughput --no-peers --processes 2,4`), medians in msg/s with 2 / 4 processes:
+ * busy_timeout 10 ms with a 50 ms cap (before): batch 100 45,747 / 40,134, batch 500 47,155 /
+ * 45,544; busy_timeout 0 with this cap: 48,006 / 45,475 and 61,031 / 61,445. Then busy_timeout
+ * 0 / 2 / 10 ms, all with this cap, 3 more rounds: batch 100 61,946 / 50,693 / 51,748 (2
+ * processes) and 46,373 / 55,116 / 42,662 (4), batch 500 64,644 / 57,212 / 53,947 and 54,728 /
+ * 59,468 / 61,707: the rounds overlap (2 is the default for the latency it keeps, see
+ * busyTimeoutMs). Tried too: waking a waiter when the -wal file changes (fs.watch). The waiters
+ * woke while the holder was still committing and took the CPU it needed, and its COMMIT took 3–4
+ * times as long (4 processes, batch 100: 32,586–47,801 msg/s).
  */
 const MAX_RETRY_DELAY_MS = 4;
 
