@@ -335,10 +335,6 @@ function keyOfPayment(idempotencyKey: string, keys: number): string {
 }
 
 /**
- * The payments API is a client of the store too: a lost connection or a busy database is retried,
- * for up to a minute (by the clock, not by attempts: on a loaded machine a held lock lasts longer).
- */
-/**
  * Removes the run's directory. A process of the run that is still exiting may write one last
  * file into it (a log line, SQLite's -shm) while it is removed, so removal is tried a few times.
  */
@@ -350,6 +346,10 @@ function removeWorkDir(workDir: string, failed: (error: Error) => void): void {
   }
 }
 
+/**
+ * The payments API is a client of the store too: a lost connection or a busy database is retried,
+ * for up to a minute (by the clock, not by attempts: on a loaded machine a held lock lasts longer).
+ */
 async function createWithRetry(service: PaymentsService<unknown>, key: string): Promise<void> {
   const giveUpAt = performance.now() + 60_000;
   for (let attempt = 1; ; attempt += 1) {

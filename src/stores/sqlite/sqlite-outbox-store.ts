@@ -64,7 +64,6 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
   readonly tracing?: Tracing;
 }
 
-/** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 /** A claim candidate as read inside the claim's transaction: its state before the claim. */
 interface ClaimCandidate {
   readonly id: number;
@@ -73,6 +72,7 @@ interface ClaimCandidate {
   readonly locked_until: number | null;
 }
 
+/** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, reclaimedFrom: string | null): Lease {
   const read = {
     id: String(row.id),
@@ -321,7 +321,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
           ? this.#stmt("claimCandidates").all({ now, limit })
           : this.#stmt("claimCandidatesOfTypes").all({ now, limit, types: JSON.stringify(types) })
       ) as ClaimCandidate[];
-      if (candidates.length === 0) return { now, until, candidates, claimed: [] };
+      if (candidates.length === 0) return { now, until, candidates, rows: new Map<number, ClaimedRow>() };
       // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order. One
       // candidate: the conditional claim of one message, without json_each (see completeBulk).
       const only = candidates.length === 1 ? candidates[0] : undefined;
@@ -330,8 +330,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
           ? this.#stmt("claimMessage").all({ id: only.id, owner, until, now })
           : this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now })
       ) as ClaimedRow[];
+      // By id: the UPDATE's RETURNING order is not the candidates' order.
+      const rows = new Map(claimed.map((row) => [row.id, row]));
       if (audit) {
-        const rows = new Map(claimed.map((row) => [row.id, row]));
         for (const candidate of candidates) {
           const row = rows.get(candidate.id);
           if (row === undefined) continue;
@@ -342,7 +343,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
           });
         }
       }
-      return { now, until, candidates, claimed };
+      return { now, until, candidates, rows };
     });
     // The leases are built after the commit, outside the write lock, which every other process's
     // writer waits for: parsing the payloads and headers and building the leases is 1.4–1.9 µs per
@@ -351,8 +352,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     // neither the rate nor the held time beyond the noise (31–42 k msg/s, 22–33 µs either way).
     // The rows were checked when written (CHECK: payload and headers are valid JSON), so a lease
     // that cannot be built is not expected here; were one, its message would wait out its lease.
-    return taken.then(({ now, until, candidates, claimed }) => {
-      const rows = new Map(claimed.map((row) => [row.id, row]));
+    return taken.then(({ now, until, candidates, rows }) => {
       const leases: Lease[] = [];
       for (const candidate of candidates) {
         const row = rows.get(candidate.id);
