@@ -2,10 +2,11 @@
 // flag-marked path for synchronous work, and run, whose AsyncLocalStorage mark (a token per
 // transaction, and its promise hooks) holds only while that transaction runs.
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it } from "vitest";
+import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 
 const dirs: string[] = [];
@@ -180,4 +181,15 @@ it("keeps a busy_timeout it is given", async () => {
   const store = new SqliteOutboxStore({ path: holder.path, busyTimeoutMs: 25 });
   stores.push(store);
   expect(store.db.pragma("busy_timeout", { simple: true })).toBe(25);
+});
+
+it("refuses a busyTimeoutMs that is not a whole number of milliseconds >= 0, naming it, before it creates the file", () => {
+  const dir = mkdtempSync(join(tmpdir(), "wassal-lock-"));
+  dirs.push(dir);
+  const path = join(dir, "outbox.db");
+  for (const busyTimeoutMs of [-1, 1.5, Number.NaN]) {
+    expect(() => new SqliteOutboxStore({ path, busyTimeoutMs })).toThrow(InvalidArgumentError);
+    expect(() => new SqliteOutboxStore({ path, busyTimeoutMs })).toThrow(/busyTimeoutMs must be a whole number of milliseconds >= 0/);
+  }
+  expect(existsSync(path)).toBe(false);
 });
