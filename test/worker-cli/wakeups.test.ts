@@ -1,5 +1,6 @@
 // A message committed by another process wakes an idle worker at once, on both stores: through
-// LISTEN/NOTIFY on PostgreSQL, through a watch on the -wal file on SQLite. The worker polls only
+// LISTEN/NOTIFY on PostgreSQL, through the wake file on SQLite (the -wal watch, for commits made
+// through other libraries, is test/stores/sqlite-commit-watch.test.ts). The worker polls only
 // once a minute here, so only a wake-up can get the message handled within the test's time.
 //
 // Needs `npm run build` first (`npm test` does it).

@@ -88,7 +88,7 @@ CREATE INDEX outbox_messages_key ON outbox_messages (ordering_key, id) WHERE ord
   {
     name: "outbox-007-hand-on-wakes",
     // PostgreSQL makes its hand-on notify listeners here; on SQLite other processes hear every
-    // commit (the -wal watch) and look for a claimable message (newestId below).
+    // commit (commit-watch.ts) and look for a claimable message (newestId below).
     sql: "-- (nothing on SQLite)",
   },
   {
@@ -204,9 +204,10 @@ export const SQL = {
 
   /**
    * SQLite has no notifications between processes: in their place (listen on PostgreSQL) a store
-   * watches the -wal file, and after another connection's commit reads the newest id, through the
-   * primary key, to see whether it enqueued something, and whether a message is claimable now,
-   * through the claimable index's first row (a completion may have handed a key on).
+   * watches the wake file and the -wal file (commit-watch.ts), and after another connection's
+   * commit reads the newest id, through the primary key, to see whether it enqueued something,
+   * and whether a message is claimable now, through the claimable index's first row (a
+   * completion may have handed a key on).
    */
   newestId: `SELECT max(id) AS newest,
                     EXISTS (SELECT 1 FROM outbox_messages WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now) AS due

@@ -3,8 +3,6 @@
 // serialised by SQLite's write lock. Times come from the injected clock, read inside the lock.
 // The lease protocol itself is LeasedOutbox's; this file is the SQLite driver under it.
 
-import { watch, type FSWatcher } from "node:fs";
-import { setImmediate as setImmediatePromise, setTimeout as setTimeoutPromise } from "node:timers/promises";
 import { resolve as resolvePath } from "node:path";
 import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
@@ -45,6 +43,7 @@ import { questionToNumbered } from "../placeholders.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type ClaimedRow } from "./outbox-sql.js";
+import { type CommitWatch, WakeFileWriter, watchCommits } from "./commit-watch.js";
 import { statement } from "./statement-cache.js";
 import { WriteLock } from "./write-lock.js";
 
@@ -121,16 +120,6 @@ function listParameter(messages: readonly CheckedMessage[]): string {
 }
 
 /**
- * When a watch on the -wal file hears a write: look at once, then again after these waits until
- * the commit is visible (about 135 ms in all). The write is heard before its flush to disk, which
- * with synchronous=FULL takes a few milliseconds, so the first 11 ms are looked at every 1–2 ms.
- * Tried first: doubling waits (0, 1, 2, 4, 8, …). A commit that became visible just after the look
- * at 3 ms waited until 7 ms, and the other-process wake-up's p99 on FULL was 5.3 ms
- * (`npm run bench -- --sections latency`). A look is one indexed read, about 10 µs.
- */
-const LOOK_AGAIN_MS = [0, 1, 1, 1, 1, 1, 2, 2, 2, 4, 8, 16, 32, 64] as const;
-
-/**
  * In-process wake-ups, per database file: every store on the same file in this process hears
  * about messages that any of them committed.
  */
@@ -154,8 +143,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   readonly db: Database.Database;
   readonly writeLock: WriteLock;
   readonly #clock: Clock;
-  /** Wakes every store on this file in this process (after a commit that enqueued, or handed a key on). */
+  /** Null for a database in memory or opened read-only: no other process can wait on its commits. */
+  readonly #wakeFile: WakeFileWriter | null;
+  /**
+   * Wakes every store on this file, in this process and (through the wake file) in others, after a
+   * commit that enqueued or handed a key on.
+   */
   readonly #wake = (): void => {
+    this.#wakeFile?.poke();
     for (const wake of wakeListeners.get(wakeKey(this.path)) ?? []) wake();
   };
 
@@ -168,6 +163,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     }
     this.db = openSqliteDatabase(options.path, options);
     this.writeLock = new WriteLock(this.db, lockWaitMs);
+    this.#wakeFile = this.path === ":memory:" || this.db.readonly ? null : new WakeFileWriter(this.path);
   }
 
   #stmt(name: keyof typeof SQL): Database.Statement {
@@ -542,17 +538,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   /**
-   * Wake-ups from other processes. Every commit writes to the -wal file, so a watch on it (inotify)
-   * hears each one at once. Then PRAGMA data_version says whether another connection committed
-   * since the last look (this connection's own commits do not count), the newest id whether that
-   * commit enqueued, and the claimable index whether a message became claimable now without being
-   * enqueued (a completion handed its key on to a waiting message). The write comes before the commit is visible (the flush to disk and the
-   * -shm index update follow it, and make no event), so a look that sees nothing yet looks again a
-   * few times over the next 130 ms. Looks go through the lock's queue, never inside this
-   * connection's own transaction. A failed look, or a file system that cannot be watched, leaves
-   * polling, the fallback, to catch up.
+   * Wake-ups from other processes: commit-watch.ts hears their commits. A look: PRAGMA
+   * data_version says whether another connection committed since the last look (this connection's
+   * own commits do not count), the newest id whether that commit enqueued, and the claimable index
+   * whether a message became claimable now without being enqueued (a completion handed its key on
+   * to a waiting message). Looks go through the lock's queue, never inside this connection's own
+   * transaction.
    */
-  #watchOtherProcesses(wake: () => void): FSWatcher | undefined {
+  #watchOtherProcesses(wake: () => void): CommitWatch | undefined {
     if (this.path === ":memory:" || this.db.readonly) return undefined;
     const dataVersion = this.#stmt("dataVersion").pluck();
     const newestId = this.#stmt("newestId");
@@ -576,34 +569,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       if (now.newest > before.newest || (now.due && !before.due)) wake();
       return true;
     };
-    let running = false;
-    let heard = false;
-    const follow = async () => {
-      running = true;
-      try {
-        while (heard) {
-          heard = false;
-          for (const delayMs of LOOK_AGAIN_MS) {
-            await (delayMs === 0 ? setImmediatePromise() : setTimeoutPromise(delayMs, undefined, { ref: false }));
-            if (!this.db.open || (await changed())) break;
-          }
-        }
-      } catch {
-        // The database could not be read just now (closed, busy recovering): polling catches up.
-      } finally {
-        running = false;
-      }
-    };
-    try {
-      const watcher = watch(`${this.path}-wal`, { persistent: false }, () => {
-        heard = true;
-        if (!running) void follow();
-      });
-      watcher.on("error", () => watcher.close());
-      return watcher;
-    } catch {
-      return undefined;
-    }
+    return watchCommits(this.path, changed, () => this.db.open);
   }
 
   async leaseStats(): Promise<LeaseStats> {
@@ -692,6 +658,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   async close(): Promise<void> {
     await this.writeLock.idle();
+    this.#wakeFile?.close();
     if (this.db.open) this.db.close();
   }
 }

@@ -1,0 +1,159 @@
+// How a SQLite store hears other processes' commits: SQLite has no notifications, so a store
+// watches two files (inotify) and looks at the database when either changes.
+//
+// - The -wal file: every commit, through any library or program, writes to it, but before the
+//   commit is visible (the flush to disk and the -shm index update follow it, and make no file
+//   event). So a look after that write that sees nothing yet looks again on a timer, and Node's
+//   timers tick in whole milliseconds.
+// - The wake file, next to the database: a Wassal process writes one byte to it once a commit
+//   that made work claimable (an enqueue, a key handed on) has returned, when the commit is
+//   visible, so one look at once sees it.
+//
+// The wake file was added to the -wal watch after measuring it in a throwaway patch (`node
+// bench/.build/run.js --sections latency --stores sqlite-FULL`, 4 rounds alternated): enqueue →
+// handler start from another process, p50 1.84–2.10 → 0.78–0.88 ms, p99 5.92 / 4.44 / 4.02 / 3.79
+// → 5.87 / 3.66 / 3.42 / 2.84 ms. Nothing here can fail a commit: a wake file that cannot be created
+// or written leaves the -wal watch, and polling, to wake the others.
+
+import { closeSync, constants, type FSWatcher, openSync, watch, writeSync } from "node:fs";
+import { setImmediate as setImmediatePromise, setTimeout as setTimeoutPromise } from "node:timers/promises";
+
+/** The wake file of a database file: next to it, as its -wal and -shm files are. */
+export function wakeFilePath(databasePath: string): string {
+  return `${databasePath}-wassal-wake`;
+}
+
+/**
+ * After a write to the -wal file: look at once, then again after these waits until a look sees a
+ * commit (about 135 ms in all). With synchronous=FULL the flush after the write takes a few
+ * milliseconds, so the first 11 ms are looked at every 1–2 ms. Tried first: doubling waits (0, 1,
+ * 2, 4, 8, …). A commit that became visible just after the look at 3 ms waited until 7 ms, and the
+ * other-process wake-up's p99 on FULL was 5.3 ms (`npm run bench -- --sections latency`). A look is
+ * one indexed read, about 10 µs.
+ */
+export const LOOK_AGAIN_MS: readonly number[] = [0, 1, 1, 1, 1, 1, 2, 2, 2, 4, 8, 16, 32, 64];
+
+const ONE_BYTE = new Uint8Array([1]);
+
+/** Opens (creating it if missing, never truncating) the wake file for writing, or null where it cannot be. */
+function openWakeFile(path: string): number | null {
+  try {
+    return openSync(path, constants.O_WRONLY | constants.O_CREAT);
+  } catch {
+    return null;
+  }
+}
+
+/** A connection's side that writes: a byte at offset 0 per wake-up, the file held open until close. */
+export class WakeFileWriter {
+  readonly path: string;
+  /** undefined: not opened yet; null: cannot be written here (a read-only directory), never tried again. */
+  #fd: number | null | undefined;
+
+  constructor(databasePath: string) {
+    this.path = wakeFilePath(databasePath);
+  }
+
+  /** Tells every watcher that a commit which made work claimable is visible now. */
+  poke(): void {
+    if (this.#fd === undefined) this.#fd = openWakeFile(this.path);
+    if (this.#fd === null) return;
+    try {
+      writeSync(this.#fd, ONE_BYTE, 0, 1, 0);
+    } catch {
+      this.close();
+      this.#fd = null;
+    }
+  }
+
+  close(): void {
+    const fd = this.#fd;
+    this.#fd = undefined;
+    if (typeof fd === "number") {
+      try {
+        closeSync(fd);
+      } catch {
+        // Already closed: nothing to release.
+      }
+    }
+  }
+}
+
+/** Runs `step` once per burst of calls: again after it ends if called meanwhile, never two at once. */
+function coalesced(step: () => Promise<void>): () => void {
+  let running = false;
+  let heard = false;
+  const run = async () => {
+    running = true;
+    try {
+      while (heard) {
+        heard = false;
+        await step();
+      }
+    } catch {
+      // The database could not be read just now (closed, busy recovering): polling catches up.
+    } finally {
+      running = false;
+    }
+  };
+  return () => {
+    heard = true;
+    if (!running) void run();
+  };
+}
+
+function watchFile(path: string, onChange: () => void): FSWatcher | undefined {
+  try {
+    const watcher = watch(path, { persistent: false }, onChange);
+    watcher.on("error", () => watcher.close());
+    return watcher;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface CommitWatch {
+  close(): void;
+}
+
+/**
+ * Watches a database file's -wal file and wake file, calling `look` when either changes: `look`
+ * reads the database, wakes whoever waits if it found new work, and returns whether another
+ * connection's commit had become visible since its previous call. `isOpen` false ends a
+ * follow-up. Undefined where neither file can be watched (polling is then the only wake-up).
+ */
+export function watchCommits(databasePath: string, look: () => Promise<boolean>, isOpen: () => boolean): CommitWatch | undefined {
+  /** The looks that saw a commit: a -wal follow-up ends at the next one, whichever watch made it. */
+  let commitsSeen = 0;
+  const counted = async () => {
+    const saw = await look();
+    if (saw) commitsSeen += 1;
+    return saw;
+  };
+  const onWalWrite = coalesced(async () => {
+    const before = commitsSeen;
+    for (const delayMs of LOOK_AGAIN_MS) {
+      await (delayMs === 0 ? setImmediatePromise() : setTimeoutPromise(delayMs, undefined, { ref: false }));
+      if (!isOpen() || commitsSeen !== before || (await counted())) break;
+    }
+  });
+  const onPoke = coalesced(async () => {
+    if (isOpen()) await counted();
+  });
+  const watchers: FSWatcher[] = [];
+  const wal = watchFile(`${databasePath}-wal`, onWalWrite);
+  if (wal) watchers.push(wal);
+  // A watch needs the file to exist: the first watcher creates it (empty) if no process has yet.
+  const fd = openWakeFile(wakeFilePath(databasePath));
+  if (fd !== null) {
+    closeSync(fd);
+    const wake = watchFile(wakeFilePath(databasePath), onPoke);
+    if (wake) watchers.push(wake);
+  }
+  if (watchers.length === 0) return undefined;
+  return {
+    close: () => {
+      for (const watcher of watchers) watcher.close();
+    },
+  };
+}
