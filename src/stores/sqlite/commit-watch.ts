@@ -9,11 +9,11 @@
 //   that made work claimable (an enqueue, a key handed on) has returned, when the commit is
 //   visible, so one look at once sees it.
 //
-// The wake file was added to the -wal watch after measuring it in a throwaway patch (`node
-// bench/.build/run.js --sections latency --stores sqlite-FULL`, 4 rounds alternated): enqueue →
-// handler start from another process, p50 1.84–2.10 → 0.78–0.88 ms, p99 5.92 / 4.44 / 4.02 / 3.79
-// → 5.87 / 3.66 / 3.42 / 2.84 ms. Nothing here can fail a commit: a wake file that cannot be created
-// or written leaves the -wal watch, and polling, to wake the others.
+// The wake file beside the -wal watch, measured (both checkouts, 4 rounds in turn of `node
+// bench/.build/run.js --sections latency --stores sqlite-FULL`): enqueue → handler start from
+// another process, p50 1.91–2.05 → 0.69–0.93 ms, p99 5.24 / 7.26 / 5.03 / 4.43 → 3.32 / 4.76 / 3.46
+// / 3.47 ms. Nothing here can fail a commit: a wake file that cannot be created or written leaves
+// the -wal watch, and polling, to wake the others.
 
 import { closeSync, constants, type FSWatcher, openSync, watch, writeSync } from "node:fs";
 import { setImmediate as setImmediatePromise, setTimeout as setTimeoutPromise } from "node:timers/promises";
