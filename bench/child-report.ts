@@ -10,22 +10,38 @@ let started: NodeJS.CpuUsage | undefined;
 interface LockStats {
   readonly heldMs: number;
   readonly committingMs: number;
+  readonly heldOnCpuMs: number;
+  readonly heldRunnableMs: number;
   readonly waitedMs: number;
   readonly contended: number;
 }
 
+interface LockFigures {
+  lockHeldMs: number;
+  lockCommitMs: number;
+  lockWaitedMs: number;
+  /** Of the held time, this process on a CPU, and its thread waiting for one (null: not Linux). */
+  lockOnCpuMs: number | null;
+  lockRunnableMs: number | null;
+}
+
 /**
- * How long this process held SQLite's write lock (and waited for it) from "go" on: call with the
- * store right after readyThenGo; the returned function reads the figures for the report.
+ * How long this process held SQLite's write lock (and waited for it) from "go" on, and where the
+ * held time went (WriteLock.measureHolding): call with the store right after readyThenGo; the
+ * returned function reads the figures for the report.
  */
-export function writeLockSince(store: object): () => { lockHeldMs: number; lockCommitMs: number; lockWaitedMs: number } | Record<string, never> {
-  const stats = (store as { writeLock?: { stats: LockStats } }).writeLock?.stats;
-  if (stats === undefined) return () => ({});
+export function writeLockSince(store: object): () => LockFigures | Record<string, never> {
+  const lock = (store as { writeLock?: { stats: LockStats; measureHolding(): boolean } }).writeLock;
+  if (lock === undefined) return () => ({});
+  const { stats } = lock;
+  const measured = lock.measureHolding();
   const start = { ...stats };
   return () => ({
     lockHeldMs: stats.heldMs - start.heldMs,
     lockCommitMs: stats.committingMs - start.committingMs,
     lockWaitedMs: stats.waitedMs - start.waitedMs,
+    lockOnCpuMs: measured ? stats.heldOnCpuMs - start.heldOnCpuMs : null,
+    lockRunnableMs: measured ? stats.heldRunnableMs - start.heldRunnableMs : null,
   });
 }
 

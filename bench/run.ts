@@ -328,6 +328,9 @@ interface ChildReport {
   /** ... of which in COMMIT (see WriteLockStats.committingMs). */
   lockCommitMs?: number;
   lockWaitedMs?: number;
+  /** ... of the held time, the process on a CPU and its thread waiting for one (WriteLockStats; null: not Linux). */
+  lockOnCpuMs?: number | null;
+  lockRunnableMs?: number | null;
 }
 
 /** CPU time of one run, in µs: the worker processes together, the PostgreSQL server (null: not measured), the whole machine (null: no /proc/stat). */
@@ -343,6 +346,9 @@ interface RunCpu {
   lockCommitUs: number | null;
   /** ... and the time its processes waited for it. */
   lockWaitedUs: number | null;
+  /** Of the held time, the holders on a CPU (the whole process), and waiting for one (null: not measured). */
+  lockOnCpuUs: number | null;
+  lockRunnableUs: number | null;
   /** PostgreSQL on this machine: the WAL the cluster wrote during the run (server-wal.ts), else null. */
   walRecords: number | null;
   walFpi: number | null;
@@ -426,6 +432,8 @@ async function race(
       lockHeldUs: reports.every((r) => r.lockHeldMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockHeldMs ?? 0) * 1000, 0) : null,
       lockCommitUs: reports.every((r) => r.lockCommitMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockCommitMs ?? 0) * 1000, 0) : null,
       lockWaitedUs: reports.every((r) => r.lockWaitedMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockWaitedMs ?? 0) * 1000, 0) : null,
+      lockOnCpuUs: reports.every((r) => typeof r.lockOnCpuMs === "number") ? reports.reduce((sum, r) => sum + (r.lockOnCpuMs ?? 0) * 1000, 0) : null,
+      lockRunnableUs: reports.every((r) => typeof r.lockRunnableMs === "number") ? reports.reduce((sum, r) => sum + (r.lockRunnableMs ?? 0) * 1000, 0) : null,
       walRecords: wal?.records ?? null,
       walFpi: wal?.fpi ?? null,
       walBytes: wal?.bytes ?? null,
@@ -514,6 +522,8 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
         lockCommitUs: per(cpu.lockCommitUs),
         lockBeforeCommitUs: cpu.lockHeldUs === null || cpu.lockCommitUs === null ? null : per(cpu.lockHeldUs - cpu.lockCommitUs),
         lockWaitedUs: per(cpu.lockWaitedUs),
+        lockOnCpuUs: per(cpu.lockOnCpuUs),
+        lockRunnableUs: per(cpu.lockRunnableUs),
         walRecords: per(cpu.walRecords),
         walFpi: per(cpu.walFpi),
         walBytes: per(cpu.walBytes),
@@ -710,6 +720,8 @@ async function main(): Promise<void> {
         lockCommit: of((c) => c.lockCommitUs),
         lockBeforeCommit: of((c) => c.lockBeforeCommitUs),
         lockWaited: of((c) => c.lockWaitedUs),
+        lockOnCpu: of((c) => c.lockOnCpuUs),
+        lockRunnable: of((c) => c.lockRunnableUs),
         lockBusy: of((c) => c.lockBusy),
         lockBusyBeforeCommit: of((c) => c.lockBusyBeforeCommit),
         walRecords: of((c) => c.walRecords),
@@ -775,20 +787,26 @@ async function main(): Promise<void> {
     const lockRows = rows.filter((r) => r.config.section === "throughput" && r.config.system === "wassal" && r.cpuPerMessageUs.lockHeld !== null);
     if (lockRows.length > 0) {
       const lockTable = [
-        "| system | store | processes | batch | messages/s median | write lock held µs/msg (all processes): upper bound | of which in COMMIT | lower bound (held before COMMIT) | lock held, share of the run: upper – lower | rate the lock allows (1 s ÷ upper) – (1 s ÷ lower) | waited for the lock µs/msg (all processes) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| system | store | processes | batch | messages/s median | write lock held µs/msg (all processes): upper bound | of which in COMMIT | lower bound (held before COMMIT) | lock held, share of the run: upper – lower | rate the lock allows (1 s ÷ upper) – (1 s ÷ lower) | of the upper bound: holder on a CPU (process) | holder waiting for a core | the rest (disk, …) | waited for the lock µs/msg (all processes) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ...lockRows.map((r) => {
           const c = r.cpuPerMessageUs;
           const held = c.lockHeld?.median ?? 0;
           const commit = c.lockCommit?.median ?? 0;
           const before = c.lockBeforeCommit?.median ?? 0;
           const allows = (us: number) => (us > 0 ? Math.round(1e6 / us) : "–");
-          return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${Math.round(r.throughput.median)} | ${held.toFixed(1)} | ${commit.toFixed(1)} | ${before.toFixed(1)} | ${Math.round((c.lockBusy?.median ?? 0) * 100)} – ${Math.round((c.lockBusyBeforeCommit?.median ?? 0) * 100)} % | ${allows(held)} – ${allows(before)} | ${Math.round(c.lockWaited?.median ?? 0)} |`;
+          const onCpu = c.lockOnCpu?.median;
+          const runnable = c.lockRunnable?.median;
+          const split =
+            onCpu === undefined || runnable === undefined
+              ? "– | – | –"
+              : `${onCpu.toFixed(1)} | ${runnable.toFixed(1)} | ${(held - onCpu - runnable).toFixed(1)}`;
+          return `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${Math.round(r.throughput.median)} | ${held.toFixed(1)} | ${commit.toFixed(1)} | ${before.toFixed(1)} | ${Math.round((c.lockBusy?.median ?? 0) * 100)} – ${Math.round((c.lockBusyBeforeCommit?.median ?? 0) * 100)} % | ${allows(held)} – ${allows(before)} | ${split} | ${Math.round(c.lockWaited?.median ?? 0)} |`;
         }),
       ];
       lines.push(
         "",
-        "SQLite's one writer: how long Wassal's processes held the file's write lock, medians. The upper bound is timed from BEGIN IMMEDIATE's return to COMMIT's, and COMMIT returns after the lock is released and any checkpoint it set off has run (the processes' shares can add up to more than the run); the lower bound leaves COMMIT out, though COMMIT writes the transaction under the lock:",
+        "SQLite's one writer: how long Wassal's processes held the file's write lock, medians. The upper bound is timed from BEGIN IMMEDIATE's return to COMMIT's, and COMMIT returns after the lock is released and any checkpoint it set off has run (the processes' shares can add up to more than the run); the lower bound leaves COMMIT out, though COMMIT writes the transaction under the lock. The upper bound is then split (WriteLock.measureHolding): the holding process's CPU time (every thread, so it can exceed the wall time), its thread's time ready to run but waiting for a core (Linux's run_delay), and the rest (waiting on the disk, or for nothing the scheduler counts; negative when the process's other threads ran):",
         "",
         ...lockTable,
       );

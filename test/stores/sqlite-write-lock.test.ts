@@ -193,3 +193,38 @@ it("refuses a busyTimeoutMs that is not a whole number of milliseconds >= 0, nam
   }
   expect(existsSync(path)).toBe(false);
 });
+
+it.runIf(process.platform === "linux")(
+  "measureHolding: once asked, splits the held time into the process on a CPU, waiting for a core, and the rest",
+  async () => {
+    const store = await freshStore();
+    const lock = store.writeLock;
+    const spin = (ms: number) => {
+      const until = performance.now() + ms;
+      while (performance.now() < until) {
+        // Busy: the thread is on a CPU or waiting for one the whole time.
+      }
+    };
+    await lock.run(() => spin(20));
+    expect(lock.stats.heldOnCpuMs, "nothing is counted before measureHolding()").toBe(0);
+    expect(lock.stats.heldRunnableMs).toBe(0);
+
+    expect(lock.measureHolding()).toBe(true);
+    const before = { ...lock.stats };
+    await lock.run(() => spin(30));
+    const busy = lock.stats.heldOnCpuMs - before.heldOnCpuMs + (lock.stats.heldRunnableMs - before.heldRunnableMs);
+    expect(busy, "a spinning holder is on a CPU or waiting for one").toBeGreaterThanOrEqual(27);
+
+    const asleep = { ...lock.stats };
+    await lock.run(() => new Promise((resolve) => setTimeout(resolve, 30)));
+    const held = lock.stats.heldMs - asleep.heldMs;
+    expect(held).toBeGreaterThanOrEqual(29);
+    expect(lock.stats.heldOnCpuMs - asleep.heldOnCpuMs, "a holder asleep on a timer uses next to no CPU").toBeLessThan(held / 2);
+
+    lock.stopMeasuringHolding();
+    const stopped = { ...lock.stats };
+    await lock.run(() => spin(5));
+    expect(lock.stats.heldOnCpuMs).toBe(stopped.heldOnCpuMs);
+    expect(lock.stats.heldRunnableMs).toBe(stopped.heldRunnableMs);
+  },
+);

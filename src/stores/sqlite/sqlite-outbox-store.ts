@@ -659,6 +659,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   async close(): Promise<void> {
     await this.writeLock.idle();
     this.#wakeFile?.close();
+    this.writeLock.stopMeasuringHolding();
     if (this.db.open) this.db.close();
   }
 }

@@ -4,6 +4,7 @@
 // mutex keeps the connection's async transactions from interleaving.
 
 import { AsyncLocalStorage } from "node:async_hooks";
+import { closeSync, openSync, readSync } from "node:fs";
 import type Database from "better-sqlite3";
 import { sqliteDriver } from "./driver.js";
 import { StoreBusyError, StoreReadOnlyError, WassalError } from "../../outbox/errors.js";
@@ -55,6 +56,58 @@ export interface WriteLockStats {
    * under the lock, then returns after releasing it and running any checkpoint it set off.
    */
   committingMs: number;
+  /**
+   * Counted only after measureHolding() (else 0): of heldMs, the CPU time this process spent
+   * (process.cpuUsage(): every thread, user and system), in milliseconds.
+   */
+  heldOnCpuMs: number;
+  /**
+   * Counted only after measureHolding() (else 0): of heldMs, the time this connection's thread
+   * was ready to run but waiting for a core (Linux's run_delay, /proc/thread-self/schedstat), in
+   * milliseconds. What is left of heldMs is time it could not run: a flush to disk, a page read.
+   */
+  heldRunnableMs: number;
+}
+
+/**
+ * This thread's time waiting for a core (ns), from /proc/thread-self/schedstat: "<on cpu ns>
+ * <waiting on a run queue ns> <timeslices>". One read at offset 0 of a file kept open, about
+ * 2.5 µs. The run queue wait is added up when the thread gets a core, so a read from the running
+ * thread is exact; its on-CPU time is brought up to date only at the scheduler's ticks, which is
+ * why the CPU time comes from process.cpuUsage() instead.
+ */
+class RunQueueClock {
+  readonly #fd: number;
+  readonly #buffer = Buffer.alloc(96);
+
+  private constructor(fd: number) {
+    this.#fd = fd;
+  }
+
+  /** Undefined where the file is missing (not Linux) or unreadable. */
+  static open(): RunQueueClock | undefined {
+    try {
+      const clock = new RunQueueClock(openSync("/proc/thread-self/schedstat", "r"));
+      return Number.isFinite(clock.waitedNs()) ? clock : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  waitedNs(): number {
+    const length = readSync(this.#fd, this.#buffer, 0, this.#buffer.length, 0);
+    return Number(this.#buffer.toString("latin1", 0, length).split(" ")[1]);
+  }
+
+  close(): void {
+    closeSync(this.#fd);
+  }
+}
+
+/** Where the holding started: the process's CPU (µs) and the thread's run queue wait (ns). */
+interface HoldingStart {
+  readonly cpuUs: number;
+  readonly runnableNs: number;
 }
 
 export class WriteLock {
@@ -68,13 +121,43 @@ export class WriteLock {
   readonly #inside = new AsyncLocalStorage<object>();
   /** The token of the run() transaction whose work is running now, if any. */
   #current: object | undefined;
-  readonly stats: WriteLockStats = { contended: 0, waitedMs: 0, longestWaitMs: 0, transactions: 0, heldMs: 0, committingMs: 0 };
+  readonly stats: WriteLockStats = {
+    contended: 0,
+    waitedMs: 0,
+    longestWaitMs: 0,
+    transactions: 0,
+    heldMs: 0,
+    committingMs: 0,
+    heldOnCpuMs: 0,
+    heldRunnableMs: 0,
+  };
   /** When the lock now held was taken (performance.now()). */
   #heldSince = 0;
+  /** Set by measureHolding(): the clock of the thread's waits for a core, and where the current holding started. */
+  #runQueue: RunQueueClock | undefined;
+  #holdingStart: HoldingStart | undefined;
 
   constructor(db: Database.Database, maxWaitMs: number) {
     this.#db = db;
     this.#maxWaitMs = maxWaitMs;
+  }
+
+  /**
+   * From now on, splits the time the lock is held (stats.heldOnCpuMs, stats.heldRunnableMs): what
+   * the bench shows of why holding it takes longer with more processes than cores. Costs two
+   * getrusage calls and two small reads per transaction, so it is off unless asked for. False where
+   * the thread's scheduler figures cannot be read (not Linux): nothing is then counted.
+   */
+  measureHolding(): boolean {
+    this.#runQueue ??= RunQueueClock.open();
+    return this.#runQueue !== undefined;
+  }
+
+  /** Stops measureHolding()'s counting and closes its file. */
+  stopMeasuringHolding(): void {
+    this.#runQueue?.close();
+    this.#runQueue = undefined;
+    this.#holdingStart = undefined;
   }
 
   /** Runs `work` inside BEGIN IMMEDIATE … COMMIT, or rolls back and rethrows. */
@@ -210,6 +293,10 @@ export class WriteLock {
   #runLocked<T>(work: () => T | Promise<T>, awaits: boolean): Promise<T> {
     this.#afterCommit = undefined;
     this.#heldSince = performance.now();
+    if (this.#runQueue !== undefined) {
+      const cpu = process.cpuUsage();
+      this.#holdingStart = { cpuUs: cpu.user + cpu.system, runnableNs: this.#runQueue.waitedNs() };
+    }
     let value: T | Promise<T>;
     try {
       value = awaits ? this.#runMarked(work) : this.#runFlagged(work);
@@ -284,6 +371,13 @@ export class WriteLock {
   #released(): void {
     this.stats.transactions += 1;
     this.stats.heldMs += performance.now() - this.#heldSince;
+    const start = this.#holdingStart;
+    if (start !== undefined && this.#runQueue !== undefined) {
+      const cpu = process.cpuUsage();
+      this.stats.heldOnCpuMs += (cpu.user + cpu.system - start.cpuUs) / 1000;
+      this.stats.heldRunnableMs += (this.#runQueue.waitedNs() - start.runnableNs) / 1e6;
+    }
+    this.#holdingStart = undefined;
   }
 }
 
