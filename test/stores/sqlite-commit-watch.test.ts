@@ -3,7 +3,7 @@
 // look at once, with or without the -wal watch beside it. (That a worker in another process is
 // woken end to end is test/worker-cli/wakeups.test.ts; how much sooner, the bench's latency rows.)
 
-import { existsSync, openSync, readFileSync, writeFileSync, writeSync, closeSync } from "node:fs";
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, expect, it } from "vitest";
@@ -81,12 +81,17 @@ it("a completion that hands its key on to a waiting message writes the wake file
 });
 
 it("a commit through a connection that is not Wassal's (no wake file written) still wakes a store's listener, through the -wal watch", async () => {
-  const { store, path } = await freshStore();
+  const path = join(tempDir("wassal-commit-watch-"), "outbox.db");
+  // A directory where the wake file would be: it can be neither written nor watched as a file, so
+  // only the -wal watch can wake the listener.
+  mkdirSync(wakeFilePath(path));
+  const store = new SqliteOutboxStore({ path });
+  stores.push(store);
+  await store.migrate();
   let woken = 0;
   const stop = await store.onNewMessages(() => {
     woken += 1;
   });
-  clearWakeByte(path);
   const other = new Database(path);
   try {
     other.prepare("INSERT INTO outbox_messages (type, payload, created_at, available_at) VALUES ('t', '1', ?, ?)").run(Date.now(), Date.now());
@@ -94,8 +99,14 @@ it("a commit through a connection that is not Wassal's (no wake file written) st
     other.close();
   }
   await until("the listener woken", () => woken >= 1, { timeoutMs: 10_000, intervalMs: 5 });
-  expect(wakeByte(path), "the other connection wrote no wake file").toBe(0);
   await stop();
+});
+
+it("the wake file is created with the database file's permissions, as SQLite creates its -wal and -shm files", async () => {
+  const { store, path } = await freshStore();
+  chmodSync(path, 0o660);
+  await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
+  expect(statSync(wakeFilePath(path)).mode & 0o777).toBe(0o660);
 });
 
 it("a write to the wake file makes the watcher look at once, even where there is no -wal file to watch", async () => {
@@ -113,12 +124,17 @@ it("a write to the wake file makes the watcher look at once, even where there is
   watches.push(watch);
   expect(existsSync(`${path}-wal`)).toBe(false);
   expect(existsSync(wakeFilePath(path)), "the first watcher creates the wake file").toBe(true);
-  new WakeFileWriter(path).poke();
+  const writer = new WakeFileWriter(path);
+  writer.poke();
+  writer.close();
   await until("a look after the poke", () => looks >= 1, { timeoutMs: 10_000, intervalMs: 5 });
   expect(looks).toBe(1);
 });
 
-it("after a write to the -wal file, it looks again until a look sees a commit", async () => {
+/** Waits out a -wal follow-up's whole schedule (about 135 ms), to see that no more looks came. */
+const longerThanTheSchedule = () => new Promise((resolve) => setTimeout(resolve, 300));
+
+it("after a write to the -wal file, it looks again until a look sees a commit, and then no more", async () => {
   const path = join(tempDir("wassal-commit-watch-"), "wal.db");
   writeFileSync(`${path}-wal`, "");
   let looks = 0;
@@ -132,10 +148,39 @@ it("after a write to the -wal file, it looks again until a look sees a commit", 
   );
   if (!watch) throw new Error("the -wal file could not be watched");
   watches.push(watch);
-  const fd = openSync(`${path}-wal`, "r+");
-  writeSync(fd, "frame");
-  closeSync(fd);
+  appendFileSync(`${path}-wal`, "frame");
   await until("three looks", () => looks >= 3, { timeoutMs: 10_000, intervalMs: 5 });
+  await longerThanTheSchedule();
+  expect(looks).toBe(3);
+});
+
+it("a -wal follow-up ends once a look made for the wake file saw the commit", async () => {
+  const path = join(tempDir("wassal-commit-watch-"), "both.db");
+  writeFileSync(`${path}-wal`, "");
+  let looks = 0;
+  let finishFirstLook: (saw: boolean) => void = () => undefined;
+  const watch = watchCommits(
+    path,
+    (): Promise<boolean> => {
+      looks += 1;
+      // The follow-up's first look is held open until the poke's look (the second) has seen the commit.
+      if (looks === 1) return new Promise<boolean>((resolve) => (finishFirstLook = resolve));
+      return Promise.resolve(looks === 2);
+    },
+    () => true,
+  );
+  if (!watch) throw new Error("the files could not be watched");
+  watches.push(watch);
+  appendFileSync(`${path}-wal`, "frame"); // the commit's write, before it is visible
+  await until("the follow-up's first look", () => looks >= 1, { timeoutMs: 10_000, intervalMs: 1 });
+  const writer = new WakeFileWriter(path);
+  writer.poke(); // the committer's poke, once its commit returned
+  writer.close();
+  await until("the poke's look", () => looks >= 2, { timeoutMs: 10_000, intervalMs: 1 });
+  finishFirstLook(false); // it saw nothing: the commit was not visible yet when it looked
+  await longerThanTheSchedule();
+  // Without the rule the follow-up would look on through its schedule (14 looks in all).
+  expect(looks).toBe(2);
 });
 
 it("a wake file that cannot be written is skipped: the poke does nothing and throws nothing", () => {

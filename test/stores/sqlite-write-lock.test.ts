@@ -213,7 +213,8 @@ it.runIf(process.platform === "linux")(
     const before = { ...lock.stats };
     await lock.run(() => spin(30));
     const busy = lock.stats.heldOnCpuMs - before.heldOnCpuMs + (lock.stats.heldRunnableMs - before.heldRunnableMs);
-    expect(busy, "a spinning holder is on a CPU or waiting for one").toBeGreaterThanOrEqual(27);
+    // On a CPU or waiting for one the whole time; half, for a virtual machine's stolen time, which counts as neither.
+    expect(busy, "a spinning holder is on a CPU or waiting for one").toBeGreaterThanOrEqual(15);
 
     const asleep = { ...lock.stats };
     await lock.run(() => new Promise((resolve) => setTimeout(resolve, 30)));

@@ -5,17 +5,17 @@
 //   commit is visible (the flush to disk and the -shm index update follow it, and make no file
 //   event). So a look after that write that sees nothing yet looks again on a timer, and Node's
 //   timers tick in whole milliseconds.
-// - The wake file, next to the database: a Wassal process writes one byte to it once a commit
-//   that made work claimable (an enqueue, a key handed on) has returned, when the commit is
-//   visible, so one look at once sees it.
+// - The wake file, next to the database: a store writes one byte to it once a commit through its
+//   own connection that enqueued or handed a key on has returned, when the commit is visible, so
+//   one look at once sees it. (Enqueues through another library's connection write none.)
 //
 // The wake file beside the -wal watch, measured (both checkouts, 4 rounds in turn of `node
-// bench/.build/run.js --sections latency --stores sqlite-FULL`): enqueue → handler start from
+// bench/.build/run.js --sections latency --stores sqlite-FULL,sqlite-NORMAL`): enqueue → handler start from
 // another process, p50 1.91–2.05 → 0.69–0.93 ms, p99 5.24 / 7.26 / 5.03 / 4.43 → 3.32 / 4.76 / 3.46
 // / 3.47 ms. Nothing here can fail a commit: a wake file that cannot be created or written leaves
 // the -wal watch, and polling, to wake the others.
 
-import { closeSync, constants, type FSWatcher, openSync, watch, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, type FSWatcher, openSync, statSync, watch, writeSync } from "node:fs";
 import { setImmediate as setImmediatePromise, setTimeout as setTimeoutPromise } from "node:timers/promises";
 
 /** The wake file of a database file: next to it, as its -wal and -shm files are. */
@@ -35,38 +35,64 @@ export const LOOK_AGAIN_MS: readonly number[] = [0, 1, 1, 1, 1, 1, 2, 2, 2, 4, 8
 
 const ONE_BYTE = new Uint8Array([1]);
 
-/** Opens (creating it if missing, never truncating) the wake file for writing, or null where it cannot be. */
-function openWakeFile(path: string): number | null {
+/**
+ * Opens the wake file (flags: O_RDONLY or O_WRONLY), creating it if missing with the database
+ * file's own permissions, as SQLite gives its -wal and -shm files (users who share a database
+ * through a group share its wake file too), and never following a symbolic link. Null where it
+ * cannot be opened (a read-only directory, no permission).
+ */
+function openWakeFile(databasePath: string, flags: number): number | null {
+  let fd: number;
   try {
-    return openSync(path, constants.O_WRONLY | constants.O_CREAT);
+    fd = openSync(wakeFilePath(databasePath), flags | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
   } catch {
     return null;
   }
+  try {
+    const wanted = statSync(databasePath).mode & 0o666;
+    // Only a file this process just created has the 0600 above: set the database's mode on it.
+    if ((statSync(wakeFilePath(databasePath)).mode & 0o777) === 0o600 && wanted !== 0o600) fchmodSync(fd, wanted);
+  } catch {
+    // The database file is gone or not ours to read: the file keeps the mode it has.
+  }
+  return fd;
 }
 
 /** A connection's side that writes: a byte at offset 0 per wake-up, the file held open until close. */
 export class WakeFileWriter {
-  readonly path: string;
-  /** undefined: not opened yet; null: cannot be written here (a read-only directory), never tried again. */
+  readonly #databasePath: string;
+  /** undefined: not opened yet; null: cannot be opened or written here, never tried again; closed: after close(). */
   #fd: number | null | undefined;
+  #closed = false;
 
   constructor(databasePath: string) {
-    this.path = wakeFilePath(databasePath);
+    this.#databasePath = databasePath;
   }
 
-  /** Tells every watcher that a commit which made work claimable is visible now. */
+  get path(): string {
+    return wakeFilePath(this.#databasePath);
+  }
+
+  /** Tells every watcher that a commit which enqueued, or handed a key on, is visible now. */
   poke(): void {
-    if (this.#fd === undefined) this.#fd = openWakeFile(this.path);
+    if (this.#closed) return;
+    if (this.#fd === undefined) this.#fd = openWakeFile(this.#databasePath, constants.O_WRONLY);
     if (this.#fd === null) return;
     try {
       writeSync(this.#fd, ONE_BYTE, 0, 1, 0);
     } catch {
-      this.close();
+      // A full disk, an I/O error: the -wal watch and polling still wake the others.
+      this.#closeFd();
       this.#fd = null;
     }
   }
 
   close(): void {
+    this.#closed = true;
+    this.#closeFd();
+  }
+
+  #closeFd(): void {
     const fd = this.#fd;
     this.#fd = undefined;
     if (typeof fd === "number") {
@@ -88,10 +114,13 @@ function coalesced(step: () => Promise<void>): () => void {
     try {
       while (heard) {
         heard = false;
-        await step();
+        try {
+          await step();
+        } catch {
+          // The database could not be read just now (closed, busy recovering): the next event, or
+          // polling, catches up.
+        }
       }
-    } catch {
-      // The database could not be read just now (closed, busy recovering): polling catches up.
     } finally {
       running = false;
     }
@@ -119,10 +148,12 @@ export interface CommitWatch {
 /**
  * Watches a database file's -wal file and wake file, calling `look` when either changes: `look`
  * reads the database, wakes whoever waits if it found new work, and returns whether another
- * connection's commit had become visible since its previous call. `isOpen` false ends a
- * follow-up. Undefined where neither file can be watched (polling is then the only wake-up).
+ * connection's commit had become visible since its previous call. `isOpen` false, or close(),
+ * ends a follow-up. Undefined where neither file can be watched (polling is then the only wake-up).
  */
 export function watchCommits(databasePath: string, look: () => Promise<boolean>, isOpen: () => boolean): CommitWatch | undefined {
+  let closed = false;
+  const open = () => !closed && isOpen();
   /** The looks that saw a commit: a -wal follow-up ends at the next one, whichever watch made it. */
   let commitsSeen = 0;
   const counted = async () => {
@@ -134,25 +165,29 @@ export function watchCommits(databasePath: string, look: () => Promise<boolean>,
     const before = commitsSeen;
     for (const delayMs of LOOK_AGAIN_MS) {
       await (delayMs === 0 ? setImmediatePromise() : setTimeoutPromise(delayMs, undefined, { ref: false }));
-      if (!isOpen() || commitsSeen !== before || (await counted())) break;
+      if (!open() || commitsSeen !== before || (await counted())) break;
     }
   });
   const onPoke = coalesced(async () => {
-    if (isOpen()) await counted();
+    if (open()) await counted();
   });
   const watchers: FSWatcher[] = [];
   const wal = watchFile(`${databasePath}-wal`, onWalWrite);
   if (wal) watchers.push(wal);
-  // A watch needs the file to exist: the first watcher creates it (empty) if no process has yet.
-  const fd = openWakeFile(wakeFilePath(databasePath));
-  if (fd !== null) {
-    closeSync(fd);
-    const wake = watchFile(wakeFilePath(databasePath), onPoke);
-    if (wake) watchers.push(wake);
+  // Watching needs only to read the file; the first watcher creates it if no process has yet.
+  let wake = watchFile(wakeFilePath(databasePath), onPoke);
+  if (wake === undefined) {
+    const fd = openWakeFile(databasePath, constants.O_RDONLY);
+    if (fd !== null) {
+      closeSync(fd);
+      wake = watchFile(wakeFilePath(databasePath), onPoke);
+    }
   }
+  if (wake) watchers.push(wake);
   if (watchers.length === 0) return undefined;
   return {
     close: () => {
+      closed = true;
       for (const watcher of watchers) watcher.close();
     },
   };

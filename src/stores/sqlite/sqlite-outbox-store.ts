@@ -163,7 +163,8 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     }
     this.db = openSqliteDatabase(options.path, options);
     this.writeLock = new WriteLock(this.db, lockWaitMs);
-    this.#wakeFile = this.path === ":memory:" || this.db.readonly ? null : new WakeFileWriter(this.path);
+    // Resolved now: a later process.chdir must not move it.
+    this.#wakeFile = this.path === ":memory:" || this.db.readonly ? null : new WakeFileWriter(resolvePath(this.path));
   }
 
   #stmt(name: keyof typeof SQL): Database.Statement {
@@ -442,7 +443,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const handOn = this.#stmt("handOn");
     let promoted = 0;
     for (const key of new Set(params.keys)) promoted += handOn.run({ key }).changes;
-    // A message became claimable: wake this process's idle listeners too (other processes hear the commit).
+    // A message became claimable: wake this process's idle listeners, and others' (the wake file).
     if (promoted > 0 && params.tx === this.db) this.writeLock.afterCommit(this.#wake);
   }
 
@@ -549,11 +550,13 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     if (this.path === ":memory:" || this.db.readonly) return undefined;
     const dataVersion = this.#stmt("dataVersion").pluck();
     const newestId = this.#stmt("newestId");
-    const look = () =>
-      this.writeLock.serial(() => {
-        const { newest, due } = newestId.get({ now: this.now() }) as { newest: number | null; due: number };
-        return { version: dataVersion.get() as number, newest: newest ?? 0, due: due === 1 };
-      });
+    // Both reads in one read transaction: read apart, a commit landing between them could count in
+    // the version and not in the newest id, and its message would wake no one until the next commit.
+    const read = this.db.transaction(() => {
+      const { newest, due } = newestId.get({ now: this.now() }) as { newest: number | null; due: number };
+      return { version: dataVersion.get() as number, newest: newest ?? 0, due: due === 1 };
+    });
+    const look = () => this.writeLock.serial(() => read.deferred());
     let seen: { version: number; newest: number; due: boolean } | undefined;
     void look().then((first) => {
       seen ??= first;
@@ -569,7 +572,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       if (now.newest > before.newest || (now.due && !before.due)) wake();
       return true;
     };
-    return watchCommits(this.path, changed, () => this.db.open);
+    return watchCommits(resolvePath(this.path), changed, () => this.db.open);
   }
 
   async leaseStats(): Promise<LeaseStats> {
