@@ -333,6 +333,17 @@ interface ChildReport {
   lockRunnableMs?: number | null;
 }
 
+/** A write-lock figure summed over the processes, in µs; null unless every process reported it. */
+function lockSumUs(reports: readonly ChildReport[], figure: (report: ChildReport) => number | null | undefined): number | null {
+  let sum = 0;
+  for (const report of reports) {
+    const ms = figure(report);
+    if (typeof ms !== "number") return null;
+    sum += ms * 1000;
+  }
+  return sum;
+}
+
 /** CPU time of one run, in µs: the worker processes together, the PostgreSQL server (null: not measured), the whole machine (null: no /proc/stat). */
 interface RunCpu {
   workerUserUs: number;
@@ -429,11 +440,11 @@ async function race(
       serverUserUs: serverTime?.userUs ?? null,
       serverSystemUs: serverTime?.systemUs ?? null,
       machineUs: machineBefore !== null && machineAfter !== null ? machineAfter - machineBefore : null,
-      lockHeldUs: reports.every((r) => r.lockHeldMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockHeldMs ?? 0) * 1000, 0) : null,
-      lockCommitUs: reports.every((r) => r.lockCommitMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockCommitMs ?? 0) * 1000, 0) : null,
-      lockWaitedUs: reports.every((r) => r.lockWaitedMs !== undefined) ? reports.reduce((sum, r) => sum + (r.lockWaitedMs ?? 0) * 1000, 0) : null,
-      lockOnCpuUs: reports.every((r) => typeof r.lockOnCpuMs === "number") ? reports.reduce((sum, r) => sum + (r.lockOnCpuMs ?? 0) * 1000, 0) : null,
-      lockRunnableUs: reports.every((r) => typeof r.lockRunnableMs === "number") ? reports.reduce((sum, r) => sum + (r.lockRunnableMs ?? 0) * 1000, 0) : null,
+      lockHeldUs: lockSumUs(reports, (r) => r.lockHeldMs),
+      lockCommitUs: lockSumUs(reports, (r) => r.lockCommitMs),
+      lockWaitedUs: lockSumUs(reports, (r) => r.lockWaitedMs),
+      lockOnCpuUs: lockSumUs(reports, (r) => r.lockOnCpuMs),
+      lockRunnableUs: lockSumUs(reports, (r) => r.lockRunnableMs),
       walRecords: wal?.records ?? null,
       walFpi: wal?.fpi ?? null,
       walBytes: wal?.bytes ?? null,

@@ -286,6 +286,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await pool.stop();
     await outbox.close().catch(() => undefined);
     if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
+    // The competing writers first (the finally below waits for them too, later than this removal).
+    await Promise.all(lockHolders);
     // The error that stopped the run is the one to report, not a failed clean-up after it.
     if (!options.keep) removeWorkDir(workDir, () => undefined);
     throw error;

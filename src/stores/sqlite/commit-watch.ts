@@ -15,7 +15,7 @@
 // / 3.47 ms. Nothing here can fail a commit: a wake file that cannot be created or written leaves
 // the -wal watch, and polling, to wake the others.
 
-import { closeSync, constants, fchmodSync, type FSWatcher, openSync, statSync, watch, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, type FSWatcher, fstatSync, openSync, statSync, watch, writeSync } from "node:fs";
 import { setImmediate as setImmediatePromise, setTimeout as setTimeoutPromise } from "node:timers/promises";
 
 /** The wake file of a database file: next to it, as its -wal and -shm files are. */
@@ -51,7 +51,7 @@ function openWakeFile(databasePath: string, flags: number): number | null {
   try {
     const wanted = statSync(databasePath).mode & 0o666;
     // Only a file this process just created has the 0600 above: set the database's mode on it.
-    if ((statSync(wakeFilePath(databasePath)).mode & 0o777) === 0o600 && wanted !== 0o600) fchmodSync(fd, wanted);
+    if ((fstatSync(fd).mode & 0o777) === 0o600 && wanted !== 0o600) fchmodSync(fd, wanted);
   } catch {
     // The database file is gone or not ours to read: the file keeps the mode it has.
   }

@@ -143,6 +143,8 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   readonly db: Database.Database;
   readonly writeLock: WriteLock;
   readonly #clock: Clock;
+  /** The file's absolute path (or ":memory:"), resolved once: a later process.chdir must not move it. */
+  readonly #fileKey: string;
   /** Null for a database in memory or opened read-only: no other process can wait on its commits. */
   readonly #wakeFile: WakeFileWriter | null;
   /**
@@ -151,7 +153,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
    */
   readonly #wake = (): void => {
     this.#wakeFile?.poke();
-    for (const wake of wakeListeners.get(wakeKey(this.path)) ?? []) wake();
+    for (const wake of wakeListeners.get(this.#fileKey) ?? []) wake();
   };
 
   constructor(options: SqliteStoreOptions) {
@@ -163,8 +165,8 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     }
     this.db = openSqliteDatabase(options.path, options);
     this.writeLock = new WriteLock(this.db, lockWaitMs);
-    // Resolved now: a later process.chdir must not move it.
-    this.#wakeFile = this.path === ":memory:" || this.db.readonly ? null : new WakeFileWriter(resolvePath(this.path));
+    this.#fileKey = wakeKey(this.path);
+    this.#wakeFile = this.path === ":memory:" || this.db.readonly ? null : new WakeFileWriter(this.#fileKey);
   }
 
   #stmt(name: keyof typeof SQL): Database.Statement {
@@ -525,7 +527,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   async onNewMessages(params: { wake: () => void }): Promise<() => Promise<void>> {
-    const key = wakeKey(this.path);
+    const key = this.#fileKey;
     const listeners = wakeListeners.get(key) ?? new Set();
     wakeListeners.set(key, listeners);
     const listener = () => params.wake();
@@ -572,7 +574,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       if (now.newest > before.newest || (now.due && !before.due)) wake();
       return true;
     };
-    return watchCommits(resolvePath(this.path), changed, () => this.db.open);
+    return watchCommits(this.#fileKey, changed, () => this.db.open);
   }
 
   async leaseStats(): Promise<LeaseStats> {

@@ -363,8 +363,9 @@ export class WriteLock {
       this.#rollback();
       throw error;
     }
-    this.stats.committingMs += performance.now() - committing;
-    this.#released();
+    const committed = performance.now();
+    this.stats.committingMs += committed - committing;
+    this.#released(committed);
     const after = this.#afterCommit as (() => void) | undefined; // set by the work, which TypeScript cannot see
     this.#afterCommit = undefined;
     after?.();
@@ -377,9 +378,10 @@ export class WriteLock {
     this.#released();
   }
 
-  #released(): void {
+  /** `at`: when the lock was let go (performance.now()), if the caller has read the clock already. */
+  #released(at = performance.now()): void {
     this.stats.transactions += 1;
-    this.stats.heldMs += performance.now() - this.#heldSince;
+    this.stats.heldMs += at - this.#heldSince;
     const start = this.#holdingStart;
     this.#holdingStart = undefined;
     if (start !== undefined && this.#runQueue !== undefined) {
