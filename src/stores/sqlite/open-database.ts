@@ -106,12 +106,13 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
     db.pragma("foreign_keys = ON");
     // Keep the WAL file bounded: truncate it back to 64 MiB after each checkpoint.
     db.pragma("journal_size_limit = 67108864");
-    // wal_autocheckpoint stays SQLite's 1,000 pages. Tried: 4,000 and 10,000. The time in COMMIT
-    // (which runs the checkpoint after the lock is released) fell, 12.8 / 7.9 -> 2.4 / 2.8 µs per
-    // message with 4 processes, but the rates did not move beyond the noise (the bench's NORMAL and
-    // FULL throughput rows, 100,000 messages, 1 and 4 processes, 3 alternated rounds: medians with
-    // 4 processes at batch 100 36,893 / 35,275 / 36,520 msg/s on NORMAL, 25,822 / 27,954 / 27,391
-    // on FULL), and a WAL file ten times the size would stay on disk.
+    // wal_autocheckpoint stays SQLite's 1,000 pages. Tried: 4,000 and 10,000 (the bench's NORMAL and
+    // FULL throughput rows, 100,000 messages, 1 and 4 processes, 3 alternated rounds). With 4
+    // processes at batch 100 on NORMAL the time in COMMIT (which runs the checkpoint after the lock
+    // is released) fell, 8.9 / 10.4 / 9.9 µs per message -> 4.6 / 3.7 / 2.8 (4,000) and 2.5 / 3.5 /
+    // 3.8 (10,000), but the rates did not move beyond the noise (medians 36,893 / 35,275 / 36,520
+    // msg/s on NORMAL, 25,822 / 27,954 / 27,391 on FULL), and a WAL file up to ten times the size
+    // would stay on disk.
     proveWritable(db);
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   } catch (error) {
