@@ -11,23 +11,10 @@ import { describe, expect, it } from "vitest";
 import type { Lease } from "../../src/index.js";
 import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
-import { explainAnalyzed, type PlanNode, planNodes } from "../support/pg-plan.js";
+import { explainAnalyzed, planNodes, rowsExamined } from "../support/pg-plan.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 
 const PG = await postgresAvailable();
-
-/** Rows the plan read from the outbox table (over all loops) and pairs its joins dropped. */
-function rowsExamined(plan: PlanNode): number {
-  let examined = 0;
-  for (const node of planNodes(plan)) {
-    const loops = node["Actual Loops"] ?? 1;
-    if (node["Relation Name"] === "outbox_messages" && node["Node Type"].endsWith("Scan")) {
-      examined += ((node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0)) * loops;
-    }
-    examined += (node["Rows Removed by Join Filter"] ?? 0) * loops;
-  }
-  return examined;
-}
 
 describe.skipIf(!PG)("postgres bulk completion: by id, whatever the statistics say", () => {
   it("with 4,000 of 20,000 messages processing and statistics saying none is, completing 500 reads at most the table once, custom plan or generic", async () => {

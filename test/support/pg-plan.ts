@@ -23,6 +23,19 @@ export function* planNodes(node: PlanNode): Generator<PlanNode> {
   for (const child of node.Plans ?? []) yield* planNodes(child);
 }
 
+/** Rows the plan read from the outbox table (over all loops, with those its filters dropped) and pairs its joins dropped. */
+export function rowsExamined(plan: PlanNode): number {
+  let examined = 0;
+  for (const node of planNodes(plan)) {
+    const loops = node["Actual Loops"] ?? 1;
+    if (node["Relation Name"] === "outbox_messages" && node["Node Type"].endsWith("Scan")) {
+      examined += ((node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0)) * loops;
+    }
+    examined += (node["Rows Removed by Join Filter"] ?? 0) * loops;
+  }
+  return examined;
+}
+
 /**
  * Runs `text` under EXPLAIN ANALYZE and rolls it back. `bound` are its values for the custom plan;
  * `literal` the same values written as SQL, for EXECUTE of the generic plan.
