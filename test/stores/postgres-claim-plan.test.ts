@@ -14,7 +14,7 @@ import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from ".
 const PG = await postgresAvailable();
 
 describe.skipIf(!PG)("postgres claim: the claimed rows by id", () => {
-  it("a claim of 1,000 from 20,000 pending messages reads about 2,000 rows, not the table, for all messages and for named types, custom plan or generic", async () => {
+  it("a claim of 1,000 from 20,000 pending messages reads about 2,000 rows, not the table, for all messages and for named types, with the limit bound or written in, custom plan or generic", async () => {
     const schema = freshSchema("wassal_claim_plan");
     const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 2 });
     try {
@@ -34,6 +34,9 @@ describe.skipIf(!PG)("postgres claim: the claimed rows by id", () => {
         const claims = [
           { text: sql.claim, bound: [null, 1000, "w", 30_000, false], literal: "NULL, 1000, 'w', 30000, false" },
           { text: sql.claimOfTypes, bound: [null, 1000, "w", 30_000, false, ["t"]], literal: "NULL, 1000, 'w', 30000, false, ARRAY['t']" },
+          // The forms with the limit written in, which the store prepares for the limits it claims most.
+          { text: sql.claimOfLimit(1000, false), bound: [null, 1000, "w", 30_000, false], literal: "NULL, 1000, 'w', 30000, false" },
+          { text: sql.claimOfLimit(1000, true), bound: [null, 1000, "w", 30_000, false, ["t"]], literal: "NULL, 1000, 'w', 30000, false, ARRAY['t']" },
         ];
         for (const plan of ["custom", "generic"] as const) {
           for (const claim of claims) {
@@ -50,6 +53,47 @@ describe.skipIf(!PG)("postgres claim: the claimed rows by id", () => {
       // And the store's own claim takes the oldest 1,000.
       const leases = await store.claim("w", { limit: 1000, leaseMs: 30_000 });
       expect(leases.map((l) => l.message.payload)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a worker's claims are planned once: the claim with its limit written in keeps a generic plan, and limits past the store's few still claim as many as asked", async () => {
+    const schema = freshSchema("wassal_claim_plan");
+    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 });
+    try {
+      await store.migrate();
+      await store.transaction((tx) =>
+        store.enqueueMany(
+          tx,
+          Array.from({ length: 5000 }, (_, i) => ({ type: "t", payload: i })),
+        ),
+      );
+      await withClient((client) => client.query(`ANALYZE ${schema}.outbox_messages`));
+      for (let claim = 0; claim < 10; claim += 1) expect(await store.claim("w", { limit: 10, leaseMs: 30_000 })).toHaveLength(10);
+      // One connection, so pg_prepared_statements is the worker's. PostgreSQL tries a custom plan
+      // 5 times, then keeps the generic one when it costs no more; with the limit bound it never did.
+      const claims = (
+        await store.pool.query<{ generic_plans: string; custom_plans: string }>(
+          "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%FOR UPDATE OF m SKIP LOCKED%'",
+        )
+      ).rows;
+      expect(claims).toHaveLength(1);
+      expect(Number(claims[0]!.generic_plans)).toBeGreaterThanOrEqual(5);
+      expect(Number(claims[0]!.custom_plans)).toBeLessThanOrEqual(5);
+      // 12 more limits, past the 8 the store writes in: each claim still takes as many as asked,
+      // and the oldest first.
+      const payloads: unknown[] = [];
+      for (let limit = 1; limit <= 12; limit += 1) {
+        const leases = await store.claim("w", { limit, leaseMs: 30_000 });
+        expect(leases).toHaveLength(limit);
+        payloads.push(...leases.map((l) => l.message.payload));
+      }
+      expect(payloads).toEqual(Array.from({ length: 78 }, (_, i) => 100 + i));
+      const prepared = (
+        await store.pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE '%FOR UPDATE OF m SKIP LOCKED%'")
+      ).rows;
+      expect(Number(prepared[0]!.n)).toBe(9); // 8 written in, and the one that binds the limit
     } finally {
       await store.close();
     }
