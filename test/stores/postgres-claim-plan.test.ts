@@ -1,4 +1,5 @@
-// A PostgreSQL claim looks the rows it claims up by id, whatever its limit. With the candidates
+// A PostgreSQL claim looks the rows it claims up by id, whatever its limit, and a worker's claims
+// are planned once (the limits it claims with most are written into the statement). With the candidates
 // joined to the table alone, a limit that is large against the table (1,000 of 20,000 here; a
 // batch of 500 against the benchmark's 20,000 messages) made the planner hash the candidates and
 // read the whole table to match them, and the generic plan of the prepared claim did so at any
@@ -13,7 +14,7 @@ import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from ".
 
 const PG = await postgresAvailable();
 
-describe.skipIf(!PG)("postgres claim: the claimed rows by id", () => {
+describe.skipIf(!PG)("postgres claim: the claimed rows by id, and one plan", () => {
   it("a claim of 1,000 from 20,000 pending messages reads about 2,000 rows, not the table, for all messages and for named types, with the limit bound or written in, custom plan or generic", async () => {
     const schema = freshSchema("wassal_claim_plan");
     const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 2 });
@@ -58,9 +59,16 @@ describe.skipIf(!PG)("postgres claim: the claimed rows by id", () => {
     }
   });
 
-  it("a worker's claims are planned once: the claim with its limit written in keeps a generic plan, and limits past the store's few still claim as many as asked", async () => {
+  it("a worker's claims are planned once: after 5 claims of one limit, the claim with that limit written in keeps a generic plan, for all types and for named ones; other limits still claim as many as asked", async () => {
     const schema = freshSchema("wassal_claim_plan");
     const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 });
+    const claimStatements = async () =>
+      (
+        await store.pool.query<{ generic_plans: string; custom_plans: string; literal: boolean; typed: boolean }>(
+          `SELECT generic_plans, custom_plans, statement NOT LIKE '%LIMIT $2%' AS literal, statement LIKE '%m.type = ANY%' AS typed
+           FROM pg_prepared_statements WHERE statement LIKE '%FOR UPDATE OF m SKIP LOCKED%'`,
+        )
+      ).rows;
     try {
       await store.migrate();
       await store.transaction((tx) =>
@@ -70,30 +78,36 @@ describe.skipIf(!PG)("postgres claim: the claimed rows by id", () => {
         ),
       );
       await withClient((client) => client.query(`ANALYZE ${schema}.outbox_messages`));
-      for (let claim = 0; claim < 10; claim += 1) expect(await store.claim("w", { limit: 10, leaseMs: 30_000 })).toHaveLength(10);
-      // One connection, so pg_prepared_statements is the worker's. PostgreSQL tries a custom plan
-      // 5 times, then keeps the generic one when it costs no more; with the limit bound it never did.
-      const claims = (
-        await store.pool.query<{ generic_plans: string; custom_plans: string }>(
-          "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%FOR UPDATE OF m SKIP LOCKED%'",
-        )
-      ).rows;
-      expect(claims).toHaveLength(1);
-      expect(Number(claims[0]!.generic_plans)).toBeGreaterThanOrEqual(5);
-      expect(Number(claims[0]!.custom_plans)).toBeLessThanOrEqual(5);
-      // 12 more limits, past the 8 the store writes in: each claim still takes as many as asked,
-      // and the oldest first.
+      for (let claim = 0; claim < 20; claim += 1) {
+        expect(await store.claim("w", { limit: 10, leaseMs: 30_000 })).toHaveLength(10);
+        expect(await store.claim("w", { limit: 10, leaseMs: 30_000, types: ["t"] })).toHaveLength(10);
+      }
+      // One connection, so pg_prepared_statements is the worker's. PostgreSQL tries a custom plan 5
+      // times, then keeps the generic one when it costs no more; with the limit bound (statistics
+      // of 5,000 pending messages) it never did.
+      const literal = (await claimStatements()).filter((s) => s.literal);
+      expect(literal.map((s) => s.typed).sort()).toEqual([false, true]);
+      for (const statement of literal) {
+        expect(Number(statement.generic_plans)).toBeGreaterThanOrEqual(5);
+        expect(Number(statement.custom_plans)).toBeLessThanOrEqual(5);
+      }
+      // 12 limits claimed once each: bound, and each claim takes as many as asked, the oldest first.
       const payloads: unknown[] = [];
       for (let limit = 1; limit <= 12; limit += 1) {
         const leases = await store.claim("w", { limit, leaseMs: 30_000 });
         expect(leases).toHaveLength(limit);
         payloads.push(...leases.map((l) => l.message.payload));
       }
-      expect(payloads).toEqual(Array.from({ length: 78 }, (_, i) => 100 + i));
-      const prepared = (
-        await store.pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_prepared_statements WHERE statement LIKE '%FOR UPDATE OF m SKIP LOCKED%'")
-      ).rows;
-      expect(Number(prepared[0]!.n)).toBe(9); // 8 written in, and the one that binds the limit
+      expect(payloads).toEqual(Array.from({ length: 78 }, (_, i) => 400 + i));
+      expect((await claimStatements()).length).toBe(4); // 10 written in and bound, for all types and for named ones
+      // Limits 1 to 8, 5 more claims each: 6 of them reach their fifth claim while there is room
+      // (8 limits written in at most), the rest stay bound.
+      for (let limit = 1; limit <= 8; limit += 1) {
+        for (let claim = 0; claim < 5; claim += 1) expect(await store.claim("w", { limit, leaseMs: 30_000 })).toHaveLength(limit);
+      }
+      const statements = await claimStatements();
+      expect(statements.filter((s) => s.literal)).toHaveLength(8);
+      expect(statements.filter((s) => !s.literal)).toHaveLength(2);
     } finally {
       await store.close();
     }

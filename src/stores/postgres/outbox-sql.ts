@@ -279,7 +279,10 @@ const redrivenKeyState = (table: string, targeted: string) => `CASE WHEN m.key_s
  * Not worth a second kind of time in the SQL (a statement's start, not its clock).
  */
 const CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t)";
-/** CLOCK for the claim, which also names its $2 (the limit), for the form with the limit written in. */
+/**
+ * CLOCK for the claim. `asked` is read by nothing: it names $2 (the limit) so that the form with
+ * the limit written in still has a $2, and takes the same values as the form that binds it.
+ */
 const CLAIM_CLOCK = "clock AS MATERIALIZED (SELECT coalesce($1::timestamptz, clock_timestamp()) AS t, $2::int AS asked)";
 const LEASE = "clock.t + $LEASE * interval '1 millisecond'";
 /**
@@ -330,10 +333,7 @@ export function outboxSql(schema: string) {
   // so it is guessed small and looked up by key. On one connection (claim and completeMany, backend
   // CPU from /proc schedstat, 30,000 messages, 2 rounds each way): batch 500 48.1 / 48.4 → 26.3 /
   // 26.0 µs per message for the claim, batch 1,000 35.0 / 34.9 → 26.2 / 25.3, batch 100 (already
-  // planned by key) 35.9 / 34.8 → 34.5 / 32.9. Tried with it and not kept: forcing the generic plan
-  // (plan_cache_mode), to save the custom plan's planning at every claim: 35.5 against 36.6 µs per
-  // message at batch 100, and at batch 10 no less (114.6 / 120.5 against 109.8 / 108.5); a claim's
-  // fixed cost on this machine is not its planning.
+  // planned by key) 35.9 / 34.8 → 34.5 / 32.9.
   //
   // `limit`: the limit written into the statement, or null for $2. Written in, the planner knows it,
   // so the generic plan of the prepared claim is the custom one and PostgreSQL keeps it; with $2 it
@@ -342,8 +342,11 @@ export function outboxSql(schema: string) {
   // on a worker's connection: planning 0.47–0.83 ms, execution 0.50–0.85, a claim of 10). Claim
   // and completeMany on one connection (15,000 messages, the backend's CPU from /proc schedstat,
   // 3 rounds, the claim planned every time against its generic plan): batch 10 117.9–125.8 →
-  // 70.1–79.6 µs per message, batch 100 35.1–38.1 → 30.8–37.8. $2 is still bound (the clock CTE
-  // names it), so both forms take the same values.
+  // 70.1–79.6 µs per message, batch 100 35.1–38.1 → 30.8–37.8 (no clear change). $2 is still bound (the clock CTE
+  // names it), so both forms take the same values. (A first trial, plan_cache_mode set through
+  // PGOPTIONS, showed no gain: the store's connections never had it, pg_prepared_statements still
+  // counted only custom plans.) Not done instead: forcing the generic plan on the store's
+  // connections, which would force it on every statement an application runs through them.
   const claimSql = (ofTypes: boolean, limit: number | null) => `WITH ${CLAIM_CLOCK},
       candidates AS MATERIALIZED (
         SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
@@ -446,7 +449,9 @@ export function outboxSql(schema: string) {
      * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most
      * $2 rows (SKIP LOCKED passes over rows another claimer or completer holds) and the UPDATE
      * joins exactly those. The `WHERE id IN (subquery)` form can be re-planned to run the
-     * subquery per row and claim more than asked, so it is not used.
+     * subquery per row and claim more than asked, so it is not used. (The UPDATE's `m.id = ANY
+     * (ARRAY(SELECT id FROM candidates))` is not that form: it reads the materialized CTE once, as
+     * an initplan, and only narrows the join, which still decides the rows.)
      */
     claim: claimSql(false, null),
 

@@ -74,7 +74,6 @@ export type PostgresStoreOptions = PostgresStoreSettings &
     | { readonly config: pg.PoolConfig; readonly url?: never; readonly pool?: never }
   );
 
-/** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 /** A statement under a name of its own text, so that each connection prepares it once and reuses it. */
 function namedStatement(text: string): { readonly name: string; readonly text: string } {
   return { name: `wassal_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`, text };
@@ -86,6 +85,17 @@ function namedStatement(text: string): { readonly name: string; readonly text: s
  */
 const LITERAL_CLAIM_LIMITS = 8;
 
+/**
+ * How many claims of one limit come before the store writes that limit in: the steady state's
+ * limit, not those of a start or of a quiet queue, where a worker claims as many as it has free
+ * slots (200, 199, 198…), takes the few statements.
+ */
+const CLAIMS_BEFORE_LITERAL = 5;
+
+/** Claims counted toward CLAIMS_BEFORE_LITERAL, by limit: the count starts again past this many limits. */
+const COUNTED_LIMITS = 256;
+
+/** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
   const read = {
     id: String(row.id),
@@ -186,8 +196,10 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     "claim" | "claimOfTypes" | "completeBulk" | "completeBulkHandOn" | "enqueue" | "enqueueMany" | "lockKeys",
     { readonly name: string; readonly text: string }
   >;
-  /** The claims with their limit written in, by limit (negative: of named types); see #claimStatement. */
-  readonly #literalClaims = new Map<number, { readonly name: string; readonly text: string }>();
+  /** The claims with their limit written in, by "all:<limit>" or "types:<limit>"; see #claimStatement. */
+  readonly #literalClaims = new Map<string, { readonly name: string; readonly text: string }>();
+  /** Claims so far of each limit not yet written in, by the same keys. */
+  readonly #claimsByLimit = new Map<string, number>();
   readonly #ownsPool: boolean;
   /** How to open the LISTEN connection: made like the pool's own. */
   readonly #clientConfig: pg.ClientConfig;
@@ -364,17 +376,25 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   /**
    * The claim with `limit` written in (outbox-sql.ts, claimSql: then PostgreSQL keeps one plan
-   * instead of planning every call), for the first LITERAL_CLAIM_LIMITS limits this store claims
-   * with; any other limit takes the claim that binds it. A worker claims as many as it has free
-   * slots, which settles at one group commit's worth (a throwaway count over 30,000 messages: 299
-   * claims of 100 and 1 of 200 at concurrency 200), so a few statements cover nearly every claim.
+   * instead of planning every call), for up to LITERAL_CLAIM_LIMITS limits, each once the store
+   * has claimed with it CLAIMS_BEFORE_LITERAL times; any other claim binds its limit. A worker
+   * claims as many as it has free slots, which settles at one group commit's worth (a throwaway
+   * count over 30,000 messages: 299 claims of 100 and 1 of 200 at concurrency 200), so a few
+   * statements cover nearly every claim.
    */
   #claimStatement(limit: number, ofTypes: boolean): { readonly name: string; readonly text: string } {
-    const key = ofTypes ? -limit : limit;
+    const key = `${ofTypes ? "types" : "all"}:${limit}`;
     const known = this.#literalClaims.get(key);
     if (known !== undefined) return known;
-    if (this.#literalClaims.size >= LITERAL_CLAIM_LIMITS || !Number.isSafeInteger(limit) || limit < 1)
-      return ofTypes ? this.#hot.claimOfTypes : this.#hot.claim;
+    const bound = ofTypes ? this.#hot.claimOfTypes : this.#hot.claim;
+    if (this.#literalClaims.size >= LITERAL_CLAIM_LIMITS) return bound;
+    const seen = (this.#claimsByLimit.get(key) ?? 0) + 1;
+    if (seen < CLAIMS_BEFORE_LITERAL) {
+      if (this.#claimsByLimit.size >= COUNTED_LIMITS) this.#claimsByLimit.clear();
+      this.#claimsByLimit.set(key, seen);
+      return bound;
+    }
+    this.#claimsByLimit.delete(key);
     const statement = namedStatement(this.#sql.claimOfLimit(limit, ofTypes));
     this.#literalClaims.set(key, statement);
     return statement;
