@@ -8,26 +8,15 @@
 
 import { describe, expect, it } from "vitest";
 import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
-import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
-import { explainAnalyzed, planNodes, rowsExamined } from "../support/pg-plan.js";
-import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
+import { explainAnalyzed, planNodes, rowsExamined, storeWithPending } from "../support/pg-plan.js";
+import { postgresAvailable, withClient } from "../support/postgres.js";
 
 const PG = await postgresAvailable();
 
 describe.skipIf(!PG)("postgres claim: the claimed rows by id, and one plan", () => {
   it("a claim of 1,000 from 20,000 pending messages reads about 2,000 rows, not the table, for all messages and for named types, with the limit bound or written in, custom plan or generic", async () => {
-    const schema = freshSchema("wassal_claim_plan");
-    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 2 });
+    const { store, schema } = await storeWithPending("wassal_claim_plan", 20_000, 2);
     try {
-      await store.migrate();
-      for (let batch = 0; batch < 2; batch += 1) {
-        await store.transaction((tx) =>
-          store.enqueueMany(
-            tx,
-            Array.from({ length: 10_000 }, (_, i) => ({ type: "t", payload: batch * 10_000 + i })),
-          ),
-        );
-      }
       const sql = outboxSql(schema);
       const examined = await withClient(async (client) => {
         await client.query(`VACUUM ANALYZE ${schema}.outbox_messages`);
@@ -60,8 +49,7 @@ describe.skipIf(!PG)("postgres claim: the claimed rows by id, and one plan", () 
   });
 
   it("a worker's claims are planned once: after 5 claims of one limit, the claim with that limit written in keeps a generic plan, for all types and for named ones; other limits still claim as many as asked", async () => {
-    const schema = freshSchema("wassal_claim_plan");
-    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 });
+    const { store, schema } = await storeWithPending("wassal_claim_plan", 5000, 1);
     const claimStatements = async () =>
       (
         await store.pool.query<{ generic_plans: string; custom_plans: string; literal: boolean; typed: boolean }>(
@@ -70,13 +58,6 @@ describe.skipIf(!PG)("postgres claim: the claimed rows by id, and one plan", () 
         )
       ).rows;
     try {
-      await store.migrate();
-      await store.transaction((tx) =>
-        store.enqueueMany(
-          tx,
-          Array.from({ length: 5000 }, (_, i) => ({ type: "t", payload: i })),
-        ),
-      );
       await withClient((client) => client.query(`ANALYZE ${schema}.outbox_messages`));
       for (let claim = 0; claim < 20; claim += 1) {
         expect(await store.claim("w", { limit: 10, leaseMs: 30_000 })).toHaveLength(10);

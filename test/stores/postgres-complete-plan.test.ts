@@ -10,26 +10,15 @@
 import { describe, expect, it } from "vitest";
 import type { Lease } from "../../src/index.js";
 import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
-import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
-import { explainAnalyzed, planNodes, rowsExamined } from "../support/pg-plan.js";
-import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
+import { explainAnalyzed, planNodes, rowsExamined, storeWithPending } from "../support/pg-plan.js";
+import { postgresAvailable, withClient } from "../support/postgres.js";
 
 const PG = await postgresAvailable();
 
 describe.skipIf(!PG)("postgres bulk completion: by id, whatever the statistics say", () => {
   it("with 4,000 of 20,000 messages processing and statistics saying none is, completing 500 reads at most the table once, custom plan or generic", async () => {
-    const schema = freshSchema("wassal_complete_plan");
-    const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 2 });
+    const { store, schema } = await storeWithPending("wassal_complete_plan", 20_000, 2);
     try {
-      await store.migrate();
-      for (let batch = 0; batch < 2; batch += 1) {
-        await store.transaction((tx) =>
-          store.enqueueMany(
-            tx,
-            Array.from({ length: 10_000 }, (_, i) => ({ type: "t", payload: batch * 10_000 + i })),
-          ),
-        );
-      }
       await withClient((client) => client.query(`VACUUM ANALYZE ${schema}.outbox_messages`));
       const leases: Lease[] = [];
       for (let claim = 0; claim < 4; claim += 1) leases.push(...(await store.claim("w", { limit: 1000, leaseMs: 60_000 })));

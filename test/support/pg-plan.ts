@@ -5,6 +5,8 @@
 // transaction that is rolled back.
 
 import type pg from "pg";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { freshSchema, TEST_DATABASE_URL } from "./postgres.js";
 
 export interface PlanNode {
   "Node Type": string;
@@ -63,5 +65,30 @@ export async function explainAnalyzed(
     }
   } finally {
     await client.query("ROLLBACK");
+  }
+}
+
+/**
+ * A migrated store on a fresh schema holding `count` pending messages of type "t", payloads 0 to
+ * count - 1 in id order (enqueued 10,000 per transaction). The caller closes it.
+ */
+export async function storeWithPending(prefix: string, count: number, maxConnections: number): Promise<{ store: PostgresOutboxStore; schema: string }> {
+  const schema = freshSchema(prefix);
+  const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections });
+  try {
+    await store.migrate();
+    for (let from = 0; from < count; from += 10_000) {
+      const size = Math.min(10_000, count - from);
+      await store.transaction((tx) =>
+        store.enqueueMany(
+          tx,
+          Array.from({ length: size }, (_, i) => ({ type: "t", payload: from + i })),
+        ),
+      );
+    }
+    return { store, schema };
+  } catch (error) {
+    await store.close();
+    throw error;
   }
 }
