@@ -8,7 +8,7 @@
 
 import { describe, expect, it } from "vitest";
 import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
-import { explainAnalyzed, planNodes, rowsExamined, storeWithPending } from "../support/pg-plan.js";
+import { claimForms, explainAnalyzed, planNodes, rowsExamined, storeWithPending } from "../support/pg-plan.js";
 import { postgresAvailable, withClient } from "../support/postgres.js";
 
 const PG = await postgresAvailable();
@@ -21,13 +21,8 @@ describe.skipIf(!PG)("postgres claim: the claimed rows by id, and one plan", () 
       const examined = await withClient(async (client) => {
         await client.query(`VACUUM ANALYZE ${schema}.outbox_messages`);
         const counts: number[] = [];
-        const claims = [
-          { text: sql.claim, bound: [null, 1000, "w", 30_000, false], literal: "NULL, 1000, 'w', 30000, false" },
-          { text: sql.claimOfTypes, bound: [null, 1000, "w", 30_000, false, ["t"]], literal: "NULL, 1000, 'w', 30000, false, ARRAY['t']" },
-          // The forms with the limit written in, which the store prepares for the limits it claims most.
-          { text: sql.claimOfLimit(1000, false), bound: [null, 1000, "w", 30_000, false], literal: "NULL, 1000, 'w', 30000, false" },
-          { text: sql.claimOfLimit(1000, true), bound: [null, 1000, "w", 30_000, false, ["t"]], literal: "NULL, 1000, 'w', 30000, false, ARRAY['t']" },
-        ];
+        // With the limit bound and written in (the store writes in the limits it claims with most).
+        const claims = claimForms(sql, 1000);
         for (const plan of ["custom", "generic"] as const) {
           for (const claim of claims) {
             const explained = await explainAnalyzed(client, claim, plan);

@@ -8,7 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
-import { explainAnalyzed, planNodes } from "../support/pg-plan.js";
+import { claimForms, explainAnalyzed, planNodes } from "../support/pg-plan.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 
 const PG = await postgresAvailable();
@@ -36,12 +36,7 @@ describe.skipIf(!PG)("postgres claim: the due range only", () => {
       const read = await withClient(async (client) => {
         await client.query(`ANALYZE ${schema}.outbox_messages`);
         const entries: number[] = [];
-        const claims = [
-          { text: sql.claim, bound: [null, 100, "w", 30_000, false], literal: "NULL, 100, 'w', 30000, false" },
-          { text: sql.claimOfTypes, bound: [null, 100, "w", 30_000, false, ["t"]], literal: "NULL, 100, 'w', 30000, false, ARRAY['t']" },
-          { text: sql.claimOfLimit(100, false), bound: [null, 100, "w", 30_000, false], literal: "NULL, 100, 'w', 30000, false" },
-          { text: sql.claimOfLimit(100, true), bound: [null, 100, "w", 30_000, false, ["t"]], literal: "NULL, 100, 'w', 30000, false, ARRAY['t']" },
-        ];
+        const claims = claimForms(sql, 100);
         for (const plan of ["custom", "generic"] as const) {
           for (const claim of claims) {
             const scans = [...planNodes(await explainAnalyzed(client, claim, plan))].filter((n) => n["Index Name"] === "outbox_messages_claimable");

@@ -5,6 +5,7 @@
 // transaction that is rolled back.
 
 import type pg from "pg";
+import type { OutboxSql } from "../../src/stores/postgres/outbox-sql.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { freshSchema, TEST_DATABASE_URL } from "./postgres.js";
 
@@ -66,6 +67,22 @@ export async function explainAnalyzed(
   } finally {
     await client.query("ROLLBACK");
   }
+}
+
+/**
+ * The claim's four forms, each with its values for a claim of `limit` messages owned by "w" (as
+ * bound for the custom plan, and written as SQL for the generic one): for all types and for type
+ * "t", with the limit bound ($2) and written in.
+ */
+export function claimForms(sql: OutboxSql, limit: number): { readonly text: string; readonly bound: readonly unknown[]; readonly literal: string }[] {
+  const all = { bound: [null, limit, "w", 30_000, false], literal: `NULL, ${limit}, 'w', 30000, false` };
+  const typed = { bound: [null, limit, "w", 30_000, false, ["t"]], literal: `NULL, ${limit}, 'w', 30000, false, ARRAY['t']` };
+  return [
+    { text: sql.claim, ...all },
+    { text: sql.claimOfTypes, ...typed },
+    { text: sql.claimOfLimit(limit, false), ...all },
+    { text: sql.claimOfLimit(limit, true), ...typed },
+  ];
 }
 
 /**

@@ -92,9 +92,6 @@ const LITERAL_CLAIM_LIMITS = 8;
  */
 const CLAIMS_BEFORE_LITERAL = 5;
 
-/** Claims counted toward CLAIMS_BEFORE_LITERAL, by limit: the count starts again past this many limits. */
-const COUNTED_LIMITS = 256;
-
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
   const read = {
@@ -390,8 +387,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     if (this.#literalClaims.size >= LITERAL_CLAIM_LIMITS) return bound;
     const seen = (this.#claimsByLimit.get(key) ?? 0) + 1;
     if (seen < CLAIMS_BEFORE_LITERAL) {
-      if (this.#claimsByLimit.size >= COUNTED_LIMITS) this.#claimsByLimit.clear();
-      this.#claimsByLimit.set(key, seen);
+      this.#claimsByLimit.set(key, seen); // at most 2,000 keys: a claim's limit is 1 to MAX_CLAIM_LIMIT
       return bound;
     }
     this.#claimsByLimit.delete(key);

@@ -49,9 +49,11 @@ function openWakeFile(databasePath: string, flags: number): number | null {
     return null;
   }
   try {
-    const wanted = statSync(databasePath).mode & 0o666;
     // Only a file this process just created has the 0600 above: set the database's mode on it.
-    if ((fstatSync(fd).mode & 0o777) === 0o600 && wanted !== 0o600) fchmodSync(fd, wanted);
+    if ((fstatSync(fd).mode & 0o777) === 0o600) {
+      const wanted = statSync(databasePath).mode & 0o666;
+      if (wanted !== 0o600) fchmodSync(fd, wanted);
+    }
   } catch {
     // The database file is gone or not ours to read: the file keeps the mode it has.
   }
