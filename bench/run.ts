@@ -88,6 +88,8 @@ interface Settings {
   singleEnqueues: number;
   stores: string[];
   postgresUrl: string;
+  /** The PostgreSQL server's settings that shape the figures (postgresServer), null without PostgreSQL. */
+  postgresServer: Record<string, string> | null;
 }
 
 interface Config {
@@ -233,17 +235,40 @@ function tcpReachable(port: number): Promise<boolean> {
   });
 }
 
-async function postgresReachable(url: string): Promise<boolean> {
+/**
+ * The PostgreSQL server's settings that shape the figures (its version, durability, memory,
+ * checkpoints and vacuum), as it reports them; null when it cannot be reached. A server whose
+ * autovacuum is off never clears a run's dead rows (each run has its own fresh tables, so every
+ * system starts alike).
+ */
+async function postgresServer(url: string): Promise<Record<string, string> | null> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
   try {
     await client.connect();
-    return true;
+    const { rows } = await client.query<{ name: string; setting: string }>(
+      "SELECT name, current_setting(name) AS setting FROM pg_settings WHERE name = ANY ($1) ORDER BY name",
+      [SERVER_SETTINGS],
+    );
+    return Object.fromEntries(rows.map((row) => [row.name, row.setting]));
   } catch {
-    return false;
+    return null;
   } finally {
     await client.end().catch(() => undefined);
   }
 }
+
+const SERVER_SETTINGS = [
+  "server_version",
+  "fsync",
+  "synchronous_commit",
+  "full_page_writes",
+  "wal_level",
+  "shared_buffers",
+  "max_wal_size",
+  "checkpoint_timeout",
+  "autovacuum",
+  "jit",
+];
 
 /** A fresh, empty, migrated database. */
 function prepareEmpty(store: string, settings: Settings) {
@@ -592,6 +617,7 @@ async function main(): Promise<void> {
     singleEnqueues: options.quick ? 500 : 2_000,
     stores: options.stores,
     postgresUrl: options.postgres,
+    postgresServer: null,
   };
   for (const section of ["payments", "keys"] as const) {
     const own = section === "payments" ? settings.paymentsProcesses : settings.keysProcesses;
@@ -601,7 +627,8 @@ async function main(): Promise<void> {
       );
     }
   }
-  if (settings.stores.includes("postgres") && !(await postgresReachable(settings.postgresUrl))) {
+  if (settings.stores.includes("postgres")) settings.postgresServer = await postgresServer(settings.postgresUrl);
+  if (settings.stores.includes("postgres") && settings.postgresServer === null) {
     process.stderr.write(`bench: PostgreSQL at ${settings.postgresUrl} is unreachable; leaving it out\n`);
     settings.stores = settings.stores.filter((s) => s !== "postgres");
   }
