@@ -324,16 +324,25 @@ export function outboxSql(schema: string) {
   // than its limit read every not-yet-due entry, each lease held and each scheduled message: 49 ms
   // per claim behind 60,000 scheduled messages (EXPLAIN ANALYZE), against a few index pages now.
   //
-  // The claimed rows are looked up through the primary key by `m.id = ANY (ARRAY(SELECT id FROM
-  // candidates))`, next to the join that brings the old values along. With the join alone, a large
-  // limit against a table that is not much larger made the planner hash the candidates and read
-  // the whole table to match them: a claim of 1,000 from 100,000 pending messages ran 71.7 ms
-  // (EXPLAIN ANALYZE, custom plan) against 24.3 with the array, and the generic plan did it at any
-  // limit, as LIMIT $2 is guessed at a tenth of the range. The array's size is unknown to the planner,
-  // so it is guessed small and looked up by key. On one connection (claim and completeMany, backend
-  // CPU from /proc schedstat, 30,000 messages, 2 rounds each way): batch 500 48.1 / 48.4 → 26.3 /
-  // 26.0 µs per message for the claim, batch 1,000 35.0 / 34.9 → 26.2 / 25.3, batch 100 (already
-  // planned by key) 35.9 / 34.8 → 34.5 / 32.9.
+  // The UPDATE joins the candidates to the table by id alone. A prepared claim keeps the plan it
+  // chose when it was first kept (its generic plan), and PostgreSQL makes a new one only when the
+  // table's statistics change (ANALYZE, which autovacuum runs); so the plan must stay right as the
+  // table grows. Planned with few due rows, this join looks each candidate up by key, and does so
+  // at any size of the table. Tried and withdrawn: `AND m.id = ANY (ARRAY(SELECT id FROM
+  // candidates))` beside the join, which kept a large claim on a table not much larger than its
+  // limit from hashing the candidates and reading the whole table (a claim of 1,000 from 100,000
+  // pending messages 71.7 → 24.3 ms, EXPLAIN ANALYZE; batch 500 on 20,000 messages ran 10–24 %
+  // faster in the benchmark). But a claim planned while the table was new and small read the whole
+  // table with the array as a filter, and kept doing so as the table grew until it was analyzed:
+  // on a server that never analyzes it (autovacuum off, as on the benchmark's machine), a claim of
+  // 1 message behind 3,000 processed ones cost the server 484–581 µs against 265–310 without it
+  // (a throwaway loop of enqueue, claim, complete on one connection, 3,000 rounds), and the
+  // benchmark's enqueue → start p50 from another process rose by about 0.5 ms. (Also tried: the
+  // ids as `unnest(ARRAY(…))`, guessed at 10 rows: planned on a new table, it hashed them and read
+  // the whole table too, 659–776 µs.) The join alone can still hash a large claim when the
+  // statistics say many rows are due in a table not much larger than the limit; that reads a
+  // table of at most a few dozen rows per message claimed, and a new plan comes with the next
+  // ANALYZE.
   //
   // `limit`: the limit written into the statement, or null for $2. Written in, the planner knows it,
   // so the generic plan of the prepared claim is the custom one and PostgreSQL keeps it; with $2 it
@@ -362,7 +371,7 @@ export function outboxSql(schema: string) {
             locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
             lease_token = m.lease_token + 1, attempts = m.attempts + 1
         FROM candidates c, clock
-        WHERE m.id = c.id AND m.id = ANY (ARRAY(SELECT id FROM candidates))
+        WHERE m.id = c.id
         RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, c.old_available_at, clock.t AS now
       ),
       audited AS (
@@ -449,9 +458,7 @@ export function outboxSql(schema: string) {
      * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most
      * $2 rows (SKIP LOCKED passes over rows another claimer or completer holds) and the UPDATE
      * joins exactly those. The `WHERE id IN (subquery)` form can be re-planned to run the
-     * subquery per row and claim more than asked, so it is not used. (The UPDATE's `m.id = ANY
-     * (ARRAY(SELECT id FROM candidates))` is not that form: it reads the materialized CTE once, as
-     * an initplan, and only narrows the join, which still decides the rows.)
+     * subquery per row and claim more than asked, so it is not used.
      */
     claim: claimSql(false, null),
 
