@@ -8,7 +8,8 @@
 // the pairs its joins compared and dropped.
 
 import { describe, expect, it } from "vitest";
-import { planNodes, rowsExamined, storeWithPending } from "../support/pg-plan.js";
+import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
+import { claimForms, explainAnalyzed, planNodes, rowsExamined, storeWithPending } from "../support/pg-plan.js";
 import type { PlanNode } from "../support/pg-plan.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
@@ -61,6 +62,36 @@ describe.skipIf(!PG)("postgres claim: one plan, right as the table grows", () =>
       expect(rowsExamined(plan)).toBeLessThanOrEqual(10);
       const [lease] = await store.claim("w", { limit: 10, leaseMs: 30_000 });
       expect(lease?.message.payload).toBe("last");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a claim of more than 100 looks its rows up by key where the join alone would read the table (1,000 from 20,000 pending messages), and is planned at every call", async () => {
+    const { store, schema } = await storeWithPending("wassal_claim_plan", 20_000, 1);
+    try {
+      const sql = outboxSql(schema);
+      const examined = await withClient(async (client) => {
+        await client.query(`VACUUM ANALYZE ${schema}.outbox_messages`);
+        const counts: number[] = [];
+        for (const claim of claimForms(sql, 1000).filter((form) => form.text.includes("ARRAY(SELECT id FROM candidates)"))) {
+          const explained = await explainAnalyzed(client, claim, "custom");
+          const claimed = [...planNodes(explained)].find((n) => n["Node Type"] === "ModifyTable" && n["Relation Name"] === "outbox_messages");
+          expect(claimed?.["Actual Rows"] ?? -1).toBe(1000); // the plan did claim them (then rolled back)
+          counts.push(rowsExamined(explained));
+        }
+        return counts;
+      });
+      expect(examined).toHaveLength(2); // for all types and for named ones
+      // The claimable index's 1,000 entries and 1,000 lookups by key; the table is 20,000 rows.
+      for (const count of examined) expect(count).toBeLessThanOrEqual(2_500);
+      // The store's own claims of 1,000 take the oldest, and leave no plan kept on its connection.
+      for (let round = 0; round < 7; round += 1) {
+        const leases = await store.claim("w", { limit: 1000, leaseMs: 30_000 });
+        expect(leases.map((l) => l.message.payload)).toEqual(Array.from({ length: 1000 }, (_, i) => round * 1000 + i));
+      }
+      const kept = await store.pool.query(`SELECT 1 FROM pg_prepared_statements WHERE statement LIKE '%ARRAY(SELECT id FROM candidates)%'`);
+      expect(kept.rowCount).toBe(0);
     } finally {
       await store.close();
     }

@@ -14,7 +14,7 @@ import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from ".
 const PG = await postgresAvailable();
 
 describe.skipIf(!PG)("postgres claim: the due range only", () => {
-  it("behind 3,000 scheduled messages, a claim of 100 that finds 5 due reads 5 index entries, for all messages and for named types, with the limit bound or written in, custom plan or generic", async () => {
+  it("behind 3,000 scheduled messages, a claim of 100 that finds 5 due reads 5 index entries, for all messages and for named types, with the limit bound or written in and in the large claim's form, custom plan or generic", async () => {
     const schema = freshSchema("wassal_claim_range");
     const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 2 });
     try {
@@ -47,7 +47,7 @@ describe.skipIf(!PG)("postgres claim: the due range only", () => {
         }
         return entries;
       });
-      expect(read).toEqual([5, 5, 5, 5, 5, 5, 5, 5]);
+      expect(read).toEqual(Array.from({ length: 12 }, () => 5)); // six forms, custom plan and generic
       // And the claim itself takes the 5 due ones.
       expect((await store.claim("w", { limit: 100, leaseMs: 30_000 })).map((l) => l.message.payload)).toEqual([0, 1, 2, 3, 4]);
     } finally {

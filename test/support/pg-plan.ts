@@ -70,9 +70,10 @@ export async function explainAnalyzed(
 }
 
 /**
- * The claim's four forms, each with its values for a claim of `limit` messages owned by "w" (as
+ * The claim's six forms, each with its values for a claim of `limit` messages owned by "w" (as
  * bound for the custom plan, and written as SQL for the generic one): for all types and for type
- * "t", with the limit bound ($2) and written in.
+ * "t", with the limit bound ($2), written in, and bound in the large claim's form (its rows also
+ * named as an array of ids).
  */
 export function claimForms(sql: OutboxSql, limit: number): { readonly text: string; readonly bound: readonly unknown[]; readonly literal: string }[] {
   const all = { bound: [null, limit, "w", 30_000, false], literal: `NULL, ${limit}, 'w', 30000, false` };
@@ -82,6 +83,8 @@ export function claimForms(sql: OutboxSql, limit: number): { readonly text: stri
     { text: sql.claimOfTypes, ...typed },
     { text: sql.claimOfLimit(limit, false), ...all },
     { text: sql.claimOfLimit(limit, true), ...typed },
+    { text: sql.claimLarge, ...all },
+    { text: sql.claimLargeOfTypes, ...typed },
   ];
 }
 

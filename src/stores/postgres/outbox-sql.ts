@@ -324,25 +324,24 @@ export function outboxSql(schema: string) {
   // than its limit read every not-yet-due entry, each lease held and each scheduled message: 49 ms
   // per claim behind 60,000 scheduled messages (EXPLAIN ANALYZE), against a few index pages now.
   //
-  // The UPDATE joins the candidates to the table by id alone. A prepared claim keeps the plan it
-  // chose when it was first kept (its generic plan), and PostgreSQL makes a new one only when the
-  // table's statistics change (ANALYZE, which autovacuum runs); so the plan must stay right as the
-  // table grows. Planned with few due rows, this join looks each candidate up by key, and does so
-  // at any size of the table. Tried and withdrawn: `AND m.id = ANY (ARRAY(SELECT id FROM
-  // candidates))` beside the join, which kept a large claim on a table not much larger than its
-  // limit from hashing the candidates and reading the whole table (a claim of 1,000 from 100,000
-  // pending messages 71.7 → 24.3 ms, EXPLAIN ANALYZE; batch 500 on 20,000 messages ran 10–24 %
-  // faster in the benchmark). But a claim planned while the table was new and small read the whole
-  // table with the array as a filter, and kept doing so as the table grew until it was analyzed:
-  // on a server that never analyzes it (autovacuum off, as on the benchmark's machine), a claim of
-  // 1 message behind 3,000 processed ones cost the server 484–581 µs against 265–310 without it
-  // (a throwaway loop of enqueue, claim, complete on one connection, 3,000 rounds), and the
-  // benchmark's enqueue → start p50 from another process rose by about 0.5 ms. (Also tried: the
-  // ids as `unnest(ARRAY(…))`, guessed at 10 rows: planned on a new table, it hashed them and read
-  // the whole table too, 659–776 µs.) The join alone can still hash a large claim when the
-  // statistics say many rows are due in a table not much larger than the limit; that reads a
-  // table of at most a few dozen rows per message claimed, and a new plan comes with the next
-  // ANALYZE.
+  // The UPDATE joins the candidates to the table by id. A prepared claim keeps the plan it chose
+  // when it was first kept (its generic plan), and PostgreSQL makes a new one only when the
+  // table's statistics change (ANALYZE, which autovacuum runs; never, with autovacuum off), so a
+  // kept plan must stay right as the table grows. Planned with few due rows, the join alone looks
+  // each candidate up by key, at any size of the table: the store keeps plans of it for claims of
+  // up to 100. A large limit against a table not much larger made the planner hash the candidates
+  // and read the whole table: a claim of 1,000 from 100,000 pending messages 71.7 ms (EXPLAIN
+  // ANALYZE) against 24.3 with `byIds`, which also names the claimed rows as an array of their
+  // ids, looked up by key once the table has statistics (batch 500 on 20,000 messages ran 10–24 %
+  // faster in the benchmark). But a plan of it made while the table was new and small read the
+  // whole table, the array a filter, and a kept one went on doing so as the table grew: a claim of
+  // 1 message behind 3,000 processed ones cost the server 474–581 µs against 266–336 with the
+  // join alone (a throwaway loop of enqueue, claim with a limit of 10 or 200, complete, on one
+  // connection, 3,000 rounds; autovacuum off), and the benchmark's enqueue → start p50 from
+  // another process rose by about 0.5 ms. So the store sends the `byIds` form only for claims of
+  // more than 100, unnamed, planned at every call: about 0.45 ms of the server's CPU per claim, at
+  // most 4.5 µs per message claimed. (Also tried: the ids as `unnest(ARRAY(…))`, guessed at 10
+  // rows: planned on a new table, it hashed them and read the whole table too, 659–776 µs.)
   //
   // `limit`: the limit written into the statement, or null for $2. Written in, the planner knows it,
   // so the generic plan of the prepared claim is the custom one and PostgreSQL keeps it; with $2 it
@@ -356,7 +355,7 @@ export function outboxSql(schema: string) {
   // PGOPTIONS, showed no gain: the store's connections never had it, pg_prepared_statements still
   // counted only custom plans.) Not done instead: forcing the generic plan on the store's
   // connections, which would force it on every statement an application runs through them.
-  const claimSql = (ofTypes: boolean, limit: number | null) => `WITH ${CLAIM_CLOCK},
+  const claimSql = (ofTypes: boolean, limit: number | null, byIds = false) => `WITH ${CLAIM_CLOCK},
       candidates AS MATERIALIZED (
         SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
         FROM ${table} m
@@ -371,7 +370,7 @@ export function outboxSql(schema: string) {
             locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")},
             lease_token = m.lease_token + 1, attempts = m.attempts + 1
         FROM candidates c, clock
-        WHERE m.id = c.id
+        WHERE m.id = c.id${byIds ? " AND m.id = ANY (ARRAY(SELECT id FROM candidates))" : ""}
         RETURNING ${M_COLUMNS}, c.old_status, c.old_owner, c.old_locked_until, c.old_available_at, clock.t AS now
       ),
       audited AS (
@@ -464,6 +463,15 @@ export function outboxSql(schema: string) {
 
     /** As claim, of the types in $6 (text[]) only: a worker claims the types it handles. */
     claimOfTypes: claimSql(true, null),
+
+    /**
+     * claim and claimOfTypes for a large limit: the claimed rows also named as an array of their
+     * ids, so that they are looked up by key where the join alone would hash the candidates and
+     * read the table. Only for a statement planned at every call (unnamed): a kept plan of it made
+     * on a new, small table reads the whole table as the table grows (see claimSql).
+     */
+    claimLarge: claimSql(false, null, true),
+    claimLargeOfTypes: claimSql(true, null, true),
 
     /** claim or claimOfTypes with `limit` (which $2 must equal) written into the statement. */
     claimOfLimit(limit: number, ofTypes: boolean): string {

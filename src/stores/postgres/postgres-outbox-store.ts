@@ -92,6 +92,13 @@ const LITERAL_CLAIM_LIMITS = 8;
  */
 const CLAIMS_BEFORE_LITERAL = 5;
 
+/**
+ * Claims of more limit than this take the claim that also names its rows as an array of ids
+ * (outbox-sql.ts, claimLarge), unnamed, so planned at every call; smaller ones take the kept
+ * plans of #claimStatement. See claimSql.
+ */
+const LARGE_CLAIM = 100;
+
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
   const read = {
@@ -372,14 +379,16 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   /**
-   * The claim with `limit` written in (outbox-sql.ts, claimSql: then PostgreSQL keeps one plan
+   * A claim of more than LARGE_CLAIM: the claim by an array of ids, planned at every call. Else
+   * the claim with `limit` written in (outbox-sql.ts, claimSql: then PostgreSQL keeps one plan
    * instead of planning every call), for up to LITERAL_CLAIM_LIMITS limits, each once the store
    * has claimed with it CLAIMS_BEFORE_LITERAL times; any other claim binds its limit. A worker
    * claims as many as it has free slots, which settles at one group commit's worth (a throwaway
    * count over 30,000 messages: 299 claims of 100 and 1 of 200 at concurrency 200), so a few
    * statements cover nearly every claim.
    */
-  #claimStatement(limit: number, ofTypes: boolean): { readonly name: string; readonly text: string } {
+  #claimStatement(limit: number, ofTypes: boolean): { readonly name?: string; readonly text: string } {
+    if (limit > LARGE_CLAIM) return { text: ofTypes ? this.#sql.claimLargeOfTypes : this.#sql.claimLarge };
     const key = `${ofTypes ? "types" : "all"}:${limit}`;
     const known = this.#literalClaims.get(key);
     if (known !== undefined) return known;
@@ -387,7 +396,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     if (this.#literalClaims.size >= LITERAL_CLAIM_LIMITS) return bound;
     const seen = (this.#claimsByLimit.get(key) ?? 0) + 1;
     if (seen < CLAIMS_BEFORE_LITERAL) {
-      this.#claimsByLimit.set(key, seen); // at most 2,000 keys: a claim's limit is 1 to MAX_CLAIM_LIMIT
+      this.#claimsByLimit.set(key, seen); // at most 200 keys: limits 1 to LARGE_CLAIM, for all types and named ones
       return bound;
     }
     this.#claimsByLimit.delete(key);
