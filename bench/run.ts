@@ -89,7 +89,7 @@ interface Settings {
   stores: string[];
   postgresUrl: string;
   /** The PostgreSQL server's settings that shape the figures (postgresServer), null without PostgreSQL. */
-  postgresServer: Record<string, string> | null;
+  postgresServer: Record<string, string | null> | null;
 }
 
 interface Config {
@@ -235,28 +235,7 @@ function tcpReachable(port: number): Promise<boolean> {
   });
 }
 
-/**
- * The PostgreSQL server's settings that shape the figures (its version, durability, memory,
- * checkpoints and vacuum), as it reports them; null when it cannot be reached. A server whose
- * autovacuum is off never clears a run's dead rows (each run has its own fresh tables, so every
- * system starts alike).
- */
-async function postgresServer(url: string): Promise<Record<string, string> | null> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    const { rows } = await client.query<{ name: string; setting: string }>(
-      "SELECT name, current_setting(name) AS setting FROM pg_settings WHERE name = ANY ($1) ORDER BY name",
-      [SERVER_SETTINGS],
-    );
-    return Object.fromEntries(rows.map((row) => [row.name, row.setting]));
-  } catch {
-    return null;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
+/** The PostgreSQL server's settings the benchmark records (postgresServer). */
 const SERVER_SETTINGS = [
   "server_version",
   "fsync",
@@ -268,7 +247,36 @@ const SERVER_SETTINGS = [
   "checkpoint_timeout",
   "autovacuum",
   "jit",
-];
+] as const;
+
+/**
+ * The PostgreSQL server's settings that shape the figures (version, durability, WAL, memory,
+ * checkpoints, autovacuum and JIT), as it reports them, each null where it reports none; null
+ * when the server cannot be reached, and only the error when it can but does not answer the
+ * query. With autovacuum off nothing analyzes a table during a run, so a prepared statement keeps
+ * the plan it first kept (each run has fresh tables, so every system starts alike).
+ */
+async function postgresServer(url: string): Promise<Record<string, string | null> | null> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000, query_timeout: 3000 });
+  try {
+    await client.connect();
+  } catch {
+    await client.end().catch(() => undefined);
+    return null;
+  }
+  try {
+    const { rows } = await client.query<{ name: string; setting: string }>(
+      "SELECT name, current_setting(name) AS setting FROM pg_settings WHERE name = ANY ($1)",
+      [SERVER_SETTINGS],
+    );
+    const reported = new Map(rows.map((row) => [row.name, row.setting]));
+    return Object.fromEntries(SERVER_SETTINGS.map((name) => [name, reported.get(name) ?? null]));
+  } catch (error) {
+    return { error: error instanceof Error ? error.message : String(error) };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
 
 /** A fresh, empty, migrated database. */
 function prepareEmpty(store: string, settings: Settings) {
@@ -627,10 +635,12 @@ async function main(): Promise<void> {
       );
     }
   }
-  if (settings.stores.includes("postgres")) settings.postgresServer = await postgresServer(settings.postgresUrl);
-  if (settings.stores.includes("postgres") && settings.postgresServer === null) {
-    process.stderr.write(`bench: PostgreSQL at ${settings.postgresUrl} is unreachable; leaving it out\n`);
-    settings.stores = settings.stores.filter((s) => s !== "postgres");
+  if (settings.stores.includes("postgres")) {
+    settings.postgresServer = await postgresServer(settings.postgresUrl);
+    if (settings.postgresServer === null) {
+      process.stderr.write(`bench: PostgreSQL at ${settings.postgresUrl} is unreachable; leaving it out\n`);
+      settings.stores = settings.stores.filter((s) => s !== "postgres");
+    }
   }
   const configs: Config[] = [];
   for (const store of settings.stores) {

@@ -26,6 +26,12 @@ export function* planNodes(node: PlanNode): Generator<PlanNode> {
   for (const child of node.Plans ?? []) yield* planNodes(child);
 }
 
+/** The rows the plan's UPDATE of the outbox table changed (-1 without one). */
+export function claimedRows(plan: PlanNode): number {
+  const update = [...planNodes(plan)].find((n) => n["Node Type"] === "ModifyTable" && n["Relation Name"] === "outbox_messages");
+  return update?.["Actual Rows"] ?? -1;
+}
+
 /** Rows the plan read from the outbox table (over all loops, with those its filters dropped) and pairs its joins dropped. */
 export function rowsExamined(plan: PlanNode): number {
   let examined = 0;

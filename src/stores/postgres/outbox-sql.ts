@@ -339,9 +339,13 @@ export function outboxSql(schema: string) {
   // join alone (a throwaway loop of enqueue, claim with a limit of 10 or 200, complete, on one
   // connection, 3,000 rounds; autovacuum off), and the benchmark's enqueue → start p50 from
   // another process rose by about 0.5 ms. So the store sends the `byIds` form only for claims of
-  // more than 100, unnamed, planned at every call: about 0.45 ms of the server's CPU per claim, at
-  // most 4.5 µs per message claimed. (Also tried: the ids as `unnest(ARRAY(…))`, guessed at 10
-  // rows: planned on a new table, it hashed them and read the whole table too, 659–776 µs.)
+  // more than 100, unnamed, planned at every call: about 0.45 ms of the server's CPU per claim,
+  // whatever it finds, so at most 4.5 µs per message when it fills its limit. A worker with more
+  // than 100 free slots on a quiet queue pays it at every claim: a claim of 1 message with a limit
+  // of 200 cost the server 918 µs against 375 before either change (the same loop, one run each),
+  // the price of never keeping a plan that reads the whole table. (Also tried: the ids as
+  // `unnest(ARRAY(…))`, guessed at 10 rows: planned on a new table, it hashed them and read the
+  // whole table too, 659–776 µs.)
   //
   // `limit`: the limit written into the statement, or null for $2. Written in, the planner knows it,
   // so the generic plan of the prepared claim is the custom one and PostgreSQL keeps it; with $2 it
