@@ -11,6 +11,7 @@ export interface ClaimReadBack {
   readonly type: string;
   readonly dedupeKey: string | null;
   readonly key: string | null;
+  readonly keySeq: number | null;
   readonly headers: Readonly<Record<string, string>>;
   readonly destination: string | null;
   readonly payload: JsonValue;
@@ -26,6 +27,7 @@ export function claimedLease(read: ClaimReadBack, owner: string, lockedUntil: Da
     type: read.type,
     dedupeKey: read.dedupeKey,
     key: read.key,
+    keySeq: read.keySeq,
     headers: read.headers,
     destination: read.destination,
     payload: read.payload,

@@ -132,6 +132,18 @@ export function waitsInList(messages: readonly CheckedMessage[]): boolean[] {
   });
 }
 
+/** An ordering key to hand on, and the number its next holder takes (null: the key's remembered number). */
+export interface KeyTurn {
+  readonly key: string;
+  readonly nextSeq: number | null;
+}
+
+/** The turn a finished holder passes on: completed, its number is used (+ 1); skipped, its number is not. */
+export function turnAfter(message: { readonly key: string | null; readonly keySeq: number | null }, used: boolean): KeyTurn | null {
+  if (message.key === null) return null;
+  return { key: message.key, nextSeq: message.keySeq === null ? null : message.keySeq + (used ? 1 : 0) };
+}
+
 /** The distinct ordering keys of a list, sorted: the order their turns are taken in (see lockKeys). */
 export function keysOf(messages: readonly CheckedMessage[]): string[] {
   const keys = new Set<string>();
@@ -222,19 +234,26 @@ export interface OutboxDriver<Tx> {
   }): Date | null | Promise<Date | null>;
   /**
    * Inside `tx`: hands each of `keys` on, its holder finished: the key's earliest waiting message
-   * takes it over. Safe against an enqueue to the key committing at the same time (it waits its
-   * turn, or is seen).
+   * takes it over, numbered `nextSeq` (null: the number the key's last hand-on remembered, else 1);
+   * with nobody waiting, the key remembers `nextSeq` for its next enqueue. Safe against an enqueue
+   * to the key committing at the same time (it waits its turn, or is seen). A key that still has a
+   * holder is left alone, so calling it after any change is safe.
    */
-  handOn(params: { readonly tx: Tx; readonly keys: readonly string[] }): MaybePromise<void>;
+  handOn(params: { readonly tx: Tx; readonly keys: readonly KeyTurn[] }): MaybePromise<void>;
   /** Dead messages holding their keys, oldest death first. */
   blockedKeys(params: { readonly limit: number }): Promise<BlockedKey[]>;
   /** The dead message holding `key`, or null. */
   deadHolder(params: { readonly key: string }): Promise<string | null>;
   /**
    * Inside `tx`: marks the dead message holding `key` as skipped (it stays dead, the key is free);
-   * its id, or null when none holds it (or when `messageId` is given and is not the one).
+   * its id and number in its key's order, or null when none holds it (or when `messageId` is given
+   * and is not the one).
    */
-  skipKeyHolder(params: { readonly tx: Tx; readonly key: string; readonly messageId: string | null }): MaybePromise<string | null>;
+  skipKeyHolder(params: {
+    readonly tx: Tx;
+    readonly key: string;
+    readonly messageId: string | null;
+  }): MaybePromise<{ readonly id: string; readonly keySeq: number | null } | null>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 

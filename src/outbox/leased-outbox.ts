@@ -2,8 +2,8 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
-import type { CheckedMessage, DriverCapabilities, EnqueueParams, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
-import { LeaseSet } from "./driver.js";
+import type { CheckedMessage, DriverCapabilities, EnqueueParams, KeyTurn, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
+import { LeaseSet, turnAfter } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
 import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
@@ -473,8 +473,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   /** A keyed completion: the guarded update, then the key passes to the next message waiting, in the same transaction. */
   #completeKeyed(tx: Tx, lease: Lease, key: string, finalize: Finalize<Tx> | undefined): MaybePromise<Outcome> {
+    const turn = { key, nextSeq: lease.message.keySeq === null ? null : lease.message.keySeq + 1 };
     return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) =>
-      done === null ? "lost" : andThen(this.#driver.handOn({ tx, keys: [key] }), () => this.#afterGuard(tx, done, finalize)),
+      done === null ? "lost" : andThen(this.#driver.handOn({ tx, keys: [turn] }), () => this.#afterGuard(tx, done, finalize)),
     );
   }
 
@@ -561,14 +562,15 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     }
     const bulkLeases = bulk.map((index) => (items[index] as CompletionRequest<Tx>).lease);
     await this.#driver.transaction(async (tx) => {
-      const handedOn: string[] = []; // keys of the completions, handed on together at the end
+      const handedOn: KeyTurn[] = []; // keys of the completions, handed on together at the end
       if (bulk.length > 0) {
         const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false });
         for (const [i, index] of bulk.entries()) {
           const lease = bulkLeases[i] as Lease;
           const done = completed.has(lease.messageId, lease.token);
           outcomes[index] = done ? { done: at } : "lost";
-          if (done && lease.message.key !== null) handedOn.push(lease.message.key);
+          const turn = done ? turnAfter(lease.message, true) : null;
+          if (turn !== null) handedOn.push(turn);
         }
       }
       let open = false; // a member's savepoint is open; the next member releases it, or the commit does
@@ -582,7 +584,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         }
         try {
           await finalize(tx);
-          if (lease.message.key !== null) handedOn.push(lease.message.key);
+          const turn = turnAfter(lease.message, true);
+          if (turn !== null) handedOn.push(turn);
           outcomes[index] = { done };
         } catch (error) {
           await this.#driver.rollbackSavepoint({ tx });
@@ -591,7 +594,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       }
       // One call, its keys sorted, after every member: a member whose business write failed hands
       // nothing on, and no two groups take the same keys' turns in opposite orders.
-      if (handedOn.length > 0) await this.#driver.handOn({ tx, keys: [...new Set(handedOn)].sort() });
+      // (One holder per key, so no key comes twice.)
+      if (handedOn.length > 0) await this.#driver.handOn({ tx, keys: handedOn.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) });
     });
     return outcomes;
   }
@@ -642,7 +646,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   #skip(key: string, messageId: string | null): Promise<string | null> {
     return this.#driver.transaction((tx) =>
       andThen(this.#driver.skipKeyHolder({ tx, key, messageId }), (skipped) =>
-        skipped === null ? null : andThen(this.#driver.handOn({ tx, keys: [key] }), () => skipped),
+        // The skipped message's number was never used: the next holder takes it.
+        skipped === null ? null : andThen(this.#driver.handOn({ tx, keys: [{ key, nextSeq: skipped.keySeq }] }), () => skipped.id),
       ),
     );
   }

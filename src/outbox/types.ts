@@ -16,6 +16,13 @@ export interface OutboxMessage<P extends JsonValue = JsonValue> {
   readonly dedupeKey: string | null;
   /** The ordering key (an aggregate's id, say), or null. */
   readonly key: string | null;
+  /**
+   * The message's place in its key's order: 1, 2, 3… with no gaps among the messages of the key
+   * that are processed, given when its turn comes (it becomes the key's holder). Null while it
+   * waits behind an earlier message of its key, and for a message without a key. A message skipped
+   * while dead gives its number to the next one, so a consumer sees 1, 2, 3… (see the inbox).
+   */
+  readonly keySeq: number | null;
   /** String headers (correlation id, trace context, content type); empty when none were given. */
   readonly headers: Readonly<Record<string, string>>;
   /** Where a relay should deliver it (a topic or subject), or null. */

@@ -21,6 +21,8 @@ export interface MessageRow {
   type: string;
   dedupe_key: string | null;
   ordering_key: string | null;
+  /** The key's sequence number (a bigint: text on PostgreSQL), or null. */
+  key_seq: number | string | null;
   /** JSON text (SQLite) or an already parsed object (PostgreSQL jsonb), or null. */
   headers: unknown;
   destination: string | null;
@@ -70,6 +72,7 @@ export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessag
     type: row.type,
     dedupeKey: row.dedupe_key,
     key: row.ordering_key,
+    keySeq: row.key_seq === null || row.key_seq === undefined ? null : Number(row.key_seq),
     headers: toHeaders(row.headers, payloadIsText),
     destination: row.destination,
     payload: (payloadIsText ? JSON.parse(row.payload as string) : row.payload) as JsonValue,

@@ -15,6 +15,7 @@ function message(id: string, key: string, over: Partial<OutboxMessage> = {}): Ou
     type: "payment.reconcile",
     dedupeKey: `payment.reconcile:${key}`,
     key: null,
+    keySeq: null,
     headers: {},
     destination: null,
     payload: { paymentId: id, idempotencyKey: key },

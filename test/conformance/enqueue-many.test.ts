@@ -66,9 +66,12 @@ describeEachStore("enqueueMany", (factory) => {
       expect(await store.getMessage(message.id)).toEqual(message);
     }
     expect(await harness.countBusinessRows("order-1")).toBe(1);
-    // The same messages one enqueue at a time store the same values.
+    // The same messages one enqueue at a time store the same values (but for the place in the key's
+    // order: the first of the list holds key o-1, numbered 1; this one waits behind it, unnumbered).
     const single = await store.transaction((tx) => store.enqueue(tx, { ...(list[0] as NewMessage), dedupeKey: "placed-o-1-again" }));
-    expect({ ...single, id: "", dedupeKey: "" }).toEqual({ ...stored[0], id: "", dedupeKey: "" });
+    expect(stored[0]?.keySeq).toBe(1);
+    expect(single.keySeq).toBeNull();
+    expect({ ...single, id: "", dedupeKey: "" }).toEqual({ ...stored[0], id: "", dedupeKey: "", keySeq: null });
   });
 
   it("gives ids ascending in list order and returns the messages in that order, for a long list too", async () => {

@@ -17,6 +17,7 @@ const row = (over: Partial<OutboxMessage>): OutboxMessage => ({
   type: "t",
   dedupeKey: null,
   key: null,
+  keySeq: null,
   headers: {},
   destination: null,
   payload: null,

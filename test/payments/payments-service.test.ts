@@ -431,6 +431,7 @@ describe("parseReconcilePayload", () => {
       type: RECONCILE_MESSAGE_TYPE,
       dedupeKey: null,
       key: null,
+      keySeq: null,
       headers: {},
       destination: null,
       payload,

@@ -13,6 +13,7 @@ function message(id: string, over: Partial<OutboxMessage> = {}): OutboxMessage {
     type: "race.message",
     dedupeKey: null,
     key: null,
+    keySeq: null,
     headers: {},
     destination: null,
     payload: {},

@@ -22,6 +22,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-007-hand-on-wakes",
   "outbox-008-inbox",
   "outbox-010-audit-refused",
+  "outbox-012-key-seq",
 ];
 
 describe("concurrent migrations", () => {

@@ -86,16 +86,21 @@ describe.runIf(PG)("postgres: enqueue from SQL", () => {
     await client.query(`DROP TRIGGER order_created ON ${schema}.orders`);
   });
 
-  it("keeps an ordering key's order: the second message of a key waits until the first is done", async () => {
+  it("keeps an ordering key's order and numbers its messages: the second message of a key waits until the first is done", async () => {
     await client.query(`SELECT ${schema}.enqueue('statement.line', '1', ordering_key => 'acct-9')`);
     await client.query(`SELECT ${schema}.enqueue('statement.line', '2', ordering_key => 'acct-9')`);
     const claimed = async () => (await store.claim("sql-test", { limit: 50, leaseMs: 30_000 })).filter((l) => l.message.key === "acct-9");
     const first = await claimed();
-    expect(first.map((l) => l.message.payload)).toEqual([1]);
+    expect(first.map((l) => [l.message.payload, l.message.keySeq])).toEqual([[1, 1]]);
     const [lease] = first;
     if (lease === undefined) throw new Error("no lease");
     await store.complete(lease);
-    expect((await claimed()).map((l) => l.message.payload)).toEqual([2]);
+    const second = await claimed();
+    expect(second.map((l) => [l.message.payload, l.message.keySeq])).toEqual([[2, 2]]);
+    await store.complete(second[0]!);
+    // The key's queue emptied: the function's next message of the key goes on from 3.
+    await client.query(`SELECT ${schema}.enqueue('statement.line', '3', ordering_key => 'acct-9')`);
+    expect((await claimed()).map((l) => [l.message.payload, l.message.keySeq])).toEqual([[3, 3]]);
   });
 
   it("refuses bad arguments, naming them, and writes nothing", async () => {

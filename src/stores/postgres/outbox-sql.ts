@@ -97,7 +97,7 @@ CREATE INDEX outbox_messages_key ON ${schema}.outbox_messages (ordering_key, id)
 -- so that the promotion reads with a snapshot taken after the locks (in READ COMMITTED each query
 -- of a volatile function takes its own): an enqueue that committed while this waited for its
 -- key is seen. Called from the completion statement itself, it costs no round trip of its own.
-${handOnFunction(schema, false)}`,
+${handOnFunction(schema, "first")}`,
     },
     {
       name: "outbox-007-hand-on-wakes",
@@ -105,7 +105,7 @@ ${handOnFunction(schema, false)}`,
 -- A hand-on that promotes a message also notifies the schema's channel, as an enqueue does, so
 -- idle workers in other processes claim it at once instead of at their next poll. (PostgreSQL
 -- delivers it at commit, once per transaction.)
-${handOnFunction(schema, true)}`,
+${handOnFunction(schema, "wakes")}`,
     },
     {
       name: "outbox-008-inbox",
@@ -126,7 +126,7 @@ CREATE INDEX wassal_inbox_received ON ${schema}.wassal_inbox (received_at);
       sql: `
 -- enqueue() in SQL, for any client or language inside its own transaction (psql, a trigger, another
 -- service): the same checks, key order and wake-up as the library's enqueue. Returns the id.
-${enqueueFunction(schema)}`,
+${enqueueFunction(schema, false)}`,
     },
     {
       name: "outbox-010-audit-refused",
@@ -158,6 +158,27 @@ CREATE UNIQUE INDEX outbox_messages_dedupe ON ${schema}.outbox_messages (dedupe_
 ALTER TABLE ${schema}.outbox_messages DROP CONSTRAINT outbox_messages_dedupe_key_key;
 `,
     },
+    {
+      name: "outbox-012-key-seq",
+      sql: `
+-- Each keyed message's place in its key's order (1, 2, 3…), given when it becomes its key's holder:
+-- at enqueue when the key is free, else when the hand-on promotes it. A completed holder passes
+-- its number + 1 on, a skipped one its own number, so the numbers a consumer sees have no gaps.
+-- outbox_keys remembers the next number of a key whose queue emptied (written by the hand-on only
+-- then), for the key's next enqueue. The first statement takes the table's strongest lock at once,
+-- so no lock is upgraded while workers run (see outbox-011).
+ALTER TABLE ${schema}.outbox_messages ADD COLUMN key_seq bigint;
+CREATE TABLE ${schema}.outbox_keys (
+  ordering_key text   PRIMARY KEY,
+  next_seq     bigint NOT NULL CHECK (next_seq >= 1)
+);
+-- Today's holders are each key's first numbered message.
+UPDATE ${schema}.outbox_messages SET key_seq = 1
+  WHERE ordering_key IS NOT NULL AND key_state = 0 AND status IN ('pending', 'processing', 'dead');
+DROP FUNCTION ${schema}.wassal_hand_on(text[]);
+${handOnFunction(schema, "numbered")}
+${enqueueFunction(schema, true)}`,
+    },
   ];
 }
 
@@ -166,7 +187,7 @@ ALTER TABLE ${schema}.outbox_messages DROP CONSTRAINT outbox_messages_dedupe_key
  * the library's enqueue as a function. Its limits are the library's (validate.ts); a bad argument
  * raises invalid_parameter_value (22023) naming it, a dedupe key taken raises unique_violation.
  */
-function enqueueFunction(schema: string): string {
+function enqueueFunction(schema: string, numbered: boolean): string {
   const table = `${schema}.outbox_messages`;
   const bad = (condition: string, message: string) =>
     `  IF ${condition} THEN\n    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = ${message};\n  END IF;`;
@@ -175,7 +196,7 @@ function enqueueFunction(schema: string): string {
       `${required ? `${arg} IS NULL OR ` : `${arg} IS NOT NULL AND (`}btrim(${arg}) = '' OR length(${arg}) > ${max}${required ? "" : ")"}`,
       `'wassal enqueue: ${what} must be a non-empty string of at most ${max} characters'`,
     );
-  return `CREATE FUNCTION ${schema}.enqueue(
+  return `CREATE ${numbered ? "OR REPLACE " : ""}FUNCTION ${schema}.enqueue(
   type text,
   payload jsonb,
   dedupe_key text DEFAULT NULL,
@@ -186,7 +207,7 @@ function enqueueFunction(schema: string): string {
 ) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   new_id bigint;
-  now_t timestamptz := clock_timestamp();
+  now_t timestamptz := clock_timestamp();${numbered ? "\n  waits boolean;" : ""}
 BEGIN
 ${text("enqueue.type", "type", 200, true)}
 ${bad("enqueue.payload IS NULL", "'wassal enqueue: payload must be JSON (jsonb), not NULL; use ''null''::jsonb for a JSON null'")}
@@ -206,13 +227,25 @@ ${bad(
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended('${schema}:' || enqueue.ordering_key, 0));
   END IF;
-  INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
+${
+  numbered
+    ? `  waits := enqueue.ordering_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM ${table} k
+    WHERE k.ordering_key = enqueue.ordering_key AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1));
+  INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state, key_seq)
+  VALUES (enqueue.type, enqueue.dedupe_key, enqueue.ordering_key, enqueue.headers, enqueue.destination, enqueue.payload, now_t,
+          coalesce(enqueue.available_at, now_t), CASE WHEN waits THEN 1 ELSE 0 END,
+          CASE WHEN enqueue.ordering_key IS NOT NULL AND NOT waits
+               THEN coalesce((SELECT n.next_seq FROM ${schema}.outbox_keys n WHERE n.ordering_key = enqueue.ordering_key), 1) END)
+  RETURNING id INTO new_id;`
+    : `  INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
   VALUES (enqueue.type, enqueue.dedupe_key, enqueue.ordering_key, enqueue.headers, enqueue.destination, enqueue.payload, now_t,
           coalesce(enqueue.available_at, now_t),
           CASE WHEN enqueue.ordering_key IS NOT NULL AND EXISTS (
             SELECT 1 FROM ${table} k
             WHERE k.ordering_key = enqueue.ordering_key AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) THEN 1 ELSE 0 END)
-  RETURNING id INTO new_id;
+  RETURNING id INTO new_id;`
+}
   PERFORM pg_notify('${wakeChannel(schema)}', '');
   RETURN new_id;
 END
@@ -220,9 +253,23 @@ $fn$;
 `;
 }
 
-/** wassal_hand_on: created by outbox-006; outbox-007 replaces it with one that also wakes listeners. */
-function handOnFunction(schema: string, wakes: boolean): string {
-  return `CREATE ${wakes ? "OR REPLACE " : ""}FUNCTION ${schema}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
+/**
+ * wassal_hand_on: created by outbox-006 ("first"); outbox-007 replaces it with one that also wakes
+ * listeners ("wakes"); outbox-012 with one that also numbers the message it promotes ("numbered":
+ * `next_seqs[i]` is the number the next holder of `keys[i]` takes, or null to take the key's
+ * remembered one) and remembers that number in outbox_keys when the key has nobody waiting.
+ */
+function handOnFunction(schema: string, version: "first" | "wakes" | "numbered"): string {
+  const table = `${schema}.outbox_messages`;
+  const wake =
+    version === "first"
+      ? ""
+      : `
+  IF promoted > 0 THEN
+    PERFORM pg_notify('${wakeChannel(schema)}', '');
+  END IF;`;
+  if (version !== "numbered") {
+    return `CREATE ${version === "wakes" ? "OR REPLACE " : ""}FUNCTION ${schema}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   k text;
   promoted integer;
@@ -231,21 +278,50 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0));
   END LOOP;
   -- Only a key without a holder is handed on: calling this after any change is safe (it settles).
-  UPDATE ${schema}.outbox_messages SET key_state = 0
-  WHERE id IN (SELECT (SELECT w.id FROM ${schema}.outbox_messages w
+  UPDATE ${table} SET key_state = 0
+  WHERE id IN (SELECT (SELECT w.id FROM ${table} w
                        WHERE w.ordering_key = k2 AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1
                        ORDER BY w.id LIMIT 1)
                FROM unnest(keys) AS k2
-               WHERE NOT EXISTS (SELECT 1 FROM ${schema}.outbox_messages h
+               WHERE NOT EXISTS (SELECT 1 FROM ${table} h
                                  WHERE h.ordering_key = k2 AND h.status IN ('pending', 'processing', 'dead') AND h.key_state = 0));
-  GET DIAGNOSTICS promoted = ROW_COUNT;${
-    wakes
-      ? `
-  IF promoted > 0 THEN
-    PERFORM pg_notify('${wakeChannel(schema)}', '');
-  END IF;`
-      : ""
+  GET DIAGNOSTICS promoted = ROW_COUNT;${wake}
+  RETURN promoted;
+END
+$fn$;
+`;
   }
+  return `CREATE FUNCTION ${schema}.wassal_hand_on(keys text[], next_seqs bigint[] DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  k text;
+  promoted integer;
+BEGIN
+  FOR k IN SELECT DISTINCT x FROM unnest(keys) AS x WHERE x IS NOT NULL ORDER BY x LOOP
+    PERFORM pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0));
+  END LOOP;
+  -- Only a key without a holder is handed on: calling this after any change is safe (it settles).
+  WITH handed AS (
+         SELECT u.k, max(u.s) AS s FROM unnest(keys, next_seqs) AS u(k, s) WHERE u.k IS NOT NULL GROUP BY u.k),
+       free AS MATERIALIZED (
+         SELECT h.k, h.s,
+                (SELECT w.id FROM ${table} w
+                 WHERE w.ordering_key = h.k AND w.status IN ('pending', 'processing', 'dead') AND w.key_state = 1
+                 ORDER BY w.id LIMIT 1) AS next_id
+         FROM handed h
+         WHERE NOT EXISTS (SELECT 1 FROM ${table} o
+                           WHERE o.ordering_key = h.k AND o.status IN ('pending', 'processing', 'dead') AND o.key_state = 0)),
+       moved AS (
+         UPDATE ${table} m
+         SET key_state = 0,
+             key_seq = coalesce(f.s, (SELECT n.next_seq FROM ${schema}.outbox_keys n WHERE n.ordering_key = f.k), 1)
+         FROM free f
+         WHERE m.id = f.next_id
+         RETURNING m.id),
+       remembered AS (
+         INSERT INTO ${schema}.outbox_keys (ordering_key, next_seq)
+         SELECT f.k, f.s FROM free f WHERE f.next_id IS NULL AND f.s IS NOT NULL
+         ON CONFLICT (ordering_key) DO UPDATE SET next_seq = excluded.next_seq)
+  SELECT count(*) INTO promoted FROM moved;${wake}
   RETURN promoted;
 END
 $fn$;
@@ -253,7 +329,7 @@ $fn$;
 }
 
 const COLUMNS =
-  "id, type, dedupe_key, ordering_key, headers, destination, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+  "id, type, dedupe_key, ordering_key, key_seq, headers, destination, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 const M_COLUMNS = COLUMNS.split(", ")
   .map((c) => `m.${c}`)
   .join(", ");
@@ -268,6 +344,15 @@ const redrivenKeyState = (table: string, targeted: string) => `CASE WHEN m.key_s
                     AND ((k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1))
                          OR (k.status = 'dead' AND k.key_state = 2 AND k.id < m.id AND ${targeted}))) THEN 1
        ELSE 0 END`;
+/**
+ * A redriven message's key_seq: a dead holder keeps its number; a skipped one that rejoins its key
+ * as holder takes the key's next number, and one that waits gets its number when its turn comes.
+ */
+const redrivenKeySeq = (schema: string, targeted: string) => `CASE WHEN m.key_state <> 2 THEN m.key_seq
+       WHEN (${redrivenKeyState(`${schema}.outbox_messages`, targeted)}) = 0 THEN ${nextSeqOf(schema, "m.ordering_key")}
+       ELSE NULL END`;
+/** The number a key's next holder takes when the key is free: the one its last hand-on remembered, else 1. */
+const nextSeqOf = (schema: string, key: string) => `coalesce((SELECT n.next_seq FROM ${schema}.outbox_keys n WHERE n.ordering_key = ${key}), 1)`;
 /**
  * The clock, evaluated once per statement. $1 is always the injected time or null.
  * Tried in the claim and the bulk completion, and not kept: no CTE, the expression
@@ -381,7 +466,7 @@ export function outboxSql(schema: string) {
         INSERT INTO ${audit} (${AUDIT_COLUMNS})
         SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
       )
-      SELECT id, type, dedupe_key, ordering_key, headers, destination, payload, lease_token, attempts, last_error,
+      SELECT id, type, dedupe_key, ordering_key, key_seq, headers, destination, payload, lease_token, attempts, last_error,
              ${EPOCH_MS("created_at")} AS created_ms, ${EPOCH_MS("locked_until")} AS until_ms,
              ${EPOCH_MS("old_available_at")} AS old_available_ms, ${EPOCH_MS("now")} AS now_ms,
              CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
@@ -392,11 +477,11 @@ export function outboxSql(schema: string) {
         UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
         FROM clock, wanted w
         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = ${PROCESSING}
-        RETURNING m.id, m.ordering_key, w.token, w.owner, clock.t AS now),
+        RETURNING m.id, m.ordering_key, m.key_seq, w.token, w.owner, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)${
         handOn
           ? `,
-      handed AS (SELECT ${schema}.wassal_hand_on(array_agg(ordering_key)) AS promoted FROM done)`
+      handed AS (SELECT ${schema}.wassal_hand_on(array_agg(ordering_key), array_agg(key_seq + 1)) AS promoted FROM done)`
           : ""
       }
       SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done${handOn ? ", handed" : ""}`;
@@ -408,13 +493,15 @@ export function outboxSql(schema: string) {
      * PostgreSQL delivers it only if the transaction commits, once per transaction.
      */
     enqueue: `WITH ${CLOCK},
-      inserted AS (
-        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
-        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t),
-               CASE WHEN $6::text IS NOT NULL AND EXISTS (
+      turn AS (SELECT $6::text IS NOT NULL AND EXISTS (
                  SELECT 1 FROM ${table} k
-                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) THEN 1 ELSE 0 END
-        FROM clock
+                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) AS waits),
+      inserted AS (
+        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state, key_seq)
+        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t),
+               CASE WHEN turn.waits THEN 1 ELSE 0 END,
+               CASE WHEN $6::text IS NOT NULL AND NOT turn.waits THEN ${nextSeqOf(schema, "$6")} END
+        FROM clock, turn
         RETURNING ${COLUMNS})
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
@@ -429,14 +516,15 @@ export function outboxSql(schema: string) {
      */
     enqueueMany: `WITH ${CLOCK},
       inserted AS (
-        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
-        SELECT g.m ->> 0, g.m ->> 1, g.m ->> 2, nullif(g.m -> 3, 'null'::jsonb), g.m ->> 4, g.m -> 5, clock.t, coalesce((g.m ->> 6)::timestamptz, clock.t),
-               CASE WHEN g.m ->> 2 IS NULL THEN 0
-                    WHEN (g.m ->> 7)::boolean OR EXISTS (
-                      SELECT 1 FROM ${table} k
-                      WHERE k.ordering_key = g.m ->> 2 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) THEN 1
-                    ELSE 0 END
-        FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS g(m, n), clock
+        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state, key_seq)
+        SELECT g.m ->> 0, g.m ->> 1, g.k, nullif(g.m -> 3, 'null'::jsonb), g.m ->> 4, g.m -> 5, clock.t, coalesce((g.m ->> 6)::timestamptz, clock.t),
+               CASE WHEN g.waits THEN 1 ELSE 0 END,
+               CASE WHEN g.k IS NOT NULL AND NOT g.waits THEN ${nextSeqOf(schema, "g.k")} END
+        FROM (SELECT e.m, e.n, e.m ->> 2 AS k,
+                     e.m ->> 2 IS NOT NULL AND ((e.m ->> 7)::boolean OR EXISTS (
+                       SELECT 1 FROM ${table} k
+                       WHERE k.ordering_key = e.m ->> 2 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1))) AS waits
+              FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS e(m, n)) AS g, clock
         ORDER BY g.n
         RETURNING ${COLUMNS})
       SELECT inserted.*, (SELECT pg_notify('${channel}', ''))::text AS notified FROM inserted`,
@@ -530,8 +618,13 @@ export function outboxSql(schema: string) {
     lockKeys: `SELECT current_setting('transaction_isolation') AS isolation,
       (SELECT count(pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0))) FROM unnest($1::text[]) AS k) AS locked`,
 
-    /** $1 keys: hands them on (see wassal_hand_on in the migrations): their turns taken, each one's next message promoted. */
-    handOn: `SELECT ${schema}.wassal_hand_on($1::text[])`,
+    /**
+     * $1 keys, $2 the number each one's next holder takes (or nulls): hands them on (see wassal_hand_on
+     * in the migrations): their turns taken, each one's next message promoted and numbered.
+     */
+    handOn: `SELECT ${schema}.wassal_hand_on($1::text[], $2::bigint[])`,
+
+    // rememberKeySeq: (none) wassal_hand_on remembers a key's next number itself
 
     /** $1 now, $2 id, $3 token, $4 lease ms. */
     renew: `WITH ${CLOCK}
@@ -651,7 +744,7 @@ export function outboxSql(schema: string) {
     redriveAll: `WITH ${CLOCK},
       moved AS (
         UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL,
-          key_state = ${redrivenKeyState(table, "true")}
+          key_state = ${redrivenKeyState(table, "true")}, key_seq = ${redrivenKeySeq(schema, "true")}
         FROM clock WHERE m.status = 'dead' RETURNING m.id, m.lease_token, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT count(*)::int AS moved FROM moved`,
@@ -662,7 +755,7 @@ export function outboxSql(schema: string) {
     redriveSome: `WITH ${CLOCK},
       moved AS (
         UPDATE ${table} m SET status = 'pending', available_at = clock.t, attempts = 0, locked_by = NULL, locked_until = NULL,
-          key_state = ${redrivenKeyState(table, "k.id = ANY($3::bigint[])")}
+          key_state = ${redrivenKeyState(table, "k.id = ANY($3::bigint[])")}, key_seq = ${redrivenKeySeq(schema, "k.id = ANY($3::bigint[])")}
         FROM clock WHERE m.status = 'dead' AND m.id = ANY($3::bigint[]) RETURNING m.id, m.lease_token, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, lease_token, 'redrive', 'redrive', now FROM moved WHERE $2::boolean)
       SELECT id::text AS id FROM moved`,
@@ -695,7 +788,7 @@ export function outboxSql(schema: string) {
     skipKeyHolder: `UPDATE ${table} SET key_state = 2
       WHERE id = (SELECT id FROM ${table} WHERE ordering_key = $1 AND status = 'dead' AND key_state = 0 ORDER BY id LIMIT 1)
         AND ($2::bigint IS NULL OR id = $2::bigint) AND status = 'dead' AND key_state = 0
-      RETURNING id::text AS id`,
+      RETURNING id::text AS id, key_seq`,
 
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeProcessed: `WITH batch AS MATERIALIZED (
@@ -754,6 +847,8 @@ export interface PgClaimedRow {
   type: string;
   dedupe_key: string | null;
   ordering_key: string | null;
+  /** A bigint: pg hands it over as text. */
+  key_seq: string | null;
   /** The parsed jsonb headers object, or null. */
   headers: Record<string, string> | null;
   destination: string | null;

@@ -14,6 +14,7 @@ import type {
   DriverCapabilities,
   EnqueueManyParams,
   EnqueueParams,
+  KeyTurn,
   LeaseStats,
   OutboxDriver,
   PurgeTarget,
@@ -106,6 +107,7 @@ function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
     type: row.type,
     dedupeKey: row.dedupe_key,
     key: row.ordering_key,
+    keySeq: row.key_seq === null ? null : Number(row.key_seq),
     headers: toHeaders(row.headers, false),
     destination: row.destination,
     payload: row.payload as JsonValue,
@@ -478,8 +480,9 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return done;
   }
 
-  async handOn(params: { tx: PostgresTx; keys: readonly string[] }): Promise<void> {
-    if (params.keys.length > 0) await params.tx.query(this.#sql.handOn, [params.keys]);
+  async handOn(params: { tx: PostgresTx; keys: readonly KeyTurn[] }): Promise<void> {
+    if (params.keys.length === 0) return;
+    await params.tx.query(this.#sql.handOn, [params.keys.map((turn) => turn.key), params.keys.map((turn) => turn.nextSeq)]);
   }
 
   async blockedKeys(params: { limit: number }): Promise<BlockedKey[]> {
@@ -494,10 +497,11 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return (await this.pool.query<{ id: string }>(this.#sql.deadHolder, [params.key])).rows[0]?.id ?? null;
   }
 
-  async skipKeyHolder(params: { tx: PostgresTx; key: string; messageId: string | null }): Promise<string | null> {
+  async skipKeyHolder(params: { tx: PostgresTx; key: string; messageId: string | null }): Promise<{ id: string; keySeq: number | null } | null> {
     // The key's turn first (as an enqueue or a redrive takes it), then the skip reads afresh.
     await this.#lockKeys(params.tx, [params.key]);
-    return (await params.tx.query<{ id: string }>(this.#sql.skipKeyHolder, [params.key, params.messageId])).rows[0]?.id ?? null;
+    const row = (await params.tx.query<{ id: string; key_seq: string | null }>(this.#sql.skipKeyHolder, [params.key, params.messageId])).rows[0];
+    return row === undefined ? null : { id: row.id, keySeq: row.key_seq === null ? null : Number(row.key_seq) };
   }
 
   /**
@@ -623,7 +627,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
         result = { moved: rows.length, movedIds: new Set(rows.map((row) => row.id)) };
       }
       // Settle: a key whose earlier message vanished meanwhile (purged) gets a holder again.
-      await this.handOn({ tx, keys });
+      await this.handOn({ tx, keys: keys.map((key) => ({ key, nextSeq: null })) });
       return result;
     });
   }

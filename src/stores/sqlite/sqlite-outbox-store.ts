@@ -12,13 +12,14 @@ import type {
   DriverCapabilities,
   EnqueueManyParams,
   EnqueueParams,
+  KeyTurn,
   LeaseStats,
   OutboxDriver,
   PurgeTarget,
   RedriveCount,
   SavepointStep,
 } from "../../outbox/driver.js";
-import { LeaseSet, waitsInList } from "../../outbox/driver.js";
+import { LeaseSet, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -78,6 +79,7 @@ function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, recla
     type: row.type,
     dedupeKey: row.dedupe_key,
     key: row.ordering_key,
+    keySeq: row.key_seq,
     headers: toHeaders(row.headers, true),
     destination: row.destination,
     payload: JSON.parse(row.payload) as JsonValue,
@@ -252,13 +254,11 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const values = [
       params.type,
       params.dedupeKey,
-      params.key,
       params.headers,
       params.destination,
       params.payload,
       now,
       params.availableAt === null ? now : params.availableAt.getTime(),
-      params.key,
       params.key,
     ];
     const rows = await tx.query(tx.placeholders === "question" ? SQL.enqueueForeign : questionToNumbered(SQL.enqueueForeign), values);
@@ -419,7 +419,11 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         }
       }
       if (params.handOnKeys) {
-        const keys = leases.filter((l) => l.message.key !== null && completed.has(l.messageId, l.token)).map((l) => l.message.key as string);
+        const keys: KeyTurn[] = [];
+        for (const lease of leases) {
+          const turn = completed.has(lease.messageId, lease.token) ? turnAfter(lease.message, true) : null;
+          if (turn !== null) keys.push(turn);
+        }
         this.handOn({ tx: this.db, keys });
       }
       return { at: new Date(now), completed };
@@ -440,11 +444,15 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return new Date(now);
   }
 
-  handOn(params: { tx: SqliteTx; keys: readonly string[] }): void {
+  handOn(params: { tx: SqliteTx; keys: readonly KeyTurn[] }): void {
     // BEGIN IMMEDIATE already keeps enqueues out; one prepared statement per key costs microseconds in-process.
     const handOn = this.#stmt("handOn");
     let promoted = 0;
-    for (const key of new Set(params.keys)) promoted += handOn.run({ key }).changes;
+    for (const { key, nextSeq } of params.keys) {
+      const changes = handOn.run({ key, nextSeq }).changes;
+      promoted += changes;
+      if (changes === 0 && nextSeq !== null) this.#stmt("rememberKeySeq").run({ key, nextSeq });
+    }
     // A message became claimable: wake this process's idle listeners, and others' (the wake file).
     if (promoted > 0 && params.tx === this.db) this.writeLock.afterCommit(this.#wake);
   }
@@ -469,11 +477,11 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return id === undefined ? null : String(id);
   }
 
-  skipKeyHolder(params: { tx: SqliteTx; key: string; messageId: string | null }): string | null {
+  skipKeyHolder(params: { tx: SqliteTx; key: string; messageId: string | null }): { id: string; keySeq: number | null } | null {
     const row = this.#stmt("skipKeyHolder").get({ key: params.key, id: params.messageId === null ? null : rowId(params.messageId) }) as
-      | { id: number }
+      | { id: number; key_seq: number | null }
       | undefined;
-    return row === undefined ? null : String(row.id);
+    return row === undefined ? null : { id: String(row.id), keySeq: row.key_seq };
   }
 
   async rollbackSavepoint(): Promise<void> {
