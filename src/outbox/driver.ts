@@ -11,6 +11,7 @@ import type {
   BlockedKey,
   ClaimMessageResult,
   ForeignTransaction,
+  InboxBlockedKey,
   Lease,
   LeaseOperation,
   MessageHolder,
@@ -283,6 +284,24 @@ export interface OutboxDriver<Tx> {
   redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<RedriveCount>;
   /** Deletes one batch of processed messages, dead messages or audit rows from before `before`, oldest first; returns how many. */
   purgeBatch(params: { readonly target: PurgeTarget; readonly before: Date; readonly limit: number }): Promise<number>;
+  /** Inside `tx`: takes an inbox key's turn (row-locked until the transaction ends; created at 0 if new): its last applied number. */
+  inboxKeyTurn(params: { readonly tx: Tx; readonly source: string; readonly key: string }): MaybePromise<number>;
+  /**
+   * Inside `tx`, the key's turn taken: `applied` moves its last applied number on (and clears the
+   * held number unless a later gap remains); else `held` records a number held back (the lowest
+   * held, and since when).
+   */
+  inboxKeyUpdate(params: {
+    readonly tx: Tx;
+    readonly source: string;
+    readonly key: string;
+    readonly applied: number | null;
+    readonly held: number | null;
+  }): MaybePromise<void>;
+  /** Inbox keys with a number held back, longest waiting first; of `source` only unless null. */
+  inboxBlockedKeys(params: { readonly source: string | null; readonly limit: number }): Promise<InboxBlockedKey[]>;
+  /** Moves the key's applied number to just before its lowest held number: the numbers skipped, or null when nothing is held. */
+  inboxSkipGap(params: { readonly source: string; readonly key: string }): Promise<readonly [from: number, to: number] | null>;
   /** Records a received message's id in the caller's transaction: true if new, false if it was recorded before. */
   inboxRecord(params: { readonly tx: Tx; readonly source: string; readonly messageId: string }): MaybePromise<boolean>;
   /** The audit trail, oldest first: every row, or one message's rows. */

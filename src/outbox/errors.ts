@@ -97,10 +97,13 @@ export class LeaseLostError extends WassalError {
 export class KeyNotBlockedError extends WassalError {
   override name = "KeyNotBlockedError";
   readonly key: string;
-  constructor(key: string) {
+  /** Where the key is not blocked: the outbox (no dead message holds it), or a consumer's inbox (no message of it is held back) with its source. */
+  constructor(key: string, inbox?: { readonly source: string }) {
     super(
       "KEY_NOT_BLOCKED",
-      `ordering key ${JSON.stringify(key)} is not blocked (no dead message holds it); see the blocked keys with: wassal outbox blocked-keys`,
+      inbox === undefined
+        ? `ordering key ${JSON.stringify(key)} is not blocked (no dead message holds it); see the blocked keys with: wassal outbox blocked-keys`
+        : `ordering key ${JSON.stringify(key)} holds nothing back at the inbox (source ${JSON.stringify(inbox.source)}); see the keys that do with: wassal inbox blocked-keys`,
     );
     this.key = key;
   }

@@ -21,6 +21,9 @@ import {
   type MarkedDead,
   type Finalize,
   type ForeignTransaction,
+  type InboxBlockedKey,
+  type InOrderReceipt,
+  type ReceivedInOrder,
   type JsonValue,
   type Lease,
   type LeaseLost,
@@ -49,6 +52,7 @@ import {
   checkHeaders,
   checkInboxId,
   checkInboxSource,
+  checkKeySeq,
   checkLease,
   checkLeaseMs,
   checkMessageId,
@@ -707,6 +711,49 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const id = checkInboxId(messageId);
     const source = checkInboxSource(checkObject(options, "receive options ({ source })").source ?? "");
     return this.#driver.inboxRecord({ tx, source, messageId: id });
+  }
+
+  async receiveInOrder(tx: Tx, message: ReceivedInOrder, options: { readonly source?: string } = {}): Promise<InOrderReceipt> {
+    if (!this.#driver.isInTransaction(tx)) {
+      throw new NotInTransactionError(
+        `receiveInOrder needs an open transaction so the id and the key's number commit with your effect: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`,
+      );
+    }
+    const { id, key, keySeq } = checkObject(message, "receiveInOrder message ({ id, key, keySeq })");
+    const messageId = checkInboxId(id);
+    const orderingKey = checkOrderingKey(key);
+    const seq = checkKeySeq(keySeq);
+    const source = checkInboxSource(checkObject(options, "receiveInOrder options ({ source })").source ?? "");
+    const applied = await this.#driver.inboxKeyTurn({ tx, source, key: orderingKey });
+    // Applied already (a redelivery), or skipped past by an operator: nothing to do.
+    if (seq <= applied) return { outcome: "duplicate" };
+    if (seq > applied + 1) {
+      await this.#driver.inboxKeyUpdate({ tx, source, key: orderingKey, applied: null, held: seq });
+      return { outcome: "early", waitingFor: applied + 1 };
+    }
+    const recorded = await this.#driver.inboxRecord({ tx, source, messageId });
+    await this.#driver.inboxKeyUpdate({ tx, source, key: orderingKey, applied: seq, held: null });
+    // Its id was recorded before (received once without its number): applied then; the key moves on.
+    return recorded ? { outcome: "new" } : { outcome: "duplicate" };
+  }
+
+  async inboxBlockedKeys(options: { readonly source?: string; readonly limit?: number } = {}): Promise<InboxBlockedKey[]> {
+    const { source, limit } = checkObject(options, "inboxBlockedKeys options ({ source, limit })");
+    return this.#driver.inboxBlockedKeys({
+      source: source === undefined ? null : checkInboxSource(source),
+      limit: limit === undefined ? 1000 : checkBatchSize(limit, "limit"),
+    });
+  }
+
+  async skipInboxGap(
+    key: string,
+    options: { readonly source?: string } = {},
+  ): Promise<{ readonly key: string; readonly skipped: readonly [from: number, to: number] }> {
+    const orderingKey = checkOrderingKey(key);
+    const source = checkInboxSource(checkObject(options, "skipInboxGap options ({ source })").source ?? "");
+    const skipped = await this.#driver.inboxSkipGap({ source, key: orderingKey });
+    if (skipped === null) throw new KeyNotBlockedError(orderingKey, { source });
+    return { key: orderingKey, skipped };
   }
 
   purgeInbox(before: Date, options: PurgeOptions = {}): Promise<number> {

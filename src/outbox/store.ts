@@ -14,6 +14,9 @@ import type {
   Completed,
   CompletionRequest,
   CompletionResult,
+  InboxBlockedKey,
+  InOrderReceipt,
+  ReceivedInOrder,
   MarkedDead,
   Finalize,
   JsonValue,
@@ -156,6 +159,27 @@ export interface OutboxStore<Tx> {
    * receive of the same id waits for this transaction, and sees it as recorded if it commits.
    */
   receive(tx: Tx, messageId: string, options?: { readonly source?: string }): Promise<boolean>;
+
+  /**
+   * The inbox in each key's order, for a consumer of a relay's keyed messages: in the caller's
+   * transaction, takes the key's turn (a concurrent receive of the same key waits for this
+   * transaction), then compares the message's number with the key's last applied one. "new": the
+   * next number; its id is recorded and the key's number moves on, with the caller's writes.
+   * "duplicate": that number (or a later one) was applied already: skip it. "early": an earlier number
+   * has not been applied yet: nothing is applied, the wait is recorded (see inboxBlockedKeys), and
+   * the message must come again later (the consumer gives it back to the broker).
+   */
+  receiveInOrder(tx: Tx, message: ReceivedInOrder, options?: { readonly source?: string }): Promise<InOrderReceipt>;
+
+  /** Keys whose inbox holds a message back, waiting for an earlier number, longest waiting first (of one source, or all). */
+  inboxBlockedKeys(options?: { readonly source?: string; readonly limit?: number }): Promise<InboxBlockedKey[]>;
+
+  /**
+   * Gives up waiting for a key's missing numbers: the key's applied number moves to just before the
+   * lowest one held back, which is applied when it comes again. Throws KeyNotBlockedError when the
+   * inbox holds nothing back for the key.
+   */
+  skipInboxGap(key: string, options?: { readonly source?: string }): Promise<{ readonly key: string; readonly skipped: readonly [from: number, to: number] }>;
 
   /**
    * Deletes inbox ids recorded before `before`, in short batches. Returns how many. Keep ids at

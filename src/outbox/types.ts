@@ -133,6 +133,38 @@ export interface Released {
  */
 export type RetryDecision = { readonly retryInMs: number } | "dead" | "dead-and-skip";
 
+/** A received message as the inbox orders it: its id, and its ordering key and number in that key's order (keySeq). */
+export interface ReceivedInOrder {
+  readonly id: string;
+  readonly key: string;
+  readonly keySeq: number;
+}
+
+/**
+ * What the inbox says of a keyed, numbered message: "new" (apply it now: its number is the key's
+ * next), "duplicate" (its number was applied, or skipped past, already: change nothing), or "early"
+ * (an earlier number of its key has not been applied: hold it back and let it come again).
+ */
+export type InOrderReceipt = { readonly outcome: "new" } | { readonly outcome: "duplicate" } | { readonly outcome: "early"; readonly waitingFor: number };
+
+/**
+ * A key at a consumer's inbox that holds a message back: a later number of the key arrived before
+ * the one it waits for. Usually for a moment (the earlier one is being redelivered); a key that
+ * stays here has a gap (the consumer joined the stream late, or the broker lost a message).
+ */
+export interface InboxBlockedKey {
+  readonly source: string;
+  readonly key: string;
+  /** The key's last number applied (0: none yet). */
+  readonly appliedSeq: number;
+  /** The number the key waits for (appliedSeq + 1). */
+  readonly waitingFor: number;
+  /** The lowest later number that arrived and was held back. */
+  readonly heldSeq: number;
+  /** When a message of the key was first held back, since the last one applied. */
+  readonly heldSince: Date;
+}
+
 /** An ordering key held by a dead message: the messages behind it wait until it is redriven or skipped. */
 export interface BlockedKey {
   readonly key: string;

@@ -87,6 +87,13 @@ export function checkInboxId(id: unknown): string {
 }
 
 /** Where inbox ids come from ("" by default): any string without NUL or lone surrogates, at most 255 characters. */
+/** A message's number in its key's order: a whole number from 1. */
+export function checkKeySeq(seq: unknown): number {
+  if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1)
+    throw new InvalidArgumentError(`keySeq (the message's number in its key's order) must be a whole number >= 1 (got ${shown(seq)})`);
+  return seq;
+}
+
 export function checkInboxSource(source: unknown): string {
   if (source === "") return source;
   return checkText(source, "inbox source", MAX_KEY_LENGTH);

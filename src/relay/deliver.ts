@@ -1,8 +1,14 @@
 // What every consumer does with one delivered message, whatever the broker: apply it through the
 // inbox in the consumer's transaction, then acknowledge it; if the handler throws, try it again in
-// place (so nothing behind it overtakes it, and each key's order holds), and after maxAttempts give
-// it up (the broker's "terminate" or "reject") and report it. An acknowledgement that fails (the
-// connection went away) is left to the broker's redelivery, which the inbox absorbs.
+// place (so nothing behind it overtakes it), and after maxAttempts give it up (the broker's
+// "terminate" or "reject") and report it. An acknowledgement that fails (the connection went away)
+// is left to the broker's redelivery, which the inbox absorbs.
+//
+// Each key's order holds across crashes and redeliveries: a relay sends each keyed message's number
+// in its key's order, and the inbox applies number n only after n − 1. A message that arrives early
+// (its predecessor is still out: held by a consumer that died, coming again after the broker's ack
+// wait) is held back: handed back to the broker to come again after a delay where the broker can
+// (NATS), else held in place for a while and then handed back (RabbitMQ) or put aside (Redis).
 
 import { InvalidArgumentError } from "../outbox/errors.js";
 import type { Inbox } from "./inbox.js";
@@ -13,6 +19,8 @@ export interface DeliveredMessage {
   readonly id: string;
   readonly type: string | null;
   readonly key: string | null;
+  /** The message's number in its key's order (the relay's Wassal-Key-Seq), or null: then it is applied by its id alone. */
+  readonly keySeq: number | null;
   /** The broker headers other than the id and Wassal's own. */
   readonly headers: Readonly<Record<string, string>>;
   /** The payload, parsed from JSON (the raw text when it is not JSON). */
@@ -33,6 +41,13 @@ export interface ConsumerStats {
   failed: number;
   /** Messages given up after maxAttempts failures: never applied. */
   terminated: number;
+  /** Deliveries held back because an earlier message of their key had not been applied yet (each handed back to come again). */
+  early: number;
+}
+
+/** A fresh set of consumer counters. */
+export function newConsumerStats(): ConsumerStats {
+  return { applied: 0, duplicates: 0, failed: 0, terminated: 0, early: 0 };
 }
 
 export interface ConsumerRetry {
@@ -42,6 +57,11 @@ export interface ConsumerRetry {
   readonly retryDelayMs?: number;
   /** Told of each handler failure; `final` when the message is given up. */
   readonly onError?: (error: unknown, message: DeliveredMessage, final: boolean) => void;
+  /**
+   * Told of each delivery held back because its key waits for an earlier number (`waitingFor`). A
+   * key that keeps waiting has a gap: see `inbox.blockedKeys()` and `inbox.unblockKey(key, "skip")`.
+   */
+  readonly onEarly?: (message: DeliveredMessage, waitingFor: number) => void;
 }
 
 /** What the broker lets a consumer do with the message in hand. */
@@ -53,7 +73,18 @@ export interface Acknowledger {
   working?(): void;
   /** True once the consumer is stopping: a message waiting on its database is left to redelivery. */
   stopping?(): boolean;
+  /**
+   * Hands an early message back to come again later, without holding up the messages behind it
+   * (NATS: a negative acknowledgement with a delay). Without it, an early message is held in place,
+   * its key checked again and again, and after a while handed back with `giveBack`.
+   */
+  defer?(): Promise<void> | void;
+  /** Hands a message held in place back to the broker now (RabbitMQ: reject with requeue); without it, it is left unacknowledged. */
+  giveBack?(): Promise<void> | void;
 }
+
+/** How long an early message is held in place (re-checked with growing waits) before it is handed back. */
+const HOLD_IN_PLACE_MS = 5_000;
 
 /** An error the app's handler threw (as opposed to the consumer's database failing). */
 class HandlerFailure extends Error {
@@ -70,6 +101,13 @@ export function checkRetry(retry: ConsumerRetry): { maxAttempts: number; delayMs
   if (!Number.isSafeInteger(delayMs) || delayMs < 0)
     throw new InvalidArgumentError(`retryDelayMs must be a whole number of milliseconds >= 0 (got ${String(delayMs)})`);
   return { maxAttempts, delayMs };
+}
+
+/** A message's number in its key's order from its header or field: a whole number from 1, else null (applied by its id alone). */
+export function keySeqOf(text: string | null | undefined): number | null {
+  if (typeof text !== "string" || !/^[1-9][0-9]{0,15}$/.test(text)) return null;
+  const seq = Number(text);
+  return Number.isSafeInteger(seq) ? seq : null;
 }
 
 /** Parses a payload as JSON, or hands the text over as it is. */
@@ -89,24 +127,44 @@ export async function deliver<Tx>(
   handle: DeliveryHandler<Tx>,
   retry: { maxAttempts: number; delayMs: number },
   stats: ConsumerStats,
-  onError?: ConsumerRetry["onError"],
+  reports: Pick<ConsumerRetry, "onError" | "onEarly"> = {},
 ): Promise<void> {
   const report = (error: unknown, final: boolean) => {
     try {
-      onError?.(error, message, final);
+      reports.onError?.(error, message, final);
     } catch {
       // a report that throws must not stop the consumer
     }
   };
-  for (let attempt = 1, delay = retry.delayMs; ; delay = Math.min(delay * 2, 30_000)) {
+  let heldSince: number | undefined;
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  for (let attempt = 1, delay = retry.delayMs, holdDelay = 50; ; ) {
     try {
-      const received = await inbox.handle(message.id, async (tx) => {
+      const received = await inbox.handle(message, async (tx) => {
         try {
           return await handle(message, tx);
         } catch (error) {
           throw new HandlerFailure(error);
         }
       });
+      if (received.early) {
+        if (heldSince === undefined) {
+          heldSince = performance.now();
+          stats.early += 1;
+          try {
+            reports.onEarly?.(message, received.waitingFor);
+          } catch {
+            // as report
+          }
+        }
+        if (broker.defer !== undefined) return void (await broker.defer());
+        if (broker.stopping?.() || performance.now() - heldSince >= HOLD_IN_PLACE_MS) return void (await broker.giveBack?.());
+        // Held in place: its predecessor may be in another consumer's hands right now.
+        broker.working?.();
+        await pause(holdDelay);
+        holdDelay = Math.min(holdDelay * 2, 1_000);
+        continue;
+      }
       if (received.duplicate) stats.duplicates += 1;
       else stats.applied += 1;
     } catch (caught) {
@@ -116,7 +174,8 @@ export async function deliver<Tx>(
         report(caught, false);
         if (broker.stopping?.()) return; // left unacknowledged: the broker delivers it again
         broker.working?.();
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await pause(delay);
+        delay = Math.min(delay * 2, 30_000);
         continue;
       }
       const error = caught.error;
@@ -125,6 +184,9 @@ export async function deliver<Tx>(
       report(error, final);
       if (final) {
         stats.terminated += 1;
+        // Given up: its key moves on past it (as a skip would), or every later message of the key
+        // would wait for it for ever. Its id and number are recorded, nothing else is written.
+        if (message.key !== null && message.keySeq !== null) await inbox.handle(message, () => undefined).catch(() => undefined);
         try {
           await broker.giveUp(`the handler failed ${attempt} times: ${error instanceof Error ? error.message : String(error)}`);
         } catch {
@@ -134,7 +196,8 @@ export async function deliver<Tx>(
       }
       attempt += 1;
       broker.working?.();
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      await pause(delay);
+      delay = Math.min(delay * 2, 30_000);
       continue;
     }
     try {

@@ -5,6 +5,7 @@
 
 import { InvalidArgumentError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
+import type { InboxBlockedKey } from "../outbox/types.js";
 
 export interface InboxOptions<Tx> {
   /** The consumer's database, as a Wassal store (its transactions and its wassal_inbox table). */
@@ -17,6 +18,24 @@ export interface InboxOptions<Tx> {
 }
 
 export type Received<T> = { readonly duplicate: false; readonly result: T } | { readonly duplicate: true };
+
+/** A received message as `handle` takes it to apply it in its key's order: its id, ordering key and number in that key (keySeq). */
+export interface KeyedDelivery {
+  readonly id: string;
+  readonly key: string | null;
+  readonly keySeq: number | null;
+}
+
+/**
+ * What `handle` did with a keyed, numbered message: applied it (its number was the key's next),
+ * found it a duplicate (its number was applied already), or held it back ("early": number
+ * `waitingFor` of its key has not been applied yet; nothing was applied, and the message must come
+ * again: give it back to the broker).
+ */
+export type ReceivedInOrder<T> =
+  | { readonly duplicate: false; readonly early: false; readonly result: T }
+  | { readonly duplicate: true; readonly early: false }
+  | { readonly duplicate: false; readonly early: true; readonly waitingFor: number };
 
 export class Inbox<Tx> {
   readonly store: OutboxStore<Tx>;
@@ -34,11 +53,51 @@ export class Inbox<Tx> {
    * Applies a received message once: in one transaction, records its id and runs `effect` with
    * that transaction. A message whose id is already recorded skips `effect` (duplicate: true). If
    * `effect` throws, nothing is recorded and the error propagates: the message can come again.
+   *
+   * Given the message's ordering key and number in that key (`keySeq`, which a relay sends), it is
+   * also applied in its key's order: number n only after n − 1 (early: true otherwise, with nothing
+   * applied), and a number applied before is a duplicate. A message without both is applied by its
+   * id alone.
    */
-  handle<T>(messageId: string, effect: (tx: Tx) => T | Promise<T>): Promise<Received<T>> {
-    return this.store.transaction(async (tx): Promise<Received<T>> => {
-      if (!(await this.store.receive(tx, messageId, { source: this.source }))) return { duplicate: true };
-      return { duplicate: false, result: await effect(tx) };
+  handle<T>(messageId: string, effect: (tx: Tx) => T | Promise<T>): Promise<Received<T>>;
+  handle<T>(message: KeyedDelivery, effect: (tx: Tx) => T | Promise<T>): Promise<ReceivedInOrder<T>>;
+  handle<T>(message: string | KeyedDelivery, effect: (tx: Tx) => T | Promise<T>): Promise<Received<T> | ReceivedInOrder<T>> {
+    const source = this.source;
+    if (typeof message === "string") {
+      return this.store.transaction(async (tx): Promise<Received<T>> => {
+        if (!(await this.store.receive(tx, message, { source }))) return { duplicate: true };
+        return { duplicate: false, result: await effect(tx) };
+      });
+    }
+    if (typeof message !== "object" || message === null)
+      throw new InvalidArgumentError(`inbox.handle needs a message id or { id, key, keySeq } (got ${message === null ? "null" : typeof message})`);
+    const { id, key, keySeq } = message;
+    return this.store.transaction(async (tx): Promise<ReceivedInOrder<T>> => {
+      if (key !== null && key !== undefined && keySeq !== null && keySeq !== undefined) {
+        const receipt = await this.store.receiveInOrder(tx, { id, key, keySeq }, { source });
+        if (receipt.outcome === "early") return { duplicate: false, early: true, waitingFor: receipt.waitingFor };
+        if (receipt.outcome === "duplicate") return { duplicate: true, early: false };
+      } else if (!(await this.store.receive(tx, id, { source }))) {
+        return { duplicate: true, early: false };
+      }
+      return { duplicate: false, early: false, result: await effect(tx) };
     });
+  }
+
+  /** Keys of this inbox's source that hold a message back, waiting for an earlier number: see OutboxStore.inboxBlockedKeys. */
+  blockedKeys(options: { readonly limit?: number } = {}): Promise<InboxBlockedKey[]> {
+    return this.store.inboxBlockedKeys({ ...options, source: this.source });
+  }
+
+  /**
+   * Gives up waiting for the numbers a key misses at this inbox ("skip"): the lowest number held
+   * back is applied when it comes again. The messages skipped are never applied here.
+   */
+  async unblockKey(key: string, action: "skip"): Promise<{ readonly key: string; readonly skipped: readonly [from: number, to: number] }> {
+    if (action !== "skip")
+      throw new InvalidArgumentError(
+        `an inbox key can only be unblocked with "skip" (got ${JSON.stringify(action)}); to fill the gap instead, redrive the missing message in the producer's outbox`,
+      );
+    return this.store.skipInboxGap(key, { source: this.source });
   }
 }

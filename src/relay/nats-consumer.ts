@@ -4,15 +4,34 @@
 // that comes again (redelivered after a crash between the commit and the ack, or re-published
 // after the broker's duplicate window) finds its id in the inbox and is acknowledged without
 // running the handler. A handler that throws rolls back and is tried again in place, before any
-// later message, so the stream's order (and each key's) holds; after maxAttempts the message is
-// terminated (never redelivered) and reported, and the consumer goes on.
+// later message; after maxAttempts the message is terminated (never redelivered) and reported,
+// and the consumer goes on.
+//
+// Each key's order holds through crashes: a message whose key waits for an earlier number (held
+// unacknowledged by a consumer that died, it comes back only after the ack wait) is handed back
+// with a delay (a negative acknowledgement) and applied when its turn has come (see deliver.ts).
+//
+// Ack deadlines follow the work: every message this consumer holds, whether it waits in its queue or
+// runs, is kept alive with `working()` a few times per ack wait, and the durable consumer it
+// creates lets at most `maxAckPending` messages be outstanding, so nothing it holds is redelivered
+// while it is alive and well.
 
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { type ConsumerRetry, type ConsumerStats, checkRetry, type DeliveredMessage, type DeliveryHandler, deliver, parseBody } from "./deliver.js";
-import type { Inbox } from "./inbox.js";
 import { importOptional } from "../outbox/optional.js";
+import {
+  type ConsumerRetry,
+  type ConsumerStats,
+  checkRetry,
+  type DeliveredMessage,
+  type DeliveryHandler,
+  deliver,
+  keySeqOf,
+  newConsumerStats,
+  parseBody,
+} from "./deliver.js";
+import type { Inbox } from "./inbox.js";
 
 export interface NatsConsumerOptions<Tx> extends ConsumerRetry {
   readonly servers: string | readonly string[];
@@ -21,11 +40,19 @@ export interface NatsConsumerOptions<Tx> extends ConsumerRetry {
   readonly durable: string;
   readonly inbox: Inbox<Tx>;
   readonly handle: DeliveryHandler<Tx>;
-  /** How long the server waits for an ack before redelivering (default 30 000 ms); kept alive while a message is retried. */
+  /**
+   * How long the server waits for an ack before redelivering (default 30 000 ms), for a durable
+   * consumer this creates; one that exists keeps its own, which is read and followed. Messages
+   * held are kept alive meanwhile, so it bounds how soon a crashed consumer's messages come back.
+   */
   readonly ackWaitMs?: number;
+  /** Messages outstanding (delivered, not yet acknowledged) at most, for a durable consumer this creates (default 256). */
+  readonly maxAckPending?: number;
 }
 
-const OWN_HEADERS = new Set(["nats-msg-id", "wassal-type", "wassal-key", "wassal-message-id"]);
+const OWN_HEADERS = new Set(["nats-msg-id", "wassal-type", "wassal-key", "wassal-key-seq", "wassal-message-id"]);
+/** Messages taken from the client into this consumer's queue at most, when the durable consumer puts no bound on them. */
+const QUEUE_LIMIT = 1_000;
 
 function delivered(m: JsMsg, stream: string): DeliveredMessage {
   const headers: Record<string, string> = {};
@@ -35,6 +62,7 @@ function delivered(m: JsMsg, stream: string): DeliveredMessage {
     id: m.headers?.get("Nats-Msg-Id") || `${stream}:${m.seq}`,
     type: m.headers?.get("Wassal-Type") || null,
     key: m.headers?.get("Wassal-Key") || null,
+    keySeq: keySeqOf(m.headers?.get("Wassal-Key-Seq")),
     headers,
     body,
     source: m.subject,
@@ -42,11 +70,25 @@ function delivered(m: JsMsg, stream: string): DeliveredMessage {
   };
 }
 
+/** How long an early message waits before it comes again: 250 ms, doubling with each delivery, at most 5 s. */
+function deferMs(m: JsMsg): number {
+  return Math.min(250 * 2 ** Math.min(Math.max(m.info.deliveryCount - 1, 0), 5), 5_000);
+}
+
 export class NatsConsumer<Tx> {
-  readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
+  readonly stats: ConsumerStats = newConsumerStats();
+  /** The durable consumer's ack wait, as the server has it. */
+  readonly ackWaitMs: number;
   readonly #nc: NatsConnection;
   readonly #messages: { stop(): void; close(): Promise<unknown> };
+  /** Received, not yet handled: kept alive with working() until their turn. */
+  readonly #queue: JsMsg[] = [];
+  #inHand: JsMsg | undefined;
+  #wake: (() => void) | undefined;
+  #room: (() => void) | undefined;
   #stopping = false;
+  #reading = true;
+  readonly #heartbeat: NodeJS.Timeout;
   readonly #loop: Promise<void>;
 
   private constructor(
@@ -54,20 +96,63 @@ export class NatsConsumer<Tx> {
     messages: AsyncIterable<JsMsg> & { stop(): void; close(): Promise<unknown> },
     options: NatsConsumerOptions<Tx>,
     retry: { maxAttempts: number; delayMs: number },
+    ackWaitMs: number,
+    queueLimit: number,
   ) {
     this.#nc = nc;
     this.#messages = messages;
+    this.ackWaitMs = ackWaitMs;
+    // Three heartbeats per ack wait: one lost or late still leaves two.
+    this.#heartbeat = setInterval(() => this.#keepAlive(), Math.max(Math.floor(ackWaitMs / 3), 50));
+    this.#heartbeat.unref();
+    void (async () => {
+      try {
+        for await (const m of messages) {
+          if (this.#stopping) {
+            m.nak(); // taken after stop: back at once, for another consumer
+            continue;
+          }
+          this.#queue.push(m);
+          this.#wake?.();
+          while (this.#queue.length >= queueLimit && !this.#stopping) await new Promise<void>((resolve) => (this.#room = resolve));
+        }
+      } finally {
+        this.#reading = false;
+        this.#wake?.();
+      }
+    })();
     this.#loop = (async () => {
-      for await (const m of messages) {
+      const reports = { ...(options.onError ? { onError: options.onError } : {}), ...(options.onEarly ? { onEarly: options.onEarly } : {}) };
+      for (;;) {
+        const m = this.#queue.shift();
+        if (m === undefined) {
+          if (this.#stopping || !this.#reading) return;
+          await new Promise<void>((resolve) => (this.#wake = resolve));
+          continue;
+        }
+        this.#room?.();
+        this.#inHand = m;
         const acknowledger = {
           ack: () => m.ackAck().then(() => undefined),
           giveUp: (reason: string) => m.term(reason),
           working: () => m.working(),
           stopping: () => this.#stopping,
+          defer: () => m.nak(deferMs(m)),
         };
-        await deliver(delivered(m, options.stream), acknowledger, options.inbox, options.handle, retry, this.stats, options.onError).catch(() => undefined);
+        await deliver(delivered(m, options.stream), acknowledger, options.inbox, options.handle, retry, this.stats, reports).catch(() => undefined);
+        this.#inHand = undefined;
       }
     })();
+  }
+
+  /** Every message held, waiting or running, tells the server it is still being worked on. */
+  #keepAlive(): void {
+    try {
+      this.#inHand?.working();
+      for (const m of this.#queue) m.working();
+    } catch {
+      // the connection is down: the messages come back after the ack wait, and the inbox absorbs them
+    }
   }
 
   /** Connects, creates the durable consumer if needed, and starts handing messages to `handle`. */
@@ -75,6 +160,9 @@ export class NatsConsumer<Tx> {
     const ackWaitMs = options.ackWaitMs ?? 30_000;
     if (!Number.isSafeInteger(ackWaitMs) || ackWaitMs < 100)
       throw new InvalidArgumentError(`ackWaitMs must be a whole number of milliseconds >= 100 (got ${String(ackWaitMs)})`);
+    const maxAckPending = options.maxAckPending ?? 256;
+    if (!Number.isSafeInteger(maxAckPending) || maxAckPending < 1)
+      throw new InvalidArgumentError(`maxAckPending must be a whole number >= 1 (got ${String(maxAckPending)})`);
     const retry = checkRetry(options);
     if (typeof options.handle !== "function") throw new InvalidArgumentError("NatsConsumer needs handle: (message, tx) => void");
     const transport = await importOptional<typeof import("@nats-io/transport-node")>("@nats-io/transport-node", "a NATS consumer");
@@ -82,27 +170,36 @@ export class NatsConsumer<Tx> {
     const nc = await transport.connect({ servers: [options.servers].flat(), maxReconnectAttempts: -1, reconnectTimeWait: 250 });
     try {
       const jsm = await jetstream.jetstreamManager(nc);
-      const exists = await jsm.consumers.info(options.stream, options.durable).then(
-        () => true,
-        () => false,
-      );
-      if (!exists) {
-        await jsm.consumers.add(options.stream, { durable_name: options.durable, ack_policy: jetstream.AckPolicy.Explicit, ack_wait: ackWaitMs * 1_000_000 });
+      let info = await jsm.consumers.info(options.stream, options.durable).catch(() => undefined);
+      if (info === undefined) {
+        info = await jsm.consumers.add(options.stream, {
+          durable_name: options.durable,
+          ack_policy: jetstream.AckPolicy.Explicit,
+          ack_wait: ackWaitMs * 1_000_000,
+          max_ack_pending: maxAckPending,
+        });
       }
+      const serverAckWaitMs = Math.max(Math.floor((info.config.ack_wait ?? ackWaitMs * 1_000_000) / 1_000_000), 1);
+      const pending = info.config.max_ack_pending ?? -1;
+      const queueLimit = pending > 0 ? Math.min(pending + 1, QUEUE_LIMIT) : QUEUE_LIMIT;
       const consumer = await jetstream.jetstream(nc).consumers.get(options.stream, options.durable);
-      const messages = await consumer.consume({ max_messages: 100 });
-      return new NatsConsumer(nc, messages, options, retry);
+      const messages = await consumer.consume({ max_messages: Math.min(100, queueLimit) });
+      return new NatsConsumer(nc, messages, options, retry, serverAckWaitMs, queueLimit);
     } catch (error) {
       await nc.close();
       throw error;
     }
   }
 
-  /** Stops taking messages, lets the one in hand finish, and closes the connection. */
+  /** Stops taking messages, lets the one in hand finish, hands the ones still queued back (to be delivered again at once), and closes the connection. */
   async stop(): Promise<void> {
     this.#stopping = true;
     this.#messages.stop();
+    this.#room?.();
+    this.#wake?.();
+    for (const m of this.#queue.splice(0)) m.nak();
     await this.#loop.catch(() => undefined);
+    clearInterval(this.#heartbeat);
     await this.#nc.close();
   }
 }

@@ -118,6 +118,7 @@ export class NatsPublisher implements Publisher {
     h.set("Wassal-Message-Id", message.messageId);
     h.set("Wassal-Type", message.type);
     if (message.key !== null) h.set("Wassal-Key", message.key);
+    if (message.keySeq !== null) h.set("Wassal-Key-Seq", String(message.keySeq));
     try {
       const ack = await js.publish(message.destination, message.body, { msgID: message.id, headers: h, timeout: this.#ackTimeoutMs });
       return { duplicate: ack.duplicate };

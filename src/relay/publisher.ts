@@ -17,6 +17,11 @@ export interface OutgoingMessage {
   readonly type: string;
   /** The ordering key, or null. */
   readonly key: string | null;
+  /**
+   * The message's number in its key's order (1, 2, 3…, no gaps), or null without a key: publishers
+   * send it (Wassal-Key-Seq), and the consumer's inbox applies number n of a key only after n − 1.
+   */
+  readonly keySeq: number | null;
   /** Where it goes: a subject, an exchange and routing key, a stream or a URL (see Routes). */
   readonly destination: string;
   /** The message's own headers; publishers add theirs (id, type, key) as wassal-* headers. */

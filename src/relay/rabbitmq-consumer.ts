@@ -7,7 +7,17 @@
 
 import type { Channel, ChannelModel, ConsumeMessage } from "amqplib";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { type ConsumerRetry, type ConsumerStats, checkRetry, type DeliveredMessage, type DeliveryHandler, deliver, parseBody } from "./deliver.js";
+import {
+  type ConsumerRetry,
+  type ConsumerStats,
+  checkRetry,
+  type DeliveredMessage,
+  type DeliveryHandler,
+  deliver,
+  keySeqOf,
+  newConsumerStats,
+  parseBody,
+} from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { importOptional } from "../outbox/optional.js";
 
@@ -19,7 +29,7 @@ export interface RabbitMqConsumerOptions<Tx> extends ConsumerRetry {
   readonly handle: DeliveryHandler<Tx>;
 }
 
-const OWN_HEADERS = new Set(["wassal-type", "wassal-key", "wassal-message-id"]);
+const OWN_HEADERS = new Set(["wassal-type", "wassal-key", "wassal-key-seq", "wassal-message-id"]);
 
 function delivered(m: ConsumeMessage, queue: string): DeliveredMessage {
   const raw = (m.properties.headers ?? {}) as Record<string, unknown>;
@@ -30,6 +40,7 @@ function delivered(m: ConsumeMessage, queue: string): DeliveredMessage {
     id: text(m.properties.messageId) ?? "",
     type: text(raw["wassal-type"]) ?? text(m.properties.type),
     key: text(raw["wassal-key"]),
+    keySeq: keySeqOf(text(raw["wassal-key-seq"])),
     headers,
     body: parseBody(m.content.toString("utf8")),
     source: queue,
@@ -38,7 +49,7 @@ function delivered(m: ConsumeMessage, queue: string): DeliveredMessage {
 }
 
 export class RabbitMqConsumer {
-  readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
+  readonly stats: ConsumerStats = newConsumerStats();
   readonly #amqp: typeof import("amqplib");
   readonly #options: RabbitMqConsumerOptions<unknown>;
   readonly #retry: { maxAttempts: number; delayMs: number };
@@ -105,8 +116,15 @@ export class RabbitMqConsumer {
       }
       return;
     }
-    const acknowledger = { ack: () => channel.ack(m), giveUp: () => channel.nack(m, false, false), stopping: () => this.#stopping };
-    await deliver(message, acknowledger, options.inbox, options.handle, this.#retry, this.stats, options.onError);
+    const acknowledger = {
+      ack: () => channel.ack(m),
+      giveUp: () => channel.nack(m, false, false),
+      stopping: () => this.#stopping,
+      // An early message (its key waits for an earlier one) held in place too long goes back to
+      // its place in the queue, ahead of what came after it.
+      giveBack: () => channel.nack(m, false, true),
+    };
+    await deliver(message, acknowledger, options.inbox, options.handle, this.#retry, this.stats, options);
   }
 
   async #reconnecting(closed: Promise<void>): Promise<void> {

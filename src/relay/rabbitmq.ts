@@ -164,6 +164,7 @@ export class RabbitMqPublisher implements Publisher {
     if (channel === undefined || signal.aborted) throw new BrokerUnavailableError(`${this.description}: not connected`);
     const headers: Record<string, string> = { ...message.headers, "wassal-message-id": message.messageId, "wassal-type": message.type };
     if (message.key !== null) headers["wassal-key"] = message.key;
+    if (message.keySeq !== null) headers["wassal-key-seq"] = String(message.keySeq);
     const timeoutMs = this.#confirmTimeoutMs;
     return new Promise<PublishReceipt>((promiseResolve, promiseReject) => {
       const timer = setTimeout(

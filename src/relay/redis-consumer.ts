@@ -3,11 +3,23 @@
 // after the commit; an entry appended again (a re-publish after the window) finds its id in the
 // inbox. On start it first takes up the entries it had read but not acknowledged (its own pending
 // ones: a restart with the same consumer name resumes them). A handler that keeps failing is
-// acknowledged without effect after maxAttempts and reported. See deliver.ts.
+// acknowledged without effect after maxAttempts and reported. An entry whose key waits for an
+// earlier number is put aside (still pending, so a restart resumes it in order) and tried again
+// after a delay, while the entries behind it go on. See deliver.ts.
 
 import type { RedisClientType } from "redis";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { type ConsumerRetry, type ConsumerStats, checkRetry, type DeliveredMessage, type DeliveryHandler, deliver, parseBody } from "./deliver.js";
+import {
+  type ConsumerRetry,
+  type ConsumerStats,
+  checkRetry,
+  type DeliveredMessage,
+  type DeliveryHandler,
+  deliver,
+  keySeqOf,
+  newConsumerStats,
+  parseBody,
+} from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { importOptional } from "../outbox/optional.js";
 
@@ -36,6 +48,7 @@ function delivered(entry: Entry, stream: string, redelivered: boolean): Delivere
     id: f.id || `${stream}:${entry.id}`,
     type: f.type || null,
     key: f.key || null,
+    keySeq: keySeqOf(f.seq),
     headers,
     body: parseBody(f.body ?? ""),
     source: stream,
@@ -44,7 +57,9 @@ function delivered(entry: Entry, stream: string, redelivered: boolean): Delivere
 }
 
 export class RedisStreamsConsumer {
-  readonly stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
+  readonly stats: ConsumerStats = newConsumerStats();
+  /** Entries put aside because their key waited for an earlier number: tried again when due (they stay pending meanwhile). */
+  readonly #aside: { readonly entry: Entry; readonly due: number; readonly tries: number }[] = [];
   readonly #client: RedisClientType;
   #stopping = false;
   #loop: Promise<void> = Promise.resolve();
@@ -74,41 +89,61 @@ export class RedisStreamsConsumer {
   }
 
   async #run<Tx>(options: RedisStreamsConsumerOptions<Tx>, retry: { maxAttempts: number; delayMs: number }): Promise<void> {
-    let from = "0"; // first our own pending entries, then new ones
+    const apply = async (entry: Entry, redelivered: boolean, tries: number) => {
+      const ack = () => this.#client.xAck(options.stream, options.group, entry.id).then(() => undefined);
+      const acknowledger = {
+        ack,
+        giveUp: ack,
+        stopping: () => this.#stopping,
+        // Its key waits for an earlier number: aside, pending, tried again after 250 ms, doubling up to 5 s.
+        defer: () => void this.#aside.push({ entry, due: Date.now() + Math.min(250 * 2 ** Math.min(tries, 5), 5_000), tries: tries + 1 }),
+      };
+      await deliver(delivered(entry, options.stream, redelivered), acknowledger, options.inbox, options.handle, retry, this.stats, options).catch(
+        () => undefined,
+      );
+    };
+    let from = "0"; // first our own pending entries (from the start, then after the last one read), then new ones
     for (let failures = 0; !this.#stopping; ) {
+      // Entries put aside whose time has come, oldest first.
+      const due = this.#aside.filter((a) => a.due <= Date.now());
+      if (due.length > 0) {
+        for (const a of due) this.#aside.splice(this.#aside.indexOf(a), 1);
+        for (const a of due) if (!this.#stopping) await apply(a.entry, true, a.tries);
+        continue;
+      }
+      const pending = from !== ">";
       let entries: (Entry | { id: string; message: null })[];
       try {
         const reply = (await this.#client.xReadGroup(
           options.group,
           options.consumer,
           { key: options.stream, id: from },
-          from === "0" ? { COUNT: 1 } : { COUNT: 1, BLOCK: 200 },
+          pending ? { COUNT: 1 } : { COUNT: 1, BLOCK: 200 },
         )) as { name: string; messages: (Entry | { id: string; message: null })[] }[] | null;
         entries = reply?.[0]?.messages ?? [];
         failures = 0;
       } catch {
         // The connection went away (a restart): the client reconnects; read our pending entries
-        // again from the start, then the new ones.
+        // again from the start (those put aside among them), then the new ones.
         if (this.#stopping) return;
         from = "0";
+        this.#aside.length = 0;
         failures += 1;
         await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** failures, 2_000)));
         continue;
       }
-      if (from === "0" && entries.length === 0) {
+      if (pending && entries.length === 0) {
         from = ">";
         continue;
       }
       for (const entry of entries) {
-        const ack = () => this.#client.xAck(options.stream, options.group, entry.id).then(() => undefined);
+        if (pending) from = entry.id; // the next pending read starts after it, acknowledged or put aside
         if (entry.message === null) {
-          await ack().catch(() => undefined); // an entry deleted from the stream while pending: nothing to apply
+          // an entry deleted from the stream while pending: nothing to apply
+          await this.#client.xAck(options.stream, options.group, entry.id).catch(() => undefined);
           continue;
         }
-        const acknowledger = { ack, giveUp: ack, stopping: () => this.#stopping };
-        await deliver(delivered(entry, options.stream, from === "0"), acknowledger, options.inbox, options.handle, retry, this.stats, options.onError).catch(
-          () => undefined,
-        );
+        await apply(entry, pending, 0);
       }
     }
   }

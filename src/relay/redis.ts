@@ -87,6 +87,7 @@ export class RedisStreamsPublisher implements Publisher {
       "type",
       message.type,
       ...(message.key === null ? [] : ["key", message.key]),
+      ...(message.keySeq === null ? [] : ["seq", String(message.keySeq)]),
       "headers",
       JSON.stringify(message.headers),
       "body",

@@ -80,6 +80,7 @@ export function outgoing(message: OutboxMessage, destination: string, idPrefix: 
     messageId: message.id,
     type: message.type,
     key: message.key,
+    keySeq: message.keySeq,
     destination,
     headers: message.headers,
     body: JSON.stringify(message.payload),

@@ -3,13 +3,15 @@
 // delivery through the inbox, in the consumer's transaction. It answers 204 once applied (or when
 // the inbox had the id: a redelivery), 401 for a signature that does not verify or a timestamp
 // too far from now (a replay), 400 for a body that is not JSON, and 500 when the handler throws,
-// so that the sender tries again later.
+// so that the sender tries again later. A keyed delivery whose key waits for an earlier number (its
+// wassal-key-seq is ahead of the key's next) is answered 425 (Too Early) with a Retry-After, and
+// applied when it comes again in its turn.
 
 import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type Clock, systemClock } from "../outbox/clock.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import type { ConsumerStats, DeliveredMessage, DeliveryHandler } from "./deliver.js";
+import { type ConsumerStats, type DeliveredMessage, type DeliveryHandler, keySeqOf, newConsumerStats } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { webhookKey, webhookSignature } from "./webhook.js";
 
@@ -24,6 +26,8 @@ export interface WebhookReceiverOptions<Tx> {
   readonly maxBodyBytes?: number;
   /** Told of each handler failure (the sender is answered 500 and retries). */
   readonly onError?: (error: unknown, message: DeliveredMessage) => void;
+  /** Told of each delivery answered 425 because its key waits for an earlier number (see ConsumerRetry.onEarly). */
+  readonly onEarly?: (message: DeliveredMessage, waitingFor: number) => void;
   readonly clock?: Clock;
 }
 
@@ -35,6 +39,7 @@ const OWN_HEADERS = new Set([
   "webhook-signature",
   "wassal-type",
   "wassal-key",
+  "wassal-key-seq",
   "content-type",
   "content-length",
   "host",
@@ -56,7 +61,7 @@ export function webhookReceiver<Tx>(options: WebhookReceiverOptions<Tx>): Webhoo
   const tolerance = options.toleranceSeconds ?? 300;
   const maxBody = options.maxBodyBytes ?? 1024 * 1024;
   const clock = options.clock ?? systemClock;
-  const stats: ConsumerStats = { applied: 0, duplicates: 0, failed: 0, terminated: 0 };
+  const stats: ConsumerStats = newConsumerStats();
 
   const answer = (response: ServerResponse, status: number, text = "") => {
     response.writeHead(status, { "content-type": "text/plain" }).end(text);
@@ -96,13 +101,21 @@ export function webhookReceiver<Tx>(options: WebhookReceiverOptions<Tx>): Webhoo
       id,
       type: header("wassal-type") ?? null,
       key: header("wassal-key") ?? null,
+      keySeq: keySeqOf(header("wassal-key-seq")),
       headers,
       body: parsed,
       source: request.url ?? "",
       redelivered: false,
     };
     try {
-      const received = await options.inbox.handle(id, (tx) => options.handle(message, tx));
+      const received = await options.inbox.handle(message, (tx) => options.handle(message, tx));
+      if (received.early) {
+        stats.early += 1;
+        options.onEarly?.(message, received.waitingFor);
+        response.writeHead(425, { "content-type": "text/plain", "retry-after": "1" });
+        response.end(`ordering key ${JSON.stringify(message.key)} waits for its number ${received.waitingFor}; send this one again later\n`);
+        return;
+      }
       if (received.duplicate) stats.duplicates += 1;
       else stats.applied += 1;
       answer(response, 204);

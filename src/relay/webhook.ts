@@ -74,6 +74,7 @@ export class WebhookPublisher implements Publisher {
       "webhook-signature": webhookSignature(this.#key, message.id, timestamp, message.body),
       "wassal-type": message.type,
       ...(message.key === null ? {} : { "wassal-key": message.key }),
+      ...(message.keySeq === null ? {} : { "wassal-key-seq": String(message.keySeq) }),
     };
     let response: Response;
     try {

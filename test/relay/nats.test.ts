@@ -4,8 +4,8 @@
 // refuses for good dead with the server's reason, and a broker that goes away mid-run: the relay
 // holds its messages, spends no attempt, and delivers them once the server is back.
 
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { connect, headers, type NatsConnection } from "@nats-io/transport-node";
+import { AckPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import { Inbox } from "../../src/relay/inbox.js";
@@ -91,6 +91,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       expect(first?.header.get("Wassal-Message-Id")).toBe(a.id);
       expect(first?.header.get("Wassal-Type")).toBe("order.created");
       expect(first?.header.get("Wassal-Key")).toBe("order-1");
+      expect(first?.header.get("Wassal-Key-Seq")).toBe("1");
       expect(first?.header.get("x-trace")).toBe("t-1");
       expect(relay.stats).toMatchObject({ published: 2, duplicates: 0 });
     });
@@ -182,7 +183,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
         const ns = applied.filter((a) => a.key === key).map((a) => a.n);
         expect(ns).toEqual([...ns].sort((a, b) => a - b));
       }
-      expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 1, terminated: 0 });
+      expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 1, terminated: 0, early: 0 });
       expect(applied.map((a) => a.id).sort()).toEqual([...ids].sort());
     });
   });
@@ -220,7 +221,99 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
           { n: 2, final: false },
           { n: 2, final: true },
         ]);
-        expect(consumer.stats).toEqual({ applied: 2, duplicates: 0, failed: 3, terminated: 1 });
+        expect(consumer.stats).toEqual({ applied: 2, duplicates: 0, failed: 3, terminated: 1, early: 0 });
+      } finally {
+        await consumer.stop();
+        await store.close();
+      }
+    });
+  });
+
+  describe("the consumer: each key's order through a crash, and ack deadlines kept alive", () => {
+    async function memoryInbox() {
+      const { SqliteOutboxStore } = await import("../../src/stores/sqlite/sqlite-outbox-store.js");
+      const store = new SqliteOutboxStore({ path: ":memory:" });
+      await store.migrate();
+      return store;
+    }
+
+    it("messages a dead consumer held come back after the ack wait; the later ones of their key, delivered first, are handed back and applied after them", async () => {
+      const stream = await freshStream(jsm);
+      streams.push(stream);
+      const js = jetstream(nc);
+      for (let n = 1; n <= 6; n += 1) {
+        const h = headers();
+        h.set("Wassal-Key", "acct-1");
+        h.set("Wassal-Key-Seq", String(n));
+        await js.publish(`${stream}.t`, JSON.stringify({ n }), { msgID: `m-${n}`, headers: h });
+      }
+      await jsm.consumers.add(stream, { durable_name: "crash", ack_policy: AckPolicy.Explicit, ack_wait: 1_000 * 1_000_000 });
+      // A consumer takes numbers 1 and 2 and dies before acknowledging them.
+      const dying = await connect({ servers: NATS_URL });
+      const taken: number[] = [];
+      for await (const m of await jetstream(dying)
+        .consumers.get(stream, "crash")
+        .then((c) => c.fetch({ max_messages: 2, expires: 2_000 }))) {
+        taken.push((m.json() as { n: number }).n);
+        if (taken.length === 2) break;
+      }
+      await dying.close();
+      expect(taken).toEqual([1, 2]);
+
+      const store = await memoryInbox();
+      const inbox = new Inbox({ store, source: stream });
+      const order: number[] = [];
+      const early: number[] = [];
+      const consumer = await NatsConsumer.start({
+        servers: NATS_URL,
+        stream,
+        durable: "crash",
+        inbox,
+        handle: (message) => void order.push((message.body as { n: number }).n),
+        onEarly: (_message, waitingFor) => void early.push(waitingFor),
+      });
+      try {
+        await waitUntil("all six applied", () => order.length === 6, 20_000);
+        expect(order).toEqual([1, 2, 3, 4, 5, 6]);
+        expect(early.length).toBeGreaterThanOrEqual(4); // 3 to 6 came first, each waiting for 1
+        expect(early.every((n) => n === 1 || n === 2 || n === 3 || n === 4 || n === 5)).toBe(true);
+        expect(consumer.stats).toMatchObject({ applied: 6, terminated: 0 });
+        expect(await inbox.blockedKeys()).toEqual([]);
+      } finally {
+        await consumer.stop();
+        await store.close();
+      }
+    });
+
+    it("with a 1 s ack wait and 3 s of work queued, no message is redelivered: every message held is kept alive", async () => {
+      const stream = await freshStream(jsm);
+      streams.push(stream);
+      const js = jetstream(nc);
+      for (let n = 1; n <= 60; n += 1) await js.publish(`${stream}.t`, JSON.stringify({ n }), { msgID: `w-${n}` });
+      const store = await memoryInbox();
+      let redelivered = 0;
+      let handled = 0;
+      const consumer = await NatsConsumer.start({
+        servers: NATS_URL,
+        stream,
+        durable: "slow",
+        ackWaitMs: 1_000,
+        inbox: new Inbox({ store }),
+        handle: async (message) => {
+          if (message.redelivered) redelivered += 1;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          handled += 1;
+        },
+      });
+      try {
+        expect(consumer.ackWaitMs).toBe(1_000);
+        await waitUntil("60 handled", () => handled === 60, 20_000);
+        await new Promise((resolve) => setTimeout(resolve, 1_500)); // past one more ack wait: nothing comes again
+        expect(redelivered).toBe(0);
+        expect(consumer.stats).toMatchObject({ applied: 60, duplicates: 0 });
+        const info = await jsm.consumers.info(stream, "slow");
+        expect(info.config.max_ack_pending).toBe(256);
+        expect(info.num_redelivered).toBe(0);
       } finally {
         await consumer.stop();
         await store.close();

@@ -79,7 +79,13 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
       expect(first?.properties.contentType).toBe("application/json");
       expect(first?.properties.type).toBe("order.paid");
       expect(first?.properties.timestamp).toBe(START.getTime() / 1000);
-      expect(first?.properties.headers).toMatchObject({ "wassal-key": "order-0", "wassal-type": "order.paid", "wassal-message-id": sent[0], "x-trace": "t-0" });
+      expect(first?.properties.headers).toMatchObject({
+        "wassal-key": "order-0",
+        "wassal-key-seq": "1",
+        "wassal-type": "order.paid",
+        "wassal-message-id": sent[0],
+        "x-trace": "t-0",
+      });
       expect(JSON.parse(first!.content.toString())).toEqual({ n: 0 });
       for (const key of ["order-0", "order-1", "order-2"]) {
         const ns = received.filter((m) => m.properties.headers?.["wassal-key"] === key).map((m) => (JSON.parse(m.content.toString()) as { n: number }).n);
@@ -121,7 +127,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
           const ns = applied.filter((a) => a.key === key).map((a) => a.n);
           expect(ns).toEqual([...ns].sort((a, b) => a - b));
         }
-        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0 });
+        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0, early: 0 });
       } finally {
         await consumer.stop();
       }
@@ -165,5 +171,42 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
       await waitUntil("the delivery", () => received.length > 0);
       expect(received.map((m) => m.properties.messageId)).toEqual([after.id]);
     });
+  });
+
+  it("the consumer holding a later message of a key, while a dead consumer's earlier one goes back to its place, hands it back and applies both in order", async () => {
+    const queue = `wassal-test-${randomBytes(4).toString("hex")}`;
+    await admin.assertQueue(queue, { durable: false });
+    try {
+      for (const n of [1, 2, 3]) {
+        admin.sendToQueue(queue, Buffer.from(JSON.stringify({ n })), { messageId: `m-${n}`, headers: { "wassal-key": "k", "wassal-key-seq": String(n) } });
+      }
+      // A consumer takes number 1 and dies without acknowledging it.
+      const dying = await amqp.connect(AMQP_URL);
+      const channel = await dying.createChannel();
+      const taken = await channel.get(queue, { noAck: false });
+      expect(taken && JSON.parse(taken.content.toString())).toEqual({ n: 1 });
+      const { SqliteOutboxStore } = await import("../../src/stores/sqlite/sqlite-outbox-store.js");
+      const store = new SqliteOutboxStore({ path: ":memory:" });
+      await store.migrate();
+      const order: number[] = [];
+      const consumer = await RabbitMqConsumer.start({
+        url: AMQP_URL,
+        queue,
+        inbox: new Inbox({ store }),
+        handle: (message) => void order.push((message.body as { n: number }).n),
+      });
+      try {
+        await waitUntil("number 2 held back", () => consumer.stats.early === 1);
+        await dying.close(); // number 1 goes back to the head of the queue
+        await waitUntil("all three applied", () => order.length === 3, 20_000);
+        expect(order).toEqual([1, 2, 3]);
+        expect(consumer.stats).toMatchObject({ applied: 3, duplicates: 0, terminated: 0 });
+      } finally {
+        await consumer.stop();
+        await store.close();
+      }
+    } finally {
+      await admin.deleteQueue(queue);
+    }
   });
 });

@@ -66,12 +66,16 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
         id: `shop:${ids[0]}`,
         type: "order.paid",
         key: "order-0",
+        seq: "1",
         headers: JSON.stringify({ "x-trace": "t-0" }),
         body: JSON.stringify({ n: 0 }),
       });
       for (const key of ["order-0", "order-1", "order-2"]) {
-        const ns = got.filter((e) => e.message.key === key).map((e) => (JSON.parse(e.message.body ?? "{}") as { n: number }).n);
+        const ofKey = got.filter((e) => e.message.key === key);
+        const ns = ofKey.map((e) => (JSON.parse(e.message.body ?? "{}") as { n: number }).n);
         expect(ns).toEqual([...ns].sort((a, b) => a - b));
+        // Each key's entries carry its numbers 1, 2, 3 in order.
+        expect(ofKey.map((e) => e.message.seq)).toEqual(["1", "2", "3"]);
       }
       expect(relay.stats).toMatchObject({ published: 9, duplicates: 0 });
     });
@@ -100,7 +104,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
       const early = await RedisStreamsPublisher.open({ url: REDIS_URL });
       await early.connected();
       await early.publish(
-        { id: message.id, messageId: message.id, type: "t", key: null, destination: stream, headers: {}, body: "{}", createdAt: new Date() },
+        { id: message.id, messageId: message.id, type: "t", key: null, keySeq: null, destination: stream, headers: {}, body: "{}", createdAt: new Date() },
         new AbortController().signal,
       );
       await early.close();
@@ -144,7 +148,17 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
         let receipt = { duplicate: true };
         while (receipt.duplicate) {
           receipt = await publisher.publish(
-            { id: ids[0]!, messageId: ids[0]!, type: "t", key: "k0", destination: stream, headers: {}, body: JSON.stringify({ n: 0 }), createdAt: new Date() },
+            {
+              id: ids[0]!,
+              messageId: ids[0]!,
+              type: "t",
+              key: "k0",
+              keySeq: 1,
+              destination: stream,
+              headers: {},
+              body: JSON.stringify({ n: 0 }),
+              createdAt: new Date(),
+            },
             new AbortController().signal,
           );
         }
@@ -154,13 +168,45 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
           const ns = applied.filter((a) => a.key === key).map((a) => a.n);
           expect(ns).toEqual([...ns].sort((a, b) => a - b));
         }
-        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0 });
+        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0, early: 0 });
       } finally {
         await relay.stop({ graceMs: 0 });
         await publisher.close();
         await consumer.stop();
       }
     });
+  });
+
+  it("the consumer puts an entry aside while its key waits for an earlier number, goes on with the others, and applies it in its turn", async () => {
+    const stream = newStream();
+    for (const [n, key, seq] of [
+      [2, "k", "2"],
+      [10, "other", "1"],
+      [1, "k", "1"],
+    ] as const) {
+      await client.xAdd(stream, "*", { id: `m-${n}`, type: "t", key, seq, headers: "{}", body: JSON.stringify({ n }) });
+    }
+    const { SqliteOutboxStore } = await import("../../src/stores/sqlite/sqlite-outbox-store.js");
+    const store = new SqliteOutboxStore({ path: ":memory:" });
+    await store.migrate();
+    const order: number[] = [];
+    const consumer = await RedisStreamsConsumer.start({
+      url: REDIS_URL,
+      stream,
+      group: "g",
+      consumer: "c1",
+      inbox: new Inbox({ store }),
+      handle: (message) => void order.push((message.body as { n: number }).n),
+    });
+    try {
+      await waitUntil("three applied", () => order.length === 3);
+      expect(order).toEqual([10, 1, 2]);
+      expect(consumer.stats).toMatchObject({ applied: 3, early: 1 });
+      expect(await client.xPending(stream, "g")).toMatchObject({ pending: 0 });
+    } finally {
+      await consumer.stop();
+      await store.close();
+    }
   });
 
   describeEachStore("the relay while its Redis server is away", (factory) => {

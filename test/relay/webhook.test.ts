@@ -139,6 +139,7 @@ describeEachStore("the relay to webhooks", (factory) => {
     expect(h["content-type"]).toBe("application/json");
     expect(h["wassal-type"]).toBe("order.paid");
     expect(h["wassal-key"]).toBe("order-7");
+    expect(h["wassal-key-seq"]).toBe("1");
     expect(h["x-correlation-id"]).toBe("abc-123");
     expect(relay.stats).toEqual({ published: 1, duplicates: 0, unavailableRetries: 0 });
   });
@@ -289,5 +290,28 @@ describeEachStore("from the outbox through webhooks to a receiver's inbox", (fac
     expect((await post({}, body)).status).toBe(401);
     expect(handler.stats).toMatchObject({ applied: 6, duplicates: 1, failed: 0 });
     expect(applied).toHaveLength(6);
+
+    // Key k9's number 2 before its number 1: 425 Too Early with a Retry-After, nothing applied; then 1, then 2 again.
+    const keyedPost = (id: string, n: number, seq: number) => {
+      const text = JSON.stringify({ n });
+      return fetch(url.replace("{type}", "t"), {
+        method: "POST",
+        headers: {
+          "webhook-id": id,
+          "webhook-timestamp": String(ts),
+          "webhook-signature": webhookSignature(KEY, id, ts, text),
+          "wassal-key": "k9",
+          "wassal-key-seq": String(seq),
+        },
+        body: text,
+      });
+    };
+    const tooEarly = await keyedPost("k9-2", 92, 2);
+    expect([tooEarly.status, tooEarly.headers.get("retry-after")]).toEqual([425, "1"]);
+    expect(await tooEarly.text()).toContain("waits for its number 1");
+    expect((await keyedPost("k9-1", 91, 1)).status).toBe(204);
+    expect((await keyedPost("k9-2", 92, 2)).status).toBe(204);
+    expect(applied.slice(6).map((a) => a.n)).toEqual([91, 92]);
+    expect(handler.stats).toMatchObject({ applied: 8, early: 1 });
   });
 });

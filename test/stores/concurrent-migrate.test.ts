@@ -23,6 +23,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-008-inbox",
   "outbox-010-audit-refused",
   "outbox-012-key-seq",
+  "outbox-013-inbox-order",
 ];
 
 describe("concurrent migrations", () => {

@@ -179,6 +179,23 @@ DROP FUNCTION ${schema}.wassal_hand_on(text[]);
 ${handOnFunction(schema, "numbered")}
 ${enqueueFunction(schema, true)}`,
     },
+    {
+      name: "outbox-013-inbox-order",
+      sql: `
+-- The inbox in each key's order: per source and ordering key, the last number applied (a relay's
+-- messages carry their number in their key's order), and the lowest later number held back while
+-- an earlier one is missing, since when.
+CREATE TABLE ${schema}.wassal_inbox_keys (
+  source       text        NOT NULL,
+  ordering_key text        NOT NULL,
+  applied_seq  bigint      NOT NULL DEFAULT 0 CHECK (applied_seq >= 0),
+  held_seq     bigint      CHECK (held_seq > applied_seq + 1),
+  held_since   timestamptz,
+  PRIMARY KEY (source, ordering_key)
+);
+CREATE INDEX wassal_inbox_keys_held ON ${schema}.wassal_inbox_keys (held_since) WHERE held_seq IS NOT NULL;
+`,
+    },
   ];
 }
 
@@ -816,6 +833,42 @@ export function outboxSql(schema: string) {
     /** $1 now, $2 source, $3 id: records a received id; no row when it was recorded before. */
     inboxRecord: `INSERT INTO ${schema}.wassal_inbox (source, message_id, received_at) VALUES ($2, $3, coalesce($1::timestamptz, clock_timestamp()))
       ON CONFLICT DO NOTHING`,
+
+    /**
+     * $1 source, $2 key: the key's turn at the inbox (its row locked until commit; made at 0 when
+     * new) and its last applied number. The no-op update is what takes the lock when the row exists.
+     */
+    inboxKeyTurn: `INSERT INTO ${schema}.wassal_inbox_keys (source, ordering_key) VALUES ($1, $2)
+      ON CONFLICT (source, ordering_key) DO UPDATE SET applied_seq = wassal_inbox_keys.applied_seq
+      RETURNING applied_seq::float8 AS applied`,
+
+    /** $1 source, $2 key, $3 the number applied: the key moves on; a number held back stays held only if a gap remains before it. */
+    inboxKeyApplied: `UPDATE ${schema}.wassal_inbox_keys
+      SET applied_seq = $3::bigint, held_seq = CASE WHEN held_seq > $3::bigint + 1 THEN held_seq END,
+          held_since = CASE WHEN held_seq > $3::bigint + 1 THEN held_since END
+      WHERE source = $1 AND ordering_key = $2`,
+
+    /** $1 source, $2 key, $3 a number held back, $4 now: the lowest held, and since when. */
+    inboxKeyHeld: `UPDATE ${schema}.wassal_inbox_keys
+      SET held_seq = least(coalesce(held_seq, $3::bigint), $3::bigint), held_since = coalesce(held_since, $4::timestamptz, clock_timestamp())
+      WHERE source = $1 AND ordering_key = $2`,
+
+    /** $1 source or null, $2 limit: keys holding a message back, longest waiting first. */
+    inboxBlockedKeys: `SELECT source, ordering_key AS key, applied_seq::float8 AS applied, held_seq::float8 AS held, held_since
+      FROM ${schema}.wassal_inbox_keys
+      WHERE held_seq IS NOT NULL AND ($1::text IS NULL OR source = $1)
+      ORDER BY held_since LIMIT $2`,
+
+    // inboxKeyHeldNow: (none) inboxSkipGap reads the key's last applied number itself, in its own statement
+
+    /** $1 source, $2 key: the key's applied number moves to just before its lowest held one; the numbers skipped. */
+    inboxSkipGap: `WITH before AS (
+        SELECT applied_seq FROM ${schema}.wassal_inbox_keys WHERE source = $1 AND ordering_key = $2 AND held_seq IS NOT NULL FOR UPDATE)
+      UPDATE ${schema}.wassal_inbox_keys k
+      SET applied_seq = k.held_seq - 1, held_seq = NULL, held_since = NULL
+      FROM before
+      WHERE k.source = $1 AND k.ordering_key = $2 AND k.held_seq IS NOT NULL
+      RETURNING (before.applied_seq + 1)::float8 AS skipped_from, k.applied_seq::float8 AS skipped_to`,
 
     // schema: (none) PostgreSQL keeps no DDL text: schemaTables to schemaIndexes rebuild it from the catalogue
 

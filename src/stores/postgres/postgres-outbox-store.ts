@@ -30,6 +30,7 @@ import type {
   BlockedKey,
   ClaimMessageResult,
   ForeignTransaction,
+  InboxBlockedKey,
   JsonValue,
   Lease,
   LeaseOperation,
@@ -635,6 +636,29 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {
     const sql = { processed: this.#sql.purgeProcessed, dead: this.#sql.purgeDead, audit: this.#sql.purgeAudit, inbox: this.#sql.purgeInbox }[params.target];
     return (await this.pool.query(sql, [params.before, params.limit])).rowCount ?? 0;
+  }
+
+  async inboxKeyTurn(params: { tx: PostgresTx; source: string; key: string }): Promise<number> {
+    return (await params.tx.query<{ applied: number }>(this.#sql.inboxKeyTurn, [params.source, params.key])).rows[0]?.applied ?? 0;
+  }
+
+  async inboxKeyUpdate(params: { tx: PostgresTx; source: string; key: string; applied: number | null; held: number | null }): Promise<void> {
+    const { tx, source, key } = params;
+    if (params.applied !== null) await tx.query(this.#sql.inboxKeyApplied, [source, key, params.applied]);
+    else if (params.held !== null) await tx.query(this.#sql.inboxKeyHeld, [source, key, params.held, this.#now()]);
+  }
+
+  async inboxBlockedKeys(params: { source: string | null; limit: number }): Promise<InboxBlockedKey[]> {
+    const { rows } = await this.pool.query<{ source: string; key: string; applied: number; held: number; held_since: Date }>(this.#sql.inboxBlockedKeys, [
+      params.source,
+      params.limit,
+    ]);
+    return rows.map((r) => ({ source: r.source, key: r.key, appliedSeq: r.applied, waitingFor: r.applied + 1, heldSeq: r.held, heldSince: r.held_since }));
+  }
+
+  async inboxSkipGap(params: { source: string; key: string }): Promise<readonly [number, number] | null> {
+    const row = (await this.pool.query<{ skipped_from: number; skipped_to: number }>(this.#sql.inboxSkipGap, [params.source, params.key])).rows[0];
+    return row === undefined ? null : [row.skipped_from, row.skipped_to];
   }
 
   async inboxRecord(params: { tx: PostgresTx; source: string; messageId: string }): Promise<boolean> {

@@ -151,6 +151,23 @@ UPDATE outbox_messages SET key_seq = 1
   WHERE ordering_key IS NOT NULL AND key_state = 0 AND status IN ('pending', 'processing', 'dead');
 `,
   },
+  {
+    name: "outbox-013-inbox-order",
+    sql: `
+-- The inbox in each key's order: per source and ordering key, the last number applied (a relay's
+-- messages carry their number in their key's order), and the lowest later number held back while
+-- an earlier one is missing, since when.
+CREATE TABLE wassal_inbox_keys (
+  source       TEXT    NOT NULL,
+  ordering_key TEXT    NOT NULL,
+  applied_seq  INTEGER NOT NULL DEFAULT 0 CHECK (applied_seq >= 0),
+  held_seq     INTEGER CHECK (held_seq > applied_seq + 1),
+  held_since   INTEGER,
+  PRIMARY KEY (source, ordering_key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX wassal_inbox_keys_held ON wassal_inbox_keys (held_since) WHERE held_seq IS NOT NULL;
+`,
+  },
 ];
 
 /**
@@ -434,6 +451,34 @@ export const SQL = {
 
   /** Records a received id; changes nothing (0 rows) when it was recorded before. */
   inboxRecord: `INSERT INTO wassal_inbox (source, message_id, received_at) VALUES (@source, @id, @now) ON CONFLICT DO NOTHING`,
+
+  /** The key's turn at the inbox (the write lock already serialises it; made at 0 when new): its last applied number. */
+  inboxKeyTurn: `INSERT INTO wassal_inbox_keys (source, ordering_key) VALUES (@source, @key)
+                 ON CONFLICT (source, ordering_key) DO UPDATE SET applied_seq = applied_seq
+                 RETURNING applied_seq`,
+
+  /** The key moves on to @seq; a number held back stays held only if a gap remains before it. */
+  inboxKeyApplied: `UPDATE wassal_inbox_keys
+                    SET applied_seq = @seq, held_seq = CASE WHEN held_seq > @seq + 1 THEN held_seq END,
+                        held_since = CASE WHEN held_seq > @seq + 1 THEN held_since END
+                    WHERE source = @source AND ordering_key = @key`,
+
+  /** A number held back: the lowest held, and since when. */
+  inboxKeyHeld: `UPDATE wassal_inbox_keys SET held_seq = min(coalesce(held_seq, @seq), @seq), held_since = coalesce(held_since, @now)
+                 WHERE source = @source AND ordering_key = @key`,
+
+  /** Keys holding a message back, longest waiting first (of @source, or all when null). */
+  inboxBlockedKeys: `SELECT source, ordering_key AS key, applied_seq AS applied, held_seq AS held, held_since FROM wassal_inbox_keys
+                     WHERE held_seq IS NOT NULL AND (@source IS NULL OR source = @source)
+                     ORDER BY held_since LIMIT @limit`,
+
+  /** What a skip of the key's gap starts from: its last applied number, when it holds a number back. */
+  inboxKeyHeldNow: `SELECT applied_seq FROM wassal_inbox_keys WHERE source = @source AND ordering_key = @key AND held_seq IS NOT NULL`,
+
+  /** The key's applied number moves to just before its lowest held one (inboxKeyHeldNow read first, in the same lock). */
+  inboxSkipGap: `UPDATE wassal_inbox_keys SET applied_seq = held_seq - 1, held_seq = NULL, held_since = NULL
+                 WHERE source = @source AND ordering_key = @key AND held_seq IS NOT NULL
+                 RETURNING applied_seq`,
 
   schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
 

@@ -29,6 +29,7 @@ import type {
   AuditEntry,
   ClaimMessageResult,
   ForeignTransaction,
+  InboxBlockedKey,
   JsonValue,
   Lease,
   LeaseOperation,
@@ -617,6 +618,39 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   purgeBatch(params: { target: PurgeTarget; before: Date; limit: number }): Promise<number> {
     const name = ({ processed: "purgeProcessed", dead: "purgeDead", audit: "purgeAudit", inbox: "purgeInbox" } as const)[params.target];
     return this.writeLock.runSync(() => this.#stmt(name).run({ before: params.before.getTime(), limit: params.limit }).changes);
+  }
+
+  inboxKeyTurn(params: { tx: SqliteTx; source: string; key: string }): number {
+    return (statement(params.tx, SQL.inboxKeyTurn).get({ source: params.source, key: params.key }) as { applied_seq: number }).applied_seq;
+  }
+
+  inboxKeyUpdate(params: { tx: SqliteTx; source: string; key: string; applied: number | null; held: number | null }): void {
+    const { source, key } = params;
+    if (params.applied !== null) statement(params.tx, SQL.inboxKeyApplied).run({ source, key, seq: params.applied });
+    else if (params.held !== null) statement(params.tx, SQL.inboxKeyHeld).run({ source, key, seq: params.held, now: this.now() });
+  }
+
+  async inboxBlockedKeys(params: { source: string | null; limit: number }): Promise<InboxBlockedKey[]> {
+    const rows = await this.writeLock.serial(
+      () => this.#stmt("inboxBlockedKeys").all(params) as { source: string; key: string; applied: number; held: number; held_since: number }[],
+    );
+    return rows.map((r) => ({
+      source: r.source,
+      key: r.key,
+      appliedSeq: r.applied,
+      waitingFor: r.applied + 1,
+      heldSeq: r.held,
+      heldSince: new Date(r.held_since),
+    }));
+  }
+
+  inboxSkipGap(params: { source: string; key: string }): Promise<readonly [number, number] | null> {
+    return this.writeLock.runSync(() => {
+      const before = this.#stmt("inboxKeyHeldNow").get(params) as { applied_seq: number } | undefined;
+      if (before === undefined) return null;
+      const after = this.#stmt("inboxSkipGap").get(params) as { applied_seq: number };
+      return [before.applied_seq + 1, after.applied_seq] as const;
+    });
   }
 
   inboxRecord(params: { tx: SqliteTx; source: string; messageId: string }): boolean {
