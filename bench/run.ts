@@ -1138,51 +1138,53 @@ async function main(): Promise<void> {
         relayStores = relayStores.filter((s) => s !== PRIVATE_STORE);
       }
     }
-    try {
-      const postmasters = new Map<string, number | null>([
-        ["postgres", sharedPostmaster],
-        [PRIVATE_STORE, privatePostgres === null ? null : await locatePostmaster(privatePostgres.url)],
-      ]);
-      for (const store of relayStores) {
-        if (postmasters.has(store) && postmasters.get(store) === null)
-          process.stderr.write(`bench: the ${store} server does not run on this machine (or not in this PID namespace); its CPU is not measured\n`);
+    if (relayStores.length === 0) process.stderr.write("bench: no store is left for the relay section; leaving it out\n");
+    else
+      try {
+        const postmasters = new Map<string, number | null>([
+          ["postgres", sharedPostmaster],
+          [PRIVATE_STORE, privatePostgres === null ? null : await locatePostmaster(privatePostgres.url)],
+        ]);
+        for (const store of relayStores) {
+          if (postmasters.has(store) && postmasters.get(store) === null)
+            process.stderr.write(`bench: the ${store} server does not run on this machine (or not in this PID namespace); its CPU is not measured\n`);
+        }
+        const result = await relayBench({
+          stores: relayStores,
+          brokers: RELAY_BROKERS.filter((b) => brokers.includes(b)),
+          messages: settings.messages,
+          reps: settings.reps,
+          latencySeconds: options.quick ? 2 : 10,
+          keys: settings.relayKeys,
+          history: settings.relayHistory,
+          prepare: async (store) => ({ ...(await prepareEmpty(store, settings)), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL" }),
+          postmaster: (store) => postmasters.get(store) ?? null,
+        });
+        relay = result.data;
+        const servers = [
+          ...(relayStores.includes("postgres") ? [`postgres (the shared server, ${settings.postgresUrl}): ${JSON.stringify(settings.postgresServer)}`] : []),
+          ...(settings.privatePostgres && relayStores.includes(PRIVATE_STORE)
+            ? [
+                `${PRIVATE_STORE} (a private cluster the bench started for this section and removed after it: PostgreSQL's defaults and ${JSON.stringify(PRIVATE_SETTINGS)}): ${JSON.stringify(settings.privatePostgres.settings)}`,
+              ]
+            : []),
+        ];
+        const heading = [
+          `Relay, outbox → broker: ${settings.messages} messages per run (the naive relay at most 2,000), median (min–max) of ${settings.reps} repetitions, interleaved. 256 in flight; the keyed rows spread their messages round-robin over ${settings.relayKeys} ordering keys (--relay-keys)${settings.relayHistory > 0 ? `; the history rows have ${settings.relayHistory.toLocaleString("en")} processed messages in the table first (--relay-history; preloaded untimed through enqueueMany, claim and completeMany, over ${HISTORY_KEYS.toLocaleString("en")} keys), as is and, on PostgreSQL, after ANALYZE of the table` : ""}; the naive relay awaits each acknowledgement; the bare loop publishes with no database. CPU µs per message over the timed part, medians, per component: the relay (this process; SQLite runs in it), the broker's processes, the PostgreSQL server's processes, the whole machine, and the machine minus those.`,
+          ...servers.map((line) => `PostgreSQL ${line}`),
+        ];
+        lines.push(...(lines.length > 0 ? [""] : []), ...heading, "", ...result.table);
+        process.stdout.write(`\n${heading.join("\n")}\n\n${result.table.join("\n")}\n`);
+        if (result.historyTable.length > 0) {
+          const note = `The keyed relay (${settings.relayKeys} keys) with ${settings.relayHistory.toLocaleString("en")} processed messages in the table, against the same relay on a fresh table (it should stay flat as the table grows):`;
+          lines.push("", note, "", ...result.historyTable);
+          process.stdout.write(`\n${note}\n\n${result.historyTable.join("\n")}\n`);
+        }
+        lines.push("", "Relay latency, enqueue → broker acknowledgement, relay running (wake-up on):", "", ...result.latencyTable);
+        process.stdout.write(`\n${result.latencyTable.join("\n")}\n`);
+      } finally {
+        privatePostgres?.stop();
       }
-      const result = await relayBench({
-        stores: relayStores,
-        brokers: RELAY_BROKERS.filter((b) => brokers.includes(b)),
-        messages: settings.messages,
-        reps: settings.reps,
-        latencySeconds: options.quick ? 2 : 10,
-        keys: settings.relayKeys,
-        history: settings.relayHistory,
-        prepare: async (store) => ({ ...(await prepareEmpty(store, settings)), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL" }),
-        postmaster: (store) => postmasters.get(store) ?? null,
-      });
-      relay = result.data;
-      const servers = [
-        ...(relayStores.includes("postgres") ? [`postgres (the shared server, ${settings.postgresUrl}): ${JSON.stringify(settings.postgresServer)}`] : []),
-        ...(settings.privatePostgres && relayStores.includes(PRIVATE_STORE)
-          ? [
-              `${PRIVATE_STORE} (a private cluster the bench started for this section and removed after it: PostgreSQL's defaults and ${JSON.stringify(PRIVATE_SETTINGS)}): ${JSON.stringify(settings.privatePostgres.settings)}`,
-            ]
-          : []),
-      ];
-      const heading = [
-        `Relay, outbox → broker: ${settings.messages} messages per run (the naive relay at most 2,000), median (min–max) of ${settings.reps} repetitions, interleaved. 256 in flight; the keyed rows spread their messages round-robin over ${settings.relayKeys} ordering keys (--relay-keys)${settings.relayHistory > 0 ? `; the history rows have ${settings.relayHistory.toLocaleString("en")} processed messages in the table first (--relay-history; preloaded untimed through enqueueMany, claim and completeMany, over ${HISTORY_KEYS.toLocaleString("en")} keys), as is and, on PostgreSQL, after ANALYZE of the table` : ""}; the naive relay awaits each acknowledgement; the bare loop publishes with no database. CPU µs per message over the timed part, medians, per component: the relay (this process; SQLite runs in it), the broker's processes, the PostgreSQL server's processes, the whole machine, and the machine minus those.`,
-        ...servers.map((line) => `PostgreSQL ${line}`),
-      ];
-      lines.push(...(lines.length > 0 ? [""] : []), ...heading, "", ...result.table);
-      process.stdout.write(`\n${heading.join("\n")}\n\n${result.table.join("\n")}\n`);
-      if (result.historyTable.length > 0) {
-        const note = `The keyed relay (${settings.relayKeys} keys) with ${settings.relayHistory.toLocaleString("en")} processed messages in the table, against the same relay on a fresh table (it should stay flat as the table grows):`;
-        lines.push("", note, "", ...result.historyTable);
-        process.stdout.write(`\n${note}\n\n${result.historyTable.join("\n")}\n`);
-      }
-      lines.push("", "Relay latency, enqueue → broker acknowledgement, relay running (wake-up on):", "", ...result.latencyTable);
-      process.stdout.write(`\n${result.latencyTable.join("\n")}\n`);
-    } finally {
-      privatePostgres?.stop();
-    }
   }
 
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
