@@ -68,7 +68,8 @@ import { PaymentsService, ProviderSimulator, openOutbox } from "wassal/lab";
 import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
-import { RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
+import { postgresBinaries, PRIVATE_SETTINGS, type PrivatePostgres, startPrivatePostgres } from "./private-postgres.js";
+import { HISTORY_KEYS, RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
 import { statementCosts } from "./statements.js";
 import { backendCpuUs, locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
@@ -90,6 +91,11 @@ interface Settings {
   postgresUrl: string;
   /** The PostgreSQL server's settings that shape the figures (postgresServer), null without PostgreSQL. */
   postgresServer: Record<string, string | null> | null;
+  /** The relay section: ordering keys of its keyed rows, and processed messages in the table of its history rows (0: none). */
+  relayKeys: number;
+  relayHistory: number;
+  /** The private cluster of the postgres-autovacuum store (private-postgres.ts), once started: where, and its settings as postgresServer reads them. */
+  privatePostgres: { url: string; bin: string; startSeconds: number; settings: Record<string, string | null> | null } | null;
 }
 
 interface Config {
@@ -115,7 +121,12 @@ interface Config {
   readonly section: "throughput" | "payments" | "keys";
 }
 
-const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres"] as const;
+/**
+ * A private PostgreSQL cluster with autovacuum on, started for the relay section and removed after
+ * it (private-postgres.ts); the other sections leave it out.
+ */
+const PRIVATE_STORE = "postgres-autovacuum";
+const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", PRIVATE_STORE] as const;
 const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
@@ -161,6 +172,14 @@ function positive(name: string): (value: string) => number {
   return (value) => {
     const n = Number(value);
     if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) refuse(`${name} must be a whole number >= 1 (got ${JSON.stringify(value)})`);
+    return n;
+  };
+}
+
+function wholeNumber(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) refuse(`${name} must be a whole number >= 0 (got ${JSON.stringify(value)})`);
     return n;
   };
 }
@@ -246,6 +265,10 @@ const SERVER_SETTINGS = [
   "max_wal_size",
   "checkpoint_timeout",
   "autovacuum",
+  "autovacuum_naptime",
+  "autovacuum_analyze_threshold",
+  "autovacuum_analyze_scale_factor",
+  "autovacuum_vacuum_scale_factor",
   "jit",
 ] as const;
 
@@ -308,8 +331,10 @@ async function prepare(
   let db: string;
   let schema = "-";
   let dir: string | undefined;
-  if (store === "postgres") {
-    db = settings.postgresUrl;
+  if (store === "postgres" || store === PRIVATE_STORE) {
+    const url = store === "postgres" ? settings.postgresUrl : settings.privatePostgres?.url;
+    if (url === undefined) throw new Error(`${store}: the private cluster is not running`);
+    db = url;
     schema = `wassal_bench_${randomBytes(4).toString("hex")}`;
   } else {
     dir = mkdtempSync(join(tmpdir(), "wassal-bench-"));
@@ -581,18 +606,26 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
 }
 
 async function main(): Promise<void> {
-  const options = new Command("bench")
+  const program = new Command("bench")
     .description(
-      "measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, its enqueue rate, latency, claims under history, and (PostgreSQL on this machine) the server CPU of its claim and completion alone",
+      "measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, its enqueue rate, latency, claims under history, (PostgreSQL on this machine) the server CPU of its claim and completion alone, and the relay from the outbox to NATS and RabbitMQ",
     )
-    .option("--quick", "a smoke run: 500 messages, 2 repetitions, 1 and 4 processes (payments: 1), 500 single enqueues, shorter latency and scale runs")
+    .option(
+      "--quick",
+      "a smoke run: 500 messages, 2 repetitions, 1 and 4 processes (payments: 1), 500 single enqueues, shorter latency and scale runs, 10,000 processed messages in the relay's history rows",
+    )
     .option(
       "--messages <n>",
       "messages per run, and batched enqueues per run (default 20,000; 500 with --quick); rows bound by one commit per message (batch 1, no group commit) run at most 2,000, payments rows (and their no-op reference) at most 20,000",
       positive("--messages"),
     )
     .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
-    .option("--stores <list>", `comma-separated: ${STORES.join(", ")}`, listOf("--stores", STORES), [...STORES])
+    .option(
+      "--stores <list>",
+      `comma-separated: ${STORES.join(", ")} (${PRIVATE_STORE}: a private PostgreSQL cluster with autovacuum on, started by the bench for the relay section alone and removed after it; the relay section leaves out sqlite-FULL)`,
+      listOf("--stores", STORES),
+      [...STORES],
+    )
     .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only)`, listOf("--sections", SECTIONS), [
       ...SECTIONS,
     ])
@@ -603,17 +636,30 @@ async function main(): Promise<void> {
     )
     .option("--no-peers", "leave out the peer job queues (pg-boss, graphile-worker, plainjob)")
     .option("--postgres <url>", "PostgreSQL for the postgres runs", process.env.WASSAL_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
-    .parse()
-    .opts<{
-      quick?: boolean;
-      messages?: number;
-      reps?: number;
-      processes?: number[];
-      stores: string[];
-      sections: string[];
-      postgres: string;
-      peers: boolean;
-    }>();
+    .option("--relay-keys <n>", "relay section: the ordering keys its keyed rows spread their messages over, round-robin", positive("--relay-keys"), 30)
+    .option(
+      "--relay-history <n>",
+      `relay section: processed messages already in the table of its history rows (the keyed relay with them, as is and, on PostgreSQL, after ANALYZE; preloaded untimed over ${HISTORY_KEYS.toLocaleString("en")} keys); 0 leaves those rows out (default 100,000; 10,000 with --quick)`,
+      wholeNumber("--relay-history"),
+    )
+    .option(
+      "--postgres-bin <dir>",
+      `where initdb and pg_ctl are, for ${PRIVATE_STORE} (default: pg_config --bindir, else the directory of the postgres server's own binary, else the PATH)`,
+    );
+  program.parse();
+  const options = program.opts<{
+    quick?: boolean;
+    messages?: number;
+    reps?: number;
+    processes?: number[];
+    stores: string[];
+    sections: string[];
+    postgres: string;
+    peers: boolean;
+    relayKeys: number;
+    relayHistory?: number;
+    postgresBin?: string;
+  }>();
   const run = (section: (typeof SECTIONS)[number]) => options.sections.includes(section);
   const processes = options.processes ?? (options.quick ? [1, 4] : [1, 2, 4]);
   const settings: Settings = {
@@ -626,6 +672,9 @@ async function main(): Promise<void> {
     stores: options.stores,
     postgresUrl: options.postgres,
     postgresServer: null,
+    relayKeys: options.relayKeys,
+    relayHistory: options.relayHistory ?? (options.quick ? 10_000 : 100_000),
+    privatePostgres: null,
   };
   for (const section of ["payments", "keys"] as const) {
     const own = section === "payments" ? settings.paymentsProcesses : settings.keysProcesses;
@@ -642,8 +691,15 @@ async function main(): Promise<void> {
       settings.stores = settings.stores.filter((s) => s !== "postgres");
     }
   }
+  if (settings.stores.includes(PRIVATE_STORE) && !run("relay")) {
+    if (program.getOptionValueSource("stores") === "cli")
+      process.stderr.write(`bench: ${PRIVATE_STORE} is measured in the relay section only, which --sections leaves out; leaving it out\n`);
+    settings.stores = settings.stores.filter((s) => s !== PRIVATE_STORE);
+  }
+  /** The stores of every section but the relay's: the private cluster serves the relay section alone. */
+  const stores = settings.stores.filter((s) => s !== PRIVATE_STORE);
   const configs: Config[] = [];
-  for (const store of settings.stores) {
+  for (const store of stores) {
     for (const processes of settings.processes) {
       const payments = run("payments") && settings.paymentsProcesses.includes(processes);
       if (run("throughput")) {
@@ -704,7 +760,7 @@ async function main(): Promise<void> {
   // One run per store (the percentiles come from thousands of samples).
   const latencyRows: string[] = ["| store | worker | rate /s | messages | p50 ms | p95 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|---|"];
   const latency: Record<string, Record<string, unknown>> = {};
-  for (const store of run("latency") ? settings.stores : []) {
+  for (const store of run("latency") ? stores : []) {
     const rate = 500;
     const seconds = options.quick ? 2 : 10;
     latency[store] = {};
@@ -935,7 +991,7 @@ async function main(): Promise<void> {
     v.many ? "enqueueMany" : v.perTransaction === 1 ? "enqueue" : `enqueue × ${v.perTransaction}`;
   const enqueueSamples = new Map<string, number[]>();
   for (let rep = 1; rep <= (run("enqueue") ? settings.reps : 0); rep += 1) {
-    for (const store of settings.stores) {
+    for (const store of stores) {
       for (const variant of enqueueVariants) {
         const prepared = await prepareEmpty(store, settings);
         try {
@@ -960,7 +1016,7 @@ async function main(): Promise<void> {
     "| store | messages per transaction | call | messages | messages/s median (min–max) | ÷ 1 per transaction |",
     "|---|---|---|---|---|---|",
   ];
-  for (const store of run("enqueue") ? settings.stores : []) {
+  for (const store of run("enqueue") ? stores : []) {
     enqueue[store] = enqueueVariants.map((v) => ({ ...v, rate: spread(enqueueSamples.get(`${store} ${enqueueCall(v)}`) ?? []) }));
     const single = enqueue[store]?.[0]?.rate.median ?? 0;
     for (const v of enqueue[store] ?? [])
@@ -991,7 +1047,7 @@ async function main(): Promise<void> {
     { history: 10_000, keys: true },
     { history: big, keys: true },
   ];
-  for (const store of run("scale") ? settings.stores.filter((s) => s !== "sqlite-FULL") : []) {
+  for (const store of run("scale") ? stores.filter((s) => s !== "sqlite-FULL") : []) {
     const prepared = await Promise.all(variants.map(() => prepareEmpty(store, settings)));
     let results: Spread[];
     try {
@@ -1061,27 +1117,74 @@ async function main(): Promise<void> {
       if (await tcpReachable(port)) brokers.push(broker);
       else process.stderr.write(`bench: ${broker} is unreachable on 127.0.0.1:${port}; leaving it out of the relay section\n`);
     }
-    const stores = settings.stores.filter((s) => s !== "sqlite-FULL");
-    const result = await relayBench({
-      stores,
-      brokers: RELAY_BROKERS.filter((b) => brokers.includes(b)),
-      messages: settings.messages,
-      reps: settings.reps,
-      latencySeconds: options.quick ? 2 : 10,
-      prepare: async (store) => ({ ...(await prepareEmpty(store, settings)), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL" }),
-    });
-    relay = result.data;
-    lines.push(
-      ...(lines.length > 0 ? [""] : []),
-      `Relay, outbox → broker (256 in flight; the naive relay awaits each acknowledgement; the bare loop publishes with no database):`,
-      "",
-      ...result.table,
-      "",
-      "Relay latency, enqueue → broker acknowledgement, relay running (wake-up on):",
-      "",
-      ...result.latencyTable,
-    );
-    process.stdout.write(`\n${result.table.join("\n")}\n\n${result.latencyTable.join("\n")}\n`);
+    let relayStores = settings.stores.filter((s) => s !== "sqlite-FULL");
+    const sharedPostmaster = relayStores.includes("postgres") ? await locatePostmaster(settings.postgresUrl) : null;
+    let privatePostgres: PrivatePostgres | null = null;
+    if (relayStores.includes(PRIVATE_STORE)) {
+      try {
+        privatePostgres = await startPrivatePostgres(postgresBinaries(options.postgresBin, sharedPostmaster));
+        settings.privatePostgres = {
+          url: privatePostgres.url,
+          bin: privatePostgres.bin,
+          startSeconds: privatePostgres.startSeconds,
+          settings: await postgresServer(privatePostgres.url),
+        };
+        process.stdout.write(`${PRIVATE_STORE}: ${JSON.stringify(settings.privatePostgres)}\n`);
+      } catch (error) {
+        privatePostgres?.stop();
+        process.stderr.write(
+          `bench: the private PostgreSQL cluster did not start (${error instanceof Error ? error.message : String(error)}); leaving ${PRIVATE_STORE} out of the relay section\n`,
+        );
+        relayStores = relayStores.filter((s) => s !== PRIVATE_STORE);
+      }
+    }
+    if (relayStores.length === 0) process.stderr.write("bench: no store is left for the relay section; leaving it out\n");
+    else
+      try {
+        const postmasters = new Map<string, number | null>([
+          ["postgres", sharedPostmaster],
+          [PRIVATE_STORE, privatePostgres === null ? null : await locatePostmaster(privatePostgres.url)],
+        ]);
+        for (const store of relayStores) {
+          if (postmasters.has(store) && postmasters.get(store) === null)
+            process.stderr.write(`bench: the ${store} server does not run on this machine (or not in this PID namespace); its CPU is not measured\n`);
+        }
+        const result = await relayBench({
+          stores: relayStores,
+          brokers: RELAY_BROKERS.filter((b) => brokers.includes(b)),
+          messages: settings.messages,
+          reps: settings.reps,
+          latencySeconds: options.quick ? 2 : 10,
+          keys: settings.relayKeys,
+          history: settings.relayHistory,
+          prepare: async (store) => ({ ...(await prepareEmpty(store, settings)), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL" }),
+          postmaster: (store) => postmasters.get(store) ?? null,
+        });
+        relay = result.data;
+        const servers = [
+          ...(relayStores.includes("postgres") ? [`postgres (the shared server, ${settings.postgresUrl}): ${JSON.stringify(settings.postgresServer)}`] : []),
+          ...(settings.privatePostgres && relayStores.includes(PRIVATE_STORE)
+            ? [
+                `${PRIVATE_STORE} (a private cluster the bench started for this section and removed after it: PostgreSQL's defaults and ${JSON.stringify(PRIVATE_SETTINGS)}): ${JSON.stringify(settings.privatePostgres.settings)}`,
+              ]
+            : []),
+        ];
+        const heading = [
+          `Relay, outbox → broker: ${settings.messages} messages per run (the naive relay at most 2,000), median (min–max) of ${settings.reps} repetitions, interleaved. 256 in flight; the keyed rows spread their messages round-robin over ${settings.relayKeys} ordering keys (--relay-keys)${settings.relayHistory > 0 ? `; the history rows have ${settings.relayHistory.toLocaleString("en")} processed messages in the table first (--relay-history; preloaded untimed through enqueueMany, claim and completeMany, over ${HISTORY_KEYS.toLocaleString("en")} keys), as is and, on PostgreSQL, after ANALYZE of the table` : ""}; the naive relay awaits each acknowledgement; the bare loop publishes with no database. CPU µs per message over the timed part, medians, per component: the relay (this process; SQLite runs in it), the broker's processes, the PostgreSQL server's processes, the whole machine, and the machine minus those.`,
+          ...servers.map((line) => `PostgreSQL ${line}`),
+        ];
+        lines.push(...(lines.length > 0 ? [""] : []), ...heading, "", ...result.table);
+        process.stdout.write(`\n${heading.join("\n")}\n\n${result.table.join("\n")}\n`);
+        if (result.historyTable.length > 0) {
+          const note = `The keyed relay (${settings.relayKeys} keys) with ${settings.relayHistory.toLocaleString("en")} processed messages in the table, against the same relay on a fresh table (it should stay flat as the table grows):`;
+          lines.push("", note, "", ...result.historyTable);
+          process.stdout.write(`\n${note}\n\n${result.historyTable.join("\n")}\n`);
+        }
+        lines.push("", "Relay latency, enqueue → broker acknowledgement, relay running (wake-up on):", "", ...result.latencyTable);
+        process.stdout.write(`\n${result.latencyTable.join("\n")}\n`);
+      } finally {
+        privatePostgres?.stop();
+      }
   }
 
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);

@@ -7,8 +7,11 @@
 // Limits: the whole server, so any other client's work in the same window counts too; ticks of
 // USER_HZ (10 ms) per process, and the user/system split is the kernel's sampled estimate; only a
 // server on this machine, in this PID namespace (elsewhere: null, and the tables show "–").
+//
+// Also any process's CPU time by name (processesNamed, listeningOn, processTicks): the brokers of
+// the relay section, which the bench does not start.
 
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import pg from "pg";
 
 export interface CpuTime {
@@ -109,4 +112,86 @@ export async function settleBackends(postmaster: number, before: readonly number
   while (Date.now() < deadline && childrenOf(postmaster).pids.some((pid) => ending.has(pid))) {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/**
+ * The PIDs of the processes whose name (comm) is `name`, e.g. "nats-server" or "beam.smp" (the
+ * brokers of the relay section): found by name, since the bench does not start them. Empty off Linux.
+ */
+export function processesNamed(name: string): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  return entries.filter((entry) => /^\d+$/.test(entry) && stat(Number(entry))?.comm === name).map(Number);
+}
+
+/** The inodes of the TCP sockets listening on `port` (any address, IPv4 or IPv6), from /proc/net/tcp and tcp6. */
+function listeningInodes(port: number): Set<string> {
+  const inodes = new Set<string>();
+  for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode …; st 0A is LISTEN
+      const fields = line.trim().split(/\s+/);
+      const local = fields[1]?.split(":").at(-1);
+      if (local !== undefined && Number.parseInt(local, 16) === port && fields[3] === "0A" && fields[9] !== undefined) inodes.add(fields[9]);
+    }
+  }
+  return inodes;
+}
+
+/**
+ * Of `pids`, those that hold a socket listening on `port`: the broker the bench talks to, not
+ * another server of the same name (a test's own nats-server) nor a short-lived one (RabbitMQ's CLI
+ * tools run beam.smp too). All of `pids` when none can be told apart that way (descriptors not
+ * readable, or the port held by another process, as a container's proxy).
+ */
+export function listeningOn(pids: readonly number[], port: number): number[] {
+  const inodes = listeningInodes(port);
+  const holders = pids.filter((pid) => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+        try {
+          const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+          return link.startsWith("socket:[") && inodes.has(link.slice(8, -1));
+        } catch {
+          return false;
+        }
+      });
+    } catch {
+      return false;
+    }
+  });
+  return holders.length > 0 ? holders : [...pids];
+}
+
+/** Each process's CPU ticks so far (user + system, every thread), from /proc/<pid>/stat; a process gone is left out. */
+export function processTicks(pids: readonly number[]): Map<number, number> {
+  const ticks = new Map<number, number>();
+  for (const pid of pids) {
+    const s = stat(pid);
+    if (s !== null) ticks.set(pid, s.utime + s.stime);
+  }
+  return ticks;
+}
+
+/** The CPU µs between two readings of processTicks, over the processes in both; null when none is. Ticks of USER_HZ (10 ms) each. */
+export function ticksBetweenUs(before: ReadonlyMap<number, number>, after: ReadonlyMap<number, number>): number | null {
+  let ticks = 0;
+  let found = false;
+  for (const [pid, then] of before) {
+    const now = after.get(pid);
+    if (now === undefined) continue;
+    found = true;
+    ticks += now - then;
+  }
+  return found ? ticks * TICK_US : null;
 }
