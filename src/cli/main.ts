@@ -10,6 +10,7 @@ import { WassalError } from "../outbox/errors.js";
 import { EXIT } from "./exit-codes.js";
 import { chaosCommand } from "./chaos-command.js";
 import { dashboardCommand } from "./dashboard-command.js";
+import { inboxCommand } from "./inbox-command.js";
 import { labCommand } from "./lab-command.js";
 import { outboxCommand } from "./outbox-command.js";
 import { paymentsCommand } from "./payments-command.js";
@@ -47,6 +48,7 @@ function program(): Command {
     .addCommand(withErrors(relayCommand()))
     .addCommand(withErrors(paymentsCommand()))
     .addCommand(withErrors(outboxCommand()))
+    .addCommand(withErrors(inboxCommand()))
     .addCommand(withErrors(dashboardCommand()))
     .addCommand(withErrors(chaosCommand()));
 }

@@ -230,6 +230,9 @@ describe("--help", () => {
     ["outbox", "dead"],
     ["outbox", "redrive"],
     ["outbox", "purge"],
+    ["inbox"],
+    ["inbox", "blocked-keys"],
+    ["inbox", "unblock"],
   ];
 
   it("every command and sub-command prints its usage and exits 0", async () => {
@@ -261,7 +264,8 @@ describe("--help", () => {
     }
     for (const sub of ["create", "seed", "list"]) expect(help("payments")).toContain(sub);
     for (const sub of ["stats", "dead", "redrive", "purge"]) expect(help("outbox")).toContain(sub);
-    for (const sub of ["lab", "worker", "payments", "outbox"]) expect(help("")).toContain(sub);
+    for (const sub of ["lab", "worker", "payments", "outbox", "inbox"]) expect(help("")).toContain(sub);
+    for (const option of ["--source", "--older-than", "--json"]) expect(help("inbox blocked-keys")).toContain(option);
     expect(help("outbox redrive")).toContain("--all");
     expect(help("outbox purge")).toContain("--processed-before");
     expect(help("outbox purge")).toContain("--batch-size");
