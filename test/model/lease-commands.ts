@@ -306,6 +306,10 @@ function claimed(w: World, r: Real, owner: string, lease: Lease): void {
     if (earlier.length > 0)
       throw new Error(`invariant: #${lease.messageId} of key ${mine} claimed while earlier #${earlier.map((m) => m.id).join(", #")} unfinished`);
   }
+  // Its number in its key's order, as the model numbers a key's holders.
+  const expectedSeq = w.spec.messages.get(lease.messageId)?.keySeq ?? null;
+  if (lease.message.keySeq !== expectedSeq)
+    throw new Error(`invariant: #${lease.messageId} of key ${mine} claimed as number ${lease.message.keySeq} of its key, the model says ${expectedSeq}`);
   w.workers.get(owner)!.push(lease);
   w.handedOut.set(lease, w.handedOut.size);
   tally(r, lease.reclaimedFrom === null ? "lease:fresh" : lease.reclaimedFrom === owner ? "lease:reclaimed-own" : "lease:reclaimed-other");

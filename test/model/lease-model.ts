@@ -28,6 +28,12 @@ export interface ModelMessage {
   readonly key: string | null;
   /** Its place in its key's queue (always "holder" without a key); "skipped" once it left the queue dead. */
   keyState: KeyState;
+  /**
+   * Its number in its key's order, given when it becomes the key's holder: the key's next number,
+   * which a completion moves on by one and a skip leaves (the skipped number was never used). Null
+   * while it waits, and without a key.
+   */
+  keySeq: number | null;
   status: Status;
   /** Who holds or last held the lease (kept on processed and dead rows). */
   lockedBy: string | null;
@@ -108,6 +114,8 @@ export class LeaseModel {
   readonly audit: ModelAuditEntry[] = [];
   /** Committed business rows per message id. */
   readonly businessRows = new Map<string, number>();
+  /** Each key's next number: the one its next holder takes (1 for a key never seen). */
+  readonly #nextSeq = new Map<string, number>();
 
   constructor(public now: number) {}
 
@@ -116,10 +124,12 @@ export class LeaseModel {
   }
 
   enqueue(id: string, availableAt: number, key: string | null = null): void {
+    const waits = key !== null && this.#queued(key).length > 0;
     this.messages.set(id, {
       id,
       key,
-      keyState: key !== null && this.#queued(key).length > 0 ? "waiting" : "holder",
+      keyState: waits ? "waiting" : "holder",
+      keySeq: key === null || waits ? null : this.#seqOf(key),
       status: "pending",
       lockedBy: null,
       token: 0,
@@ -129,6 +139,10 @@ export class LeaseModel {
       lastError: null,
       processedAt: null,
     });
+  }
+
+  #seqOf(key: string): number {
+    return this.#nextSeq.get(key) ?? 1;
   }
 
   /** The messages in a key's queue, in id order: unfinished (or dead and not skipped), holder or waiting. */
@@ -142,7 +156,10 @@ export class LeaseModel {
     const queue = this.#queued(key);
     if (queue.some((m) => m.keyState === "holder")) return;
     const next = queue.find((m) => m.keyState === "waiting");
-    if (next !== undefined) next.keyState = "holder";
+    if (next !== undefined) {
+      next.keyState = "holder";
+      next.keySeq = this.#seqOf(key);
+    }
   }
 
   /** Whether m waits in its key's queue behind the holder. */
@@ -239,6 +256,7 @@ export class LeaseModel {
     m.lastError = null;
     this.businessRows.set(m.id, (this.businessRows.get(m.id) ?? 0) + 1);
     this.#auditResult(lease, "complete");
+    if (m.key !== null) this.#nextSeq.set(m.key, (m.keySeq ?? this.#seqOf(m.key)) + 1);
     this.#handOn(m.key);
     return { outcome: "completed", processedAt: this.now };
   }
@@ -330,7 +348,11 @@ export class LeaseModel {
       m.attempts = 0;
       m.lockedBy = null;
       m.lockedUntil = null;
-      m.keyState = states.get(m.id) ?? m.keyState;
+      const rejoins = states.get(m.id);
+      if (rejoins !== undefined) {
+        m.keyState = rejoins;
+        m.keySeq = rejoins === "holder" ? this.#seqOf(m.key!) : null;
+      }
     }
     return moved.map((m) => m.id);
   }
