@@ -101,6 +101,24 @@ const CLAIMS_BEFORE_LITERAL = 5;
  */
 const LARGE_CLAIM = 100;
 
+/**
+ * Kept plans are made again once the outbox table has grown by this factor since they were made,
+ * and is at least PLAN_MIN_BYTES. A prepared statement keeps the plan PostgreSQL made when it first
+ * kept one, on the table as it was then, and makes a new one only when the table's statistics
+ * change (ANALYZE; never, on a server with autovacuum off): a plan made on a new, small table (a
+ * sequential scan, a hash join) goes on reading the whole table as it grows. The prepared bulk
+ * completion kept from an empty table read 102,994 rows per group behind 103,000 messages (issue
+ * 36). A factor bounds what such a plan can cost against the one PostgreSQL would make now. New
+ * statement names (a new plan generation) make PostgreSQL plan them afresh on every connection,
+ * five custom plans and then a kept one; the old ones stay prepared until their connection closes
+ * (one per generation: about ten to reach 1 GiB). The hand-on function's own plans are pinned
+ * instead (wassal_hand_on in outbox-sql.ts).
+ */
+const PLAN_GROWTH = 4;
+const PLAN_MIN_BYTES = 1024 * 1024;
+/** How often a store that claims looks at the table's size: one short query (pg_relation_size) at most this often. */
+const PLAN_CHECK_MS = 1000;
+
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
 function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
   const read = {
@@ -213,6 +231,13 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   readonly #Client: OpenedPool["Client"];
   readonly #applicationName: string;
   #closed = false;
+  /** Statement names of this plan generation, by their first generation's name; see PLAN_GROWTH. */
+  readonly #generationNames = new Map<string, { readonly name: string; readonly text: string }>();
+  #generation = 0;
+  /** The table's size when this generation began (undefined until first looked at). */
+  #generationBytes: number | undefined;
+  #sizeCheckedAt = Number.NEGATIVE_INFINITY;
+  #sizeChecking = false;
 
   constructor(opened: OpenedPool, options: { readonly schema: string; readonly clock: Clock | undefined; readonly applicationName: string }) {
     this.pool = opened.pool;
@@ -232,6 +257,46 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       enqueueMany: namedStatement(this.#sql.enqueueMany),
       lockKeys: namedStatement(this.#sql.lockKeys),
     };
+  }
+
+  /** `statement` under its name in the current plan generation (the first keeps the name). */
+  #named(statement: { readonly name: string; readonly text: string }): { readonly name: string; readonly text: string } {
+    if (this.#generation === 0) return statement;
+    let named = this.#generationNames.get(statement.name);
+    if (named === undefined) {
+      named = { name: `${statement.name}_g${this.#generation}`, text: statement.text };
+      this.#generationNames.set(statement.name, named);
+    }
+    return named;
+  }
+
+  /**
+   * The table's size, at most once per PLAN_CHECK_MS (the claim that comes due waits for it: one
+   * short query a second), and a new plan generation when the table has grown PLAN_GROWTH times
+   * (and to PLAN_MIN_BYTES) since this one began. A table that shrank (VACUUM FULL) only moves the
+   * mark down. The time is the injected clock's, when there is one.
+   */
+  async #checkTableGrowth(): Promise<void> {
+    const now = this.#clock?.now().getTime() ?? performance.now();
+    if (this.#sizeChecking || now - this.#sizeCheckedAt < PLAN_CHECK_MS) return;
+    this.#sizeChecking = true;
+    this.#sizeCheckedAt = now;
+    try {
+      const { rows } = await this.pool.query<{ bytes: number }>(this.#sql.tableBytes, [`${this.schema}.outbox_messages`]);
+      const bytes = rows[0]?.bytes ?? 0;
+      const since = this.#generationBytes;
+      if (since === undefined || bytes < since / PLAN_GROWTH) {
+        this.#generationBytes = bytes;
+      } else if (bytes >= Math.max(since * PLAN_GROWTH, PLAN_MIN_BYTES)) {
+        this.#generation += 1;
+        this.#generationNames.clear();
+        this.#generationBytes = bytes;
+      }
+    } catch {
+      // looked at again at the next claim after PLAN_CHECK_MS; the claim itself reports a dead connection
+    } finally {
+      this.#sizeChecking = false;
+    }
   }
 
   /** The injected clock's time, or null: the SQL then uses the database's clock. */
@@ -292,7 +357,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async enqueue(params: EnqueueParams<PostgresTx>): Promise<OutboxMessage> {
     // A keyed message takes its key's turn first (see lockKeys): whether it waits is decided after.
     if (params.key !== null) await this.#lockKeys(params.tx, [params.key]);
-    const { rows } = await params.tx.query<MessageRow>({ ...this.#hot.enqueue, values: this.#enqueueValues(params) });
+    const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueue), values: this.#enqueueValues(params) });
     return message(rows[0] as MessageRow);
   }
 
@@ -336,7 +401,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     // The keys' turns first, all of them, sorted (see lockKeys); then whether each waits is decided.
     const keys = keysOf(params.messages);
     if (keys.length > 0) await this.#lockKeys(params.tx, keys);
-    const { rows } = await params.tx.query<MessageRow>({ ...this.#hot.enqueueMany, values: [this.#now(), listParameter(params.messages)] });
+    const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueueMany), values: [this.#now(), listParameter(params.messages)] });
     return rows.sort(byId).map(message);
   }
 
@@ -373,6 +438,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }): Promise<{ at: Date; leases: Lease[] }> {
     const { owner, limit, leaseMs, audit, types } = params;
     const values = [this.#now(), limit, owner, leaseMs, audit];
+    await this.#checkTableGrowth();
     const statement = this.#claimStatement(limit, types !== null);
     const { rows } = await this.pool.query<PgClaimedRow>({ ...statement, values: types === null ? values : [...values, types] });
     // RETURNING has no order: put the leases back in the order they became due (as claimed).
@@ -394,8 +460,8 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     if (limit > LARGE_CLAIM) return { text: ofTypes ? this.#sql.claimLargeOfTypes : this.#sql.claimLarge };
     const key = `${ofTypes ? "types" : "all"}:${limit}`;
     const known = this.#literalClaims.get(key);
-    if (known !== undefined) return known;
-    const bound = ofTypes ? this.#hot.claimOfTypes : this.#hot.claim;
+    if (known !== undefined) return this.#named(known);
+    const bound = this.#named(ofTypes ? this.#hot.claimOfTypes : this.#hot.claim);
     if (this.#literalClaims.size >= LITERAL_CLAIM_LIMITS) return bound;
     const seen = (this.#claimsByLimit.get(key) ?? 0) + 1;
     if (seen < CLAIMS_BEFORE_LITERAL) {
@@ -405,7 +471,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     this.#claimsByLimit.delete(key);
     const statement = namedStatement(this.#sql.claimOfLimit(limit, ofTypes));
     this.#literalClaims.set(key, statement);
-    return statement;
+    return this.#named(statement);
   }
 
   async claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<{ at: Date; result: ClaimMessageResult }> {
@@ -452,7 +518,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }): Promise<{ at: Date; completed: LeaseSet }> {
     const { leases } = params;
     const query = {
-      ...(params.handOnKeys ? this.#hot.completeBulkHandOn : this.#hot.completeBulk),
+      ...this.#named(params.handOnKeys ? this.#hot.completeBulkHandOn : this.#hot.completeBulk),
       values: [this.#now(), ...bulkArrays(leases), params.audit],
     };
     const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number }>(query);
@@ -510,7 +576,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
    * committed while it waited, which FIFO per key relies on: any other level is refused here.
    */
   async #lockKeys(tx: PostgresTx, keys: readonly string[]): Promise<void> {
-    checkKeyIsolation((await tx.query<{ isolation: string }>({ ...this.#hot.lockKeys, values: [keys] })).rows[0]?.isolation);
+    checkKeyIsolation((await tx.query<{ isolation: string }>({ ...this.#named(this.#hot.lockKeys), values: [keys] })).rows[0]?.isolation);
   }
 
   async rollbackSavepoint(params: { tx: PostgresTx }): Promise<void> {

@@ -142,6 +142,13 @@ CREATE INDEX outbox_audit_message ON outbox_audit (message_id, id);
 -- outbox_keys remembers the next number of a key whose queue emptied (rememberKeySeq), for the
 -- key's next enqueue.
 ALTER TABLE outbox_messages ADD COLUMN key_seq INTEGER;
+-- The key index gains key_state, so that "has the key a holder" (handOn's NOT EXISTS) is the range
+-- (key, 0) and "who is next" the first entry of (key, 1): on (ordering_key, id) the first read the
+-- key's whole backlog, a row per entry, after every completion (5,089 VM steps for a backlog of 999
+-- against 136 now; issue 36).
+DROP INDEX outbox_messages_key;
+CREATE INDEX outbox_messages_key ON outbox_messages (ordering_key, key_state, id)
+  WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
 CREATE TABLE outbox_keys (
   ordering_key TEXT    PRIMARY KEY,
   next_seq     INTEGER NOT NULL CHECK (next_seq >= 1)
@@ -264,6 +271,8 @@ export const SQL = {
   dataVersion: `PRAGMA data_version`,
 
   // installed: (none) isInstalled lists the file's tables (open-database's listTables)
+
+  // tableBytes: (none) SQLite keeps no plan between statements' runs that a growing table could outdate
 
   /** Candidates, oldest due first; read inside the claim's BEGIN IMMEDIATE, so nobody else can take them. */
   claimCandidates: `SELECT id, status, locked_by, locked_until FROM outbox_messages
