@@ -1,8 +1,9 @@
-// The processes of a chaos run (workers, relays): each slot runs one `wassal` process at a time,
-// which reports "ready" over IPC once it is claiming. A process that dies is started again; the
-// run SIGKILLs one (and starts its replacement) or SIGSTOPs one past its lease and lets it go on,
-// but only a process that has been ready for a lease at least, so that a slow start on a busy
-// machine does not turn the run into a measure of start-up time.
+// The processes of a chaos run (workers, relays, consumers): each slot runs one process at a time,
+// which reports "ready" over IPC once it is claiming (or consuming); what else it sends there goes
+// to `onMessage`. A process that dies is started again; the run SIGKILLs one (and starts its
+// replacement) or SIGSTOPs one past its lease and lets it go on, but only a process that has been
+// ready for a lease at least, so that a slow start on a busy machine does not turn the run into a
+// measure of start-up time.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -30,8 +31,19 @@ export interface ProcessPoolOptions {
   readonly size: number;
   /** The log files' folder: each process writes <name>.log there. */
   readonly workDir: string;
+  /**
+   * The lease (for consumers: the ack wait): a process is faulted only once it has been ready this
+   * long, and a pause lasts 1.5 times it.
+   */
   readonly leaseMs: number;
   readonly random: () => number;
+  /**
+   * After a pause, fault the process again only once it has run a lease since its SIGCONT. Without
+   * it, a pause every 1.5 leases or less can keep a lone process stopped nearly all the time.
+   */
+  readonly restAfterPause?: boolean;
+  /** What a process sends on its IPC channel other than "ready", with its slot and start number. */
+  onMessage?(message: unknown, index: number, generation: number): void;
   /** The process's name and its arguments (after node), for slot `index`, start number `generation`. */
   command(index: number, generation: number): { readonly name: string; readonly args: readonly string[] };
 }
@@ -46,6 +58,7 @@ export class ProcessPool {
   /** The log files the processes wrote to. */
   readonly #logs = new Set<string>();
   #stopping = false;
+  #stopped: Promise<void> | undefined;
 
   constructor(options: ProcessPoolOptions) {
     this.#options = options;
@@ -66,8 +79,13 @@ export class ProcessPool {
     slot.process = child;
     slot.paused = false;
     slot.readyAt = undefined;
+    const generation = slot.generation;
     child.on("message", (message) => {
-      if (message === "ready" && slot.process === child) slot.readyAt = performance.now();
+      if (message === "ready") {
+        if (slot.process === child) slot.readyAt = performance.now();
+      } else {
+        this.#options.onMessage?.(message, slot.index, generation);
+      }
     });
     child.on("exit", () => {
       if (slot.process !== child) return; // killed by us: the killer restarts it
@@ -122,6 +140,7 @@ export class ProcessPool {
       () => {
         child.kill("SIGCONT");
         slot.paused = false;
+        if (this.#options.restAfterPause && slot.process === child && slot.readyAt !== undefined) slot.readyAt = performance.now();
       },
       Math.round(this.#options.leaseMs * 1.5),
     );
@@ -137,16 +156,25 @@ export class ProcessPool {
     return count;
   }
 
-  /** Stops every process gracefully (SIGCONT, SIGTERM; SIGKILL after 10 s), and starts no more. */
-  async stop(): Promise<void> {
+  /**
+   * Stops every process gracefully (SIGCONT, SIGTERM; SIGKILL after 10 s), and starts no more.
+   * Resolves once each has exited and its IPC channel closed (what it sent last has arrived).
+   * Calling it again waits for the same stop.
+   */
+  stop(): Promise<void> {
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  async #stop(): Promise<void> {
     this.#stopping = true;
-    const running = this.#slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null);
+    const running = this.#slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null && p.signalCode === null);
     await Promise.all(
       running.map(
         (child) =>
           new Promise<void>((resolve) => {
             const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-            child.once("exit", () => {
+            child.once("close", () => {
               clearTimeout(timer);
               resolve();
             });
