@@ -173,7 +173,22 @@ async function redisBroker(dir: string, runId: string): Promise<ChaosBroker> {
     async start() {
       // Every write is in the append-only file, synced before the reply, and nothing else is kept:
       // a stop and start loses nothing (the entries, the group, its pending entries, the markers).
-      const args = ["--bind", "127.0.0.1", "--port", String(port), "--dir", dir, "--appendonly", "yes", "--appendfsync", "always", "--save", ""];
+      const args = [
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--dir",
+        dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+        "--logfile",
+        join(dir, "redis.log"),
+      ];
       child = spawn("redis-server", args, { stdio: "ignore" });
       child.once("error", () => undefined);
       await waitForPort(port, true, "redis-server (it must be on the PATH)", 15_000);

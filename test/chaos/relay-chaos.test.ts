@@ -1,7 +1,8 @@
 // The end-to-end chaos run (`wassal chaos relay`) inside `npm test`: real `wassal relay` processes
-// killed and paused past their lease, a broker of the run's own (a NATS server on each store, a
-// RabbitMQ node on SQLite) stopped and started mid-run, and a consumer applying through the inbox.
-// And the judge that reads the result: shown each fault it must catch.
+// killed and paused past their lease, a broker of the run's own (a NATS server, a RabbitMQ node, a
+// Redis server) stopped and started mid-run, and consumer processes applying through the inbox,
+// themselves SIGKILLed (and restarted) and SIGSTOPped past the ack wait. And the judge that reads
+// the result: shown each fault it must catch.
 
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -20,6 +21,9 @@ const NATS = await requireService(
 
 // The same for RabbitMQ: the run starts a node of its own (about 8 s), and restarts only that one.
 const RABBIT = await requireService("RabbitMQ", "amqp://127.0.0.1:5672", "rabbitmq-server -detached");
+
+// And for Redis: the run starts a redis-server of its own, with an append-only file, and restarts it.
+const REDIS = await requireService("Redis", "redis://127.0.0.1:6379", 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no');
 
 beforeAll(requireBuiltCli);
 
@@ -121,60 +125,110 @@ describe("the relay chaos run's judge", () => {
 
 interface RelayChaosJson {
   passed: boolean;
-  figures: { kills: number; relayStarts: number; brokerRestarts: number; consumerApplied: number };
+  timedOut: boolean;
+  figures: {
+    enqueued: number;
+    kills: number;
+    relayStarts: number;
+    brokerRestarts: number;
+    consumerApplied: number;
+    consumers: number;
+    consumerStarts: number;
+    consumerKills: number;
+    consumerPauses: number;
+    seconds: number;
+  };
   rows: { name: string; observed: number; ok: boolean }[];
   examples: string[];
 }
 
-const ARGS = [
-  "--relays",
-  "2",
+/** 2 relays, 30 keys; the relays killed every 200 ms and paused past their 500 ms lease every 600 ms. */
+const RELAY_FAULTS = ["--relays", "2", "--keys", "30", "--seed", "3", "--lease-ms", "500", "--kill-every", "200", "--pause-every", "600"];
+
+/**
+ * With the consumer faulted too, the relays are faulted as the command's defaults do it: killed
+ * every 400 ms, paused past their 1 s lease every 1.5 s. The harsher cadence above starved the
+ * Redis run on a loaded machine (load 10 on 2 cores): a relay reports ready before its client has
+ * connected, and each new one spent most of its short life reconnecting, so that little was
+ * published in a minute.
+ */
+const GENTLER_RELAY_FAULTS = ["--lease-ms", "1000", "--kill-every", "400", "--pause-every", "1500"];
+
+/**
+ * NATS: the consumer killed every 2.5 s and paused for 3 s (1.5 ack waits of 2 s) every 3.5 s. A
+ * consumer is faulted only once it has been ready for an ack wait (after a pause, running again
+ * that long), so over the 12 s of enqueueing it is killed (about 2.5 s in) and paused (about 7 s
+ * in) at least once each, even when a restart is slow. The ack wait is longer than a restart, so
+ * messages the killed consumer held are redelivered only after its successor took later ones.
+ */
+const NATS_CONSUMER_FAULTS = [
   "--messages",
-  "600",
+  "1200",
   "--rate",
-  "300",
-  "--keys",
-  "20",
-  "--lease-ms",
-  "500",
-  "--kill-every",
-  "200",
-  "--pause-every",
-  "600",
-  "--seed",
-  "3",
+  "100",
+  "--ack-wait-ms",
+  "2000",
+  "--consumer-kill-every",
+  "2500",
+  "--consumer-pause-every",
+  "3500",
 ];
 
 /**
- * How long one run may take. Quiet, the RabbitMQ run takes about 30 s (its node starts twice, about
- * 8 s each); on a loaded machine it was seen past 60 s, so the runs get their own limit.
+ * RabbitMQ and Redis Streams have no ack wait (a dead consumer's messages come back when its
+ * connection closes, or to its successor of the same name), so a shorter one only spaces the
+ * faults: killed every 1.5 s, paused for 1.5 s every 2.5 s, each at least once over 8 s.
+ */
+const CONSUMER_FAULTS = ["--messages", "800", "--rate", "100", "--ack-wait-ms", "1000", "--consumer-kill-every", "1500", "--consumer-pause-every", "2500"];
+
+/**
+ * How long one run may take. Quiet, the RabbitMQ run takes about 35 s (its node starts twice, about
+ * 8 s each); on a loaded machine it was seen past 70 s, so the runs get their own limit.
  */
 const RUN_MS = 150_000;
 
-async function runRelayChaos(extra: readonly string[]): Promise<RelayChaosJson> {
-  const run = await runCli(["chaos", "relay", "--json", ...ARGS, ...extra], { cwd: ROOT, timeoutMs: RUN_MS - 10_000 });
+async function relayChaos(args: readonly string[]): Promise<RelayChaosJson> {
+  const run = await runCli(["chaos", "relay", "--json", ...RELAY_FAULTS, ...args], { cwd: ROOT, timeoutMs: RUN_MS - 10_000 });
   let result: RelayChaosJson;
   try {
     result = JSON.parse(run.stdout) as RelayChaosJson;
   } catch {
     throw new Error(`chaos relay printed no JSON (exit ${run.code}): ${run.stderr.slice(-2000)}`);
   }
-  expect(result.examples).toEqual([]);
+  // Every failed check with its count, and the examples, in one assertion: a failure shows them all.
+  expect({ failed: result.rows.filter((r) => !r.ok).map((r) => `${r.name}: ${r.observed}`), examples: result.examples, timedOut: result.timedOut }).toEqual({
+    failed: [],
+    examples: [],
+    timedOut: false,
+  });
   expect(result.passed).toBe(true);
   expect(run.code).toBe(0);
+  // Every message applied once (the effects counted in the consumer's database), none out of order.
+  expect(result.figures.consumerApplied).toBe(result.figures.enqueued);
+  for (const name of ["keys: effects committed out of enqueue order", "keys: pairs of effects in reverse enqueue order"])
+    expect(result.rows.find((r) => r.name === name)?.observed).toBe(0);
   // The faults happened: relays killed (and restarted), the broker stopped and started.
   expect(result.figures.kills).toBeGreaterThanOrEqual(1);
   expect(result.figures.relayStarts).toBe(2 + result.figures.kills);
   expect(result.figures.brokerRestarts).toBe(1);
-  expect(result.figures.consumerApplied).toBe(600);
   return result;
+}
+
+/** A run with the consumer faults: they happened, each kill with its restart. */
+async function relayChaosWithConsumerFaults(args: readonly string[]): Promise<void> {
+  const result = await relayChaos([...GENTLER_RELAY_FAULTS, ...args]);
+  expect(result.figures.consumerKills).toBeGreaterThanOrEqual(1);
+  expect(result.figures.consumerPauses).toBeGreaterThanOrEqual(1);
+  expect(result.figures.consumerStarts).toBe(result.figures.consumers + result.figures.consumerKills);
 }
 
 describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
   it(
     "sqlite: relays killed and paused, the broker restarted: every message one effect, in each key's order",
     async () => {
-      await runRelayChaos([]);
+      const result = await relayChaos(["--messages", "600", "--rate", "300"]);
+      expect(result.figures.consumerApplied).toBe(600);
+      expect(result.figures.consumerKills + result.figures.consumerPauses).toBe(0);
     },
     RUN_MS,
   );
@@ -182,7 +236,15 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
   it.skipIf(!PG)(
     "postgres: the same faults, the same result",
     async () => {
-      await runRelayChaos(["--store", TEST_DATABASE_URL]);
+      await relayChaos(["--messages", "600", "--rate", "300", "--store", TEST_DATABASE_URL]);
+    },
+    RUN_MS,
+  );
+
+  it(
+    "sqlite: the consumer killed (and restarted) and paused past the ack wait too: every message one effect, in each key's order",
+    async () => {
+      await relayChaosWithConsumerFaults(["--broker", "nats", ...NATS_CONSUMER_FAULTS]);
     },
     RUN_MS,
   );
@@ -190,9 +252,19 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
 
 describe.skipIf(!RABBIT)("wassal chaos relay --broker rabbitmq (short)", () => {
   it(
-    "sqlite: relays killed and paused, the run's own RabbitMQ node restarted: every message one effect, in each key's order",
+    "sqlite: relays and the consumer killed and paused, the run's own RabbitMQ node restarted: every message one effect, in each key's order",
     async () => {
-      await runRelayChaos(["--broker", "rabbitmq"]);
+      await relayChaosWithConsumerFaults(["--broker", "rabbitmq", ...CONSUMER_FAULTS]);
+    },
+    RUN_MS,
+  );
+});
+
+describe.skipIf(!REDIS)("wassal chaos relay --broker redis (short)", () => {
+  it(
+    "sqlite: relays and the consumer killed and paused, the run's own redis-server restarted: every message one effect, in each key's order",
+    async () => {
+      await relayChaosWithConsumerFaults(["--broker", "redis", ...CONSUMER_FAULTS]);
     },
     RUN_MS,
   );
