@@ -136,8 +136,12 @@ export interface RelayChaosFigures {
   readonly seconds: number;
 }
 
+/** The options a run was given (a PostgreSQL URL with its password hidden), to read or replay it. */
+export type RelayChaosSettings = Omit<RelayChaosOptions, "onProgress" | "keep" | "timeoutMs"> & { readonly timeoutMs: number };
+
 export interface RelayChaosResult {
   readonly passed: boolean;
+  readonly settings: RelayChaosSettings;
   readonly rows: readonly RelayChaosRow[];
   readonly figures: RelayChaosFigures;
   readonly location: string;
@@ -397,8 +401,10 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       consumerPauses: figures.consumerPauses,
       consumerTerminated: figures.consumerTerminated,
     });
+    const { onProgress: _progress, keep: _keep, ...given } = options;
     return {
       passed: rows.every((r) => r.ok) && !timedOut,
+      settings: { ...given, store: postgres ? redactUrl(options.store) : options.store, timeoutMs },
       rows,
       figures,
       location,

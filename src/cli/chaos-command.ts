@@ -241,6 +241,9 @@ export function chaosCommand(): Command {
             process.stdout.write(
               [
                 `relay chaos run on ${result.location}`,
+                `settings: ${Object.entries(result.settings)
+                  .map(([k, v]) => `${k}=${v}`)
+                  .join(" ")}`,
                 "",
                 textTable(["figure", "value"], relayChaosFigureRows(result.figures)),
                 "",
