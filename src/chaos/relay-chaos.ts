@@ -19,7 +19,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InvalidArgumentError } from "../outbox/errors.js";
+import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { dropSchema, isPostgresUrl, redactUrl } from "../stores/admin.js";
 import { RE_PUBLISHED } from "../runtime/relay-runner.js";
@@ -66,6 +66,16 @@ export interface RelayChaosOptions {
   readonly timeoutMs?: number;
   readonly keep: boolean;
   readonly onProgress?: (line: string) => void;
+  /** Aborted (SIGINT, SIGTERM): the run stops, removes what it started, and throws RelayChaosInterruptedError. */
+  readonly signal?: AbortSignal;
+}
+
+/** The run was aborted through its signal; it removed what it had started (unless --keep). */
+export class RelayChaosInterruptedError extends WassalError {
+  override name = "RelayChaosInterruptedError";
+  constructor(message: string) {
+    super("CHAOS_INTERRUPTED", message);
+  }
 }
 
 export const RELAY_CHAOS_DEFAULTS: Omit<RelayChaosOptions, "store"> = {
@@ -137,7 +147,7 @@ export interface RelayChaosFigures {
 }
 
 /** The options a run was given (a PostgreSQL URL with its password hidden), to read or replay it. */
-export type RelayChaosSettings = Omit<RelayChaosOptions, "onProgress" | "keep" | "timeoutMs"> & { readonly timeoutMs: number };
+export type RelayChaosSettings = Omit<RelayChaosOptions, "onProgress" | "keep" | "timeoutMs" | "signal"> & { readonly timeoutMs: number };
 
 export interface RelayChaosResult {
   readonly passed: boolean;
@@ -209,6 +219,12 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   const consumerDb = postgres ? options.store : join(workDir, "consumer.db");
   const location = postgres ? `${redactUrl(options.store)} (schemas ${producerSchema}, ${consumerSchema})` : workDir;
   let timedOut = false;
+  const stopIfAborted = () => {
+    if (options.signal?.aborted)
+      throw new RelayChaosInterruptedError(
+        `interrupted; the run's processes and broker were stopped${options.keep ? ` (kept: ${workDir})` : ", its temporary files and schemas removed"}`,
+      );
+  };
 
   // Everything the run starts is undone in the finally below, whatever fails: the processes, the
   // broker (and its folder), the databases' handles, the schemas and the folder (unless --keep).
@@ -224,6 +240,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     broker = await chaosBroker(options.broker, brokerDir, runId, options.ackWaitMs);
     progress(`starting the run's own ${options.broker} broker`);
     await broker.start();
+    stopIfAborted();
     await broker.prepare();
     producer = await openOutbox(producerDb, { ...(producerSchema ? { schema: producerSchema } : {}) });
     // Opened (and migrated) here before any consumer process opens it; the run reads the effects through it.
@@ -297,9 +314,12 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       if (ms > 0) timers.push(setInterval(action, ms));
     };
     const enqueuedIds: { id: string; key: string | null }[] = [];
+    stopIfAborted();
     await consumers.start(READY_WAIT_MS);
+    stopIfAborted();
     progress(`${options.consumers} consumer${options.consumers === 1 ? "" : "s"} ready after ${Math.round(performance.now() - started)} ms`);
     await relays.start(READY_WAIT_MS);
+    stopIfAborted();
     progress(`${options.relays} relays ready after ${Math.round(performance.now() - started)} ms`);
     const relayPool = relays;
     const consumerPool = consumers;
@@ -314,6 +334,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     for (let n = 0; n < options.messages; n += 1) {
       const wait = from + (n / options.rate) * 1000 - performance.now();
       if (wait > 0) await sleep(wait);
+      stopIfAborted();
       if (n === restartAt) {
         progress(`restarting the ${options.broker} broker`);
         await broker.stop();
@@ -338,6 +359,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     const deadline = performance.now() + timeoutMs;
     let lastReport = 0;
     for (;;) {
+      stopIfAborted();
       const counts = await producerStore.countByStatus().catch(() => undefined);
       const applied = await effectRows().catch(() => undefined);
       const published = counts !== undefined && counts.pending + counts.processing === 0;
@@ -401,7 +423,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       consumerPauses: figures.consumerPauses,
       consumerTerminated: figures.consumerTerminated,
     });
-    const { onProgress: _progress, keep: _keep, ...given } = options;
+    const { onProgress: _progress, keep: _keep, signal: _signal, ...given } = options;
     return {
       passed: rows.every((r) => r.ok) && !timedOut,
       settings: { ...given, store: postgres ? redactUrl(options.store) : options.store, timeoutMs },

@@ -8,6 +8,7 @@ import {
   type ChaosBrokerName,
   RELAY_CHAOS_DEFAULTS,
   RELAY_CHAOS_LIMITS,
+  RelayChaosInterruptedError,
   relayChaosFigureRows,
   renderRelayChaos,
   runRelayChaos,
@@ -216,26 +217,47 @@ export function chaosCommand(): Command {
           keep?: boolean;
           json?: boolean;
         }) => {
-          const result = await runRelayChaos({
-            store: o.store,
-            broker: o.broker,
-            relays: o.relays,
-            messages: o.messages,
-            rate: o.rate,
-            keys: o.keys,
-            seed: o.seed,
-            leaseMs: o.leaseMs,
-            killEveryMs: o.killEvery,
-            pauseEveryMs: o.pauseEvery,
-            brokerRestart: o.brokerRestart,
-            consumers: o.consumers,
-            consumerKillEveryMs: o.consumerKillEvery,
-            consumerPauseEveryMs: o.consumerPauseEvery,
-            ackWaitMs: o.ackWaitMs,
-            ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-            keep: o.keep ?? false,
-            ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
-          });
+          // The first SIGINT or SIGTERM stops the run, which removes what it started; a second exits at once.
+          const interrupt = new AbortController();
+          const onSignal = (signal: NodeJS.Signals) => {
+            if (interrupt.signal.aborted) process.exit(EXIT.interrupted);
+            process.stderr.write(`chaos: ${signal}: stopping the run and removing what it started (again to exit at once)\n`);
+            interrupt.abort();
+          };
+          process.on("SIGINT", onSignal);
+          process.on("SIGTERM", onSignal);
+          let result: Awaited<ReturnType<typeof runRelayChaos>>;
+          try {
+            result = await runRelayChaos({
+              signal: interrupt.signal,
+              store: o.store,
+              broker: o.broker,
+              relays: o.relays,
+              messages: o.messages,
+              rate: o.rate,
+              keys: o.keys,
+              seed: o.seed,
+              leaseMs: o.leaseMs,
+              killEveryMs: o.killEvery,
+              pauseEveryMs: o.pauseEvery,
+              brokerRestart: o.brokerRestart,
+              consumers: o.consumers,
+              consumerKillEveryMs: o.consumerKillEvery,
+              consumerPauseEveryMs: o.consumerPauseEvery,
+              ackWaitMs: o.ackWaitMs,
+              ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+              keep: o.keep ?? false,
+              ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
+            });
+          } catch (error) {
+            if (!(error instanceof RelayChaosInterruptedError)) throw error;
+            process.stderr.write(`wassal: ${error.message}\n`);
+            process.exitCode = EXIT.failed; // the run did not finish: nothing was judged
+            return;
+          } finally {
+            process.off("SIGINT", onSignal);
+            process.off("SIGTERM", onSignal);
+          }
           if (o.json) printJson(result);
           else
             process.stdout.write(
