@@ -25,6 +25,8 @@ interface Slot {
   paused: boolean;
   /** When the current process reported ready (performance.now()), or undefined while it starts. */
   readyAt: number | undefined;
+  /** When it was last woken from a pause (SIGCONT), if ever. */
+  resumedAt: number | undefined;
 }
 
 export interface ProcessPoolOptions {
@@ -38,8 +40,9 @@ export interface ProcessPoolOptions {
   readonly leaseMs: number;
   readonly random: () => number;
   /**
-   * After a pause, fault the process again only once it has run a lease since its SIGCONT. Without
-   * it, a pause every 1.5 leases or less can keep a lone process stopped nearly all the time.
+   * After a pause, pause the process again only once it has run a lease since its SIGCONT (it may
+   * be killed at once). Without it, a pause every 1.5 leases or less can keep a process stopped
+   * nearly all the time, with only moments of running in between.
    */
   readonly restAfterPause?: boolean;
   /** What a process sends on its IPC channel other than "ready", with its slot and start number. */
@@ -62,7 +65,14 @@ export class ProcessPool {
 
   constructor(options: ProcessPoolOptions) {
     this.#options = options;
-    this.#slots = Array.from({ length: options.size }, (_, index) => ({ index, generation: 0, process: undefined, paused: false, readyAt: undefined }));
+    this.#slots = Array.from({ length: options.size }, (_, index) => ({
+      index,
+      generation: 0,
+      process: undefined,
+      paused: false,
+      readyAt: undefined,
+      resumedAt: undefined,
+    }));
   }
 
   #start(slot: Slot): void {
@@ -79,6 +89,7 @@ export class ProcessPool {
     slot.process = child;
     slot.paused = false;
     slot.readyAt = undefined;
+    slot.resumedAt = undefined;
     const generation = slot.generation;
     child.on("message", (message) => {
       if (message === "ready") {
@@ -107,18 +118,28 @@ export class ProcessPool {
     }
   }
 
-  #live(): Slot[] {
-    return this.#slots.filter((s) => s.process !== undefined && !s.paused && s.readyAt !== undefined && performance.now() - s.readyAt >= this.#options.leaseMs);
+  /** Processes a fault may hit: running, ready for a lease, and (to be paused) rested after a pause. */
+  #live(forPause: boolean): Slot[] {
+    const now = performance.now();
+    const { leaseMs, restAfterPause } = this.#options;
+    return this.#slots.filter(
+      (s) =>
+        s.process !== undefined &&
+        !s.paused &&
+        s.readyAt !== undefined &&
+        now - s.readyAt >= leaseMs &&
+        !(forPause && restAfterPause && s.resumedAt !== undefined && now - s.resumedAt < leaseMs),
+    );
   }
 
-  #pick(): Slot | undefined {
-    const live = this.#live();
+  #pick(forPause: boolean): Slot | undefined {
+    const live = this.#live(forPause);
     return live[Math.floor(this.#options.random() * live.length)];
   }
 
   /** SIGKILLs a random live process and starts its replacement at once. */
   killOne(): void {
-    const slot = this.#pick();
+    const slot = this.#pick(false);
     if (!slot?.process) return;
     this.kills += 1;
     const victim = slot.process;
@@ -130,7 +151,7 @@ export class ProcessPool {
 
   /** SIGSTOPs a random live process for 1.5 leases, then SIGCONT: it wakes believing it still owns its leases. */
   pauseOne(): void {
-    const slot = this.#pick();
+    const slot = this.#pick(true);
     if (!slot?.process) return;
     this.pauses += 1;
     slot.paused = true;
@@ -140,7 +161,7 @@ export class ProcessPool {
       () => {
         child.kill("SIGCONT");
         slot.paused = false;
-        if (this.#options.restAfterPause && slot.process === child && slot.readyAt !== undefined) slot.readyAt = performance.now();
+        if (slot.process === child) slot.resumedAt = performance.now();
       },
       Math.round(this.#options.leaseMs * 1.5),
     );

@@ -58,8 +58,8 @@ export interface RelayChaosOptions {
   readonly consumerPauseEveryMs: number;
   /**
    * NATS: the durable consumer's ack wait (NatsConsumer's ackWaitMs). Every broker: a consumer
-   * process is faulted only once it has been ready (and, after a pause, running again) this long,
-   * and a pause lasts 1.5 times it.
+   * process is faulted only once it has been ready this long, paused again only once it has run
+   * this long since its last pause, and a pause lasts 1.5 times it.
    */
   readonly ackWaitMs: number;
   /** Give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message). */
@@ -277,6 +277,9 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       size: options.relays,
       workDir,
       leaseMs: options.leaseMs,
+      // Else a relay woken from a pause could be paused again at once, again and again: seen
+      // holding the producer's SQLite write lock so long that the app's enqueue gave up (30 s).
+      restAfterPause: true,
       random,
       command: (index, generation) => {
         const name = `chaos-${runId}-r${index}-g${generation}`;
@@ -325,8 +328,10 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     const consumerPool = consumers;
     every(options.killEveryMs, () => relayPool.killOne());
     every(options.pauseEveryMs, () => relayPool.pauseOne());
-    every(options.consumerKillEveryMs, () => consumerPool.killOne());
+    // The pause first: at a tick of both, a consumer that can be paused is paused, and one woken
+    // from a pause (not to be paused again yet) is killed; equal periods alternate the two.
     every(options.consumerPauseEveryMs, () => consumerPool.pauseOne());
+    every(options.consumerKillEveryMs, () => consumerPool.killOne());
 
     let brokerRestarts = 0;
     const from = performance.now();

@@ -178,7 +178,7 @@ export function chaosCommand(): Command {
       )
       .option(
         "--ack-wait-ms <ms>",
-        "NATS: how long the durable consumer waits for an ack before it redelivers; every broker: a consumer process is faulted only once it has been ready (after a pause: running again) this long",
+        "NATS: how long the durable consumer waits for an ack before it redelivers; every broker: a consumer process is faulted only once it has been ready this long, and paused again only once it has run this long since its last pause",
         integer(...l.ackWaitMs),
         r.ackWaitMs,
       )
@@ -192,8 +192,10 @@ export function chaosCommand(): Command {
           "Each consumer process (node dist/chaos/consumer-process.js) opens the consumer's database",
           'and consumes; it reports "ready" and its counters to the run over IPC. The run counts',
           "the effects in the consumer's database, so a killed consumer's lost counters change no",
-          "check. Faults hit only a relay ready for a lease, and a consumer ready (after a pause,",
-          "running again) for an ack wait.",
+          "check. Faults hit only a relay ready for a lease, and a consumer ready for an ack wait;",
+          "a process woken from a pause is paused again only after that long (it may be killed at",
+          "once). SIGINT or SIGTERM stops the run and removes what it started (exit 1); a second",
+          "one exits at once.",
         ].join("\n"),
       )
       .action(
