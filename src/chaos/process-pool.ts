@@ -1,8 +1,9 @@
-// The processes of a chaos run (workers, relays): each slot runs one `wassal` process at a time,
-// which reports "ready" over IPC once it is claiming. A process that dies is started again; the
-// run SIGKILLs one (and starts its replacement) or SIGSTOPs one past its lease and lets it go on,
-// but only a process that has been ready for a lease at least, so that a slow start on a busy
-// machine does not turn the run into a measure of start-up time.
+// The processes of a chaos run (workers, relays, consumers): each slot runs one process at a time,
+// which reports "ready" over IPC once it is claiming (or consuming); what else it sends there goes
+// to `onMessage`. A process that dies is started again; the run SIGKILLs one (and starts its
+// replacement) or SIGSTOPs one past its lease and lets it go on, but only a process that has been
+// ready for a lease at least, so that a slow start on a busy machine does not turn the run into a
+// measure of start-up time.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
@@ -24,14 +25,28 @@ interface Slot {
   paused: boolean;
   /** When the current process reported ready (performance.now()), or undefined while it starts. */
   readyAt: number | undefined;
+  /** When it was last woken from a pause (SIGCONT), if ever. */
+  resumedAt: number | undefined;
 }
 
 export interface ProcessPoolOptions {
   readonly size: number;
   /** The log files' folder: each process writes <name>.log there. */
   readonly workDir: string;
+  /**
+   * The lease (for consumers: the ack wait): a process is faulted only once it has been ready this
+   * long, and a pause lasts 1.5 times it.
+   */
   readonly leaseMs: number;
   readonly random: () => number;
+  /**
+   * After a pause, pause the process again only once it has run a lease since its SIGCONT (it may
+   * be killed at once). Without it, a pause every 1.5 leases or less can keep a process stopped
+   * nearly all the time, with only moments of running in between.
+   */
+  readonly restAfterPause?: boolean;
+  /** What a process sends on its IPC channel other than "ready", with its slot and start number. */
+  onMessage?(message: unknown, index: number, generation: number): void;
   /** The process's name and its arguments (after node), for slot `index`, start number `generation`. */
   command(index: number, generation: number): { readonly name: string; readonly args: readonly string[] };
 }
@@ -46,10 +61,18 @@ export class ProcessPool {
   /** The log files the processes wrote to. */
   readonly #logs = new Set<string>();
   #stopping = false;
+  #stopped: Promise<void> | undefined;
 
   constructor(options: ProcessPoolOptions) {
     this.#options = options;
-    this.#slots = Array.from({ length: options.size }, (_, index) => ({ index, generation: 0, process: undefined, paused: false, readyAt: undefined }));
+    this.#slots = Array.from({ length: options.size }, (_, index) => ({
+      index,
+      generation: 0,
+      process: undefined,
+      paused: false,
+      readyAt: undefined,
+      resumedAt: undefined,
+    }));
   }
 
   #start(slot: Slot): void {
@@ -66,8 +89,14 @@ export class ProcessPool {
     slot.process = child;
     slot.paused = false;
     slot.readyAt = undefined;
+    slot.resumedAt = undefined;
+    const generation = slot.generation;
     child.on("message", (message) => {
-      if (message === "ready" && slot.process === child) slot.readyAt = performance.now();
+      if (message === "ready") {
+        if (slot.process === child) slot.readyAt = performance.now();
+      } else {
+        this.#options.onMessage?.(message, slot.index, generation);
+      }
     });
     child.on("exit", () => {
       if (slot.process !== child) return; // killed by us: the killer restarts it
@@ -89,18 +118,28 @@ export class ProcessPool {
     }
   }
 
-  #live(): Slot[] {
-    return this.#slots.filter((s) => s.process !== undefined && !s.paused && s.readyAt !== undefined && performance.now() - s.readyAt >= this.#options.leaseMs);
+  /** Processes a fault may hit: running, ready for a lease, and (to be paused) rested after a pause. */
+  #live(forPause: boolean): Slot[] {
+    const now = performance.now();
+    const { leaseMs, restAfterPause } = this.#options;
+    return this.#slots.filter(
+      (s) =>
+        s.process !== undefined &&
+        !s.paused &&
+        s.readyAt !== undefined &&
+        now - s.readyAt >= leaseMs &&
+        !(forPause && restAfterPause && s.resumedAt !== undefined && now - s.resumedAt < leaseMs),
+    );
   }
 
-  #pick(): Slot | undefined {
-    const live = this.#live();
+  #pick(forPause: boolean): Slot | undefined {
+    const live = this.#live(forPause);
     return live[Math.floor(this.#options.random() * live.length)];
   }
 
   /** SIGKILLs a random live process and starts its replacement at once. */
   killOne(): void {
-    const slot = this.#pick();
+    const slot = this.#pick(false);
     if (!slot?.process) return;
     this.kills += 1;
     const victim = slot.process;
@@ -112,7 +151,7 @@ export class ProcessPool {
 
   /** SIGSTOPs a random live process for 1.5 leases, then SIGCONT: it wakes believing it still owns its leases. */
   pauseOne(): void {
-    const slot = this.#pick();
+    const slot = this.#pick(true);
     if (!slot?.process) return;
     this.pauses += 1;
     slot.paused = true;
@@ -122,6 +161,7 @@ export class ProcessPool {
       () => {
         child.kill("SIGCONT");
         slot.paused = false;
+        if (slot.process === child) slot.resumedAt = performance.now();
       },
       Math.round(this.#options.leaseMs * 1.5),
     );
@@ -137,16 +177,25 @@ export class ProcessPool {
     return count;
   }
 
-  /** Stops every process gracefully (SIGCONT, SIGTERM; SIGKILL after 10 s), and starts no more. */
-  async stop(): Promise<void> {
+  /**
+   * Stops every process gracefully (SIGCONT, SIGTERM; SIGKILL after 10 s), and starts no more.
+   * Resolves once each has exited and its IPC channel closed (what it sent last has arrived).
+   * Calling it again waits for the same stop.
+   */
+  stop(): Promise<void> {
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  async #stop(): Promise<void> {
     this.#stopping = true;
-    const running = this.#slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null);
+    const running = this.#slots.map((s) => s.process).filter((p): p is ChildProcess => p !== undefined && p.exitCode === null && p.signalCode === null);
     await Promise.all(
       running.map(
         (child) =>
           new Promise<void>((resolve) => {
             const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-            child.once("exit", () => {
+            child.once("close", () => {
               clearTimeout(timer);
               resolve();
             });

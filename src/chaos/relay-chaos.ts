@@ -1,43 +1,40 @@
 // An end-to-end chaos run: the app enqueues N messages over K ordering keys at a steady rate; R
 // `wassal relay` processes publish them to a broker of the run's own (a nats-server with
-// JetStream, or a RabbitMQ node, each on its own port with its own data folder); a consumer
-// applies each one through the inbox into the consumer's own database.
-// Meanwhile relays are SIGKILLed and SIGSTOPped past their lease, and the broker is stopped and
-// started again mid-run. Then the run reads what reached the consumer and judges it: every message
+// JetStream, a RabbitMQ node, or a redis-server, each on its own port with its own data folder);
+// C consumer processes (consumer-process.ts) share the broker's durable consumer, queue or group
+// and apply each message through the inbox into the consumer's own database.
+// Meanwhile relays are SIGKILLed and SIGSTOPped past their lease, consumers are SIGKILLed (and
+// restarted) and SIGSTOPped past the ack wait, and the broker is stopped and started again
+// mid-run. Then the run reads what reached the consumer's database and judges it: every message
 // has exactly one effect, none is lost, each key's effects are in enqueue order, and every
 // duplicate delivery was absorbed.
 //
 // The consumer's effect is a row in its own database: it enqueues an "effect" message into the
 // consumer's outbox, in the inbox's transaction (nothing deduplicates those rows, so a double
-// effect would show as two), and the rows' ids give the order the effects were committed in.
+// effect would show as two), and the rows' ids give the order the effects were committed in. The
+// run counts the effects there, not from the consumer processes' counters (a killed one's are lost).
 
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InvalidArgumentError } from "../outbox/errors.js";
+import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
-import { Inbox } from "../relay/inbox.js";
-import type { ConsumerStats, DeliveryHandler } from "../relay/deliver.js";
-import { NatsConsumer } from "../relay/nats-consumer.js";
-import { RabbitMqConsumer } from "../relay/rabbitmq-consumer.js";
-import { importOptional } from "../outbox/optional.js";
 import { dropSchema, isPostgresUrl, redactUrl } from "../stores/admin.js";
 import { RE_PUBLISHED } from "../runtime/relay-runner.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { textTable } from "../lab/text-table.js";
-import { freePort, waitForPort } from "./ports.js";
+import { CHAOS_BROKERS, type ChaosBroker, type ChaosBrokerName, chaosBroker } from "./chaos-brokers.js";
+import type { ChaosConsumerReport, ChaosConsumerSettings } from "./consumer-process.js";
 import { ProcessPool } from "./process-pool.js";
 
-export type ChaosBrokerName = "nats" | "rabbitmq";
-export const CHAOS_BROKERS: readonly ChaosBrokerName[] = ["nats", "rabbitmq"];
+export { CHAOS_BROKERS, type ChaosBrokerName };
 
 export interface RelayChaosOptions {
   /** "sqlite" (temporary files) or a postgres:// URL (temporary schemas there). */
   readonly store: string;
-  /** The broker the run starts for itself: a nats-server with JetStream, or a RabbitMQ node. */
+  /** The broker the run starts for itself: a nats-server with JetStream, a RabbitMQ node, or a redis-server. */
   readonly broker: ChaosBrokerName;
   readonly relays: number;
   readonly messages: number;
@@ -53,10 +50,32 @@ export interface RelayChaosOptions {
   readonly pauseEveryMs: number;
   /** Stop the broker for a second and start it again once, mid-run. */
   readonly brokerRestart: boolean;
+  /** Consumer processes sharing the broker's durable consumer (NATS), queue (RabbitMQ) or group (Redis Streams). */
+  readonly consumers: number;
+  /** SIGKILL a random consumer process (and restart it) this often; 0 = never. */
+  readonly consumerKillEveryMs: number;
+  /** SIGSTOP a random consumer process for 1.5 ack waits, then SIGCONT, this often; 0 = never. */
+  readonly consumerPauseEveryMs: number;
+  /**
+   * NATS: the durable consumer's ack wait (NatsConsumer's ackWaitMs). Every broker: a consumer
+   * process is faulted only once it has been ready this long, paused again only once it has run
+   * this long since its last pause, and a pause lasts 1.5 times it.
+   */
+  readonly ackWaitMs: number;
   /** Give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message). */
   readonly timeoutMs?: number;
   readonly keep: boolean;
   readonly onProgress?: (line: string) => void;
+  /** Aborted (SIGINT, SIGTERM): the run stops, removes what it started, and throws RelayChaosInterruptedError. */
+  readonly signal?: AbortSignal;
+}
+
+/** The run was aborted through its signal; it removed what it had started (unless --keep). */
+export class RelayChaosInterruptedError extends WassalError {
+  override name = "RelayChaosInterruptedError";
+  constructor(message: string) {
+    super("CHAOS_INTERRUPTED", message);
+  }
 }
 
 export const RELAY_CHAOS_DEFAULTS: Omit<RelayChaosOptions, "store"> = {
@@ -70,8 +89,20 @@ export const RELAY_CHAOS_DEFAULTS: Omit<RelayChaosOptions, "store"> = {
   killEveryMs: 400,
   pauseEveryMs: 1_500,
   brokerRestart: true,
+  consumers: 1,
+  consumerKillEveryMs: 0,
+  consumerPauseEveryMs: 0,
+  ackWaitMs: 2_000,
   keep: false,
 };
+
+/** The bounds of the options, checked here and by the CLI (which names the flag). */
+export const RELAY_CHAOS_LIMITS = {
+  relays: [1, 64],
+  consumers: [1, 64],
+  leaseMs: [100, 600_000],
+  ackWaitMs: [100, 600_000],
+} as const;
 
 export interface RelayChaosRow {
   readonly name: string;
@@ -80,24 +111,49 @@ export interface RelayChaosRow {
   readonly ok: boolean;
 }
 
+export interface RelayChaosFigures {
+  readonly enqueued: number;
+  readonly relayStarts: number;
+  /** Relays SIGKILLed (each restarted). */
+  readonly kills: number;
+  /** Relays SIGSTOPped past their lease. */
+  readonly pauses: number;
+  readonly brokerRestarts: number;
+  /** Messages the broker stored (NATS: the stream; Redis: the stream's length; RabbitMQ keeps none once consumed: null). */
+  readonly streamMessages: number | null;
+  /** Effects committed in the consumer's database (all of them: a message applied twice counts twice). */
+  readonly consumerApplied: number;
+  /** Re-publishes the broker recognised and dropped (its duplicate window), from the relays' logs. */
+  readonly brokerAbsorbedDuplicates: number;
+  /** Deliveries the consumer's inbox had seen already, as the consumer processes reported them. */
+  readonly consumerDuplicates: number;
+  readonly consumers: number;
+  /** Consumer processes started, restarts included. */
+  readonly consumerStarts: number;
+  /** Consumer processes SIGKILLed (each restarted). */
+  readonly consumerKills: number;
+  /** Consumer processes SIGSTOPped for 1.5 ack waits. */
+  readonly consumerPauses: number;
+  /** Handler runs that threw and were rolled back (reported). */
+  readonly consumerFailed: number;
+  /** Messages a consumer gave up after its attempts (reported). */
+  readonly consumerTerminated: number;
+  /**
+   * Every counter of the consumers' ConsumerStats, summed over the processes: each process's last
+   * report (every 250 ms, and on its graceful stop), so a SIGKILLed one's last moments are missing.
+   */
+  readonly consumerReported: Readonly<Record<string, number>>;
+  readonly seconds: number;
+}
+
+/** The options a run was given (a PostgreSQL URL with its password hidden), to read or replay it. */
+export type RelayChaosSettings = Omit<RelayChaosOptions, "onProgress" | "keep" | "timeoutMs" | "signal"> & { readonly timeoutMs: number };
+
 export interface RelayChaosResult {
   readonly passed: boolean;
+  readonly settings: RelayChaosSettings;
   readonly rows: readonly RelayChaosRow[];
-  readonly figures: {
-    readonly enqueued: number;
-    readonly relayStarts: number;
-    readonly kills: number;
-    readonly pauses: number;
-    readonly brokerRestarts: number;
-    /** Messages the broker stored (NATS: the stream; RabbitMQ keeps none once consumed: null). */
-    readonly streamMessages: number | null;
-    readonly consumerApplied: number;
-    /** Re-publishes the broker recognised and dropped (its duplicate window), from the relays' logs. */
-    readonly brokerAbsorbedDuplicates: number;
-    /** Deliveries the consumer's inbox had seen already. */
-    readonly consumerDuplicates: number;
-    readonly seconds: number;
-  };
+  readonly figures: RelayChaosFigures;
   readonly location: string;
   readonly workDir: string | null;
   readonly timedOut: boolean;
@@ -106,127 +162,28 @@ export interface RelayChaosResult {
 }
 
 const CLI = fileURLToPath(new URL("../cli/main.js", import.meta.url));
+const CONSUMER = fileURLToPath(new URL("./consumer-process.js", import.meta.url));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const READY_WAIT_MS = 60_000;
-
-/** A broker of the run's own: its own port and data folder, stopped and started at will. */
-interface ChaosBroker {
-  /** The relays' --to URL. */
-  readonly url: string;
-  /** The relays' --destination. */
-  readonly destination: string;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  /** Creates where the messages go (a stream; an exchange and a durable queue). */
-  prepare(): Promise<void>;
-  /** Starts the consumer. */
-  consume(inbox: Inbox<unknown>, handle: DeliveryHandler<unknown>): Promise<{ readonly stats: ConsumerStats; stop(): Promise<void> }>;
-  /** Messages the broker stored, when it keeps them after consumption (a stream); else null. */
-  stored(): Promise<number | null>;
-  close(): Promise<void>;
-}
-
-async function natsBroker(dir: string, runId: string): Promise<ChaosBroker> {
-  const port = await freePort();
-  const url = `nats://127.0.0.1:${port}`;
-  const stream = `CHAOS_${runId.toUpperCase()}`;
-  const transport = await importOptional<typeof import("@nats-io/transport-node")>("@nats-io/transport-node", "the relay chaos run");
-  const jetstream = await importOptional<typeof import("@nats-io/jetstream")>("@nats-io/jetstream", "the relay chaos run");
-  let child: ChildProcess | undefined;
-  let admin: Awaited<ReturnType<typeof transport.connect>> | undefined;
-  return {
-    url,
-    destination: `${stream}.{type}`,
-    async start() {
-      child = spawn("nats-server", ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", dir], { stdio: "ignore" });
-      child.once("error", () => undefined);
-      await waitForPort(port, true, "nats-server (it must be on the PATH)", 15_000);
-    },
-    async stop() {
-      const running = child;
-      child = undefined;
-      if (running === undefined || running.exitCode !== null) return;
-      const exited = new Promise((resolve) => running.once("exit", resolve));
-      running.kill("SIGTERM");
-      await exited;
-    },
-    async prepare() {
-      admin = await transport.connect({ servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-      await (await jetstream.jetstreamManager(admin)).streams.add({ name: stream, subjects: [`${stream}.>`] });
-    },
-    consume: (inbox, handle) => NatsConsumer.start({ servers: url, stream, durable: "chaos", retryDelayMs: 20, maxAttempts: 1_000, inbox, handle }),
-    async stored() {
-      if (admin === undefined) return null;
-      return (await (await jetstream.jetstreamManager(admin)).streams.info(stream)).state.messages;
-    },
-    async close() {
-      await admin?.close();
-    },
-  };
-}
-
-async function rabbitBroker(runId: string): Promise<ChaosBroker> {
-  // A folder of its own, outside the run's (private) one: the node runs as the rabbitmq user.
-  const dir = mkdtempSync(join(tmpdir(), "wassal-rabbitmq-"));
-  const port = await freePort();
-  const distPort = await freePort();
-  const node = `wassal-chaos-${runId}@localhost`;
-  const url = `amqp://guest:guest@127.0.0.1:${port}`;
-  const exchange = `chaos-${runId}`;
-  const queue = `chaos-${runId}`;
-  writeFileSync(join(dir, "rabbitmq.conf"), `listeners.tcp.local = 127.0.0.1:${port}\n`);
-  writeFileSync(join(dir, "enabled_plugins"), "[].\n");
-  // Started as root, rabbitmq-server runs as the rabbitmq user, which must own the node's folder.
-  if (process.getuid?.() === 0) spawnSync("chown", ["-R", "rabbitmq:rabbitmq", dir], { stdio: "ignore" });
-  const env = {
-    ...process.env,
-    RABBITMQ_NODENAME: node,
-    RABBITMQ_CONFIG_FILE: join(dir, "rabbitmq.conf"),
-    RABBITMQ_ENABLED_PLUGINS_FILE: join(dir, "enabled_plugins"),
-    RABBITMQ_MNESIA_BASE: join(dir, "mnesia"),
-    RABBITMQ_MNESIA_DIR: join(dir, "mnesia", "node"),
-    RABBITMQ_FEATURE_FLAGS_FILE: join(dir, "feature_flags"),
-    RABBITMQ_PLUGINS_EXPAND_DIR: join(dir, "plugins"),
-    RABBITMQ_LOG_BASE: join(dir, "log"),
-    RABBITMQ_DIST_PORT: String(distPort),
-  };
-  const amqp = await importOptional<typeof import("amqplib")>("amqplib", "the relay chaos run");
-  return {
-    url,
-    destination: `${exchange}/events`,
-    async start() {
-      const child = spawn("rabbitmq-server", [], { env, cwd: dir, stdio: "ignore" });
-      child.once("error", () => undefined);
-      await waitForPort(port, true, "the run's RabbitMQ node (rabbitmq-server must be on the PATH)", 90_000);
-    },
-    async stop() {
-      spawnSync("rabbitmqctl", ["-n", node, "stop"], { env, stdio: "ignore", timeout: 60_000 });
-      await waitForPort(port, false, "the run's RabbitMQ node", 60_000);
-    },
-    async prepare() {
-      const model = await amqp.connect(url);
-      const channel = await model.createChannel();
-      await channel.assertExchange(exchange, "direct", { durable: true });
-      await channel.assertQueue(queue, { durable: true });
-      await channel.bindQueue(queue, exchange, "events");
-      await model.close();
-    },
-    consume: (inbox, handle) => RabbitMqConsumer.start({ url, queue, retryDelayMs: 20, maxAttempts: 1_000, inbox, handle }),
-    stored: async () => null,
-    async close() {
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+const REPORT_EVERY_MS = 250;
 
 function checkOptions(o: RelayChaosOptions): void {
-  const whole = (name: string, value: number, min: number) => {
-    if (!Number.isInteger(value) || value < min) throw new InvalidArgumentError(`${name} must be a whole number >= ${min} (got ${value})`);
+  const whole = (name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER) => {
+    if (!Number.isSafeInteger(value) || value < min || value > max)
+      throw new InvalidArgumentError(
+        `${name} must be a whole number ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`} (got ${value})`,
+      );
   };
-  whole("relays", o.relays, 1);
+  whole("relays", o.relays, ...RELAY_CHAOS_LIMITS.relays);
   whole("messages", o.messages, 1);
   whole("keys", o.keys, 0);
-  whole("leaseMs", o.leaseMs, 100);
+  whole("leaseMs", o.leaseMs, ...RELAY_CHAOS_LIMITS.leaseMs);
+  whole("killEveryMs", o.killEveryMs, 0);
+  whole("pauseEveryMs", o.pauseEveryMs, 0);
+  whole("consumers", o.consumers, ...RELAY_CHAOS_LIMITS.consumers);
+  whole("consumerKillEveryMs", o.consumerKillEveryMs, 0);
+  whole("consumerPauseEveryMs", o.consumerPauseEveryMs, 0);
+  whole("ackWaitMs", o.ackWaitMs, ...RELAY_CHAOS_LIMITS.ackWaitMs);
   if (!CHAOS_BROKERS.includes(o.broker)) throw new InvalidArgumentError(`broker must be one of ${CHAOS_BROKERS.join(", ")} (got ${JSON.stringify(o.broker)})`);
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of messages per second (got ${o.rate})`);
   if (o.store !== "sqlite" && !isPostgresUrl(o.store))
@@ -235,6 +192,17 @@ function checkOptions(o: RelayChaosOptions): void {
 
 export function relayChaosTimeoutMs(o: Pick<RelayChaosOptions, "messages" | "rate">): number {
   return Math.round(30_000 + (o.messages / o.rate) * 1000 + o.messages * 20);
+}
+
+function isReport(message: unknown): message is ChaosConsumerReport {
+  return typeof message === "object" && message !== null && typeof (message as { stats?: unknown }).stats === "object";
+}
+
+/** Sums each numeric counter over the reports. */
+function sumReports(reports: Iterable<Readonly<Record<string, number>>>): Record<string, number> {
+  const total: Record<string, number> = {};
+  for (const report of reports) for (const [name, value] of Object.entries(report)) if (typeof value === "number") total[name] = (total[name] ?? 0) + value;
+  return total;
 }
 
 export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayChaosResult> {
@@ -250,186 +218,241 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   const producerDb = postgres ? options.store : join(workDir, "producer.db");
   const consumerDb = postgres ? options.store : join(workDir, "consumer.db");
   const location = postgres ? `${redactUrl(options.store)} (schemas ${producerSchema}, ${consumerSchema})` : workDir;
-  const figures = {
-    enqueued: 0,
-    relayStarts: 0,
-    kills: 0,
-    pauses: 0,
-    brokerRestarts: 0,
-    streamMessages: null as number | null,
-    consumerApplied: 0,
-    brokerAbsorbedDuplicates: 0,
-    consumerDuplicates: 0,
-    seconds: 0,
-  };
   let timedOut = false;
-
-  const brokerDir = join(workDir, options.broker);
-  mkdirSync(brokerDir);
-  const broker = options.broker === "nats" ? await natsBroker(brokerDir, runId) : await rabbitBroker(runId);
-  progress(`starting the run's own ${options.broker} broker`);
-  // Set up the broker, both databases and the consumer; if any of it fails, undo what was done.
-  const opened: { close(): Promise<void> }[] = [];
-  const undo = async () => {
-    for (const thing of opened.reverse()) await thing.close().catch(() => undefined);
-    await broker.stop().catch(() => undefined);
-    await broker.close().catch(() => undefined);
-    if (!options.keep) {
-      if (producerSchema) await dropSchema(options.store, producerSchema).catch(() => undefined);
-      if (consumerSchema) await dropSchema(options.store, consumerSchema).catch(() => undefined);
-      rmSync(workDir, { recursive: true, force: true });
-    }
+  const stopIfAborted = () => {
+    if (options.signal?.aborted)
+      throw new RelayChaosInterruptedError(
+        `interrupted; the run's processes and broker were stopped${options.keep ? ` (kept: ${workDir})` : ", its temporary files and schemas removed"}`,
+      );
   };
-  let producer: Awaited<ReturnType<typeof openOutbox>>;
-  let consumerOutbox: Awaited<ReturnType<typeof openOutbox>>;
-  let consumer: Awaited<ReturnType<ChaosBroker["consume"]>>;
+
+  // Everything the run starts is undone in the finally below, whatever fails: the processes, the
+  // broker (and its folder), the databases' handles, the schemas and the folder (unless --keep).
+  let broker: ChaosBroker | undefined;
+  let producer: Awaited<ReturnType<typeof openOutbox>> | undefined;
+  let consumerOutbox: Awaited<ReturnType<typeof openOutbox>> | undefined;
+  let relays: ProcessPool | undefined;
+  let consumers: ProcessPool | undefined;
+  const timers: NodeJS.Timeout[] = [];
   try {
+    const brokerDir = join(workDir, options.broker);
+    mkdirSync(brokerDir);
+    broker = await chaosBroker(options.broker, brokerDir, runId, options.ackWaitMs);
+    progress(`starting the run's own ${options.broker} broker`);
     await broker.start();
+    stopIfAborted();
     await broker.prepare();
     producer = await openOutbox(producerDb, { ...(producerSchema ? { schema: producerSchema } : {}) });
-    opened.push(producer);
+    // Opened (and migrated) here before any consumer process opens it; the run reads the effects through it.
     consumerOutbox = await openOutbox(consumerDb, { ...(consumerSchema ? { schema: consumerSchema } : {}) });
-    opened.push(consumerOutbox);
+    const producerStore = producer.store;
     const consumerStore = consumerOutbox.store;
-    consumer = await broker.consume(new Inbox({ store: consumerStore, source: runId }), async (message, tx) => {
-      await consumerStore.enqueue(tx, { type: "chaos.effect", payload: { id: message.id, key: message.key ?? "", body: JSON.stringify(message.body) } });
+
+    // The last counters each consumer process (slot/start) reported.
+    const reports = new Map<string, Readonly<Record<string, number>>>();
+    const consumerBroker = broker.consumer;
+    consumers = new ProcessPool({
+      size: options.consumers,
+      workDir,
+      leaseMs: options.ackWaitMs,
+      restAfterPause: true,
+      random,
+      onMessage: (message, index, generation) => {
+        if (isReport(message)) reports.set(`${index}/${generation}`, message.stats);
+      },
+      command: (index, generation) => {
+        const settings: ChaosConsumerSettings = {
+          broker: consumerBroker,
+          db: consumerDb,
+          ...(consumerSchema ? { schema: consumerSchema } : {}),
+          source: runId,
+          name: `chaos-c${index}`,
+          reportEveryMs: REPORT_EVERY_MS,
+        };
+        return { name: `chaos-${runId}-c${index}-g${generation}`, args: [CONSUMER, JSON.stringify(settings)] };
+      },
     });
-  } catch (error) {
-    await undo();
-    throw error;
-  }
-  const consumerStore = consumerOutbox.store;
-
-  const pool = new ProcessPool({
-    size: options.relays,
-    workDir,
-    leaseMs: options.leaseMs,
-    random,
-    command: (index, generation) => {
-      const name = `chaos-${runId}-r${index}-g${generation}`;
-      return {
-        name,
-        args: [
-          CLI,
-          "relay",
-          "--db",
-          producerDb,
-          ...(producerSchema ? ["--schema", producerSchema] : []),
-          "--to",
-          broker.url,
-          "--destination",
-          broker.destination,
-          "--name",
+    const relayBroker = broker;
+    relays = new ProcessPool({
+      size: options.relays,
+      workDir,
+      leaseMs: options.leaseMs,
+      // Else a relay woken from a pause could be paused again at once, again and again: seen
+      // holding the producer's SQLite write lock so long that the app's enqueue gave up (30 s).
+      restAfterPause: true,
+      random,
+      command: (index, generation) => {
+        const name = `chaos-${runId}-r${index}-g${generation}`;
+        return {
           name,
-          "--lease-ms",
-          String(options.leaseMs),
-          "--poll-ms",
-          "200",
-          "--max-attempts",
-          "1000",
-          "--retry-base-ms",
-          "20",
-          "--grace-ms",
-          "500",
-          "--log-level",
-          process.env.WASSAL_CHAOS_LOG_LEVEL ?? "warn",
-        ],
-      };
-    },
-  });
-  const timers: NodeJS.Timeout[] = [];
-  const every = (ms: number, action: () => void) => {
-    if (ms > 0) timers.push(setInterval(action, ms));
-  };
-  const enqueuedIds: { id: string; key: string | null }[] = [];
-  try {
-    await pool.start(READY_WAIT_MS);
+          args: [
+            CLI,
+            "relay",
+            "--db",
+            producerDb,
+            ...(producerSchema ? ["--schema", producerSchema] : []),
+            "--to",
+            relayBroker.url,
+            "--destination",
+            relayBroker.destination,
+            "--name",
+            name,
+            "--lease-ms",
+            String(options.leaseMs),
+            "--poll-ms",
+            "200",
+            "--max-attempts",
+            "1000",
+            "--retry-base-ms",
+            "20",
+            "--grace-ms",
+            "500",
+            "--log-level",
+            process.env.WASSAL_CHAOS_LOG_LEVEL ?? "warn",
+          ],
+        };
+      },
+    });
+    const every = (ms: number, action: () => void) => {
+      if (ms > 0) timers.push(setInterval(action, ms));
+    };
+    const enqueuedIds: { id: string; key: string | null }[] = [];
+    stopIfAborted();
+    await consumers.start(READY_WAIT_MS);
+    stopIfAborted();
+    progress(`${options.consumers} consumer${options.consumers === 1 ? "" : "s"} ready after ${Math.round(performance.now() - started)} ms`);
+    await relays.start(READY_WAIT_MS);
+    stopIfAborted();
     progress(`${options.relays} relays ready after ${Math.round(performance.now() - started)} ms`);
-    every(options.killEveryMs, () => pool.killOne());
-    every(options.pauseEveryMs, () => pool.pauseOne());
+    const relayPool = relays;
+    const consumerPool = consumers;
+    every(options.killEveryMs, () => relayPool.killOne());
+    every(options.pauseEveryMs, () => relayPool.pauseOne());
+    // The pause first: at a tick of both, a consumer that can be paused is paused, and one woken
+    // from a pause (not to be paused again yet) is killed; equal periods alternate the two.
+    every(options.consumerPauseEveryMs, () => consumerPool.pauseOne());
+    every(options.consumerKillEveryMs, () => consumerPool.killOne());
 
+    let brokerRestarts = 0;
     const from = performance.now();
     const restartAt = options.brokerRestart ? Math.floor(options.messages * 0.4) : -1;
     for (let n = 0; n < options.messages; n += 1) {
       const wait = from + (n / options.rate) * 1000 - performance.now();
       if (wait > 0) await sleep(wait);
+      stopIfAborted();
       if (n === restartAt) {
         progress(`restarting the ${options.broker} broker`);
         await broker.stop();
         await sleep(1_000);
         await broker.start();
-        figures.brokerRestarts += 1;
+        brokerRestarts += 1;
       }
       const key = options.keys > 0 ? `key-${n % options.keys}` : null;
-      const message = await producer.store.transaction((tx) => producer.store.enqueue(tx, { type: "chaos.event", payload: { n }, ...(key ? { key } : {}) }));
+      const message = await producerStore.transaction((tx) => producerStore.enqueue(tx, { type: "chaos.event", payload: { n }, ...(key ? { key } : {}) }));
       enqueuedIds.push({ id: message.id, key });
-      figures.enqueued += 1;
       if ((n + 1) % Math.max(1, Math.floor(options.messages / 10)) === 0) progress(`enqueued ${n + 1}/${options.messages}`);
     }
 
+    // Done when the relays completed everything and every message has an effect in the consumer's
+    // database (counted there: a killed consumer's counters are gone).
+    const effectRows = async () => Object.values(await consumerStore.countByStatus()).reduce((sum, n) => sum + n, 0);
+    const everyOneApplied = async () => {
+      const applied = new Set((await consumerStore.listMessages()).map((m) => (m.payload as { id: string }).id));
+      return enqueuedIds.every(({ id }) => applied.has(id));
+    };
     const timeoutMs = options.timeoutMs ?? relayChaosTimeoutMs(options);
     const deadline = performance.now() + timeoutMs;
     let lastReport = 0;
     for (;;) {
-      const counts = await producer.store.countByStatus().catch(() => undefined);
-      const applied = consumer.stats.applied;
-      if (counts && counts.pending + counts.processing === 0 && applied >= options.messages) break;
+      stopIfAborted();
+      const counts = await producerStore.countByStatus().catch(() => undefined);
+      const applied = await effectRows().catch(() => undefined);
+      const published = counts !== undefined && counts.pending + counts.processing === 0;
+      if (published && applied !== undefined && applied >= options.messages && (await everyOneApplied().catch(() => false))) break;
       if (performance.now() > deadline) {
-        progress(`timed out after ${timeoutMs} ms: ${applied} of ${options.messages} applied`);
+        progress(`timed out after ${timeoutMs} ms: ${applied ?? "?"} effects of ${options.messages} messages`);
         timedOut = true;
         break;
       }
       if (performance.now() - lastReport > 1000) {
         lastReport = performance.now();
-        progress(`published ${counts?.processed ?? "?"}, applied ${applied} of ${options.messages}`);
+        progress(
+          `published ${counts?.processed ?? "?"}, applied ${applied ?? "?"} of ${options.messages}` +
+            ` (relays killed ${relayPool.kills}, paused ${relayPool.pauses}; consumers killed ${consumerPool.kills}, paused ${consumerPool.pauses})`,
+        );
       }
       await sleep(100);
     }
+
+    // Stop the faults and the relays, then the consumers gracefully: a paused one wakes, finishes
+    // what it holds (a double effect it would commit now still counts), and sends its last counters.
+    for (const timer of timers.splice(0)) clearInterval(timer);
+    await relays.stop();
+    await consumers.stop();
+    const reported = sumReports(reports.values());
+    const streamMessages = await broker.stored();
+    const brokerAbsorbedDuplicates = relays.countLogLines((line) => line.includes(RE_PUBLISHED));
+
+    // Judge what reached the consumer.
+    const effects = (await consumerStore.listMessages()).filter((m) => m.type === "chaos.effect").map((m) => (m.payload as { id: string }).id);
+    const unpublished = (await producerStore.listMessages()).filter((m) => m.status !== "processed").length;
+    const figures: RelayChaosFigures = {
+      enqueued: enqueuedIds.length,
+      relayStarts: relays.starts,
+      kills: relays.kills,
+      pauses: relays.pauses,
+      brokerRestarts,
+      streamMessages,
+      consumerApplied: effects.length,
+      brokerAbsorbedDuplicates,
+      consumerDuplicates: reported.duplicates ?? 0,
+      consumers: options.consumers,
+      consumerStarts: consumers.starts,
+      consumerKills: consumers.kills,
+      consumerPauses: consumers.pauses,
+      consumerFailed: reported.failed ?? 0,
+      consumerTerminated: reported.terminated ?? 0,
+      consumerReported: reported,
+      seconds: Math.round((performance.now() - started) / 100) / 10,
+    };
+    const { rows, examples } = judgeRelayChaos({
+      expected: options.messages,
+      enqueued: enqueuedIds,
+      effects,
+      unpublished,
+      streamMessages,
+      consumerDuplicates: figures.consumerDuplicates,
+      brokerAbsorbedDuplicates,
+      consumerStarts: figures.consumerStarts,
+      consumerKills: figures.consumerKills,
+      consumerPauses: figures.consumerPauses,
+      consumerTerminated: figures.consumerTerminated,
+    });
+    const { onProgress: _progress, keep: _keep, signal: _signal, ...given } = options;
+    return {
+      passed: rows.every((r) => r.ok) && !timedOut,
+      settings: { ...given, store: postgres ? redactUrl(options.store) : options.store, timeoutMs },
+      rows,
+      figures,
+      location,
+      workDir: options.keep ? workDir : null,
+      timedOut,
+      examples,
+    };
   } finally {
     for (const timer of timers) clearInterval(timer);
-    await pool.stop();
-    figures.relayStarts = pool.starts;
-    figures.kills = pool.kills;
-    figures.pauses = pool.pauses;
+    await relays?.stop().catch(() => undefined);
+    await consumers?.stop().catch(() => undefined);
+    await producer?.close().catch(() => undefined);
+    await consumerOutbox?.close().catch(() => undefined);
+    await broker?.stop().catch(() => undefined);
+    await broker?.close().catch(() => undefined);
+    if (!options.keep) {
+      if (producerSchema) await dropSchema(options.store, producerSchema).catch(() => undefined);
+      if (consumerSchema) await dropSchema(options.store, consumerSchema).catch(() => undefined);
+      rmSync(workDir, { recursive: true, force: true });
+    }
   }
-  await sleep(200); // a delivery in hand finishes
-  await consumer.stop();
-  figures.consumerApplied = consumer.stats.applied;
-  figures.consumerDuplicates = consumer.stats.duplicates;
-  figures.streamMessages = await broker.stored();
-  figures.brokerAbsorbedDuplicates = pool.countLogLines((line) => line.includes(RE_PUBLISHED));
-  await broker.stop();
-  await broker.close();
-
-  // Judge what reached the consumer.
-  const effects = (await consumerStore.listMessages()).filter((m) => m.type === "chaos.effect").map((m) => (m.payload as { id: string }).id);
-  const unpublished = (await producer.store.listMessages()).filter((m) => m.status !== "processed").length;
-  const { rows, examples } = judgeRelayChaos({
-    expected: options.messages,
-    enqueued: enqueuedIds,
-    effects,
-    unpublished,
-    streamMessages: figures.streamMessages,
-    consumerDuplicates: figures.consumerDuplicates,
-    brokerAbsorbedDuplicates: figures.brokerAbsorbedDuplicates,
-  });
-  figures.seconds = Math.round((performance.now() - started) / 100) / 10;
-  await producer.close();
-  await consumerOutbox.close();
-  if (!options.keep) {
-    if (producerSchema) await dropSchema(options.store, producerSchema).catch(() => undefined);
-    if (consumerSchema) await dropSchema(options.store, consumerSchema).catch(() => undefined);
-    rmSync(workDir, { recursive: true, force: true });
-  }
-  return {
-    passed: rows.every((r) => r.ok) && !timedOut,
-    rows,
-    figures,
-    location,
-    workDir: options.keep ? workDir : null,
-    timedOut,
-    examples,
-  };
 }
 
 export interface RelayChaosEvidence {
@@ -442,12 +465,57 @@ export interface RelayChaosEvidence {
   /** Outbox messages a relay never completed. */
   readonly unpublished: number;
   readonly streamMessages: number | null;
+  /** Deliveries the consumer's inbox had seen already (as reported). */
   readonly consumerDuplicates: number;
   /** Re-publishes the broker itself dropped (0 where it has no duplicate window). */
   readonly brokerAbsorbedDuplicates?: number;
+  /** Consumer processes started (restarts included), SIGKILLed, SIGSTOPped. */
+  readonly consumerStarts?: number;
+  readonly consumerKills?: number;
+  readonly consumerPauses?: number;
+  /** Messages a consumer gave up after its attempts (as reported). */
+  readonly consumerTerminated?: number;
 }
 
-/** Judges a relay chaos run from what was enqueued and what the consumer committed. */
+/** Pairs (i < j) with values[i] > values[j], by merge sort: O(n log n) for a key of any length. */
+export function countInversions(values: readonly number[]): number {
+  let inversions = 0;
+  let items = [...values];
+  let buffer = new Array<number>(items.length);
+  for (let width = 1; width < items.length; width *= 2) {
+    for (let left = 0; left < items.length; left += 2 * width) {
+      const middle = Math.min(left + width, items.length);
+      const right = Math.min(left + 2 * width, items.length);
+      let i = left;
+      let j = middle;
+      let k = left;
+      while (i < middle && j < right) {
+        const a = items[i] as number;
+        const b = items[j] as number;
+        if (a <= b) {
+          buffer[k++] = a;
+          i += 1;
+        } else {
+          // b comes before every item left in the left half, each of them greater: one pair each.
+          inversions += middle - i;
+          buffer[k++] = b;
+          j += 1;
+        }
+      }
+      while (i < middle) buffer[k++] = items[i++] as number;
+      while (j < right) buffer[k++] = items[j++] as number;
+    }
+    [items, buffer] = [buffer, items];
+  }
+  return inversions;
+}
+
+/**
+ * Judges a relay chaos run from what was enqueued and what the consumer committed. A key's order
+ * is checked over all its effects: each effect committed after the effect of a message of its key
+ * enqueued later counts (not only the first of a key, nor only one per key), and so does each such
+ * pair, which says how far apart they were.
+ */
 export function judgeRelayChaos(e: RelayChaosEvidence): { rows: RelayChaosRow[]; examples: string[] } {
   const examples: string[] = [];
   const note = (text: string) => {
@@ -461,34 +529,50 @@ export function judgeRelayChaos(e: RelayChaosEvidence): { rows: RelayChaosRow[];
   for (const [id, n] of doubled.slice(0, 3)) note(`message ${id}: ${n} effects`);
   const keyOf = new Map(e.enqueued.map((m) => [m.id, m.key]));
   const position = new Map(e.enqueued.map((m, i) => [m.id, i]));
-  let inversions = 0;
-  const lastByKey = new Map<string, { at: number; id: string }>();
+  // Per key: each effect behind one of a later-enqueued message (its key's highest so far).
+  let late = 0;
+  const lateKeys = new Set<string>();
+  const highest = new Map<string, { at: number; id: string }>();
+  const positionsByKey = new Map<string, number[]>();
   for (const id of e.effects) {
     const key = keyOf.get(id);
     const at = position.get(id);
     if (!key || at === undefined) continue;
-    const previous = lastByKey.get(key);
+    const positions = positionsByKey.get(key);
+    if (positions) positions.push(at);
+    else positionsByKey.set(key, [at]);
+    const previous = highest.get(key);
     if (previous !== undefined && previous.at > at) {
-      inversions += 1;
-      note(`key ${key}: message ${id}'s effect came after message ${previous.id}'s, enqueued later`);
+      late += 1;
+      lateKeys.add(key);
+      note(`key ${key}: message ${id} (enqueued #${at + 1}) had its effect after message ${previous.id}'s (enqueued #${previous.at + 1}, later)`);
     }
-    if (previous === undefined || at > previous.at) lastByKey.set(key, { at, id });
+    if (previous === undefined || at > previous.at) highest.set(key, { at, id });
   }
+  let inversions = 0;
+  for (const positions of positionsByKey.values()) inversions += countInversions(positions);
   const unknown = [...effectsOf.keys()].filter((id) => !keyOf.has(id)).length;
   const row = (name: string, observed: number, expected: string, ok: boolean): RelayChaosRow => ({ name, observed, expected, ok });
+  const info = (name: string, observed: number) => row(name, observed, "info", true);
   return {
     rows: [
       row("messages enqueued", e.enqueued.length, String(e.expected), e.enqueued.length === e.expected),
       row("messages with no effect at the consumer (lost)", lost.length, "0", lost.length === 0),
       row("messages with more than one effect", doubled.length, "0", doubled.length === 0),
       row("effects of messages never enqueued", unknown, "0", unknown === 0),
-      row("keys: effects committed out of enqueue order", inversions, "0", inversions === 0),
+      row("keys: effects committed out of enqueue order", late, "0", late === 0),
+      row("keys: pairs of effects in reverse enqueue order", inversions, "0", inversions === 0),
+      info("keys with an effect out of enqueue order", lateKeys.size),
       row("outbox messages not completed by a relay", e.unpublished, "0", e.unpublished === 0),
       ...(e.streamMessages === null
         ? []
-        : [row("stream copies beyond one per message (re-publishes past the broker's window)", Math.max(0, e.streamMessages - e.expected), "info", true)]),
-      row("re-publishes the broker dropped (its duplicate window)", e.brokerAbsorbedDuplicates ?? 0, "info", true),
-      row("duplicate deliveries absorbed by the consumer's inbox", e.consumerDuplicates, "info", true),
+        : [info("stream copies beyond one per message (re-publishes past the broker's window)", Math.max(0, e.streamMessages - e.expected))]),
+      info("re-publishes the broker dropped (its duplicate window)", e.brokerAbsorbedDuplicates ?? 0),
+      info("duplicate deliveries absorbed by the consumer's inbox (reported)", e.consumerDuplicates),
+      ...(e.consumerStarts === undefined ? [] : [info("consumer processes started (restarts included)", e.consumerStarts)]),
+      ...(e.consumerKills === undefined ? [] : [info("consumer processes SIGKILLed and restarted", e.consumerKills)]),
+      ...(e.consumerPauses === undefined ? [] : [info("consumer processes SIGSTOPped past the ack wait", e.consumerPauses)]),
+      ...(e.consumerTerminated === undefined ? [] : [info("messages a consumer gave up (reported)", e.consumerTerminated)]),
     ],
     examples,
   };
@@ -500,4 +584,14 @@ export function renderRelayChaos(result: RelayChaosResult): string {
     result.rows.map((r) => [r.expected === "info" ? "info" : r.ok ? "PASS" : "FAIL", r.name, r.observed, r.expected]),
   );
   return `${table}\n${result.examples.length ? `\nExamples:\n${result.examples.map((e) => `  ${e}`).join("\n")}\n` : ""}`;
+}
+
+/** The figures as rows of a table: a nested record (the consumers' counters) one row per counter. */
+export function relayChaosFigureRows(figures: RelayChaosFigures): [string, string | number | null][] {
+  const rows: [string, string | number | null][] = [];
+  for (const [name, value] of Object.entries(figures)) {
+    if (typeof value === "object" && value !== null) for (const [inner, n] of Object.entries(value)) rows.push([`${name}.${inner}`, n as number]);
+    else rows.push([name, value as number | null]);
+  }
+  return rows;
 }

@@ -3,7 +3,16 @@
 
 import { Command, Option } from "commander";
 import { checkInvariants, renderInvariants } from "../chaos/invariant-checker.js";
-import { CHAOS_BROKERS, type ChaosBrokerName, RELAY_CHAOS_DEFAULTS, renderRelayChaos, runRelayChaos } from "../chaos/relay-chaos.js";
+import {
+  CHAOS_BROKERS,
+  type ChaosBrokerName,
+  RELAY_CHAOS_DEFAULTS,
+  RELAY_CHAOS_LIMITS,
+  RelayChaosInterruptedError,
+  relayChaosFigureRows,
+  renderRelayChaos,
+  runRelayChaos,
+} from "../chaos/relay-chaos.js";
 import { CHAOS_DEFAULTS, runChaos } from "../chaos/run-chaos.js";
 import { readProviderLog } from "../payments/provider-simulator.js";
 import { withOutbox } from "../stores/open-outbox.js";
@@ -130,29 +139,65 @@ export function chaosCommand(): Command {
   );
 
   const r = RELAY_CHAOS_DEFAULTS;
+  const l = RELAY_CHAOS_LIMITS;
   chaos.addCommand(
     new Command("relay")
       .description(
-        "end to end: enqueue at a steady rate, relays publish to a broker of the run's own (NATS JetStream or RabbitMQ), a consumer applies each message through the inbox; kill and pause relays, restart the broker; then check every message had exactly one effect, in each key's order",
+        "end to end: enqueue at a steady rate, relays publish to a broker of the run's own (NATS JetStream, RabbitMQ or Redis Streams), consumer processes apply each message through the inbox; kill and pause relays and consumers, restart the broker; then check every message had exactly one effect, in each key's order",
       )
       .addOption(new Option("--store <sqlite|url>", '"sqlite" (temporary files) or a postgres:// URL (temporary schemas there)').default("sqlite"))
       .addOption(
-        new Option("--broker <name>", "the broker the run starts for itself: nats (a nats-server with JetStream) or rabbitmq (a RabbitMQ node)")
+        new Option(
+          "--broker <name>",
+          "the broker the run starts for itself: nats (a nats-server with JetStream), rabbitmq (a RabbitMQ node) or redis (a redis-server with an append-only file; Redis Streams)",
+        )
           .choices(CHAOS_BROKERS)
           .default(r.broker),
       )
-      .option("--relays <n>", "relay processes", integer(1, 64), r.relays)
+      .option("--relays <n>", "relay processes", integer(...l.relays), r.relays)
       .option("--messages <n>", "messages to enqueue", integer(1, 10_000_000), r.messages)
       .option("--rate <n>", "messages enqueued per second", integer(1, 1_000_000), r.rate)
       .option("--keys <n>", "ordering keys the messages are spread over; 0: none", integer(0, 1_000_000), r.keys)
       .option("--seed <n>", "seed of every random choice", integer(0), r.seed)
-      .option("--lease-ms <ms>", "the relays' lease", integer(100, 600_000), r.leaseMs)
+      .option("--lease-ms <ms>", "the relays' lease", integer(...l.leaseMs), r.leaseMs)
       .option("--kill-every <ms>", "SIGKILL a random relay (and restart it) this often; 0: never", integer(0), r.killEveryMs)
       .option("--pause-every <ms>", "SIGSTOP a random relay for 1.5 leases, then SIGCONT, this often; 0: never", integer(0), r.pauseEveryMs)
       .option("--no-broker-restart", "do not stop and restart the broker mid-run")
+      .option(
+        "--consumers <n>",
+        "consumer processes sharing the broker's durable consumer (NATS), queue (RabbitMQ) or consumer group (Redis Streams)",
+        integer(...l.consumers),
+        r.consumers,
+      )
+      .option("--consumer-kill-every <ms>", "SIGKILL a random consumer process (and restart it) this often; 0: never", integer(0), r.consumerKillEveryMs)
+      .option(
+        "--consumer-pause-every <ms>",
+        "SIGSTOP a random consumer process for 1.5 ack waits, then SIGCONT, this often; 0: never",
+        integer(0),
+        r.consumerPauseEveryMs,
+      )
+      .option(
+        "--ack-wait-ms <ms>",
+        "NATS: how long the durable consumer waits for an ack before it redelivers; every broker: a consumer process is faulted only once it has been ready this long, and paused again only once it has run this long since its last pause",
+        integer(...l.ackWaitMs),
+        r.ackWaitMs,
+      )
       .option("--timeout <ms>", "give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message)", integer(1000))
-      .option("--keep", "keep the databases and the relays' logs (their folder is printed)")
+      .option("--keep", "keep the databases and the relays' and consumers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")
+      .addHelpText(
+        "after",
+        [
+          "",
+          "Each consumer process (node dist/chaos/consumer-process.js) opens the consumer's database",
+          'and consumes; it reports "ready" and its counters to the run over IPC. The run counts',
+          "the effects in the consumer's database, so a killed consumer's lost counters change no",
+          "check. Faults hit only a relay ready for a lease, and a consumer ready for an ack wait;",
+          "a process woken from a pause is paused again only after that long (it may be killed at",
+          "once). SIGINT or SIGTERM stops the run and removes what it started (exit 1); a second",
+          "one exits at once.",
+        ].join("\n"),
+      )
       .action(
         async (o: {
           store: string;
@@ -166,36 +211,65 @@ export function chaosCommand(): Command {
           killEvery: number;
           pauseEvery: number;
           brokerRestart: boolean;
+          consumers: number;
+          consumerKillEvery: number;
+          consumerPauseEvery: number;
+          ackWaitMs: number;
           timeout?: number;
           keep?: boolean;
           json?: boolean;
         }) => {
-          const result = await runRelayChaos({
-            store: o.store,
-            broker: o.broker,
-            relays: o.relays,
-            messages: o.messages,
-            rate: o.rate,
-            keys: o.keys,
-            seed: o.seed,
-            leaseMs: o.leaseMs,
-            killEveryMs: o.killEvery,
-            pauseEveryMs: o.pauseEvery,
-            brokerRestart: o.brokerRestart,
-            ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-            keep: o.keep ?? false,
-            ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
-          });
+          // The first SIGINT or SIGTERM stops the run, which removes what it started; a second exits at once.
+          const interrupt = new AbortController();
+          const onSignal = (signal: NodeJS.Signals) => {
+            if (interrupt.signal.aborted) process.exit(EXIT.interrupted);
+            process.stderr.write(`chaos: ${signal}: stopping the run and removing what it started (again to exit at once)\n`);
+            interrupt.abort();
+          };
+          process.on("SIGINT", onSignal);
+          process.on("SIGTERM", onSignal);
+          let result: Awaited<ReturnType<typeof runRelayChaos>>;
+          try {
+            result = await runRelayChaos({
+              signal: interrupt.signal,
+              store: o.store,
+              broker: o.broker,
+              relays: o.relays,
+              messages: o.messages,
+              rate: o.rate,
+              keys: o.keys,
+              seed: o.seed,
+              leaseMs: o.leaseMs,
+              killEveryMs: o.killEvery,
+              pauseEveryMs: o.pauseEvery,
+              brokerRestart: o.brokerRestart,
+              consumers: o.consumers,
+              consumerKillEveryMs: o.consumerKillEvery,
+              consumerPauseEveryMs: o.consumerPauseEvery,
+              ackWaitMs: o.ackWaitMs,
+              ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+              keep: o.keep ?? false,
+              ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
+            });
+          } catch (error) {
+            if (!(error instanceof RelayChaosInterruptedError)) throw error;
+            process.stderr.write(`wassal: ${error.message}\n`);
+            process.exitCode = EXIT.failed; // the run did not finish: nothing was judged
+            return;
+          } finally {
+            process.off("SIGINT", onSignal);
+            process.off("SIGTERM", onSignal);
+          }
           if (o.json) printJson(result);
           else
             process.stdout.write(
               [
                 `relay chaos run on ${result.location}`,
+                `settings: ${Object.entries(result.settings)
+                  .map(([k, v]) => `${k}=${v}`)
+                  .join(" ")}`,
                 "",
-                textTable(
-                  ["figure", "value"],
-                  Object.entries(result.figures).map(([k, v]) => [k, v]),
-                ),
+                textTable(["figure", "value"], relayChaosFigureRows(result.figures)),
                 "",
                 renderRelayChaos(result),
                 result.workDir ? `kept: ${result.workDir}` : "",

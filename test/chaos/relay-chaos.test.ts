@@ -1,10 +1,12 @@
 // The end-to-end chaos run (`wassal chaos relay`) inside `npm test`: real `wassal relay` processes
-// killed and paused past their lease, a broker of the run's own (a NATS server on each store, a
-// RabbitMQ node on SQLite) stopped and started mid-run, and a consumer applying through the inbox.
-// And the judge that reads the result: shown each fault it must catch.
+// killed and paused past their lease, a broker of the run's own (a NATS server, a RabbitMQ node, a
+// Redis server) stopped and started mid-run, and consumer processes applying through the inbox,
+// themselves SIGKILLed (and restarted) and SIGSTOPped past the ack wait. And the judge that reads
+// the result: shown each fault it must catch.
 
+import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import { judgeRelayChaos } from "../../src/chaos/relay-chaos.js";
+import { countInversions, judgeRelayChaos } from "../../src/chaos/relay-chaos.js";
 import { requireBuiltCli, ROOT, runCli } from "../support/cli.js";
 import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { requireService } from "../support/services.js";
@@ -20,6 +22,9 @@ const NATS = await requireService(
 // The same for RabbitMQ: the run starts a node of its own (about 8 s), and restarts only that one.
 const RABBIT = await requireService("RabbitMQ", "amqp://127.0.0.1:5672", "rabbitmq-server -detached");
 
+// And for Redis: the run starts a redis-server of its own, with an append-only file, and restarts it.
+const REDIS = await requireService("Redis", "redis://127.0.0.1:6379", 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no');
+
 beforeAll(requireBuiltCli);
 
 describe("the relay chaos run's judge", () => {
@@ -33,6 +38,7 @@ describe("the relay chaos run's judge", () => {
     judgeRelayChaos({ ...evidence, ...extra, effects })
       .rows.filter((r) => !r.ok)
       .map((r) => r.name);
+  const OUT_OF_ORDER = ["keys: effects committed out of enqueue order", "keys: pairs of effects in reverse enqueue order"];
 
   it("passes one effect per message in each key's order (keys may interleave)", () => {
     expect(failing(["2", "1", "3"])).toEqual([]);
@@ -41,69 +47,197 @@ describe("the relay chaos run's judge", () => {
   it("catches a lost message, a double effect, an effect out of its key's order, and a message a relay never completed", () => {
     expect(failing(["1", "2"])).toEqual(["messages with no effect at the consumer (lost)"]);
     expect(failing(["1", "2", "3", "3"])).toEqual(["messages with more than one effect"]);
-    expect(failing(["3", "2", "1"])).toEqual(["keys: effects committed out of enqueue order"]);
+    expect(failing(["3", "2", "1"])).toEqual(OUT_OF_ORDER);
     expect(failing(["1", "2", "3"], { unpublished: 1 })).toEqual(["outbox messages not completed by a relay"]);
     expect(failing(["1", "2", "3", "9"])).toEqual(["effects of messages never enqueued"]);
-    expect(judgeRelayChaos({ ...evidence, effects: ["3", "2", "1"] }).examples).toContain("key a: message 1's effect came after message 3's, enqueued later");
+    expect(judgeRelayChaos({ ...evidence, effects: ["3", "2", "1"] }).examples).toContain(
+      "key a: message 1 (enqueued #1) had its effect after message 3's (enqueued #3, later)",
+    );
+  });
+
+  /** Five messages of key "k" (ids "1" … "5", enqueued in that order) and the judge's order figures for `effects`. */
+  const orderOf = (effects: string[]) => {
+    const five = ["1", "2", "3", "4", "5"].map((id) => ({ id, key: "k" }));
+    const { rows } = judgeRelayChaos({ ...evidence, expected: 5, enqueued: five, streamMessages: 5, effects });
+    const observed = (name: string) => rows.find((r) => r.name === name)?.observed;
+    return {
+      late: observed("keys: effects committed out of enqueue order"),
+      pairs: observed("keys: pairs of effects in reverse enqueue order"),
+      keys: observed("keys with an effect out of enqueue order"),
+    };
+  };
+
+  it("counts every effect that came after a later message of its key, and every inverted pair, not one per key", () => {
+    expect(orderOf(["1", "2", "3", "4", "5"])).toEqual({ late: 0, pairs: 0, keys: 0 });
+    // A message held back and applied last: one late effect, four pairs.
+    expect(orderOf(["2", "3", "4", "5", "1"])).toEqual({ late: 1, pairs: 4, keys: 1 });
+    // A later message applied first (the consumer restarted past what its predecessor held): four late effects, four pairs.
+    expect(orderOf(["5", "1", "2", "3", "4"])).toEqual({ late: 4, pairs: 4, keys: 1 });
+    // Reversed: four late, ten pairs.
+    expect(orderOf(["5", "4", "3", "2", "1"])).toEqual({ late: 4, pairs: 10, keys: 1 });
+    // Two separate inversions in one key both count.
+    expect(orderOf(["2", "1", "4", "3", "5"])).toEqual({ late: 2, pairs: 2, keys: 1 });
+  });
+
+  it("counts out-of-order effects over every key, and no more than 10 examples however many there are", () => {
+    const many = Array.from({ length: 40 }, (_, i) => ({ id: String(i + 1), key: `k${i % 4}` }));
+    // Each key's messages applied in reverse: 9 late effects and 45 pairs per key.
+    const effects = [...many].reverse().map((m) => m.id);
+    const { rows, examples } = judgeRelayChaos({ ...evidence, expected: 40, enqueued: many, streamMessages: 40, effects });
+    const observed = (name: string) => rows.find((r) => r.name === name)?.observed;
+    expect(observed("keys: effects committed out of enqueue order")).toBe(36);
+    expect(observed("keys: pairs of effects in reverse enqueue order")).toBe(180);
+    expect(observed("keys with an effect out of enqueue order")).toBe(4);
+    expect(examples).toHaveLength(10);
+  });
+
+  it("counts inversions as the pairs a brute-force count finds", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 20 }), { maxLength: 60 }), (values) => {
+        let pairs = 0;
+        for (let i = 0; i < values.length; i += 1) for (let j = i + 1; j < values.length; j += 1) if ((values[i] as number) > (values[j] as number)) pairs += 1;
+        expect(countInversions(values)).toBe(pairs);
+      }),
+    );
+  });
+
+  it("reports the consumer processes' faults and what they absorbed as figures, not checks", () => {
+    const { rows } = judgeRelayChaos({
+      ...evidence,
+      effects: ["1", "2", "3"],
+      consumerDuplicates: 7,
+      consumerStarts: 4,
+      consumerKills: 3,
+      consumerPauses: 2,
+      consumerTerminated: 0,
+    });
+    const info = Object.fromEntries(rows.filter((r) => r.expected === "info").map((r) => [r.name, r.observed]));
+    expect(info).toMatchObject({
+      "duplicate deliveries absorbed by the consumer's inbox (reported)": 7,
+      "consumer processes started (restarts included)": 4,
+      "consumer processes SIGKILLed and restarted": 3,
+      "consumer processes SIGSTOPped past the ack wait": 2,
+      "messages a consumer gave up (reported)": 0,
+    });
+    expect(rows.every((r) => r.ok)).toBe(true);
   });
 });
 
 interface RelayChaosJson {
   passed: boolean;
-  figures: { kills: number; relayStarts: number; brokerRestarts: number; consumerApplied: number };
+  timedOut: boolean;
+  figures: {
+    enqueued: number;
+    kills: number;
+    relayStarts: number;
+    brokerRestarts: number;
+    consumerApplied: number;
+    consumers: number;
+    consumerStarts: number;
+    consumerKills: number;
+    consumerPauses: number;
+    seconds: number;
+  };
   rows: { name: string; observed: number; ok: boolean }[];
   examples: string[];
 }
 
-const ARGS = [
-  "--relays",
-  "2",
+/** 2 relays, 30 keys; the relays killed every 200 ms and paused past their 500 ms lease every 600 ms. */
+const RELAY_FAULTS = ["--relays", "2", "--keys", "30", "--seed", "3", "--lease-ms", "500", "--kill-every", "200", "--pause-every", "600"];
+
+/**
+ * With the consumer faulted too, the relays are faulted as the command's defaults do it: killed
+ * every 400 ms, paused past their 1 s lease every 1.5 s. The harsher cadence above starved the
+ * Redis run on a loaded machine (load 10 on 2 cores): a relay reports ready before its client has
+ * connected, and each new one spent most of its short life reconnecting, so that little was
+ * published in a minute.
+ */
+const GENTLER_RELAY_FAULTS = ["--lease-ms", "1000", "--kill-every", "400", "--pause-every", "1500"];
+
+/*
+ * One consumer process, faulted only once it has been ready for an ack wait, and paused again only
+ * once it has run that long since its last pause (it may be killed at once); at a tick of both,
+ * the pause is tried first. A tick that finds no consumer it may fault does nothing, so the periods
+ * are chosen for each fault to come whatever a restart takes. (With kills every 1.5 s and pauses
+ * every 2.5 s, a kill found the consumer eligible before any pause did, every time: a RabbitMQ run
+ * was seen with 0 pauses.)
+ *
+ * NATS: killed about 2.5 s into the 12 s of enqueueing, while it holds deliveries of the last
+ * moments; paused for 3 s (1.5 ack waits of 2 s) at 7 s (if its restart took at most 2.5 s), killed
+ * again as it wakes at 10 s. The ack wait is longer than a restart, so what the killed consumer held
+ * comes back only after its successor applied later messages of the same keys. (A consumer killed
+ * only as it wakes from a pause holds deliveries whose ack wait ran out during the pause: they come
+ * back first, and 2 such runs showed no inversion.)
+ */
+const NATS_CONSUMER_FAULTS = [
   "--messages",
-  "600",
+  "1200",
   "--rate",
-  "300",
-  "--keys",
-  "20",
-  "--lease-ms",
-  "500",
-  "--kill-every",
-  "200",
-  "--pause-every",
-  "600",
-  "--seed",
-  "3",
+  "100",
+  "--ack-wait-ms",
+  "2000",
+  "--consumer-kill-every",
+  "2500",
+  "--consumer-pause-every",
+  "3500",
 ];
 
 /**
- * How long one run may take. Quiet, the RabbitMQ run takes about 30 s (its node starts twice, about
- * 8 s each); on a loaded machine it was seen past 60 s, so the runs get their own limit.
+ * RabbitMQ and Redis Streams have no ack wait (a dead consumer's messages come back when its
+ * connection closes, or to its successor of the same name), so a shorter one only spaces the
+ * faults: the same period for both, so paused for 1.5 s at 2 s and killed at 4 s whatever a
+ * restart takes, then again as it becomes eligible.
+ */
+const CONSUMER_FAULTS = ["--messages", "800", "--rate", "100", "--ack-wait-ms", "1000", "--consumer-pause-every", "2000", "--consumer-kill-every", "2000"];
+
+/**
+ * How long one run may take. Quiet, the RabbitMQ run takes about 35 s (its node starts twice, about
+ * 8 s each); on a loaded machine it was seen past 70 s, so the runs get their own limit.
  */
 const RUN_MS = 150_000;
 
-async function runRelayChaos(extra: readonly string[]): Promise<RelayChaosJson> {
-  const run = await runCli(["chaos", "relay", "--json", ...ARGS, ...extra], { cwd: ROOT, timeoutMs: RUN_MS - 10_000 });
+async function relayChaos(args: readonly string[]): Promise<RelayChaosJson> {
+  const run = await runCli(["chaos", "relay", "--json", ...RELAY_FAULTS, ...args], { cwd: ROOT, timeoutMs: RUN_MS - 10_000 });
   let result: RelayChaosJson;
   try {
     result = JSON.parse(run.stdout) as RelayChaosJson;
   } catch {
     throw new Error(`chaos relay printed no JSON (exit ${run.code}): ${run.stderr.slice(-2000)}`);
   }
-  expect(result.examples).toEqual([]);
+  // Every failed check with its count, and the examples, in one assertion: a failure shows them all.
+  expect({ failed: result.rows.filter((r) => !r.ok).map((r) => `${r.name}: ${r.observed}`), examples: result.examples, timedOut: result.timedOut }).toEqual({
+    failed: [],
+    examples: [],
+    timedOut: false,
+  });
   expect(result.passed).toBe(true);
   expect(run.code).toBe(0);
+  // Every message applied once (the effects counted in the consumer's database), none out of order.
+  expect(result.figures.consumerApplied).toBe(result.figures.enqueued);
+  for (const name of ["keys: effects committed out of enqueue order", "keys: pairs of effects in reverse enqueue order"])
+    expect(result.rows.find((r) => r.name === name)?.observed).toBe(0);
   // The faults happened: relays killed (and restarted), the broker stopped and started.
   expect(result.figures.kills).toBeGreaterThanOrEqual(1);
   expect(result.figures.relayStarts).toBe(2 + result.figures.kills);
   expect(result.figures.brokerRestarts).toBe(1);
-  expect(result.figures.consumerApplied).toBe(600);
   return result;
+}
+
+/** A run with the consumer faults: they happened, each kill with its restart. */
+async function relayChaosWithConsumerFaults(args: readonly string[]): Promise<void> {
+  const result = await relayChaos([...GENTLER_RELAY_FAULTS, ...args]);
+  expect(result.figures.consumerKills).toBeGreaterThanOrEqual(1);
+  expect(result.figures.consumerPauses).toBeGreaterThanOrEqual(1);
+  expect(result.figures.consumerStarts).toBe(result.figures.consumers + result.figures.consumerKills);
 }
 
 describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
   it(
     "sqlite: relays killed and paused, the broker restarted: every message one effect, in each key's order",
     async () => {
-      await runRelayChaos([]);
+      const result = await relayChaos(["--messages", "600", "--rate", "300"]);
+      expect(result.figures.consumerApplied).toBe(600);
+      expect(result.figures.consumerKills + result.figures.consumerPauses).toBe(0);
     },
     RUN_MS,
   );
@@ -111,7 +245,15 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
   it.skipIf(!PG)(
     "postgres: the same faults, the same result",
     async () => {
-      await runRelayChaos(["--store", TEST_DATABASE_URL]);
+      await relayChaos(["--messages", "600", "--rate", "300", "--store", TEST_DATABASE_URL]);
+    },
+    RUN_MS,
+  );
+
+  it(
+    "sqlite: the consumer killed (and restarted) and paused past the ack wait too: every message one effect, in each key's order",
+    async () => {
+      await relayChaosWithConsumerFaults(["--broker", "nats", ...NATS_CONSUMER_FAULTS]);
     },
     RUN_MS,
   );
@@ -119,9 +261,19 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
 
 describe.skipIf(!RABBIT)("wassal chaos relay --broker rabbitmq (short)", () => {
   it(
-    "sqlite: relays killed and paused, the run's own RabbitMQ node restarted: every message one effect, in each key's order",
+    "sqlite: relays and the consumer killed and paused, the run's own RabbitMQ node restarted: every message one effect, in each key's order",
     async () => {
-      await runRelayChaos(["--broker", "rabbitmq"]);
+      await relayChaosWithConsumerFaults(["--broker", "rabbitmq", ...CONSUMER_FAULTS]);
+    },
+    RUN_MS,
+  );
+});
+
+describe.skipIf(!REDIS)("wassal chaos relay --broker redis (short)", () => {
+  it(
+    "sqlite: relays and the consumer killed and paused, the run's own redis-server restarted: every message one effect, in each key's order",
+    async () => {
+      await relayChaosWithConsumerFaults(["--broker", "redis", ...CONSUMER_FAULTS]);
     },
     RUN_MS,
   );

@@ -1,0 +1,221 @@
+// The brokers a relay chaos run starts for itself, each on a free port with a data folder of its
+// own, so that the run can stop and start it at will without touching a shared one: a nats-server
+// with JetStream, a RabbitMQ node, or a redis-server whose append-only file survives its restart.
+// Each says where the relays publish (--to, --destination) and what the consumer processes
+// consume (see consumer-process.ts).
+
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { importOptional } from "../outbox/optional.js";
+import type { ChaosConsumerBroker } from "./consumer-process.js";
+import { freePort, waitForPort } from "./ports.js";
+
+export type ChaosBrokerName = "nats" | "rabbitmq" | "redis";
+export const CHAOS_BROKERS: readonly ChaosBrokerName[] = ["nats", "rabbitmq", "redis"];
+
+/** A broker of the run's own: its own port and data folder, stopped and started at will. */
+export interface ChaosBroker {
+  readonly name: ChaosBrokerName;
+  /** The relays' --to URL. */
+  readonly url: string;
+  /** The relays' --destination. */
+  readonly destination: string;
+  start(): Promise<void>;
+  /** Stops it (gracefully); what it keeps on disk stays for the next start. */
+  stop(): Promise<void>;
+  /** Creates where the messages go (a stream; an exchange and a durable queue; a stream and its group). */
+  prepare(): Promise<void>;
+  /** What the consumer processes consume. */
+  readonly consumer: ChaosConsumerBroker;
+  /** Messages the broker stored, when it keeps them after consumption (a stream); else null. */
+  stored(): Promise<number | null>;
+  /** Closes the run's own connection to it and removes what it keeps outside the run's folder. */
+  close(): Promise<void>;
+}
+
+/** Starts nothing yet: `start()` does. `dir` is the broker's data folder (inside the run's). */
+export function chaosBroker(name: ChaosBrokerName, dir: string, runId: string, ackWaitMs: number): Promise<ChaosBroker> {
+  if (name === "nats") return natsBroker(dir, runId, ackWaitMs);
+  if (name === "rabbitmq") return rabbitBroker(runId);
+  return redisBroker(dir, runId);
+}
+
+/** Stops a child server with SIGTERM and waits for it to exit. */
+async function terminate(child: ChildProcess | undefined): Promise<void> {
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  await exited;
+}
+
+async function natsBroker(dir: string, runId: string, ackWaitMs: number): Promise<ChaosBroker> {
+  const port = await freePort();
+  const url = `nats://127.0.0.1:${port}`;
+  const stream = `CHAOS_${runId.toUpperCase()}`;
+  const transport = await importOptional<typeof import("@nats-io/transport-node")>("@nats-io/transport-node", "the relay chaos run");
+  const jetstream = await importOptional<typeof import("@nats-io/jetstream")>("@nats-io/jetstream", "the relay chaos run");
+  let child: ChildProcess | undefined;
+  let admin: Awaited<ReturnType<typeof transport.connect>> | undefined;
+  return {
+    name: "nats",
+    url,
+    destination: `${stream}.{type}`,
+    // Every consumer process binds the same durable consumer (the first one creates it).
+    consumer: { kind: "nats", servers: url, stream, durable: "chaos", ackWaitMs },
+    async start() {
+      child = spawn("nats-server", ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", dir], { stdio: "ignore" });
+      child.once("error", () => undefined);
+      await waitForPort(port, true, "nats-server (it must be on the PATH)", 15_000);
+    },
+    async stop() {
+      const running = child;
+      child = undefined;
+      await terminate(running);
+    },
+    async prepare() {
+      admin = await transport.connect({ servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+      await (await jetstream.jetstreamManager(admin)).streams.add({ name: stream, subjects: [`${stream}.>`] });
+    },
+    async stored() {
+      if (admin === undefined) return null;
+      return (await (await jetstream.jetstreamManager(admin)).streams.info(stream)).state.messages;
+    },
+    async close() {
+      await admin?.close();
+    },
+  };
+}
+
+async function rabbitBroker(runId: string): Promise<ChaosBroker> {
+  // A folder of its own, outside the run's (private) one: the node runs as the rabbitmq user.
+  const dir = mkdtempSync(join(tmpdir(), "wassal-rabbitmq-"));
+  try {
+    const port = await freePort();
+    const distPort = await freePort();
+    const node = `wassal-chaos-${runId}@localhost`;
+    const url = `amqp://guest:guest@127.0.0.1:${port}`;
+    const exchange = `chaos-${runId}`;
+    const queue = `chaos-${runId}`;
+    writeFileSync(join(dir, "rabbitmq.conf"), `listeners.tcp.local = 127.0.0.1:${port}\n`);
+    writeFileSync(join(dir, "enabled_plugins"), "[].\n");
+    // Started as root, rabbitmq-server runs as the rabbitmq user, which must own the node's folder.
+    if (process.getuid?.() === 0) spawnSync("chown", ["-R", "rabbitmq:rabbitmq", dir], { stdio: "ignore" });
+    const env = {
+      ...process.env,
+      RABBITMQ_NODENAME: node,
+      RABBITMQ_CONFIG_FILE: join(dir, "rabbitmq.conf"),
+      RABBITMQ_ENABLED_PLUGINS_FILE: join(dir, "enabled_plugins"),
+      RABBITMQ_MNESIA_BASE: join(dir, "mnesia"),
+      RABBITMQ_MNESIA_DIR: join(dir, "mnesia", "node"),
+      RABBITMQ_FEATURE_FLAGS_FILE: join(dir, "feature_flags"),
+      RABBITMQ_PLUGINS_EXPAND_DIR: join(dir, "plugins"),
+      RABBITMQ_LOG_BASE: join(dir, "log"),
+      RABBITMQ_DIST_PORT: String(distPort),
+    };
+    const amqp = await importOptional<typeof import("amqplib")>("amqplib", "the relay chaos run");
+    let started = false;
+    return {
+      name: "rabbitmq",
+      url,
+      destination: `${exchange}/events`,
+      // Every consumer process consumes the same durable queue.
+      consumer: { kind: "rabbitmq", url, queue },
+      async start() {
+        started = true;
+        const child = spawn("rabbitmq-server", [], { env, cwd: dir, stdio: "ignore" });
+        child.once("error", () => undefined);
+        await waitForPort(port, true, "the run's RabbitMQ node (rabbitmq-server must be on the PATH)", 90_000);
+      },
+      async stop() {
+        if (!started) return;
+        started = false;
+        spawnSync("rabbitmqctl", ["-n", node, "stop"], { env, stdio: "ignore", timeout: 60_000 });
+        await waitForPort(port, false, "the run's RabbitMQ node", 60_000);
+      },
+      async prepare() {
+        const model = await amqp.connect(url);
+        try {
+          const channel = await model.createChannel();
+          await channel.assertExchange(exchange, "direct", { durable: true });
+          await channel.assertQueue(queue, { durable: true });
+          await channel.bindQueue(queue, exchange, "events");
+        } finally {
+          await model.close();
+        }
+      },
+      stored: async () => null,
+      async close() {
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function redisBroker(dir: string, runId: string): Promise<ChaosBroker> {
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  const stream = `chaos-${runId}`;
+  const group = "chaos";
+  const redis = await importOptional<typeof import("redis")>("redis", "the relay chaos run");
+  let child: ChildProcess | undefined;
+  let admin: ReturnType<typeof redis.createClient> | undefined;
+  return {
+    name: "redis",
+    url,
+    destination: stream,
+    // Every consumer process reads through the same group, each under its slot's own name.
+    consumer: { kind: "redis", url, stream, group },
+    async start() {
+      // Every write is in the append-only file, synced before the reply, and nothing else is kept:
+      // a stop and start loses nothing (the entries, the group, its pending entries, the markers).
+      const args = [
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--dir",
+        dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+        "--logfile",
+        join(dir, "redis.log"),
+      ];
+      child = spawn("redis-server", args, { stdio: "ignore" });
+      child.once("error", () => undefined);
+      await waitForPort(port, true, "redis-server (it must be on the PATH)", 15_000);
+    },
+    async stop() {
+      const running = child;
+      child = undefined;
+      await terminate(running);
+    },
+    async prepare() {
+      admin = redis.createClient({ url });
+      admin.on("error", () => undefined); // it reconnects by itself across the restart
+      await admin.connect();
+      await admin.xGroupCreate(stream, group, "0", { MKSTREAM: true }).catch((error: unknown) => {
+        if (!String(error).includes("BUSYGROUP")) throw error;
+      });
+    },
+    async stored() {
+      if (admin === undefined) return null;
+      return await admin.xLen(stream);
+    },
+    async close() {
+      try {
+        admin?.destroy(); // nothing of it is pending; a graceful close would wait for a stopped server
+      } catch {
+        // closed already
+      }
+    },
+  };
+}
