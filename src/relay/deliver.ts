@@ -7,8 +7,9 @@
 // Each key's order holds across crashes and redeliveries: a relay sends each keyed message's number
 // in its key's order, and the inbox applies number n only after n − 1. A message that arrives early
 // (its predecessor is still out: held by a consumer that died, coming again after the broker's ack
-// wait) is held back: handed back to the broker to come again after a delay where the broker can
-// (NATS), else held in place for a while and then handed back (RabbitMQ) or put aside (Redis).
+// wait, or in another consumer's hands) is held back: parked in the consumer's hands where it can
+// go on with the messages behind it (NATS, Redis Streams: parking.ts), else held in place for a
+// while and then handed back to the broker (RabbitMQ, whose consumer takes one message at a time).
 
 import { InvalidArgumentError } from "../outbox/errors.js";
 import type { Inbox } from "./inbox.js";
@@ -74,13 +75,15 @@ export interface Acknowledger {
   /** True once the consumer is stopping: a message waiting on its database is left to redelivery. */
   stopping?(): boolean;
   /**
-   * Hands an early message back to come again later, without holding up the messages behind it
-   * (NATS: a negative acknowledgement with a delay). Without it, an early message is held in place,
-   * its key checked again and again, and after a while handed back with `giveBack`.
+   * Puts an early message aside to be tried again later, without holding up the messages behind it
+   * (NATS and Redis Streams park it in the consumer's hands). Without it, an early message is held
+   * in place, its key checked again and again, and after a while handed back with `giveBack`.
    */
   defer?(): Promise<void> | void;
   /** Hands a message held in place back to the broker now (RabbitMQ: reject with requeue); without it, it is left unacknowledged. */
   giveBack?(): Promise<void> | void;
+  /** True for a message this consumer held back before (parked, now tried again): not counted or reported as early again. */
+  readonly heldBefore?: boolean;
 }
 
 /** How long an early message is held in place (re-checked with growing waits) before it is handed back. */
@@ -150,11 +153,13 @@ export async function deliver<Tx>(
       if (received.early) {
         if (heldSince === undefined) {
           heldSince = performance.now();
-          stats.early += 1;
-          try {
-            reports.onEarly?.(message, received.waitingFor);
-          } catch {
-            // as report
+          if (broker.heldBefore !== true) {
+            stats.early += 1;
+            try {
+              reports.onEarly?.(message, received.waitingFor);
+            } catch {
+              // as report
+            }
           }
         }
         if (broker.defer !== undefined) return void (await broker.defer());

@@ -7,9 +7,12 @@
 // later message; after maxAttempts the message is terminated (never redelivered) and reported,
 // and the consumer goes on.
 //
-// Each key's order holds through crashes: a message whose key waits for an earlier number (held
-// unacknowledged by a consumer that died, it comes back only after the ack wait) is handed back
-// with a delay (a negative acknowledgement) and applied when its turn has come (see deliver.ts).
+// Each key's order holds through crashes and competing consumers: a message whose key waits for an
+// earlier number (held unacknowledged by a consumer that died, it comes back only after the ack
+// wait; or in another consumer's queue) is parked in this consumer's hands, still unacknowledged and
+// kept alive, tried again soon and at once when this consumer applies a message of its key, while
+// the messages behind it go on (parking.ts). One parked for long (a gap) is handed back to the
+// server with a delay, and parked again when it comes back.
 //
 // Ack deadlines follow the work: every message this consumer holds, whether it waits in its queue or
 // runs, is kept alive with `working()` a few times per ack wait, and the durable consumer it
@@ -32,6 +35,7 @@ import {
   parseBody,
 } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
+import { Parking } from "./parking.js";
 
 export interface NatsConsumerOptions<Tx> extends ConsumerRetry {
   readonly servers: string | readonly string[];
@@ -70,10 +74,9 @@ function delivered(m: JsMsg, stream: string): DeliveredMessage {
   };
 }
 
-/** How long an early message waits before it comes again: 250 ms, doubling with each delivery, at most 5 s. */
-function deferMs(m: JsMsg): number {
-  return Math.min(250 * 2 ** Math.min(Math.max(m.info.deliveryCount - 1, 0), 5), 5_000);
-}
+/** Parked this many times (about 15 s), an early message goes back to the server for HAND_BACK_MS, and is parked again when it comes back. */
+const PARK_TRIES = 20;
+const HAND_BACK_MS = 5_000;
 
 export class NatsConsumer<Tx> {
   readonly stats: ConsumerStats = newConsumerStats();
@@ -83,6 +86,8 @@ export class NatsConsumer<Tx> {
   readonly #messages: { stop(): void; close(): Promise<unknown> };
   /** Received, not yet handled: kept alive with working() until their turn. */
   readonly #queue: JsMsg[] = [];
+  /** Held back while their key waits for an earlier number: kept alive too. */
+  readonly #parking = new Parking<JsMsg>();
   #inHand: JsMsg | undefined;
   #wake: (() => void) | undefined;
   #room: (() => void) | undefined;
@@ -123,24 +128,46 @@ export class NatsConsumer<Tx> {
     })();
     this.#loop = (async () => {
       const reports = { ...(options.onError ? { onError: options.onError } : {}), ...(options.onEarly ? { onEarly: options.onEarly } : {}) };
-      for (;;) {
-        const m = this.#queue.shift();
-        if (m === undefined) {
-          if (this.#stopping || !this.#reading) return;
-          await new Promise<void>((resolve) => (this.#wake = resolve));
-          continue;
-        }
-        this.#room?.();
+      const handle = async (m: JsMsg, tries: number) => {
         this.#inHand = m;
+        const message = delivered(m, options.stream);
+        const applied = this.stats.applied;
         const acknowledger = {
           ack: () => m.ackAck().then(() => undefined),
           giveUp: (reason: string) => m.term(reason),
           working: () => m.working(),
           stopping: () => this.#stopping,
-          defer: () => m.nak(deferMs(m)),
+          heldBefore: tries > 0,
+          defer: () => {
+            if (message.key === null || message.keySeq === null || tries >= PARK_TRIES) m.nak(HAND_BACK_MS);
+            else this.#parking.park(m, message.key, message.keySeq, tries);
+          },
         };
-        await deliver(delivered(m, options.stream), acknowledger, options.inbox, options.handle, retry, this.stats, reports).catch(() => undefined);
+        await deliver(message, acknowledger, options.inbox, options.handle, retry, this.stats, reports).catch(() => undefined);
+        if (this.stats.applied > applied && message.key !== null) this.#parking.applied(message.key);
         this.#inHand = undefined;
+      };
+      for (;;) {
+        const due = this.#stopping ? [] : this.#parking.takeDue();
+        if (due.length > 0) {
+          for (const p of due) await handle(p.item, p.tries);
+          continue;
+        }
+        const m = this.#queue.shift();
+        if (m === undefined) {
+          if (this.#stopping || (!this.#reading && this.#parking.size === 0)) return;
+          const wait = this.#parking.nextDueIn();
+          await new Promise<void>((resolve) => {
+            const timer = Number.isFinite(wait) ? setTimeout(resolve, wait) : undefined;
+            this.#wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+          continue;
+        }
+        this.#room?.();
+        await handle(m, 0);
       }
     })();
   }
@@ -150,6 +177,7 @@ export class NatsConsumer<Tx> {
     try {
       this.#inHand?.working();
       for (const m of this.#queue) m.working();
+      for (const m of this.#parking.items()) m.working();
     } catch {
       // the connection is down: the messages come back after the ack wait, and the inbox absorbs them
     }
@@ -197,7 +225,7 @@ export class NatsConsumer<Tx> {
     this.#messages.stop();
     this.#room?.();
     this.#wake?.();
-    for (const m of this.#queue.splice(0)) m.nak();
+    for (const m of [...this.#queue.splice(0), ...this.#parking.clear()]) m.nak();
     await this.#loop.catch(() => undefined);
     clearInterval(this.#heartbeat);
     await this.#nc.close();

@@ -4,8 +4,9 @@
 // inbox. On start it first takes up the entries it had read but not acknowledged (its own pending
 // ones: a restart with the same consumer name resumes them). A handler that keeps failing is
 // acknowledged without effect after maxAttempts and reported. An entry whose key waits for an
-// earlier number is put aside (still pending, so a restart resumes it in order) and tried again
-// after a delay, while the entries behind it go on. See deliver.ts.
+// earlier number is parked (still pending, so a restart resumes it in order), tried again soon and
+// at once when a message of its key is applied, while the entries behind it go on (parking.ts).
+// See deliver.ts.
 
 import type { RedisClientType } from "redis";
 import { InvalidArgumentError } from "../outbox/errors.js";
@@ -21,6 +22,7 @@ import {
   parseBody,
 } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
+import { Parking } from "./parking.js";
 import { importOptional } from "../outbox/optional.js";
 
 export interface RedisStreamsConsumerOptions<Tx> extends ConsumerRetry {
@@ -58,8 +60,8 @@ function delivered(entry: Entry, stream: string, redelivered: boolean): Delivere
 
 export class RedisStreamsConsumer {
   readonly stats: ConsumerStats = newConsumerStats();
-  /** Entries put aside because their key waited for an earlier number: tried again when due (they stay pending meanwhile). */
-  readonly #aside: { readonly entry: Entry; readonly due: number; readonly tries: number }[] = [];
+  /** Entries held back because their key waited for an earlier number: tried again when due (they stay pending meanwhile). */
+  readonly #parking = new Parking<Entry>();
   readonly #client: RedisClientType;
   #stopping = false;
   #loop: Promise<void> = Promise.resolve();
@@ -91,24 +93,27 @@ export class RedisStreamsConsumer {
   async #run<Tx>(options: RedisStreamsConsumerOptions<Tx>, retry: { maxAttempts: number; delayMs: number }): Promise<void> {
     const apply = async (entry: Entry, redelivered: boolean, tries: number) => {
       const ack = () => this.#client.xAck(options.stream, options.group, entry.id).then(() => undefined);
+      const message = delivered(entry, options.stream, redelivered);
+      const applied = this.stats.applied;
       const acknowledger = {
         ack,
         giveUp: ack,
         stopping: () => this.#stopping,
-        // Its key waits for an earlier number: aside, pending, tried again after 250 ms, doubling up to 5 s.
-        defer: () => void this.#aside.push({ entry, due: Date.now() + Math.min(250 * 2 ** Math.min(tries, 5), 5_000), tries: tries + 1 }),
+        heldBefore: tries > 0,
+        // Its key waits for an earlier number: parked, still pending.
+        defer: () => {
+          if (message.key !== null && message.keySeq !== null) this.#parking.park(entry, message.key, message.keySeq, tries);
+        },
       };
-      await deliver(delivered(entry, options.stream, redelivered), acknowledger, options.inbox, options.handle, retry, this.stats, options).catch(
-        () => undefined,
-      );
+      await deliver(message, acknowledger, options.inbox, options.handle, retry, this.stats, options).catch(() => undefined);
+      if (this.stats.applied > applied && message.key !== null) this.#parking.applied(message.key);
     };
     let from = "0"; // first our own pending entries (from the start, then after the last one read), then new ones
     for (let failures = 0; !this.#stopping; ) {
-      // Entries put aside whose time has come, oldest first.
-      const due = this.#aside.filter((a) => a.due <= Date.now());
+      // Entries parked whose time has come, each key's in order.
+      const due = this.#parking.takeDue();
       if (due.length > 0) {
-        for (const a of due) this.#aside.splice(this.#aside.indexOf(a), 1);
-        for (const a of due) if (!this.#stopping) await apply(a.entry, true, a.tries);
+        for (const p of due) if (!this.#stopping) await apply(p.item, true, p.tries);
         continue;
       }
       const pending = from !== ">";
@@ -118,7 +123,7 @@ export class RedisStreamsConsumer {
           options.group,
           options.consumer,
           { key: options.stream, id: from },
-          pending ? { COUNT: 1 } : { COUNT: 1, BLOCK: 200 },
+          pending ? { COUNT: 1 } : { COUNT: 1, BLOCK: Math.max(1, Math.min(200, Math.ceil(this.#parking.nextDueIn()))) },
         )) as { name: string; messages: (Entry | { id: string; message: null })[] }[] | null;
         entries = reply?.[0]?.messages ?? [];
         failures = 0;
@@ -127,7 +132,7 @@ export class RedisStreamsConsumer {
         // again from the start (those put aside among them), then the new ones.
         if (this.#stopping) return;
         from = "0";
-        this.#aside.length = 0;
+        this.#parking.clear();
         failures += 1;
         await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** failures, 2_000)));
         continue;

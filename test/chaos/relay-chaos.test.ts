@@ -259,6 +259,16 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
     },
     RUN_MS,
   );
+
+  it(
+    "sqlite: two consumer processes sharing the durable consumer, each killed and paused: every message one effect, in each key's order",
+    async () => {
+      // Before the inbox kept each key's order, two consumers broke it with no fault at all (217
+      // effects came after a later message of their key): each pulls its own batches.
+      await relayChaosWithConsumerFaults(["--broker", "nats", "--consumers", "2", ...NATS_CONSUMER_FAULTS]);
+    },
+    RUN_MS,
+  );
 });
 
 describe.skipIf(!RABBIT)("wassal chaos relay --broker rabbitmq (short)", () => {
