@@ -3,7 +3,7 @@
 // inbox that applies each received message once. The broker clients are optional peer dependencies,
 // loaded only when a publisher of theirs is opened.
 
-export { Inbox, type InboxOptions, type Received } from "./relay/inbox.js";
+export { type HandledInOrder, Inbox, type InboxOptions, type KeyedDelivery, type Received } from "./relay/inbox.js";
 export { MissingClientError } from "./outbox/optional.js";
 export type { ConsumerRetry, ConsumerStats, DeliveredMessage, DeliveryHandler } from "./relay/deliver.js";
 export { NatsConsumer, type NatsConsumerOptions } from "./relay/nats-consumer.js";

@@ -4,6 +4,7 @@
 import { Command } from "commander";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { checkInboxSource, checkOrderingKey } from "../outbox/validate.js";
+import { Inbox } from "../relay/inbox.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { integer, parseDuration, printJson } from "./options.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
@@ -68,23 +69,36 @@ export function inboxCommand(): Command {
   inbox.addCommand(
     common(new Command("unblock"))
       .description(
-        "give up waiting for the numbers a key misses (--skip): the lowest number held back is applied when it comes again; the skipped ones never are here",
+        "give up waiting for the numbers a key misses (--skip): the lowest number held back is applied when it comes again; a skipped one that comes later is applied then, out of its place",
       )
-      .argument("<key>", "the ordering key (see: wassal inbox blocked-keys)")
+      .argument("[key]", "the ordering key (see: wassal inbox blocked-keys)")
       .option("--source <source>", "the inbox source (as the consumer's Inbox was given)", "")
       .option("--skip", "skip the missing numbers")
+      .option("--all", "every key of the source that holds a message back (with --older-than, only those waiting longer)")
+      .option("--older-than <duration>", "with --all: only keys waiting longer than this, e.g. 5m", parseDuration)
       .addHelpText(
         "after",
-        "\nTo fill the gap instead, redrive the missing message in the producer's outbox (wassal outbox unblock <key> --redrive).\nExits 2 when the key holds nothing back.",
+        "\nTo fill a gap instead, redrive the missing message in the producer's outbox (wassal outbox unblock <key> --redrive).\nExits 2 when the named key holds nothing back.",
       )
-      .action(async (key: string, options: Common & { source: string; skip?: boolean }) => {
+      .action(async (key: string | undefined, options: Common & { source: string; skip?: boolean; all?: boolean; olderThan?: number }) => {
         if (!options.skip)
           throw new InvalidArgumentError(
             "an inbox key is unblocked with --skip (to fill the gap instead, redrive the missing message in the producer's outbox)",
           );
-        checkOrderingKey(key);
+        if ((key === undefined) === !options.all) throw new InvalidArgumentError("name one key, or pass --all (not both)");
+        if (options.olderThan !== undefined && !options.all) throw new InvalidArgumentError("--older-than goes with --all");
+        if (key !== undefined) checkOrderingKey(key);
         const from = source(options.source) ?? "";
         await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
+          if (key === undefined) {
+            const done = await new Inbox({ store, source: from }).unblockKeys("skip", { olderThanMs: Math.round(options.olderThan ?? 0) });
+            if (options.json) printJson(done);
+            else
+              process.stdout.write(
+                `${done.length} key${done.length === 1 ? "" : "s"} skipped past their gaps\n${done.map((d) => `${d.key}\tnumbers ${d.skipped[0]} to ${d.skipped[1]}\n`).join("")}`,
+              );
+            return;
+          }
           const done = await store.skipInboxGap(key, { source: from });
           if (options.json) printJson(done);
           else

@@ -23,7 +23,7 @@ import {
   type ForeignTransaction,
   type InboxBlockedKey,
   type InOrderReceipt,
-  type ReceivedInOrder,
+  type InOrderMessage,
   type JsonValue,
   type Lease,
   type LeaseLost,
@@ -477,7 +477,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   /** A keyed completion: the guarded update, then the key passes to the next message waiting, in the same transaction. */
   #completeKeyed(tx: Tx, lease: Lease, key: string, finalize: Finalize<Tx> | undefined): MaybePromise<Outcome> {
-    const turn = { key, nextSeq: lease.message.keySeq === null ? null : lease.message.keySeq + 1 };
+    const turn = turnAfter(lease.message, true) ?? { key, nextSeq: null };
     return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) =>
       done === null ? "lost" : andThen(this.#driver.handOn({ tx, keys: [turn] }), () => this.#afterGuard(tx, done, finalize)),
     );
@@ -713,7 +713,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return this.#driver.inboxRecord({ tx, source, messageId: id });
   }
 
-  async receiveInOrder(tx: Tx, message: ReceivedInOrder, options: { readonly source?: string } = {}): Promise<InOrderReceipt> {
+  async receiveInOrder(tx: Tx, message: InOrderMessage, options: { readonly source?: string } = {}): Promise<InOrderReceipt> {
     if (!this.#driver.isInTransaction(tx)) {
       throw new NotInTransactionError(
         `receiveInOrder needs an open transaction so the id and the key's number commit with your effect: call it inside store.transaction(tx => …) or ${this.#driver.ownTransactionHint}`,
@@ -725,8 +725,13 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const seq = checkKeySeq(keySeq);
     const source = checkInboxSource(checkObject(options, "receiveInOrder options ({ source })").source ?? "");
     const applied = await this.#driver.inboxKeyTurn({ tx, source, key: orderingKey });
-    // Applied already (a redelivery), or skipped past by an operator: nothing to do.
-    if (seq <= applied) return { outcome: "duplicate" };
+    if (seq <= applied) {
+      // Its number was applied or skipped past: a redelivery, whose id is recorded, changes nothing.
+      // An id not seen with a number the key has passed is another message (a number given again:
+      // a message skipped in the outbox after the broker had it, a producer restored from a
+      // backup): applied now rather than lost, and reported as late.
+      return (await this.#driver.inboxRecord({ tx, source, messageId })) ? { outcome: "late", appliedSeq: applied } : { outcome: "duplicate" };
+    }
     if (seq > applied + 1) {
       await this.#driver.inboxKeyUpdate({ tx, source, key: orderingKey, applied: null, held: seq });
       return { outcome: "early", waitingFor: applied + 1 };

@@ -16,7 +16,7 @@ import type {
   CompletionResult,
   InboxBlockedKey,
   InOrderReceipt,
-  ReceivedInOrder,
+  InOrderMessage,
   MarkedDead,
   Finalize,
   JsonValue,
@@ -165,11 +165,13 @@ export interface OutboxStore<Tx> {
    * transaction, takes the key's turn (a concurrent receive of the same key waits for this
    * transaction), then compares the message's number with the key's last applied one. "new": the
    * next number; its id is recorded and the key's number moves on, with the caller's writes.
-   * "duplicate": that number (or a later one) was applied already: skip it. "early": an earlier number
-   * has not been applied yet: nothing is applied, the wait is recorded (see inboxBlockedKeys), and
-   * the message must come again later (the consumer gives it back to the broker).
+   * "duplicate": this message was applied already: skip it. "early": an earlier number has not
+   * been applied yet: nothing is applied, the wait is recorded (see inboxBlockedKeys), and the
+   * message must come again later (the consumer gives it back to the broker). "late": a message not
+   * seen before whose number the key has passed (a number given twice): its id is recorded, apply
+   * it now; the key's number stays.
    */
-  receiveInOrder(tx: Tx, message: ReceivedInOrder, options?: { readonly source?: string }): Promise<InOrderReceipt>;
+  receiveInOrder(tx: Tx, message: InOrderMessage, options?: { readonly source?: string }): Promise<InOrderReceipt>;
 
   /** Keys whose inbox holds a message back, waiting for an earlier number, longest waiting first (of one source, or all). */
   inboxBlockedKeys(options?: { readonly source?: string; readonly limit?: number }): Promise<InboxBlockedKey[]>;

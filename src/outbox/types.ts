@@ -134,7 +134,7 @@ export interface Released {
 export type RetryDecision = { readonly retryInMs: number } | "dead" | "dead-and-skip";
 
 /** A received message as the inbox orders it: its id, and its ordering key and number in that key's order (keySeq). */
-export interface ReceivedInOrder {
+export interface InOrderMessage {
   readonly id: string;
   readonly key: string;
   readonly keySeq: number;
@@ -142,10 +142,15 @@ export interface ReceivedInOrder {
 
 /**
  * What the inbox says of a keyed, numbered message: "new" (apply it now: its number is the key's
- * next), "duplicate" (its number was applied, or skipped past, already: change nothing), or "early"
- * (an earlier number of its key has not been applied: hold it back and let it come again).
+ * next), "duplicate" (this message was applied already: change nothing), "early" (an earlier
+ * number of its key has not been applied: hold it back and let it come again), or "late" (another
+ * message with a number the key has passed: apply it now, out of its place, rather than lose it).
  */
-export type InOrderReceipt = { readonly outcome: "new" } | { readonly outcome: "duplicate" } | { readonly outcome: "early"; readonly waitingFor: number };
+export type InOrderReceipt =
+  | { readonly outcome: "new" }
+  | { readonly outcome: "duplicate" }
+  | { readonly outcome: "early"; readonly waitingFor: number }
+  | { readonly outcome: "late"; readonly appliedSeq: number };
 
 /**
  * A key at a consumer's inbox that holds a message back: a later number of the key arrived before

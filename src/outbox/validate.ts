@@ -86,7 +86,6 @@ export function checkInboxId(id: unknown): string {
   return checkText(id, "inbox message id", MAX_KEY_LENGTH);
 }
 
-/** Where inbox ids come from ("" by default): any string without NUL or lone surrogates, at most 255 characters. */
 /** A message's number in its key's order: a whole number from 1. */
 export function checkKeySeq(seq: unknown): number {
   if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1)
@@ -94,6 +93,7 @@ export function checkKeySeq(seq: unknown): number {
   return seq;
 }
 
+/** Where inbox ids come from ("" by default): any string without NUL or lone surrogates, at most 255 characters. */
 export function checkInboxSource(source: unknown): string {
   if (source === "") return source;
   return checkText(source, "inbox source", MAX_KEY_LENGTH);

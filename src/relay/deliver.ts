@@ -44,11 +44,13 @@ export interface ConsumerStats {
   terminated: number;
   /** Deliveries held back because an earlier message of their key had not been applied yet (each handed back to come again). */
   early: number;
+  /** Of the messages applied, those whose number their key had passed (a number given twice): applied out of their place rather than lost. */
+  late: number;
 }
 
 /** A fresh set of consumer counters. */
 export function newConsumerStats(): ConsumerStats {
-  return { applied: 0, duplicates: 0, failed: 0, terminated: 0, early: 0 };
+  return { applied: 0, duplicates: 0, failed: 0, terminated: 0, early: 0, late: 0 };
 }
 
 export interface ConsumerRetry {
@@ -63,6 +65,12 @@ export interface ConsumerRetry {
    * key that keeps waiting has a gap: see `inbox.blockedKeys()` and `inbox.unblockKey(key, "skip")`.
    */
   readonly onEarly?: (message: DeliveredMessage, waitingFor: number) => void;
+  /**
+   * Told of each message applied out of its key's order: not seen before, with a number its key had
+   * passed (a number the producer gave twice: a message skipped in its outbox after the broker had
+   * it, or a producer's database restored from a backup). Applied rather than lost.
+   */
+  readonly onLate?: (message: DeliveredMessage) => void;
 }
 
 /** What the broker lets a consumer do with the message in hand. */
@@ -130,7 +138,7 @@ export async function deliver<Tx>(
   handle: DeliveryHandler<Tx>,
   retry: { maxAttempts: number; delayMs: number },
   stats: ConsumerStats,
-  reports: Pick<ConsumerRetry, "onError" | "onEarly"> = {},
+  reports: Pick<ConsumerRetry, "onError" | "onEarly" | "onLate"> = {},
 ): Promise<void> {
   const report = (error: unknown, final: boolean) => {
     try {
@@ -171,7 +179,17 @@ export async function deliver<Tx>(
         continue;
       }
       if (received.duplicate) stats.duplicates += 1;
-      else stats.applied += 1;
+      else {
+        stats.applied += 1;
+        if ("late" in received && received.late) {
+          stats.late += 1;
+          try {
+            reports.onLate?.(message);
+          } catch {
+            // as report
+          }
+        }
+      }
     } catch (caught) {
       if (!(caught instanceof HandlerFailure)) {
         // The consumer's own database failed (down, busy): nothing was applied and the handler is
@@ -190,8 +208,21 @@ export async function deliver<Tx>(
       if (final) {
         stats.terminated += 1;
         // Given up: its key moves on past it (as a skip would), or every later message of the key
-        // would wait for it for ever. Its id and number are recorded, nothing else is written.
-        if (message.key !== null && message.keySeq !== null) await inbox.handle(message, () => undefined).catch(() => undefined);
+        // would wait for it for ever. Its id and number are recorded, nothing else is written; tried
+        // until it commits (the consumer's database failing spends nothing), and given up only then.
+        if (message.key !== null && message.keySeq !== null) {
+          for (let wait = retry.delayMs; ; wait = Math.min(Math.max(wait, 50) * 2, 30_000)) {
+            try {
+              await inbox.handle(message, () => undefined);
+              break;
+            } catch (recordError) {
+              report(recordError, false);
+              if (broker.stopping?.()) return; // left unacknowledged: delivered again, and tried again then
+              broker.working?.();
+              await pause(wait);
+            }
+          }
+        }
         try {
           await broker.giveUp(`the handler failed ${attempt} times: ${error instanceof Error ? error.message : String(error)}`);
         } catch {

@@ -88,6 +88,8 @@ export class NatsConsumer<Tx> {
   readonly #queue: JsMsg[] = [];
   /** Held back while their key waits for an earlier number: kept alive too. */
   readonly #parking = new Parking<JsMsg>();
+  /** Parked messages taken out to be tried again, not yet handled: kept alive too. */
+  #retrying: JsMsg[] = [];
   #inHand: JsMsg | undefined;
   #wake: (() => void) | undefined;
   #room: (() => void) | undefined;
@@ -127,7 +129,11 @@ export class NatsConsumer<Tx> {
       }
     })();
     this.#loop = (async () => {
-      const reports = { ...(options.onError ? { onError: options.onError } : {}), ...(options.onEarly ? { onEarly: options.onEarly } : {}) };
+      const reports = {
+        ...(options.onError ? { onError: options.onError } : {}),
+        ...(options.onEarly ? { onEarly: options.onEarly } : {}),
+        ...(options.onLate ? { onLate: options.onLate } : {}),
+      };
       const handle = async (m: JsMsg, tries: number) => {
         this.#inHand = m;
         const message = delivered(m, options.stream);
@@ -150,7 +156,12 @@ export class NatsConsumer<Tx> {
       for (;;) {
         const due = this.#stopping ? [] : this.#parking.takeDue();
         if (due.length > 0) {
-          for (const p of due) await handle(p.item, p.tries);
+          this.#retrying = due.map((p) => p.item);
+          for (const p of due) {
+            if (this.#stopping) break; // the rest is handed back by stop()
+            this.#retrying.shift();
+            await handle(p.item, p.tries);
+          }
           continue;
         }
         const m = this.#queue.shift();
@@ -174,12 +185,13 @@ export class NatsConsumer<Tx> {
 
   /** Every message held, waiting or running, tells the server it is still being worked on. */
   #keepAlive(): void {
-    try {
-      this.#inHand?.working();
-      for (const m of this.#queue) m.working();
-      for (const m of this.#parking.items()) m.working();
-    } catch {
-      // the connection is down: the messages come back after the ack wait, and the inbox absorbs them
+    const held = [...(this.#inHand === undefined ? [] : [this.#inHand]), ...this.#retrying, ...this.#queue, ...this.#parking.items()];
+    for (const m of held) {
+      try {
+        m.working();
+      } catch {
+        // the connection is down: the messages come back after the ack wait, and the inbox absorbs them
+      }
     }
   }
 
@@ -227,6 +239,15 @@ export class NatsConsumer<Tx> {
     this.#wake?.();
     for (const m of [...this.#queue.splice(0), ...this.#parking.clear()]) m.nak();
     await this.#loop.catch(() => undefined);
+    // A parked message being tried as the loop ended may have been parked again, and ones taken out
+    // to be tried were left: back at once too.
+    for (const m of [...this.#retrying.splice(0), ...this.#parking.clear()]) {
+      try {
+        m.nak();
+      } catch {
+        // the connection is down: redelivered after the ack wait
+      }
+    }
     clearInterval(this.#heartbeat);
     await this.#nc.close();
   }

@@ -28,6 +28,8 @@ export interface WebhookReceiverOptions<Tx> {
   readonly onError?: (error: unknown, message: DeliveredMessage) => void;
   /** Told of each delivery answered 425 because its key waits for an earlier number (see ConsumerRetry.onEarly). */
   readonly onEarly?: (message: DeliveredMessage, waitingFor: number) => void;
+  /** Told of each delivery applied out of its key's order (see ConsumerRetry.onLate). */
+  readonly onLate?: (message: DeliveredMessage) => void;
   readonly clock?: Clock;
 }
 
@@ -111,13 +113,27 @@ export function webhookReceiver<Tx>(options: WebhookReceiverOptions<Tx>): Webhoo
       const received = await options.inbox.handle(message, (tx) => options.handle(message, tx));
       if (received.early) {
         stats.early += 1;
-        options.onEarly?.(message, received.waitingFor);
+        try {
+          options.onEarly?.(message, received.waitingFor);
+        } catch {
+          // a report that throws must not turn the answer into a 500
+        }
         response.writeHead(425, { "content-type": "text/plain", "retry-after": "1" });
         response.end(`ordering key ${JSON.stringify(message.key)} waits for its number ${received.waitingFor}; send this one again later\n`);
         return;
       }
       if (received.duplicate) stats.duplicates += 1;
-      else stats.applied += 1;
+      else {
+        stats.applied += 1;
+        if (received.late) {
+          stats.late += 1;
+          try {
+            options.onLate?.(message);
+          } catch {
+            // as onEarly
+          }
+        }
+      }
       answer(response, 204);
     } catch (error) {
       stats.failed += 1;

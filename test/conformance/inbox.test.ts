@@ -98,17 +98,20 @@ describeEachStore("the inbox in each key's order", (factory) => {
     expect(await inbox.handle(keyed("m-3", "acct-1", 3), apply("m-3"))).toMatchObject({ early: true, waitingFor: 1 });
     // The lowest number held, and since its first hold.
     expect(await inbox.blockedKeys()).toMatchObject([{ heldSeq: 2, heldSince: since }]);
-    expect(await inbox.handle(keyed("m-1", "acct-1", 1), apply("m-1"))).toEqual({ duplicate: false, early: false, result: "m-1" });
+    expect(await inbox.handle(keyed("m-1", "acct-1", 1), apply("m-1"))).toEqual({ duplicate: false, early: false, late: false, result: "m-1" });
     expect(await inbox.blockedKeys()).toEqual([]); // 2 is next now: no gap left
     expect(await inbox.handle(keyed("m-2", "acct-1", 2), apply("m-2"))).toMatchObject({ early: false, result: "m-2" });
     expect(await inbox.handle(keyed("m-3", "acct-1", 3), apply("m-3"))).toMatchObject({ early: false, result: "m-3" });
     for (const id of ["m-1", "m-2", "m-3"]) expect(await harness.countBusinessRows(id)).toBe(1);
-    // A redelivery of a number applied already is a duplicate, whatever its id; other keys and sources are apart.
+    // A redelivery is a duplicate. Another message given a number the key has passed is applied
+    // late (rather than lost), the key's number unchanged; other keys and sources are apart.
     expect(await inbox.handle(keyed("m-2", "acct-1", 2), apply("m-2"))).toEqual({ duplicate: true, early: false });
+    expect(await inbox.handle(keyed("other", "acct-1", 1), apply("other"))).toEqual({ duplicate: false, early: false, late: true, result: "other" });
     expect(await inbox.handle(keyed("other", "acct-1", 1), apply("other"))).toEqual({ duplicate: true, early: false });
+    expect(await inbox.handle(keyed("m-4", "acct-1", 4), apply("m-4"))).toMatchObject({ early: false, late: false });
     expect(await inbox.handle(keyed("b-1", "acct-2", 1), apply("b-1"))).toMatchObject({ result: "b-1" });
     expect(await new Inbox({ store, source: "payments" }).handle(keyed("p-1", "acct-1", 1), apply("p-1"))).toMatchObject({ result: "p-1" });
-    expect(await harness.countBusinessRows("other")).toBe(0);
+    expect(await harness.countBusinessRows("other")).toBe(1);
   });
 
   it("keeps the gap visible while a later number stays held, and a skip lets the key go on from the held one", async () => {
@@ -125,9 +128,9 @@ describeEachStore("the inbox in each key's order", (factory) => {
     expect(await inbox.blockedKeys()).toEqual([]);
     expect(await inbox.handle(keyed("k-5", "k", 5), (tx) => harness.businessWrite(tx, "k-5"))).toMatchObject({ early: false });
     expect(await harness.countBusinessRows("k-5")).toBe(1);
-    // Number 3 arriving after the skip is not applied: its place was given up.
-    expect(await inbox.handle(keyed("k-3", "k", 3), (tx) => harness.businessWrite(tx, "k-3"))).toEqual({ duplicate: true, early: false });
-    expect(await harness.countBusinessRows("k-3")).toBe(0);
+    // Number 3 arriving after the skip is applied late, out of its place, rather than lost.
+    expect(await inbox.handle(keyed("k-3", "k", 3), (tx) => harness.businessWrite(tx, "k-3"))).toMatchObject({ late: true });
+    expect(await harness.countBusinessRows("k-3")).toBe(1);
     await expect(inbox.unblockKey("k", "skip")).rejects.toBeInstanceOf(KeyNotBlockedError);
     await expect(inbox.unblockKey("k", "skip")).rejects.toThrow(/holds nothing back at the inbox \(source "s"\)/);
     await expect(inbox.unblockKey("k", "redrive" as "skip")).rejects.toThrow(/redrive the missing message in the producer's outbox/);
@@ -142,13 +145,18 @@ describeEachStore("the inbox in each key's order", (factory) => {
     expect(await harness.countBusinessRows("e-1")).toBe(1);
   });
 
-  it("a message without a number is applied by its id alone; a number whose id was received without one moves the key on as a duplicate", async () => {
+  it("a message without a number, or for an inbox with keyOrder false, is applied by its id alone; a number whose id was received without one moves the key on as a duplicate", async () => {
     const { store } = ctx();
     const inbox = new Inbox({ store });
-    expect(await inbox.handle({ id: "plain", key: "k", keySeq: null }, () => "x")).toEqual({ duplicate: false, early: false, result: "x" });
+    expect(await inbox.handle({ id: "plain", key: "k", keySeq: null }, () => "x")).toEqual({ duplicate: false, early: false, late: false, result: "x" });
     expect(await inbox.handle("n-1", () => "y")).toEqual({ duplicate: false, result: "y" });
     expect(await inbox.handle(keyed("n-1", "k", 1), () => "z")).toEqual({ duplicate: true, early: false });
     expect(await inbox.handle(keyed("n-2", "k", 2), () => "w")).toMatchObject({ early: false, result: "w" });
+    const unordered = new Inbox({ store, source: "one-route-of-many", keyOrder: false });
+    expect(await unordered.handle(keyed("u-5", "k", 5), () => "five")).toEqual({ duplicate: false, early: false, late: false, result: "five" });
+    expect(await unordered.handle(keyed("u-5", "k", 5), () => "again")).toEqual({ duplicate: true, early: false });
+    expect(await unordered.blockedKeys()).toEqual([]);
+    expect(() => new Inbox({ store, keyOrder: "yes" as unknown as boolean })).toThrow("keyOrder must be true or false");
   });
 
   it("two connections receiving one key's numbers at once apply them in order, once each", async () => {

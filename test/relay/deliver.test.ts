@@ -8,7 +8,7 @@ import type { Inbox } from "../../src/relay/inbox.js";
 
 const message: DeliveredMessage = { id: "m-1", type: "t", key: null, keySeq: null, headers: {}, body: {}, source: "s", redelivered: false };
 const retry = { maxAttempts: 3, delayMs: 0 };
-const fresh = (): ConsumerStats => ({ applied: 0, duplicates: 0, failed: 0, terminated: 0, early: 0 });
+const fresh = (): ConsumerStats => ({ applied: 0, duplicates: 0, failed: 0, terminated: 0, early: 0, late: 0 });
 
 /** An inbox whose transaction fails `storeFailures` times before it runs the effect. */
 function inbox(storeFailures: number): Inbox<string> {
@@ -36,7 +36,7 @@ describe("deliver", () => {
     const errors: boolean[] = [];
     await deliver(message, b, inbox(10), async () => undefined, retry, stats, { onError: (_e, _m, final) => void errors.push(final) });
     expect(b.calls).toEqual(["ack"]);
-    expect(stats).toEqual({ applied: 1, duplicates: 0, failed: 0, terminated: 0, early: 0 });
+    expect(stats).toEqual({ applied: 1, duplicates: 0, failed: 0, terminated: 0, early: 0, late: 0 });
     expect(errors).toEqual(Array(10).fill(false));
   });
 
@@ -48,7 +48,7 @@ describe("deliver", () => {
       onError: (_e, _m, final) => void errors.push(final),
     });
     expect(b.calls).toEqual(["give up: the handler failed 3 times: bad data"]);
-    expect(stats).toEqual({ applied: 0, duplicates: 0, failed: 3, terminated: 1, early: 0 });
+    expect(stats).toEqual({ applied: 0, duplicates: 0, failed: 3, terminated: 1, early: 0, late: 0 });
     expect(errors).toEqual([false, false, true]);
   });
 
@@ -107,7 +107,7 @@ describe("deliver", () => {
       await deliver(keyed, b, fake, async () => void ran++, retry, stats, { onEarly: (_m, waitingFor) => void early.push(waitingFor) });
       expect(b.calls).toEqual(["defer"]);
       expect(ran).toBe(0);
-      expect(stats).toEqual({ applied: 0, duplicates: 0, failed: 0, terminated: 0, early: 1 });
+      expect(stats).toEqual({ applied: 0, duplicates: 0, failed: 0, terminated: 0, early: 1, late: 0 });
       expect(early).toEqual([6]);
       expect(fake.handed).toEqual([keyed]); // the inbox got the key and its number
     });
@@ -118,7 +118,7 @@ describe("deliver", () => {
       const early: number[] = [];
       await deliver(keyed, b, orderedInbox(3), async () => undefined, retry, stats, { onEarly: (_m, n) => void early.push(n) });
       expect(b.calls).toEqual(["ack"]);
-      expect(stats).toEqual({ applied: 1, duplicates: 0, failed: 0, terminated: 0, early: 1 });
+      expect(stats).toEqual({ applied: 1, duplicates: 0, failed: 0, terminated: 0, early: 1, late: 0 });
       expect(early).toEqual([6]);
     });
 
@@ -159,5 +159,38 @@ describe("deliver", () => {
     expect(transactions).toBe(4);
     expect(b.calls).toEqual(["give up: the handler failed 3 times: bad data"]);
     expect(stats).toMatchObject({ failed: 3, terminated: 1 });
+  });
+
+  it("a message applied late (its number given twice) is counted and reported, and acknowledged", async () => {
+    const b = broker();
+    const stats = fresh();
+    const late: string[] = [];
+    const fake = {
+      handle: async (_m: unknown, effect: (tx: string) => unknown) => ({ duplicate: false, early: false, late: true, result: await effect("tx") }),
+    } as unknown as Inbox<string>;
+    await deliver({ ...message, key: "k", keySeq: 2 }, b, fake, async () => undefined, retry, stats, { onLate: (m) => void late.push(m.id) });
+    expect(b.calls).toEqual(["ack"]);
+    expect(stats).toEqual({ applied: 1, duplicates: 0, failed: 0, terminated: 0, early: 0, late: 1 });
+    expect(late).toEqual(["m-1"]);
+  });
+
+  it("a keyed message given up is given up only once its key's number is recorded: a database failing meanwhile is retried, spending nothing", async () => {
+    const b = broker();
+    const stats = fresh();
+    let recordFailures = 2;
+    let calls = 0;
+    const fake = {
+      handle: async (_m: unknown, effect: (tx: string) => unknown) => {
+        calls += 1;
+        if (calls > 3 && recordFailures > 0) {
+          recordFailures -= 1;
+          throw new Error("connection terminated");
+        }
+        return { duplicate: false, early: false, late: false, result: await effect("tx") };
+      },
+    } as unknown as Inbox<string>;
+    await deliver({ ...message, key: "k", keySeq: 1 }, b, fake, async () => Promise.reject(new Error("bad data")), retry, stats);
+    expect(calls).toBe(6); // three tries, two failed records, the record that committed
+    expect(b.calls).toEqual(["give up: the handler failed 3 times: bad data"]);
   });
 });

@@ -183,7 +183,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
         const ns = applied.filter((a) => a.key === key).map((a) => a.n);
         expect(ns).toEqual([...ns].sort((a, b) => a - b));
       }
-      expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 1, terminated: 0, early: 0 });
+      expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 1, terminated: 0, early: 0, late: 0 });
       expect(applied.map((a) => a.id).sort()).toEqual([...ids].sort());
     });
   });
@@ -221,7 +221,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
           { n: 2, final: false },
           { n: 2, final: true },
         ]);
-        expect(consumer.stats).toEqual({ applied: 2, duplicates: 0, failed: 3, terminated: 1, early: 0 });
+        expect(consumer.stats).toEqual({ applied: 2, duplicates: 0, failed: 3, terminated: 1, early: 0, late: 0 });
       } finally {
         await consumer.stop();
         await store.close();

@@ -127,7 +127,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
           const ns = applied.filter((a) => a.key === key).map((a) => a.n);
           expect(ns).toEqual([...ns].sort((a, b) => a - b));
         }
-        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0, early: 0 });
+        expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 0, terminated: 0, early: 0, late: 0 });
       } finally {
         await consumer.stop();
       }

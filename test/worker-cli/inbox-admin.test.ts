@@ -55,6 +55,16 @@ describe("wassal inbox", () => {
     const noSkip = await runCli(["inbox", "unblock", "b", "--source", "other", "--db", db], { cwd: DIR });
     expect(noSkip.code).toBe(2);
     expect(noSkip.stderr).toContain("an inbox key is unblocked with --skip");
+    const both = await runCli(["inbox", "unblock", "b", "--all", "--skip", "--source", "other", "--db", db], { cwd: DIR });
+    expect([both.code, both.stderr]).toEqual([2, "wassal: name one key, or pass --all (not both)\n"]);
+    // Every key of a source at once, those waiting longer than an hour first (none), then all.
+    expect(await cliOk(["inbox", "unblock", "--all", "--older-than", "1h", "--skip", "--source", "other", "--db", db], { cwd: DIR })).toBe(
+      "0 keys skipped past their gaps\n",
+    );
+    expect(await cliOk(["inbox", "unblock", "--all", "--skip", "--source", "other", "--db", db], { cwd: DIR })).toBe(
+      "1 key skipped past their gaps\nb\tnumbers 1 to 2\n",
+    );
+    expect(await cliOk(["inbox", "blocked-keys", "--db", db], { cwd: DIR })).toBe("no key holds a message back\n");
     const help = await cliOk(["inbox", "unblock", "--help"], { cwd: DIR });
     expect(help).toContain("--skip");
     expect(help).toContain("wassal outbox unblock <key> --redrive");

@@ -299,6 +299,17 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     }
   }
 
+  /**
+   * For a store that enqueues and never claims (an app's): the growth check, not waited for (the
+   * enqueue runs on the caller's connection, and the check needs another one, which a pool of one
+   * gives only after the caller's transaction); its next enqueue uses what it found.
+   */
+  #lookAtGrowth(): void {
+    const now = this.#clock?.now().getTime() ?? performance.now();
+    if (this.#sizeChecking || now - this.#sizeCheckedAt < PLAN_CHECK_MS) return;
+    void this.#checkTableGrowth();
+  }
+
   /** The injected clock's time, or null: the SQL then uses the database's clock. */
   #now(): Date | null {
     return this.#clock ? this.#clock.now() : null;
@@ -357,6 +368,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async enqueue(params: EnqueueParams<PostgresTx>): Promise<OutboxMessage> {
     // A keyed message takes its key's turn first (see lockKeys): whether it waits is decided after.
     if (params.key !== null) await this.#lockKeys(params.tx, [params.key]);
+    this.#lookAtGrowth();
     const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueue), values: this.#enqueueValues(params) });
     return message(rows[0] as MessageRow);
   }
@@ -401,6 +413,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     // The keys' turns first, all of them, sorted (see lockKeys); then whether each waits is decided.
     const keys = keysOf(params.messages);
     if (keys.length > 0) await this.#lockKeys(params.tx, keys);
+    this.#lookAtGrowth();
     const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueueMany), values: [this.#now(), listParameter(params.messages)] });
     return rows.sort(byId).map(message);
   }
