@@ -1,7 +1,7 @@
 // outbox-012-key-seq numbers each keyed message's place in its key's order. A database migrated
 // before it keeps its messages: each key's holder (pending, processing or dead) becomes number 1,
-// the messages waiting behind it are numbered as their turns come, and a PostgreSQL process still
-// running the old code (its hand-on called with the keys alone) keeps working after the upgrade.
+// the messages waiting behind it are numbered as their turns come, and the call of a PostgreSQL
+// process still running the old code (its hand-on with the keys alone) still hands keys on.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -84,7 +84,9 @@ describe("key numbering upgrade (outbox-012-key-seq)", () => {
         expect((await client.query(`SELECT ${schema}.wassal_hand_on($1::text[]) AS promoted`, [["c"]])).rows[0]?.promoted).toBe(1);
       });
       const c2 = (await store.claim("w", { limit: 10, leaseMs: 1_000 })).find((l) => l.message.key === "c");
-      // Without the completed holder's number the key's remembered one is used: none yet, so 1.
+      // Without the completed holder's number the key's remembered one is used: none yet, so 1,
+      // which c1 had too: during a rolling upgrade a key's numbers may repeat, and the consumer's
+      // inbox applies the repeated one late (README, "Upgrading"). This pins what happens.
       expect(c2 && [(c2.message.payload as { label: string }).label, c2.message.keySeq]).toEqual(["c2", 1]);
     } finally {
       await store.close();
