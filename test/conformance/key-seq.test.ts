@@ -151,5 +151,13 @@ describeEachStore("each key's messages are numbered 1, 2, 3… as their turns co
     ]);
     expect(results.map((r) => r.outcome)).toEqual(["completed", "completed", "completed"]);
     expect(await drain(store)).toEqual(["a2#2", "b2#2"]);
+    // a2 and b2 were completed together with nobody waiting: both keys remember their next number.
+    const next = await store.transaction((tx) =>
+      store.enqueueMany(tx, [
+        { type: "t", payload: { label: "a3" }, key: "a" },
+        { type: "t", payload: { label: "b3" }, key: "b" },
+      ]),
+    );
+    expect(next.map((m) => m.keySeq)).toEqual([3, 3]);
   });
 });

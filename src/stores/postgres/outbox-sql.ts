@@ -665,6 +665,7 @@ export function outboxSql(schema: string) {
     handOn: `SELECT ${schema}.wassal_hand_on($1::text[], $2::bigint[])`,
 
     // rememberKeySeq: (none) wassal_hand_on remembers a key's next number itself
+    // rememberKeySeqs: (none) as rememberKeySeq
 
     /** $1 now, $2 id, $3 token, $4 lease ms. */
     renew: `WITH ${CLOCK}

@@ -326,6 +326,11 @@ export const SQL = {
                    SELECT @key, @nextSeq WHERE NOT ${waitsBehind("@key")}
                    ON CONFLICT (ordering_key) DO UPDATE SET next_seq = excluded.next_seq`,
 
+  /** rememberKeySeq for the keys of a group commit in one statement: @turns is a JSON array of [key, next number]. */
+  rememberKeySeqs: `INSERT INTO outbox_keys (ordering_key, next_seq)
+                    SELECT t.value ->> 0, t.value ->> 1 FROM json_each(@turns) AS t WHERE NOT ${waitsBehind("t.value ->> 0")}
+                    ON CONFLICT (ordering_key) DO UPDATE SET next_seq = excluded.next_seq`,
+
   renew: `UPDATE outbox_messages SET locked_until = @until, available_at = @until
           WHERE id = @id AND lease_token = @token AND status = 'processing'
           RETURNING locked_until`,

@@ -449,11 +449,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     // BEGIN IMMEDIATE already keeps enqueues out; one prepared statement per key costs microseconds in-process.
     const handOn = this.#stmt("handOn");
     let promoted = 0;
-    for (const { key, nextSeq } of params.keys) {
-      const changes = handOn.run({ key, nextSeq }).changes;
+    const remember: KeyTurn[] = []; // keys nobody waited for: their next number, remembered in one statement
+    for (const turn of params.keys) {
+      const changes = handOn.run(turn).changes;
       promoted += changes;
-      if (changes === 0 && nextSeq !== null) this.#stmt("rememberKeySeq").run({ key, nextSeq });
+      if (changes === 0 && turn.nextSeq !== null) remember.push(turn);
     }
+    if (remember.length === 1) this.#stmt("rememberKeySeq").run(remember[0] as KeyTurn);
+    else if (remember.length > 1) this.#stmt("rememberKeySeqs").run({ turns: JSON.stringify(remember.map((t) => [t.key, t.nextSeq])) });
     // A message became claimable: wake this process's idle listeners, and others' (the wake file).
     if (promoted > 0 && params.tx === this.db) this.writeLock.afterCommit(this.#wake);
   }
