@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InvalidArgumentError } from "../outbox/errors.js";
+import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
@@ -51,6 +51,16 @@ export interface ChaosOptions {
   /** Keep the database and the logs. */
   readonly keep: boolean;
   readonly onProgress?: (line: string) => void;
+  /** Aborted (SIGINT, SIGTERM): the run stops, removes what it started (unless keep), and throws ChaosInterruptedError. */
+  readonly signal?: AbortSignal;
+}
+
+/** The run was aborted through its signal; it stopped its workers and removed what it had started (unless keep). */
+export class ChaosInterruptedError extends WassalError {
+  override name = "ChaosInterruptedError";
+  constructor(message: string) {
+    super("CHAOS_INTERRUPTED", message);
+  }
 }
 
 export const CHAOS_DEFAULTS: Omit<ChaosOptions, "store"> = {
@@ -151,6 +161,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     ...(options.keys > 0 ? { orderingKeyOf: (request: { idempotencyKey: string }) => keyOfPayment(request.idempotencyKey, options.keys) } : {}),
   });
   let timedOut = false;
+  const stopIfAborted = () => {
+    if (options.signal?.aborted)
+      throw new ChaosInterruptedError(
+        `interrupted; the run's workers were stopped${options.keep ? ` (kept: ${workDir})` : ", its temporary files and schema removed"}`,
+      );
+  };
   const figures = {
     paymentsCreated: 0,
     processed: 0,
@@ -226,6 +242,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // The run starts once every worker is claiming, so that faults and work overlap however slowly
     // this machine starts processes.
     await pool.start(READY_WAIT_MS);
+    stopIfAborted();
     progress(`${options.workers} workers ready after ${Math.round(performance.now() - started)} ms`);
     const createdFrom = performance.now();
 
@@ -253,6 +270,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       const due = createdFrom + (n / options.rate) * 1000;
       const wait = due - performance.now();
       if (wait > 0) await sleep(wait);
+      stopIfAborted();
       if (n === restartAt) {
         progress("restarting the PostgreSQL server");
         await restartPostgres();
@@ -268,6 +286,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const deadline = performance.now() + timeoutMs;
     let lastReport = 0;
     for (;;) {
+      stopIfAborted();
       const counts = await outbox.store.countByStatus().catch(() => undefined);
       if (counts && counts.pending + counts.processing === 0) break;
       if (performance.now() > deadline) {
@@ -318,7 +337,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
   if (!options.keep) removeWorkDir(workDir, (error) => progress(`could not remove ${workDir}: ${error.message}`));
 
-  const { onProgress: _onProgress, ...shown } = options;
+  const { onProgress: _onProgress, signal: _signal, ...shown } = options;
   return {
     passed: report.passed,
     report,

@@ -13,11 +13,12 @@ import {
   renderRelayChaos,
   runRelayChaos,
 } from "../chaos/relay-chaos.js";
-import { CHAOS_DEFAULTS, runChaos } from "../chaos/run-chaos.js";
+import { CHAOS_DEFAULTS, ChaosInterruptedError, runChaos } from "../chaos/run-chaos.js";
 import { readProviderLog } from "../payments/provider-simulator.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
-import { integer, printJson, share } from "./options.js";
+import { integer, share } from "./options.js";
+import { err, out, printJson } from "./output.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
 import { textTable } from "../lab/text-table.js";
 
@@ -43,6 +44,33 @@ interface RunOptions {
   keys: number;
   keep?: boolean;
   json?: boolean;
+}
+
+/**
+ * Runs a chaos run that stops on its signal. The first SIGINT or SIGTERM stops the run, which
+ * stops its processes and removes what it started; a second exits at once. Undefined when
+ * interrupted (the exit code is then 1: the run did not finish, nothing was judged).
+ */
+async function interruptible<T>(run: (signal: AbortSignal) => Promise<T>): Promise<T | undefined> {
+  const interrupt = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (interrupt.signal.aborted) process.exit(EXIT.interrupted);
+    err(`chaos: ${signal}: stopping the run and removing what it started (again to exit at once)\n`);
+    interrupt.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    return await run(interrupt.signal);
+  } catch (error) {
+    if (!(error instanceof RelayChaosInterruptedError || error instanceof ChaosInterruptedError)) throw error;
+    err(`wassal: ${error.message}\n`);
+    process.exitCode = EXIT.failed;
+    return undefined;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
 }
 
 export function chaosCommand(): Command {
@@ -84,34 +112,38 @@ export function chaosCommand(): Command {
       .option("--keep", "keep the database, the provider log and the workers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")
       .action(async (o: RunOptions) => {
-        const result = await runChaos({
-          store: o.store,
-          workers: o.workers,
-          payments: o.payments,
-          rate: o.rate,
-          seed: o.seed,
-          leaseMs: o.leaseMs,
-          killEveryMs: o.killEvery,
-          pauseEveryMs: o.pauseEvery,
-          handlerErrorRate: o.handlerErrors,
-          providerFailureRate: o.providerFailures,
-          providerTimeoutRate: o.providerTimeouts,
-          latencySpikeRate: o.latencySpikes,
-          latencySpikeMs: o.latencySpikeMs,
-          pgTerminateEveryMs: o.pgTerminateEvery,
-          pgRestart: o.pgRestart ?? false,
-          sqliteLockEveryMs: o.sqliteLockEvery,
-          sqliteLockMs: o.sqliteLockMs,
-          ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-          keys: o.keys,
-          keep: o.keep ?? false,
-          ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
-        });
+        const result = await interruptible((signal) =>
+          runChaos({
+            signal,
+            store: o.store,
+            workers: o.workers,
+            payments: o.payments,
+            rate: o.rate,
+            seed: o.seed,
+            leaseMs: o.leaseMs,
+            killEveryMs: o.killEvery,
+            pauseEveryMs: o.pauseEvery,
+            handlerErrorRate: o.handlerErrors,
+            providerFailureRate: o.providerFailures,
+            providerTimeoutRate: o.providerTimeouts,
+            latencySpikeRate: o.latencySpikes,
+            latencySpikeMs: o.latencySpikeMs,
+            pgTerminateEveryMs: o.pgTerminateEvery,
+            pgRestart: o.pgRestart ?? false,
+            sqliteLockEveryMs: o.sqliteLockEvery,
+            sqliteLockMs: o.sqliteLockMs,
+            ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+            keys: o.keys,
+            keep: o.keep ?? false,
+            ...(o.json ? {} : { onProgress: (line: string) => err(`chaos: ${line}\n`) }),
+          }),
+        );
+        if (result === undefined) return;
         if (o.json) {
           printJson(result);
         } else {
           const f = result.figures;
-          process.stdout.write(
+          out(
             [
               `chaos run on ${result.location}`,
               `settings: ${Object.entries(result.settings)
@@ -219,19 +251,9 @@ export function chaosCommand(): Command {
           keep?: boolean;
           json?: boolean;
         }) => {
-          // The first SIGINT or SIGTERM stops the run, which removes what it started; a second exits at once.
-          const interrupt = new AbortController();
-          const onSignal = (signal: NodeJS.Signals) => {
-            if (interrupt.signal.aborted) process.exit(EXIT.interrupted);
-            process.stderr.write(`chaos: ${signal}: stopping the run and removing what it started (again to exit at once)\n`);
-            interrupt.abort();
-          };
-          process.on("SIGINT", onSignal);
-          process.on("SIGTERM", onSignal);
-          let result: Awaited<ReturnType<typeof runRelayChaos>>;
-          try {
-            result = await runRelayChaos({
-              signal: interrupt.signal,
+          const result = await interruptible((signal) =>
+            runRelayChaos({
+              signal,
               store: o.store,
               broker: o.broker,
               relays: o.relays,
@@ -249,20 +271,13 @@ export function chaosCommand(): Command {
               ackWaitMs: o.ackWaitMs,
               ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
               keep: o.keep ?? false,
-              ...(o.json ? {} : { onProgress: (line: string) => process.stderr.write(`chaos: ${line}\n`) }),
-            });
-          } catch (error) {
-            if (!(error instanceof RelayChaosInterruptedError)) throw error;
-            process.stderr.write(`wassal: ${error.message}\n`);
-            process.exitCode = EXIT.failed; // the run did not finish: nothing was judged
-            return;
-          } finally {
-            process.off("SIGINT", onSignal);
-            process.off("SIGTERM", onSignal);
-          }
+              ...(o.json ? {} : { onProgress: (line: string) => err(`chaos: ${line}\n`) }),
+            }),
+          );
+          if (result === undefined) return;
           if (o.json) printJson(result);
           else
-            process.stdout.write(
+            out(
               [
                 `relay chaos run on ${result.location}`,
                 `settings: ${Object.entries(result.settings)
@@ -298,7 +313,7 @@ export function chaosCommand(): Command {
           const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
           const report = checkInvariants({ messages, audit, payments, providerLog: readProviderLog(o.providerLog) });
           if (o.json) printJson(report);
-          else process.stdout.write(`${renderInvariants(report)}${report.passed ? "PASSED" : "FAILED"}\n`);
+          else out(`${renderInvariants(report)}${report.passed ? "PASSED" : "FAILED"}\n`);
           process.exitCode = report.passed ? EXIT.ok : EXIT.failed;
         });
       }),

@@ -6,7 +6,8 @@ import { InvalidArgumentError } from "../outbox/errors.js";
 import { checkInboxSource, checkOrderingKey } from "../outbox/validate.js";
 import { Inbox } from "../relay/inbox.js";
 import { withOutbox } from "../stores/open-outbox.js";
-import { integer, parseDuration, printJson } from "./options.js";
+import { integer, parseDuration } from "./options.js";
+import { field, out, printJson } from "./output.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
 
 interface Common {
@@ -54,14 +55,14 @@ export function inboxCommand(): Command {
             return;
           }
           if (blocked.length === 0) {
-            process.stdout.write("no key holds a message back\n");
+            out("no key holds a message back\n");
             return;
           }
           const lines = blocked.map(
             (b) =>
-              `${b.key}\tsource ${JSON.stringify(b.source)}\twaits for number ${b.waitingFor} (applied up to ${b.appliedSeq})\tholds ${b.heldSeq} back since ${b.heldSince.toISOString()}`,
+              `${field(b.key)}\tsource ${field(JSON.stringify(b.source))}\twaits for number ${b.waitingFor} (applied up to ${b.appliedSeq})\tholds ${b.heldSeq} back since ${b.heldSince.toISOString()}`,
           );
-          process.stdout.write(`${lines.join("\n")}\n`);
+          out(`${lines.join("\n")}\n`);
         });
       }),
   );
@@ -94,17 +95,15 @@ export function inboxCommand(): Command {
             const done = await new Inbox({ store, source: from }).unblockKeys("skip", { olderThanMs: Math.round(options.olderThan ?? 0) });
             if (options.json) printJson(done);
             else
-              process.stdout.write(
-                `${done.length} key${done.length === 1 ? "" : "s"} skipped past their gaps\n${done.map((d) => `${d.key}\tnumbers ${d.skipped[0]} to ${d.skipped[1]}\n`).join("")}`,
+              out(
+                `${done.length} key${done.length === 1 ? "" : "s"} skipped past their gaps\n${done.map((d) => `${field(d.key)}\tnumbers ${d.skipped[0]} to ${d.skipped[1]}\n`).join("")}`,
               );
             return;
           }
           const done = await store.skipInboxGap(key, { source: from });
           if (options.json) printJson(done);
           else
-            process.stdout.write(
-              `key ${key}: numbers ${done.skipped[0]} to ${done.skipped[1]} skipped; number ${done.skipped[1] + 1} is applied when it comes again\n`,
-            );
+            out(`key ${field(key)}: numbers ${done.skipped[0]} to ${done.skipped[1]} skipped; number ${done.skipped[1] + 1} is applied when it comes again\n`);
         });
       }),
   );

@@ -6,6 +6,7 @@ import { checkReportsDir, findScenario, runScenario, SCENARIOS, type LabRunResul
 import type { Scenario } from "../lab/scenario.js";
 import { isPostgresUrl } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
+import { err, jsonText, out } from "./output.js";
 
 interface LabOptions {
   list?: boolean;
@@ -66,7 +67,7 @@ export function labCommand(): Command {
     )
     .action(async (name: string | undefined, options: LabOptions) => {
       if (options.list) {
-        process.stdout.write(`${scenarioList()}\n`);
+        out(`${scenarioList()}\n`);
         return;
       }
       const scenarios = pick(name);
@@ -84,8 +85,8 @@ export function labCommand(): Command {
         const done = pending ? pending() : Promise.resolve("nothing to clean up");
         void done
           .then(
-            (fate) => process.stderr.write(`wassal: interrupted by ${signal}; ${fate}\n`),
-            (error: unknown) => process.stderr.write(`wassal: interrupted by ${signal}; clean-up failed: ${String(error)}\n`),
+            (fate) => err(`wassal: interrupted by ${signal}; ${fate}\n`),
+            (error: unknown) => err(`wassal: interrupted by ${signal}; clean-up failed: ${String(error)}\n`),
           )
           .finally(() => process.exit(EXIT.interrupted));
       };
@@ -102,17 +103,17 @@ export function labCommand(): Command {
         });
         results.push(result);
         if (!options.json) {
-          process.stdout.write(result.text);
-          process.stdout.write(result.reportPath ? `report        saved to ${result.reportPath}\n\n` : `report        NOT SAVED: ${result.reportError}\n\n`);
+          out(result.text);
+          out(result.reportPath ? `report        saved to ${result.reportPath}\n\n` : `report        NOT SAVED: ${result.reportError}\n\n`);
         }
-        if (result.reportError) process.stderr.write(`wassal: ${result.reportError}\n`);
+        if (result.reportError) err(`wassal: ${result.reportError}\n`);
       }
       const passed = results.every((r) => r.passed);
       if (options.json) {
         const payload = results.length === 1 && name !== "all" ? asJson(results[0] as LabRunResult) : { passed, scenarios: results.map(asJson) };
-        process.stdout.write(`${JSON.stringify(payload, null, 2)}\n`);
+        out(`${jsonText(payload)}\n`);
       } else if (results.length > 1) {
-        process.stdout.write(`${results.map((r) => `${r.passed ? "PASSED" : "FAILED"}  ${r.scenario}`).join("\n")}\n`);
+        out(`${results.map((r) => `${r.passed ? "PASSED" : "FAILED"}  ${r.scenario}`).join("\n")}\n`);
       }
       process.exitCode = passed ? EXIT.ok : EXIT.failed;
     });

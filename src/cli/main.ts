@@ -8,6 +8,8 @@ import { Command, CommanderError } from "commander";
 import { createRequire } from "node:module";
 import { WassalError } from "../outbox/errors.js";
 import { EXIT } from "./exit-codes.js";
+import { environmentFault } from "./environment-fault.js";
+import { err, jsonText } from "./output.js";
 import { chaosCommand } from "./chaos-command.js";
 import { dashboardCommand } from "./dashboard-command.js";
 import { inboxCommand } from "./inbox-command.js";
@@ -30,9 +32,12 @@ const USAGE_CODES = new Set([
   "HANDLERS_MODULE",
 ]);
 
+/** Commander's errors (an invalid option value is echoed) go through the one writer too; help is ours, written as it is. */
+const OUTPUT = { writeOut: (text: string) => process.stdout.write(text), writeErr: err };
+
 /** Every command (and sub-command) reports errors the same way: through main's catch, exit 2. */
 function withErrors(command: Command): Command {
-  command.exitOverride().showHelpAfterError("(run with --help for usage)");
+  command.exitOverride().showHelpAfterError("(run with --help for usage)").configureOutput(OUTPUT);
   for (const sub of command.commands) withErrors(sub);
   return command;
 }
@@ -42,6 +47,7 @@ function program(): Command {
     .description("Wassal: a leased transactional outbox for Node.js, and the payments lab that proves it")
     .version(version)
     .showHelpAfterError("(run with --help for usage)")
+    .configureOutput(OUTPUT)
     .exitOverride()
     .addCommand(withErrors(labCommand()))
     .addCommand(withErrors(workerCommand()))
@@ -55,7 +61,7 @@ function program(): Command {
 
 /** Under --json, the error as JSON on stdout (the text line stays on stderr for people). */
 function printJsonError(json: boolean, name: string, code: string, message: string): void {
-  if (json) process.stdout.write(`${JSON.stringify({ error: { name, code, message } }, null, 2)}\n`);
+  if (json) process.stdout.write(`${jsonText({ error: { name, code, message } })}\n`);
 }
 
 async function main(argv: readonly string[]): Promise<number> {
@@ -70,16 +76,27 @@ async function main(argv: readonly string[]): Promise<number> {
       printJsonError(json, "UsageError", error.code, error.message.replace(/^error: /, ""));
       return EXIT.usage;
     }
+    const fault = environmentFault(error);
+    const message = error instanceof Error ? error.message : String(error);
+    const stack = () => {
+      if (process.env.WASSAL_DEBUG) err(`${error instanceof Error ? error.stack : ""}\n`);
+    };
+    if (fault !== undefined) {
+      // The machine failed, not Wassal: what failed and what to free, in one line.
+      err(`wassal: ${fault.what} (${fault.code}): ${fault.fix}, then run the command again; what committed before it stays\n`);
+      stack();
+      printJsonError(json, "EnvironmentError", fault.code, `${fault.what}: ${message}`);
+      return EXIT.environment;
+    }
     if (error instanceof WassalError) {
-      process.stderr.write(`wassal: ${error.message}\n`);
-      if (process.env.WASSAL_DEBUG) process.stderr.write(`${error.stack}\n`);
+      err(`wassal: ${error.message}\n`);
+      stack();
       printJsonError(json, error.name, error.code, error.message);
       return USAGE_CODES.has(error.code) ? EXIT.usage : EXIT.failed;
     }
-    const message = error instanceof Error ? error.message : String(error);
-    process.stderr.write(`wassal: unexpected error: ${message}\n`);
-    if (process.env.WASSAL_DEBUG) process.stderr.write(`${error instanceof Error ? error.stack : ""}\n`);
-    else process.stderr.write(`(exit ${EXIT.internal}: an internal error; set WASSAL_DEBUG=1 to see the stack, and report it)\n`);
+    err(`wassal: unexpected error: ${message}\n`);
+    if (process.env.WASSAL_DEBUG) stack();
+    else err(`(exit ${EXIT.internal}: an internal error; set WASSAL_DEBUG=1 to see the stack, and report it)\n`);
     printJsonError(json, error instanceof Error ? error.name : "Error", "INTERNAL", message);
     return EXIT.internal;
   }

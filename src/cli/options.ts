@@ -16,6 +16,9 @@ export function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: str
   };
 }
 
+/** The longest duration taken: a century, far inside what a Date can hold. */
+const MAX_DURATION_MS = 36_500 * 86_400_000;
+
 const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
 /** A duration such as 500ms, 30s, 15m, 12h, 7d or 2w, in milliseconds. */
@@ -25,7 +28,9 @@ export function parseDuration(value: string): number {
   if (match === null || unit === undefined) {
     throw new CommanderInvalidArgument("expected a duration such as 500ms, 30s, 15m, 12h, 7d or 2w");
   }
-  return Math.round(Number(match[1]) * (UNITS[unit] ?? 1));
+  const ms = Math.round(Number(match[1]) * (UNITS[unit] ?? 1));
+  if (ms > MAX_DURATION_MS) throw new CommanderInvalidArgument(`expected a duration up to 100 years (36500d); got ${value.trim()}`);
+  return ms;
 }
 
 /** A share between 0 and 1, e.g. 0.05. */
@@ -41,11 +46,6 @@ export function oneOf<T extends string>(choices: readonly T[]): (value: string) 
     if (!(choices as readonly string[]).includes(value)) throw new CommanderInvalidArgument(`expected one of ${choices.join(", ")}`);
     return value as T;
   };
-}
-
-/** Writes a value as indented JSON on stdout. */
-export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
 /** "a, b,c" → ["a", "b", "c"]: each a message type. */

@@ -6,7 +6,8 @@ import { InvalidArgumentError, MessageNotFoundError } from "../outbox/errors.js"
 import { checkMessageId } from "../outbox/validate.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
-import { integer, parseDuration, printJson } from "./options.js";
+import { integer, parseDuration } from "./options.js";
+import { err, field, out, printJson } from "./output.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
 
 interface Common {
@@ -27,7 +28,7 @@ function age(ms: number): string {
 }
 
 function deadLine(m: OutboxMessage): string {
-  return `${m.id}\t${m.type}\t${m.dedupeKey ?? "-"}\tattempts ${m.attempts}\t${m.lastError ?? "(no error recorded)"}`;
+  return `${m.id}\t${field(m.type)}\t${field(m.dedupeKey)}\tattempts ${m.attempts}\t${field(m.lastError, "(no error recorded)")}`;
 }
 
 type PurgeKind = "processed" | "dead" | "audit" | "inbox";
@@ -60,9 +61,9 @@ export function outboxCommand(): Command {
             `  oldest pending: ${oldestPendingAgeMs === null ? "none" : `${age(oldestPendingAgeMs)} old`}`,
             `  expired leases: ${stats.expiredLeases}`,
             `  leases by owner:${stats.leasesByOwner.length === 0 ? " none" : ""}`,
-            ...stats.leasesByOwner.map((o) => `    ${o.owner}: ${o.held} held, ${o.expired} expired`),
+            ...stats.leasesByOwner.map((o) => `    ${field(o.owner)}: ${o.held} held, ${o.expired} expired`),
           ];
-          process.stdout.write(`${lines.join("\n")}\n`);
+          out(`${lines.join("\n")}\n`);
         });
       }),
   );
@@ -75,7 +76,7 @@ export function outboxCommand(): Command {
         await withOutbox(options.db, storeOptions(options, "read"), async ({ store }) => {
           const dead = await store.listMessages({ status: ["dead"], limit: options.limit });
           if (options.json) printJson(dead);
-          else process.stdout.write(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
+          else out(dead.length === 0 ? "no dead messages\n" : `${dead.map(deadLine).join("\n")}\n`);
         });
       }),
   );
@@ -96,17 +97,17 @@ export function outboxCommand(): Command {
           const time = (d: Date | null) => (d === null ? "-" : d.toISOString());
           const headers = Object.entries(message.headers);
           const lines = [
-            `message ${message.id}  ${message.type}  ${message.status}`,
-            `  key          ${message.key ?? "-"}`,
-            `  destination  ${message.destination ?? "-"}`,
-            `  dedupe key   ${message.dedupeKey ?? "-"}`,
-            `  headers      ${headers.length === 0 ? "-" : headers.map(([name, value]) => `${name}: ${value}`).join("\n               ")}`,
+            `message ${message.id}  ${field(message.type)}  ${message.status}`,
+            `  key          ${field(message.key)}`,
+            `  destination  ${field(message.destination)}`,
+            `  dedupe key   ${field(message.dedupeKey)}`,
+            `  headers      ${headers.length === 0 ? "-" : headers.map(([name, value]) => `${field(name)}: ${field(value)}`).join("\n               ")}`,
             `  created      ${time(message.createdAt)}   available ${time(message.availableAt)}   processed ${time(message.processedAt)}`,
-            `  lease        ${message.lockedBy ?? "-"} until ${time(message.lockedUntil)}, token ${message.leaseToken}, attempts ${message.attempts}`,
-            `  last error   ${message.lastError ?? "-"}`,
+            `  lease        ${field(message.lockedBy)} until ${time(message.lockedUntil)}, token ${message.leaseToken}, attempts ${message.attempts}`,
+            `  last error   ${field(message.lastError)}`,
             `  payload      ${JSON.stringify(message.payload)}`,
           ];
-          process.stdout.write(`${lines.join("\n")}\n`);
+          out(`${lines.join("\n")}\n`);
         });
       }),
   );
@@ -123,14 +124,14 @@ export function outboxCommand(): Command {
             return;
           }
           if (blocked.length === 0) {
-            process.stdout.write("no blocked keys\n");
+            out("no blocked keys\n");
             return;
           }
           const lines = blocked.map(
             (b) =>
-              `${b.key}\tmessage ${b.messageId} (${b.type}) dead since ${b.diedAt.toISOString()}\t${b.waiting} waiting\t${b.lastError ?? "(no error recorded)"}`,
+              `${field(b.key)}\tmessage ${b.messageId} (${field(b.type)}) dead since ${b.diedAt.toISOString()}\t${b.waiting} waiting\t${field(b.lastError, "(no error recorded)")}`,
           );
-          process.stdout.write(`${lines.join("\n")}\n`);
+          out(`${lines.join("\n")}\n`);
         });
       }),
   );
@@ -148,10 +149,10 @@ export function outboxCommand(): Command {
           const done = await store.unblockKey(key, options.redrive ? "redrive" : "skip");
           if (options.json) printJson(done);
           else
-            process.stdout.write(
+            out(
               done.action === "redrive"
-                ? `key ${key}: message ${done.messageId} moved back to pending, first of its key\n`
-                : `key ${key}: message ${done.messageId} skipped (still dead); the next message of the key may go\n`,
+                ? `key ${field(key)}: message ${done.messageId} moved back to pending, first of its key\n`
+                : `key ${field(key)}: message ${done.messageId} skipped (still dead); the next message of the key may go\n`,
             );
         });
       }),
@@ -179,10 +180,10 @@ export function outboxCommand(): Command {
             printJson({ redriven: moved, notMoved });
             return;
           }
-          process.stdout.write(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
+          out(`${moved} dead message${moved === 1 ? "" : "s"} moved back to pending\n`);
           for (const { messageId, status } of notMoved) {
             const why = status === "missing" ? "no such message" : `it is ${status}, and only dead messages are redriven`;
-            process.stderr.write(`wassal: message ${messageId} not moved: ${why}\n`);
+            err(`wassal: message ${messageId} not moved: ${why}\n`);
           }
         });
       }),
@@ -223,13 +224,13 @@ export function outboxCommand(): Command {
             const deleted = await purge.call(store, before, {
               batchSize: options.batchSize,
               onProgress: (n) => {
-                if (!options.json && process.stderr.isTTY) process.stderr.write(`\rdeleted ${n}…`);
+                if (!options.json && process.stderr.isTTY) err(`\rdeleted ${n}…`);
               },
             });
-            if (!options.json && process.stderr.isTTY) process.stderr.write("\n");
+            if (!options.json && process.stderr.isTTY) err("\n");
             result[kind] = { deleted, before: before.toISOString() };
             const [one, many, when] = PURGED[kind];
-            if (!options.json) process.stdout.write(`deleted ${deleted} ${deleted === 1 ? one : many} ${when} ${before.toISOString()}\n`);
+            if (!options.json) out(`deleted ${deleted} ${deleted === 1 ? one : many} ${when} ${before.toISOString()}\n`);
           }
           if (options.json) printJson(result);
         });

@@ -5,7 +5,8 @@ import cliProgress from "cli-progress";
 import { checkCreateRequest, PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
 import { withOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
-import { integer, printJson } from "./options.js";
+import { integer } from "./options.js";
+import { field, out, printJson } from "./output.js";
 import { type Access, dbOption, schemaOption, storeOptions, synchronousOption } from "./shared-options.js";
 
 interface Common {
@@ -41,7 +42,7 @@ export function paymentsCommand(): Command {
           const result = await service.create(request);
           if (options.json) printJson(result);
           else
-            process.stdout.write(
+            out(
               `${result.created ? "created" : "already exists"}: payment ${result.payment.id} ${result.payment.idempotencyKey} ${result.payment.amount} ${result.payment.currency} (${result.payment.status})\n`,
             );
         });
@@ -77,7 +78,7 @@ export function paymentsCommand(): Command {
           bar?.stop();
           const summary = { db: outbox.location, requested: options.count, created, existing: options.count - created };
           if (options.json) printJson(summary);
-          else process.stdout.write(`created ${created} payments (${summary.existing} already existed) in ${outbox.location}\n`);
+          else out(`created ${created} payments (${summary.existing} already existed) in ${outbox.location}\n`);
         });
       }),
   );
@@ -91,7 +92,7 @@ export function paymentsCommand(): Command {
           const all = await service.list();
           const shown = all.slice(-options.limit);
           if (options.json) printJson(shown);
-          else for (const p of shown) process.stdout.write(`${p.id}\t${p.idempotencyKey}\t${p.amount} ${p.currency}\t${p.status}\t${p.transactionId ?? "-"}\n`);
+          else for (const p of shown) out(`${p.id}\t${field(p.idempotencyKey)}\t${p.amount} ${field(p.currency)}\t${p.status}\t${field(p.transactionId)}\n`);
         });
       }),
   );

@@ -1,7 +1,8 @@
 // Runs lab scenarios: sets up the backend, runs, renders the report with its header, saves it
 // under Reports/<series>/ (Reports/Session-15/, say), and removes the temporary database.
 
-import { mkdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmdirSync, rmSync, statSync, type Stats, writeFileSync } from "node:fs";
+import { redactSecrets } from "../outbox/redact.js";
 import { renderHtmlReport } from "./html-report.js";
 import { dirname, join, resolve } from "node:path";
 import type { LabBackend } from "./backend.js";
@@ -79,6 +80,30 @@ export function reportPathFor(scenario: Scenario, reportsDir: string, at: Date):
 }
 
 /**
+ * Creates a folder and its missing parents, one level at a time, and returns the first it created
+ * (undefined when it existed). Not mkdirSync's { recursive: true }: under a pseudo file system
+ * such as /proc, where mkdir answers ENOENT, that retries forever and never returns.
+ */
+function makeFolders(folder: string): string | undefined {
+  const missing: string[] = [];
+  for (let dir = resolve(folder); ; dir = dirname(dir)) {
+    let stat: Stats | undefined;
+    try {
+      stat = statSync(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || dirname(dir) === dir) throw error;
+    }
+    if (stat !== undefined) {
+      if (!stat.isDirectory()) throw new Error(`${dir} is not a directory`);
+      break;
+    }
+    missing.unshift(dir);
+  }
+  for (const dir of missing) mkdirSync(dir);
+  return missing[0];
+}
+
+/**
  * Makes sure the report can be saved before anything runs, and leaves no trace: creates the
  * report's folder, writes a probe file there (a real write: permission bits alone do not tell, for
  * root or on a read-only mount), then removes the probe and every folder it created. A run that
@@ -89,7 +114,7 @@ export function prepareReportFolder(reportPath: string): void {
   const probe = join(folder, `.wassal-write-check-${process.pid}`);
   let created: string | undefined;
   try {
-    created = mkdirSync(folder, { recursive: true });
+    created = makeFolders(folder);
     writeFileSync(probe, "");
     rmSync(probe);
   } catch (error) {
@@ -154,12 +179,12 @@ export async function runScenario(scenario: Scenario, options: LabRunOptions = {
     `database      ${databaseFate}`,
     `result        ${outcome.passed ? "PASSED" : "FAILED"}: ${outcome.checks.filter((c) => c.passed).length} of ${outcome.checks.length} checks passed`,
   ].join("\n");
-  const text = `${header}\n${outcome.body}${footer}\n`;
+  const text = redactSecrets(`${header}\n${outcome.body}${footer}\n`);
 
   let reportPath: string | null = path;
   let reportError: string | null = null;
   try {
-    mkdirSync(join(path, ".."), { recursive: true });
+    makeFolders(join(path, ".."));
     writeFileSync(path, text);
     // The same report as a page that opens from the file (html-report.ts).
     writeFileSync(htmlReportPath(path), renderHtmlReport(text, `${scenario.name}: ${outcome.passed ? "PASSED" : "FAILED"}`, outcome.figures));

@@ -2,14 +2,15 @@
 
 import { pino, type Logger, type LevelWithSilent } from "pino";
 import type { EventHub } from "../outbox/events.js";
+import { redactSecrets } from "../outbox/redact.js";
 
 export type { Logger } from "pino";
 
 export const LOG_LEVELS: readonly LevelWithSilent[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
-/** A JSON logger writing to stderr (stdout stays free for command output). */
+/** A JSON logger writing to stderr (stdout stays free for command output); no line carries a URL's secret or a known secret value. */
 export function createLogger(level: LevelWithSilent = "info", name = "wassal"): Logger {
-  return pino({ name, level }, pino.destination(2));
+  return pino({ name, level, hooks: { streamWrite: redactSecrets } }, pino.destination(2));
 }
 
 /** Logs each event at a level that matches how much an operator needs to see it. Returns a detach function. */

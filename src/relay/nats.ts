@@ -8,6 +8,7 @@
 
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
+import { redactSecrets, redactUrl, rememberUrlSecrets } from "../outbox/redact.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
 import { importOptional } from "../outbox/optional.js";
@@ -45,7 +46,7 @@ export class NatsPublisher implements Publisher {
   ) {
     this.#headers = transport.headers;
     this.#ackTimeoutMs = ackTimeoutMs;
-    this.description = `NATS JetStream at ${servers.join(", ")}`;
+    this.description = `NATS JetStream at ${servers.map(redactUrl).join(", ")}`;
     // noAsyncTraces: otherwise the client builds two Errors with stack traces per publish, in
     // case it fails, a quarter of the relay's CPU (README, "Measured"); its errors still say what failed.
     // Dials until the server answers (a relay started before its broker holds its messages), and
@@ -81,8 +82,11 @@ export class NatsPublisher implements Publisher {
   static async open(options: NatsOptions): Promise<NatsPublisher> {
     const servers = [options.servers].flat();
     if (servers.length === 0 || servers.some((s) => typeof s !== "string" || s === "")) {
-      throw new InvalidArgumentError(`NATS servers must be one or more URLs such as nats://127.0.0.1:4222 (got ${JSON.stringify(options.servers)})`);
+      throw new InvalidArgumentError(
+        `NATS servers must be one or more URLs such as nats://127.0.0.1:4222 (got ${redactSecrets(JSON.stringify(options.servers) ?? String(options.servers))})`,
+      );
     }
+    for (const server of servers) rememberUrlSecrets(server);
     const ackTimeoutMs = options.ackTimeoutMs ?? 5_000;
     if (!Number.isSafeInteger(ackTimeoutMs) || ackTimeoutMs < 1)
       throw new InvalidArgumentError(`ackTimeoutMs must be a whole number of milliseconds >= 1 (got ${String(ackTimeoutMs)})`);

@@ -3,6 +3,7 @@
 // for webhooks. Checked before anything connects, so bad input costs nothing.
 
 import { InvalidArgumentError } from "../outbox/errors.js";
+import { redactUrl, rememberSecret, rememberUrlSecrets } from "../outbox/redact.js";
 import { NatsPublisher } from "./nats.js";
 import { RabbitMqPublisher } from "./rabbitmq.js";
 import { RedisStreamsPublisher } from "./redis.js";
@@ -43,11 +44,12 @@ function supported(): string {
 
 /** Checks the URL and what its scheme needs (a webhook secret); throws InvalidArgumentError naming what would be valid. */
 export function publisherTarget(to: string, options: PublisherTargetOptions = {}): PublisherTarget {
+  rememberUrlSecrets(to);
   let url: URL;
   try {
     url = new URL(to);
   } catch {
-    throw new InvalidArgumentError(`--to ${JSON.stringify(to)} is not a URL; the relay publishes to ${supported()}`);
+    throw new InvalidArgumentError(`--to ${redactUrl(to)} is not a URL; the relay publishes to ${supported()}`);
   }
   const scheme = url.protocol;
   if (!Object.hasOwn(PUBLISHER_SCHEMES, scheme)) {
@@ -55,7 +57,7 @@ export function publisherTarget(to: string, options: PublisherTargetOptions = {}
   }
   if (scheme === "nats:") {
     if (url.pathname !== "" && url.pathname !== "/")
-      throw new InvalidArgumentError(`--to ${to}: a NATS URL names a server only (nats://host:port); subjects come from --destination and --route`);
+      throw new InvalidArgumentError(`--to ${redactUrl(to)}: a NATS URL names a server only (nats://host:port); subjects come from --destination and --route`);
     return {
       scheme,
       defaultDestination: undefined,
@@ -77,6 +79,7 @@ export function publisherTarget(to: string, options: PublisherTargetOptions = {}
     };
   }
   webhookKey(options.webhookSecret); // before anything runs: a missing or short secret is bad input
+  rememberSecret(options.webhookSecret);
   const secret = options.webhookSecret as string;
   return { scheme, defaultDestination: url.href.replaceAll("%7Btype%7D", "{type}"), open: async () => new WebhookPublisher({ secret }) };
 }

@@ -10,6 +10,7 @@
 
 import type { ChannelModel, ConfirmChannel } from "amqplib";
 import { InvalidArgumentError } from "../outbox/errors.js";
+import { redactUrl, rememberUrlSecrets } from "../outbox/redact.js";
 import { importOptional } from "../outbox/optional.js";
 import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
 
@@ -60,9 +61,7 @@ export class RabbitMqPublisher implements Publisher {
     this.#url = options.url;
     this.#onStatus = options.onStatus;
     this.#confirmTimeoutMs = options.confirmTimeoutMs ?? 30_000;
-    const shown = new URL(options.url);
-    if (shown.password) shown.password = "***";
-    this.description = `RabbitMQ at ${shown.href}`;
+    this.description = `RabbitMQ at ${redactUrl(options.url)}`;
     this.#connected = new Promise((resolve) => (this.#markConnected = resolve));
     void this.#connect();
   }
@@ -70,8 +69,11 @@ export class RabbitMqPublisher implements Publisher {
   /** Loads the client and starts connecting; resolves at once (publishes find the broker unreachable until connected). */
   static async open(options: RabbitMqOptions): Promise<RabbitMqPublisher> {
     if (typeof options.url !== "string" || !/^amqps?:\/\//.test(options.url)) {
-      throw new InvalidArgumentError(`a RabbitMQ URL looks like amqp://user:password@host:5672 (got ${JSON.stringify(options.url)})`);
+      throw new InvalidArgumentError(
+        `a RabbitMQ URL looks like amqp://USER:PASSWORD@HOST:5672 (got ${typeof options.url === "string" ? redactUrl(options.url) : typeof options.url})`,
+      );
     }
+    rememberUrlSecrets(options.url);
     const timeout = options.confirmTimeoutMs ?? 30_000;
     if (!Number.isSafeInteger(timeout) || timeout < 1)
       throw new InvalidArgumentError(`confirmTimeoutMs must be a whole number of milliseconds >= 1 (got ${String(timeout)})`);

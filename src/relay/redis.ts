@@ -7,6 +7,7 @@
 
 import type { RedisClientType } from "redis";
 import { InvalidArgumentError } from "../outbox/errors.js";
+import { redactUrl, rememberUrlSecrets } from "../outbox/redact.js";
 import { importOptional } from "../outbox/optional.js";
 import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
 
@@ -44,16 +45,17 @@ export class RedisStreamsPublisher implements Publisher {
   private constructor(client: RedisClientType, options: RedisStreamsOptions, windowMs: number) {
     this.#client = client;
     this.#windowMs = windowMs;
-    const shown = new URL(options.url);
-    if (shown.password) shown.password = "***";
-    this.description = `Redis Streams at ${shown.href}`;
+    this.description = `Redis Streams at ${redactUrl(options.url)}`;
   }
 
   /** Loads the client and starts connecting; resolves at once (publishes find the broker unreachable until connected). */
   static async open(options: RedisStreamsOptions): Promise<RedisStreamsPublisher> {
     if (typeof options.url !== "string" || !/^rediss?:\/\//.test(options.url)) {
-      throw new InvalidArgumentError(`a Redis URL looks like redis://host:6379 (got ${JSON.stringify(options.url)})`);
+      throw new InvalidArgumentError(
+        `a Redis URL looks like redis://host:6379 (got ${typeof options.url === "string" ? redactUrl(options.url) : typeof options.url})`,
+      );
     }
+    rememberUrlSecrets(options.url);
     const windowMs = options.duplicateWindowMs ?? 120_000;
     if (!Number.isSafeInteger(windowMs) || windowMs < 1)
       throw new InvalidArgumentError(`duplicateWindowMs must be a whole number of milliseconds >= 1 (got ${String(windowMs)})`);

@@ -5,7 +5,8 @@
 import { pgDriver } from "./postgres/driver.js";
 import { openPostgresPool } from "./postgres/connect.js";
 import { checkSchema } from "./postgres/postgres-outbox-store.js";
-import { listTables, openSqliteDatabase } from "./sqlite/open-database.js";
+import { existsSync } from "node:fs";
+import { fileHasAnyTable } from "./sqlite/open-database.js";
 
 export { sqliteVersion } from "./sqlite/open-database.js";
 export { isPostgresUrl, redactUrl } from "./postgres/connect.js";
@@ -50,12 +51,7 @@ export async function openConnectionKiller(url: string): Promise<ConnectionKille
   };
 }
 
-/** True when the SQLite file at `path` (created if missing) already has one of these tables. */
+/** True when a SQLite file exists at `path` and already has one of these tables (looked at read-only: the file is left as it was). */
 export function sqliteHoldsTables(path: string, names: readonly string[]): boolean {
-  const probe = openSqliteDatabase(path);
-  try {
-    return listTables(probe).some((name) => names.includes(name));
-  } finally {
-    probe.close();
-  }
+  return existsSync(path) && fileHasAnyTable(path, names);
 }

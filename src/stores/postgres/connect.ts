@@ -4,6 +4,9 @@
 import type pg from "pg";
 import { pgDriver } from "./driver.js";
 import { DatabaseOpenError, InvalidArgumentError } from "../../outbox/errors.js";
+import { redactUrl, rememberSecret, rememberUrlSecrets } from "../../outbox/redact.js";
+
+export { redactUrl } from "../../outbox/redact.js";
 
 export interface PostgresConnectOptions {
   /** Most connections the pool opens (default 10). */
@@ -19,23 +22,27 @@ export function isPostgresUrl(value: string): boolean {
   return /^postgres(ql)?:\/\//i.test(value);
 }
 
-/** The URL without its password, safe to print. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(malformed URL)";
-  }
+/** Why a URL that does not parse is malformed, where that can be told. */
+function malformation(url: string): string {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/(?:[^/?#]*@)?([^/?#]*)/i.exec(url)?.[1] ?? "";
+  const port = /:(\d+)$/.exec(authority)?.[1];
+  if (port !== undefined && Number(port) > 65_535) return `port ${port} is out of range (1 to 65535)`;
+  if (/\s/.test(authority)) return "the host holds a space";
+  if (authority.startsWith("[") && !authority.includes("]")) return "an IPv6 host opened with [ is not closed with ]";
+  if ((authority.match(/:/g) ?? []).length > 1 && !authority.startsWith("[")) return "the host and port hold more than one colon";
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) return "it does not start with postgres://";
+  return "it does not parse as a URL (a special character in the password must be percent-encoded, e.g. @ as %40)";
 }
 
 export function checkPostgresUrl(url: string): URL {
+  rememberUrlSecrets(url);
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new InvalidArgumentError(`malformed PostgreSQL URL ${JSON.stringify(url)}; expected postgres://user[:password]@host[:port]/database`);
+    throw new InvalidArgumentError(
+      `malformed PostgreSQL URL ${redactUrl(url)}: ${malformation(url)}; expected postgres://USER@HOST:PORT/DATABASE, with USER:PASSWORD@ for a password (its special characters percent-encoded)`,
+    );
   }
   if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {
     throw new InvalidArgumentError(`PostgreSQL URL must start with postgres:// or postgresql:// (got ${parsed.protocol}//)`);
@@ -47,6 +54,16 @@ export function checkPostgresUrl(url: string): URL {
     throw new InvalidArgumentError(`PostgreSQL URL ${redactUrl(url)} has an invalid port`);
   }
   return parsed;
+}
+
+/** Remembers the secrets a pg config holds, so no message shows them. */
+function rememberConfigSecrets(config: pg.ClientConfig): void {
+  if (typeof config.password === "string") rememberSecret(config.password);
+  const ssl = config.ssl;
+  if (typeof ssl === "object" && ssl !== null) {
+    if (typeof ssl.passphrase === "string") rememberSecret(ssl.passphrase);
+    if (typeof ssl.key === "string") rememberSecret(ssl.key);
+  }
 }
 
 /** A URL component decoded, or as written when its escapes are broken. */
@@ -166,6 +183,7 @@ export async function openPostgresPool(source: PostgresSource, options: Postgres
     if (typeof source.config !== "object" || source.config === null)
       throw new InvalidArgumentError("config must be a pg pool config object ({ host, user, password, ssl, … })");
     if (source.config.connectionString !== undefined) checkPostgresUrl(source.config.connectionString);
+    rememberConfigSecrets(source.config);
     config = source.config;
   }
   // FIFO per ordering key relies on each statement reading what committed before it (READ

@@ -180,10 +180,16 @@ function openForReading(Driver: typeof Database, path: string, busyTimeoutMs: nu
  * (opening it for Wassal would switch it to WAL). A file that is not SQLite reads as false.
  */
 export function fileHasTable(path: string, table: string): boolean {
+  return fileHasAnyTable(path, [table]);
+}
+
+/** True when an existing SQLite file holds one of these tables; looked at read-only, so the file is left as it was. */
+export function fileHasAnyTable(path: string, tables: readonly string[]): boolean {
   checkHeader(path);
+  if (statSync(path).size === 0) return false;
   const db = openForReading(sqliteDriver(), path, 0);
   try {
-    return listTables(db).includes(table);
+    return listTables(db).some((name) => tables.includes(name));
   } finally {
     db.close();
   }
