@@ -73,9 +73,7 @@ afterAll(killAll);
 
 describe("the one redaction", () => {
   it("hides a URL's password and secret parameters, on any scheme, parsed or malformed", () => {
-    expect(redactUrl("postgres://app:pw1234@db:5432/app?password=pw5678&sslmode=require")).toBe(
-      "postgres://app:***@db:5432/app?password=***&sslmode=require",
-    );
+    expect(redactUrl("postgres://app:pw1234@db:5432/app?password=pw5678&sslmode=require")).toBe("postgres://app:***@db:5432/app?password=***&sslmode=require");
     expect(redactUrl("postgres://app@db/app?sslpassword=k&sslkey=/etc/key.pem&application_name=x")).toBe(
       "postgres://app@db/app?sslpassword=***&sslkey=***&application_name=x",
     );

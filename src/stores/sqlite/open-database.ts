@@ -4,7 +4,9 @@
 // and their directory must all be writable, and only a write shows that (SQLite silently opens a
 // file it cannot write read-only). Or opens it read-only, for commands that only look.
 
-import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, constants, copyFileSync, existsSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type Database from "better-sqlite3";
 import { sqliteDriver } from "./driver.js";
 import { DatabaseOpenError, InvalidArgumentError } from "../../outbox/errors.js";
@@ -183,16 +185,46 @@ export function fileHasTable(path: string, table: string): boolean {
   return fileHasAnyTable(path, [table]);
 }
 
-/** True when an existing SQLite file holds one of these tables; looked at read-only, so the file is left as it was. */
+/**
+ * True when an existing SQLite file holds one of these tables. Nothing on disk changes: opening a
+ * database in WAL mode, even read-only, creates its -wal and -shm files when they are missing, so
+ * such a file (whose -wal is absent, so the file holds every commit) is looked at through a copy.
+ */
 export function fileHasAnyTable(path: string, tables: readonly string[]): boolean {
   checkHeader(path);
   if (statSync(path).size === 0) return false;
+  if (inWalMode(path) && !existsSync(`${path}-wal`)) {
+    const copyDir = mkdtempSync(join(tmpdir(), "wassal-look-"));
+    try {
+      const copy = join(copyDir, "copy.db");
+      copyFileSync(path, copy, constants.COPYFILE_FICLONE);
+      return holdsAnyTable(copy, tables);
+    } finally {
+      rmSync(copyDir, { recursive: true, force: true });
+    }
+  }
+  return holdsAnyTable(path, tables);
+}
+
+function holdsAnyTable(path: string, tables: readonly string[]): boolean {
   const db = openForReading(sqliteDriver(), path, 0);
   try {
     return listTables(db).some((name) => tables.includes(name));
   } finally {
     db.close();
   }
+}
+
+/** Whether a SQLite file's header says WAL mode (its read and write versions, bytes 18 and 19, are 2). */
+function inWalMode(path: string): boolean {
+  const header = Buffer.alloc(20);
+  const fd = openSync(path, "r");
+  try {
+    readSync(fd, header, 0, 20, 0);
+  } finally {
+    closeSync(fd);
+  }
+  return header[18] === 2 && header[19] === 2;
 }
 
 /** Names of the tables in a database. */
