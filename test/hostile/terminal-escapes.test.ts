@@ -22,6 +22,7 @@ const EVIL = "\u001b]0;pwned\u0007\u001b[2J\u009b31m\u202e";
 
 /** No byte a terminal acts on: ESC, BEL, C1 controls, bidi overrides (tab and newline are layout). */
 function expectInert(what: string, text: string): void {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is what this test is for
   const found = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/.exec(text);
   expect(
     found,
