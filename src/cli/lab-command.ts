@@ -63,7 +63,7 @@ export function labCommand(): Command {
     .option("--keep-db", "keep the temporary database (SQLite file or PostgreSQL schema) instead of deleting it")
     .addHelpText(
       "after",
-      `\nScenarios:\n${scenarioList()}\n\nExit codes: 0 every check passed, 1 a check failed, 2 bad input (checked before anything runs, including a reports directory that cannot be written), 70 an internal error.`,
+      `\nScenarios:\n${scenarioList()}\n\nExit codes: 0 every check passed, 1 a check failed, 2 bad input (checked before anything runs, including a reports directory that cannot be written), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
     .action(async (name: string | undefined, options: LabOptions) => {
       if (options.list) {

@@ -224,7 +224,7 @@ export function outboxCommand(): Command {
             const deleted = await purge.call(store, before, {
               batchSize: options.batchSize,
               onProgress: (n) => {
-                if (!options.json && process.stderr.isTTY) err(`\rdeleted ${n}…`);
+                if (!options.json && process.stderr.isTTY) process.stderr.write(`\rdeleted ${n}…`); // a count, redrawn in place
               },
             });
             if (!options.json && process.stderr.isTTY) err("\n");

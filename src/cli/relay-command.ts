@@ -59,7 +59,7 @@ export function relayCommand(): Command {
   )
     .addHelpText(
       "after",
-      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error.`,
+      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
     .action(async (options: RelayCommandOptions) => {
       const logger = createLogger(options.logLevel);

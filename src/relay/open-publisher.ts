@@ -13,7 +13,7 @@ import { WebhookPublisher, webhookKey } from "./webhook.js";
 /** The URL schemes a relay publishes to, with what each means. */
 export const PUBLISHER_SCHEMES: Readonly<Record<string, string>> = {
   "nats:": "NATS JetStream, e.g. nats://127.0.0.1:4222 (subjects from --destination and --route)",
-  "amqp:": 'RabbitMQ, e.g. amqp://guest:guest@127.0.0.1:5672 (destinations "<exchange>/<routing key>", or "/<queue>")',
+  "amqp:": 'RabbitMQ, e.g. amqp://127.0.0.1:5672, credentials before the host (destinations "<exchange>/<routing key>", or "/<queue>")',
   "amqps:": "RabbitMQ over TLS",
   "redis:": "Redis Streams, e.g. redis://127.0.0.1:6379 (destinations are stream keys)",
   "rediss:": "Redis Streams over TLS",

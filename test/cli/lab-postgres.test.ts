@@ -230,7 +230,7 @@ describe("--db postgres://… that cannot be used (no server needed)", () => {
     [
       "a malformed URL: no host, a port beyond 65535",
       "postgres://user@:99999/x",
-      /^wassal: malformed PostgreSQL URL "postgres:\/\/user@:99999\/x"; expected postgres:\/\/user\[:password\]@host\[:port\]\/database$/,
+      /^wassal: malformed PostgreSQL URL postgres:\/\/user@:99999\/x: port 99999 is out of range \(1 to 65535\); expected postgres:\/\/USER@HOST:PORT\/DATABASE, with USER:PASSWORD@ for a password \(its special characters percent-encoded\)$/,
     ],
     ["a port beyond 65535", "postgres://postgres@127.0.0.1:99999/test", /^wassal: malformed PostgreSQL URL .*127\.0\.0\.1:99999/],
     ["a URL naming no host", "postgresql://", /^wassal: PostgreSQL URL postgresql:\/\/ names no host/],

@@ -167,6 +167,10 @@ function openForReading(Driver: typeof Database, path: string, busyTimeoutMs: nu
   } catch (error) {
     db?.close();
     const code = (error as { code?: string }).code ?? "";
+    if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT")
+      throw new DatabaseOpenError(`${path} is not a SQLite database (its header is, its body is not: ${code}); give a new path or an intact SQLite file`, {
+        cause: error,
+      });
     const hint =
       code === "SQLITE_CANTOPEN"
         ? "check that it exists and that this process may read it"
