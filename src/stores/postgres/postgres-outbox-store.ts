@@ -44,7 +44,7 @@ import { byId, fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, typ
 import { numberedToQuestion } from "../placeholders.js";
 import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations } from "./migrate.js";
-import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
+import { outboxMigrations, outboxSql, quoteIdent, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
 
 /** The transaction handle on PostgreSQL: a pg client between BEGIN and COMMIT. */
 export type PostgresTx = pg.ClientBase;
@@ -282,7 +282,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     this.#sizeChecking = true;
     this.#sizeCheckedAt = now;
     try {
-      const { rows } = await this.pool.query<{ bytes: number }>(this.#sql.tableBytes, [`${this.schema}.outbox_messages`]);
+      const { rows } = await this.pool.query<{ bytes: number }>(this.#sql.tableBytes, [`${quoteIdent(this.schema)}.outbox_messages`]);
       const bytes = rows[0]?.bytes ?? 0;
       const since = this.#generationBytes;
       if (since === undefined || bytes < since / PLAN_GROWTH) {
@@ -329,7 +329,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   async isInstalled(): Promise<boolean> {
-    const { rows } = await this.pool.query<{ installed: boolean }>(this.#sql.installed, [`${this.schema}.outbox_messages`]);
+    const { rows } = await this.pool.query<{ installed: boolean }>(this.#sql.installed, [`${quoteIdent(this.schema)}.outbox_messages`]);
     return rows[0]?.installed ?? false;
   }
 
@@ -774,16 +774,18 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const sql = this.#sql;
     const tables = (await this.pool.query<{ table_name: string }>(sql.schemaTables, [this.schema])).rows;
     const parts: string[] = [];
+    // Written as PostgreSQL writes names (pg_indexes): quoted only where it must be, as "select".
+    const shown = (await this.pool.query<{ name: string }>(sql.schemaName, [this.schema])).rows[0]?.name ?? quoteIdent(this.schema);
     for (const { table_name: table } of tables) {
-      const columns = (
-        await this.pool.query<{ column_name: string; type: string; not_null: boolean; default: string | null }>(sql.schemaColumns, [`${this.schema}.${table}`])
-      ).rows;
-      const constraints = (await this.pool.query<{ def: string }>(sql.schemaConstraints, [`${this.schema}.${table}`])).rows;
+      const qualified = `${quoteIdent(this.schema)}.${quoteIdent(table)}`;
+      const columns = (await this.pool.query<{ column_name: string; type: string; not_null: boolean; default: string | null }>(sql.schemaColumns, [qualified]))
+        .rows;
+      const constraints = (await this.pool.query<{ def: string }>(sql.schemaConstraints, [qualified])).rows;
       const lines = [
         ...columns.map((c) => `  ${c.column_name} ${c.type}${c.not_null ? " NOT NULL" : ""}${c.default ? ` DEFAULT ${c.default}` : ""}`),
         ...constraints.map((c) => `  ${c.def}`),
       ];
-      parts.push(`CREATE TABLE ${this.schema}.${table} (\n${lines.join(",\n")}\n);`);
+      parts.push(`CREATE TABLE ${shown}.${table} (\n${lines.join(",\n")}\n);`);
     }
     const indexes = (await this.pool.query<{ indexdef: string }>(sql.schemaIndexes, [this.schema])).rows;
     parts.push(...indexes.map((i) => `${i.indexdef};`));
@@ -852,7 +854,17 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   }
 }
 
+/**
+ * The one check of a schema name, for the library and the CLI alike: lower-case letters, digits
+ * and underscores (reserved words such as "select" are fine: SQL always quotes the name), and
+ * none of PostgreSQL's own schemas.
+ */
 export function checkSchema(schema: string): string {
+  if (typeof schema === "string" && (/^pg_/i.test(schema) || schema.toLowerCase() === "information_schema")) {
+    throw new InvalidArgumentError(
+      `schema name ${JSON.stringify(schema)} is PostgreSQL's own (it keeps pg_* and information_schema for its catalogs); give Wassal a schema of its own, e.g. wassal`,
+    );
+  }
   if (typeof schema !== "string" || !SCHEMA_PATTERN.test(schema)) {
     throw new InvalidArgumentError(
       `schema name must be 1 to 63 lower-case letters, digits or underscores, starting with a letter or underscore (got ${JSON.stringify(schema)})`,
