@@ -22,7 +22,7 @@ import type {
   SavepointStep,
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, waitsInList } from "../../outbox/driver.js";
-import { InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
+import { DatabaseOpenError, InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import type {
@@ -43,7 +43,7 @@ import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import { byId, fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { numberedToQuestion } from "../placeholders.js";
 import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
-import { applyPgMigrations } from "./migrate.js";
+import { applyPgMigrations, refuseNewerPostgres } from "./migrate.js";
 import { outboxMigrations, outboxSql, quoteIdent, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
 
 /** The transaction handle on PostgreSQL: a pg client between BEGIN and COMMIT. */
@@ -61,6 +61,13 @@ interface PostgresStoreSettings extends PostgresConnectOptions {
   readonly audit?: boolean;
   /** Trace every enqueue and carry its trace context in the message's headers (see otelTracing in "wassal/observability"). */
   readonly tracing?: Tracing;
+  /**
+   * Only look: every transaction on the store's connections is read-only (PostgreSQL's
+   * default_transaction_read_only), migrate() throws StoreReadOnlyError, and a schema a newer
+   * Wassal migrated is not refused (DatabaseTooNewError), so it can still be inspected. Needs
+   * `url` or `config`: the store sets its own connections read-only, never an app's pool.
+   */
+  readonly readOnly?: boolean;
 }
 
 /**
@@ -230,6 +237,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   readonly #clientConfig: pg.ClientConfig;
   readonly #Client: OpenedPool["Client"];
   readonly #applicationName: string;
+  readonly #readOnly: boolean;
   #closed = false;
   /** Statement names of this plan generation, by their first generation's name; see PLAN_GROWTH. */
   readonly #generationNames = new Map<string, { readonly name: string; readonly text: string }>();
@@ -239,12 +247,16 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   #sizeCheckedAt = Number.NEGATIVE_INFINITY;
   #sizeChecking = false;
 
-  constructor(opened: OpenedPool, options: { readonly schema: string; readonly clock: Clock | undefined; readonly applicationName: string }) {
+  constructor(
+    opened: OpenedPool,
+    options: { readonly schema: string; readonly clock: Clock | undefined; readonly applicationName: string; readonly readOnly: boolean },
+  ) {
     this.pool = opened.pool;
     this.#ownsPool = opened.owned;
     this.#clientConfig = opened.clientConfig;
     this.#Client = opened.Client;
     this.#applicationName = options.applicationName;
+    this.#readOnly = options.readOnly;
     this.schema = options.schema;
     this.#clock = options.clock;
     this.#sql = outboxSql(options.schema);
@@ -321,6 +333,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   applyMigrations(migrations: readonly PgMigration[]): Promise<string[]> {
+    if (this.#readOnly) return Promise.reject(new StoreReadOnlyError(`PostgreSQL schema ${this.schema}`));
     return applyPgMigrations(this.pool, this.schema, migrations);
   }
 
@@ -831,10 +844,31 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
     if ([options.url, options.pool, options.config].filter((given) => given !== undefined).length !== 1) {
       throw new InvalidArgumentError("give exactly one of url (postgres://…), pool (your pg.Pool) or config (a pg pool config)");
     }
+    const readOnly = options.readOnly ?? false;
+    if (typeof readOnly !== "boolean") throw new InvalidArgumentError(`readOnly must be true or false (got ${JSON.stringify(readOnly)})`);
+    if (readOnly && options.pool !== undefined) {
+      throw new InvalidArgumentError(
+        "readOnly needs url or config: the store makes its own connections read-only, and leaves your pool's sessions as they are",
+      );
+    }
     const source =
-      options.pool !== undefined ? { pool: options.pool } : options.config !== undefined ? { config: options.config } : { url: options.url as string };
+      options.pool !== undefined
+        ? { pool: options.pool }
+        : readOnly
+          ? { config: readOnlyConfig(options.config ?? { connectionString: options.url as string }) }
+          : options.config !== undefined
+            ? { config: options.config }
+            : { url: options.url as string };
     const opened = await openPostgresPool(source, options);
-    const driver = new PostgresDriver(opened, { schema, clock: options.clock, applicationName: options.applicationName ?? "wassal" });
+    try {
+      // Before anything is written: readOnly sessions, or a schema no newer Wassal migrated.
+      if (readOnly) await checkReadOnly(opened.pool);
+      else await refuseNewerPostgres(opened.pool, schema);
+    } catch (error) {
+      if (opened.owned) await opened.pool.end().catch(() => undefined);
+      throw error;
+    }
+    const driver = new PostgresDriver(opened, { schema, clock: options.clock, applicationName: options.applicationName ?? "wassal", readOnly });
     return new PostgresOutboxStore(driver, { audit: options.audit ?? false, tracing: options.tracing });
   }
 
@@ -851,6 +885,24 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   /** Runs extra migrations (e.g. a domain's tables) with the same bookkeeping as the outbox's. */
   applyMigrations(migrations: readonly PgMigration[]): Promise<string[]> {
     return this.#driver.applyMigrations(migrations);
+  }
+}
+
+const READ_ONLY = "-c default_transaction_read_only=on";
+
+/** A pool config whose sessions default to read-only transactions. */
+function readOnlyConfig(config: pg.PoolConfig): pg.PoolConfig {
+  if (typeof config !== "object" || config === null) return config; // openPostgresPool says what is wrong with it
+  return { ...config, options: config.options === undefined ? READ_ONLY : `${config.options} ${READ_ONLY}` };
+}
+
+/** Throws DatabaseOpenError unless the pool's sessions are read-only (a URL's own ?options=… replaces the store's). */
+async function checkReadOnly(pool: pg.Pool): Promise<void> {
+  const setting = (await pool.query<{ read_only: string }>("SELECT current_setting('default_transaction_read_only') AS read_only")).rows[0]?.read_only;
+  if (setting !== "on") {
+    throw new DatabaseOpenError(
+      "readOnly: the store's sessions are not read-only, because the URL's or config's options override it: add -c default_transaction_read_only=on to them",
+    );
   }
 }
 
