@@ -8,6 +8,7 @@ export type { DriverCapabilities } from "./outbox/driver.js";
 export {
   AttemptsExhaustedError,
   DatabaseOpenError,
+  DatabaseTooNewError,
   DuplicateMessageError,
   InvalidArgumentError,
   KeyNotBlockedError,

@@ -46,6 +46,24 @@ export class DatabaseOpenError extends WassalError {
   }
 }
 
+/**
+ * The database holds migrations this version of Wassal does not know: a newer Wassal migrated it
+ * (typically after a deployment was rolled back). It is refused for writing, before anything is
+ * written; it can still be opened read-only (readOnly) to inspect it. `newer` names the unknown
+ * migrations.
+ */
+export class DatabaseTooNewError extends DatabaseOpenError {
+  override name = "DatabaseTooNewError";
+  /** The migrations recorded in the database that this version does not ship, e.g. ["outbox-014-…"]. */
+  readonly newer: readonly string[];
+  constructor(location: string, newer: readonly string[]) {
+    super(
+      `${location} was migrated by a newer Wassal (${newer.join(", ")}); upgrade wassal to use it, or open it read-only to inspect it (wassal outbox stats, dead, show; readOnly: true in the library)`,
+    );
+    this.newer = [...newer];
+  }
+}
+
 /** A write was attempted through a store opened read-only. */
 export class StoreReadOnlyError extends WassalError {
   override name = "StoreReadOnlyError";

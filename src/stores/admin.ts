@@ -4,6 +4,7 @@
 
 import { pgDriver } from "./postgres/driver.js";
 import { openPostgresPool } from "./postgres/connect.js";
+import { quoteIdent } from "./postgres/outbox-sql.js";
 import { checkSchema } from "./postgres/postgres-outbox-store.js";
 import { existsSync } from "node:fs";
 import { fileHasAnyTable } from "./sqlite/open-database.js";
@@ -25,7 +26,7 @@ export async function postgresServerVersion(url: string): Promise<string> {
 export async function dropSchema(url: string, schema: string): Promise<void> {
   const { pool } = await openPostgresPool({ url }, { maxConnections: 1 });
   try {
-    await pool.query(`DROP SCHEMA IF EXISTS ${checkSchema(schema)} CASCADE`);
+    await pool.query(`DROP SCHEMA IF EXISTS ${quoteIdent(checkSchema(schema))} CASCADE`);
   } finally {
     await pool.end();
   }

@@ -29,8 +29,9 @@ export interface OpenOutboxOptions {
   /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
   readonly mustExist?: boolean;
   /**
-   * Only look (implies mustExist): nothing is migrated, and a SQLite file is opened read-only, so
-   * a database this process may read but not write can still be inspected.
+   * Only look (implies mustExist): nothing is migrated, a SQLite file is opened read-only and a
+   * PostgreSQL store's sessions are read-only, so a database this process may read but not write,
+   * or one a newer Wassal migrated (refused for writing: DatabaseTooNewError), can still be inspected.
    */
   readonly readOnly?: boolean;
   /** Keep the audit trail (outbox_audit). */
@@ -94,6 +95,7 @@ async function openPostgres(db: string, options: OpenOutboxOptions): Promise<Unm
     ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
     ...(options.audit === undefined ? {} : { audit: options.audit }),
     ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
+    ...(options.readOnly ? { readOnly: true } : {}),
   });
   return {
     kind: "postgres",

@@ -9,15 +9,25 @@ export interface PgMigration {
   readonly sql: string;
 }
 
-/** A schema name we can put in SQL unquoted: lower-case letters, digits and underscores. */
+/** A schema name Wassal accepts: lower-case letters, digits and underscores (checkSchema also refuses PostgreSQL's own). */
 export const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/**
+ * An identifier as SQL must name it: always double-quoted, so a reserved word ("select", "user",
+ * "order") names a schema like any other word. Schema names are lower-case (SCHEMA_PATTERN), so
+ * quoting names the very schema an unquoted name did.
+ */
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
 export function outboxMigrations(schema: string): readonly PgMigration[] {
+  const s = quoteIdent(schema);
   return [
     {
       name: "outbox-001-create",
       sql: `
-CREATE TABLE ${schema}.outbox_messages (
+CREATE TABLE ${s}.outbox_messages (
   id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   type          text        NOT NULL,
   dedupe_key    text        UNIQUE,
@@ -36,7 +46,7 @@ CREATE TABLE ${schema}.outbox_messages (
     CHECK (status <> 'processing' OR (locked_by IS NOT NULL AND locked_until = available_at))
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
 -- Only claimable rows are indexed, so claiming does not slow down as processed history grows.
-CREATE INDEX outbox_messages_claimable ON ${schema}.outbox_messages (available_at, id)
+CREATE INDEX outbox_messages_claimable ON ${s}.outbox_messages (available_at, id)
   WHERE status IN ('pending', 'processing');
 `,
     },
@@ -44,7 +54,7 @@ CREATE INDEX outbox_messages_claimable ON ${schema}.outbox_messages (available_a
       name: "outbox-002-audit",
       sql: `
 -- The audit trail: written only by stores opened with audit enabled.
-CREATE TABLE ${schema}.outbox_audit (
+CREATE TABLE ${s}.outbox_audit (
   id                    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   message_id            bigint      NOT NULL,
   lease_token           integer     NOT NULL,
@@ -55,21 +65,21 @@ CREATE TABLE ${schema}.outbox_audit (
   previous_owner        text,
   previous_locked_until timestamptz
 );
-CREATE INDEX outbox_audit_message ON ${schema}.outbox_audit (message_id, id);
+CREATE INDEX outbox_audit_message ON ${s}.outbox_audit (message_id, id);
 `,
     },
     {
       name: "outbox-003-dead-index",
       sql: `
 -- Dead messages by when they died (a dead row's available_at), for listing them and for retention.
-CREATE INDEX outbox_messages_dead ON ${schema}.outbox_messages (available_at, id) WHERE status = 'dead';
+CREATE INDEX outbox_messages_dead ON ${s}.outbox_messages (available_at, id) WHERE status = 'dead';
 `,
     },
     {
       name: "outbox-004-envelope",
       sql: `
 -- The envelope: an ordering key, string headers (a JSON object) and a destination for a relay.
-ALTER TABLE ${schema}.outbox_messages
+ALTER TABLE ${s}.outbox_messages
   ADD COLUMN ordering_key text,
   ADD COLUMN headers jsonb CHECK (headers IS NULL OR jsonb_typeof(headers) = 'object'),
   ADD COLUMN destination text;
@@ -81,11 +91,11 @@ ALTER TABLE ${schema}.outbox_messages
 -- FIFO per ordering key. key_state: 0 may be claimed (no key, or its key's holder), 1 waits behind
 -- an earlier unfinished message of its key, 2 let its key go though dead (skipped). Only key_state 0
 -- is in the claimable index, so a claim stays one index range.
-ALTER TABLE ${schema}.outbox_messages ADD COLUMN key_state smallint NOT NULL DEFAULT 0 CHECK (key_state IN (0, 1, 2));
-DROP INDEX ${schema}.outbox_messages_claimable;
-CREATE INDEX outbox_messages_claimable ON ${schema}.outbox_messages (available_at, id) WHERE status IN ('pending', 'processing') AND key_state = 0;
+ALTER TABLE ${s}.outbox_messages ADD COLUMN key_state smallint NOT NULL DEFAULT 0 CHECK (key_state IN (0, 1, 2));
+DROP INDEX ${s}.outbox_messages_claimable;
+CREATE INDEX outbox_messages_claimable ON ${s}.outbox_messages (available_at, id) WHERE status IN ('pending', 'processing') AND key_state = 0;
 -- A key's unfinished messages (and its dead ones), in order: who holds it, who is next.
-CREATE INDEX outbox_messages_key ON ${schema}.outbox_messages (ordering_key, id)
+CREATE INDEX outbox_messages_key ON ${s}.outbox_messages (ordering_key, id)
   WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
 `,
     },
@@ -112,13 +122,13 @@ ${handOnFunction(schema, "wakes")}`,
       sql: `
 -- The inbox: ids of messages a consumer received, recorded with its effect; a second receive of
 -- one changes nothing (and waits for a concurrent first one to commit or roll back).
-CREATE TABLE ${schema}.wassal_inbox (
+CREATE TABLE ${s}.wassal_inbox (
   source      text        NOT NULL,
   message_id  text        NOT NULL,
   received_at timestamptz NOT NULL,
   PRIMARY KEY (source, message_id)
 );
-CREATE INDEX wassal_inbox_received ON ${schema}.wassal_inbox (received_at);
+CREATE INDEX wassal_inbox_received ON ${s}.wassal_inbox (received_at);
 `,
     },
     {
@@ -133,10 +143,10 @@ ${enqueueFunction(schema, false)}`,
       sql: `
 -- A refused write is recorded too: a lease operation whose token was no longer current (action
 -- 'refused', the operation in its own column, the holder at that moment in the previous_* columns).
-ALTER TABLE ${schema}.outbox_audit ADD COLUMN operation text CHECK (operation IN ('renew', 'complete', 'fail', 'release'));
+ALTER TABLE ${s}.outbox_audit ADD COLUMN operation text CHECK (operation IN ('renew', 'complete', 'fail', 'release'));
 -- NOT VALID: the rows there met the narrower check, so they meet this one; no scan under the lock.
-ALTER TABLE ${schema}.outbox_audit DROP CONSTRAINT outbox_audit_action_check;
-ALTER TABLE ${schema}.outbox_audit ADD CONSTRAINT outbox_audit_action_check
+ALTER TABLE ${s}.outbox_audit DROP CONSTRAINT outbox_audit_action_check;
+ALTER TABLE ${s}.outbox_audit ADD CONSTRAINT outbox_audit_action_check
   CHECK (action IN ('claim', 'complete', 'retry', 'dead', 'release', 'redrive', 'refused')) NOT VALID;
 `,
     },
@@ -153,9 +163,9 @@ ALTER TABLE ${schema}.outbox_audit ADD CONSTRAINT outbox_audit_action_check
 -- EXCLUSIVE; a worker's transaction that had read the table (claimMessage's SELECT … FOR UPDATE)
 -- and then writes it would deadlock with the upgrade between the two. Taken first, the upgrade waits
 -- for such a transaction to end, and the transactions that come after it wait for the upgrade.
-LOCK TABLE ${schema}.outbox_messages IN ACCESS EXCLUSIVE MODE;
-CREATE UNIQUE INDEX outbox_messages_dedupe ON ${schema}.outbox_messages (dedupe_key) WHERE dedupe_key IS NOT NULL;
-ALTER TABLE ${schema}.outbox_messages DROP CONSTRAINT outbox_messages_dedupe_key_key;
+LOCK TABLE ${s}.outbox_messages IN ACCESS EXCLUSIVE MODE;
+CREATE UNIQUE INDEX outbox_messages_dedupe ON ${s}.outbox_messages (dedupe_key) WHERE dedupe_key IS NOT NULL;
+ALTER TABLE ${s}.outbox_messages DROP CONSTRAINT outbox_messages_dedupe_key_key;
 `,
     },
     {
@@ -167,24 +177,24 @@ ALTER TABLE ${schema}.outbox_messages DROP CONSTRAINT outbox_messages_dedupe_key
 -- outbox_keys remembers the next number of a key whose queue emptied (written by the hand-on only
 -- then), for the key's next enqueue. The first statement takes the table's strongest lock at once,
 -- so no lock is upgraded while workers run (see outbox-011).
-ALTER TABLE ${schema}.outbox_messages ADD COLUMN key_seq bigint;
+ALTER TABLE ${s}.outbox_messages ADD COLUMN key_seq bigint;
 -- The key index gains key_state, so that every keyed question is a probe of a few entries whatever
 -- the statistics say: "has the key a holder" is the range (key, 0), "who is next" the first entry
 -- of (key, 1), "has it a holder or a queue" (enqueue) the first of (key, 0) or (key, 1). On
 -- (ordering_key, id) each read the key's whole backlog, a heap fetch per entry to see its
 -- key_state: a relay with 30 keys read 55 to 3,000 rows per message (issue 36). Built under the
 -- lock taken above, reading the table once.
-DROP INDEX ${schema}.outbox_messages_key;
-CREATE INDEX outbox_messages_key ON ${schema}.outbox_messages (ordering_key, key_state, id)
+DROP INDEX ${s}.outbox_messages_key;
+CREATE INDEX outbox_messages_key ON ${s}.outbox_messages (ordering_key, key_state, id)
   WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
-CREATE TABLE ${schema}.outbox_keys (
+CREATE TABLE ${s}.outbox_keys (
   ordering_key text   PRIMARY KEY,
   next_seq     bigint NOT NULL CHECK (next_seq >= 1)
 );
 -- Today's holders are each key's first numbered message.
-UPDATE ${schema}.outbox_messages SET key_seq = 1
+UPDATE ${s}.outbox_messages SET key_seq = 1
   WHERE ordering_key IS NOT NULL AND key_state = 0 AND status IN ('pending', 'processing', 'dead');
-DROP FUNCTION ${schema}.wassal_hand_on(text[]);
+DROP FUNCTION ${s}.wassal_hand_on(text[]);
 ${handOnFunction(schema, "numbered")}
 ${enqueueFunction(schema, true)}`,
     },
@@ -194,7 +204,7 @@ ${enqueueFunction(schema, true)}`,
 -- The inbox in each key's order: per source and ordering key, the last number applied (a relay's
 -- messages carry their number in their key's order), and the lowest later number held back while
 -- an earlier one is missing, since when.
-CREATE TABLE ${schema}.wassal_inbox_keys (
+CREATE TABLE ${s}.wassal_inbox_keys (
   source       text        NOT NULL,
   ordering_key text        NOT NULL,
   applied_seq  bigint      NOT NULL DEFAULT 0 CHECK (applied_seq >= 0),
@@ -202,19 +212,20 @@ CREATE TABLE ${schema}.wassal_inbox_keys (
   held_since   timestamptz,
   PRIMARY KEY (source, ordering_key)
 );
-CREATE INDEX wassal_inbox_keys_held ON ${schema}.wassal_inbox_keys (held_since) WHERE held_seq IS NOT NULL;
+CREATE INDEX wassal_inbox_keys_held ON ${s}.wassal_inbox_keys (held_since) WHERE held_seq IS NOT NULL;
 `,
     },
   ];
 }
 
 /**
- * ${schema}.enqueue(type, payload, dedupe_key, ordering_key, headers, destination, available_at):
+ * <schema>.enqueue(type, payload, dedupe_key, ordering_key, headers, destination, available_at):
  * the library's enqueue as a function. Its limits are the library's (validate.ts); a bad argument
  * raises invalid_parameter_value (22023) naming it, a dedupe key taken raises unique_violation.
  */
 function enqueueFunction(schema: string, numbered: boolean): string {
-  const table = `${schema}.outbox_messages`;
+  const s = quoteIdent(schema);
+  const table = `${s}.outbox_messages`;
   const bad = (condition: string, message: string) =>
     `  IF ${condition} THEN\n    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = ${message};\n  END IF;`;
   const text = (arg: string, what: string, max: number, required: boolean) =>
@@ -222,7 +233,7 @@ function enqueueFunction(schema: string, numbered: boolean): string {
       `${required ? `${arg} IS NULL OR ` : `${arg} IS NOT NULL AND (`}btrim(${arg}) = '' OR length(${arg}) > ${max}${required ? "" : ")"}`,
       `'wassal enqueue: ${what} must be a non-empty string of at most ${max} characters'`,
     );
-  return `CREATE ${numbered ? "OR REPLACE " : ""}FUNCTION ${schema}.enqueue(
+  return `CREATE ${numbered ? "OR REPLACE " : ""}FUNCTION ${s}.enqueue(
   type text,
   payload jsonb,
   dedupe_key text DEFAULT NULL,
@@ -262,7 +273,7 @@ ${
   VALUES (enqueue.type, enqueue.dedupe_key, enqueue.ordering_key, enqueue.headers, enqueue.destination, enqueue.payload, now_t,
           coalesce(enqueue.available_at, now_t), CASE WHEN waits THEN 1 ELSE 0 END,
           CASE WHEN enqueue.ordering_key IS NOT NULL AND NOT waits
-               THEN coalesce((SELECT n.next_seq FROM ${schema}.outbox_keys n WHERE n.ordering_key = enqueue.ordering_key), 1) END)
+               THEN coalesce((SELECT n.next_seq FROM ${s}.outbox_keys n WHERE n.ordering_key = enqueue.ordering_key), 1) END)
   RETURNING id INTO new_id;`
     : `  INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state)
   VALUES (enqueue.type, enqueue.dedupe_key, enqueue.ordering_key, enqueue.headers, enqueue.destination, enqueue.payload, now_t,
@@ -286,7 +297,8 @@ $fn$;
  * remembered one) and remembers that number in outbox_keys when the key has nobody waiting.
  */
 function handOnFunction(schema: string, version: "first" | "wakes" | "numbered"): string {
-  const table = `${schema}.outbox_messages`;
+  const s = quoteIdent(schema);
+  const table = `${s}.outbox_messages`;
   const wake =
     version === "first"
       ? ""
@@ -295,7 +307,7 @@ function handOnFunction(schema: string, version: "first" | "wakes" | "numbered")
     PERFORM pg_notify('${wakeChannel(schema)}', '');
   END IF;`;
   if (version !== "numbered") {
-    return `CREATE ${version === "wakes" ? "OR REPLACE " : ""}FUNCTION ${schema}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
+    return `CREATE ${version === "wakes" ? "OR REPLACE " : ""}FUNCTION ${s}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   k text;
   promoted integer;
@@ -325,7 +337,7 @@ $fn$;
   // each statement one plan: a probe of the key index per key, and lookups by primary key. jit =
   // off: a disabled node that is the only way costs 1e10 in the planner's sums and would cross
   // jit_above_cost, compiling the statement at every call (113 ms per call, measured).
-  return `CREATE FUNCTION ${schema}.wassal_hand_on(keys text[], next_seqs bigint[] DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE
+  return `CREATE FUNCTION ${s}.wassal_hand_on(keys text[], next_seqs bigint[] DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 AS $fn$
 DECLARE
@@ -342,7 +354,7 @@ BEGIN
   UPDATE ${table} m
   SET key_state = 0,
       key_seq = coalesce((SELECT max(u.s) FROM unnest(keys, next_seqs) AS u(k, s) WHERE u.k = m.ordering_key),
-                         (SELECT n.next_seq FROM ${schema}.outbox_keys n WHERE n.ordering_key = m.ordering_key), 1)
+                         (SELECT n.next_seq FROM ${s}.outbox_keys n WHERE n.ordering_key = m.ordering_key), 1)
   WHERE m.id = ANY (ARRAY(
           SELECT (SELECT CASE WHEN f.ordering_key = k2 AND f.key_state = 1 THEN f.id END
                   FROM ${table} f
@@ -352,7 +364,7 @@ BEGIN
     AND m.key_state = 1;
   GET DIAGNOSTICS promoted = ROW_COUNT;
   -- A key with nobody to hand on to remembers the number its next holder takes.
-  INSERT INTO ${schema}.outbox_keys (ordering_key, next_seq)
+  INSERT INTO ${s}.outbox_keys (ordering_key, next_seq)
   SELECT u.k, max(u.s) FROM unnest(keys, next_seqs) AS u(k, s)
   WHERE u.k IS NOT NULL AND u.s IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM ${table} w
@@ -386,10 +398,10 @@ const redrivenKeyState = (table: string, targeted: string) => `CASE WHEN m.key_s
  * as holder takes the key's next number, and one that waits gets its number when its turn comes.
  */
 const redrivenKeySeq = (schema: string, targeted: string) => `CASE WHEN m.key_state <> 2 THEN m.key_seq
-       WHEN (${redrivenKeyState(`${schema}.outbox_messages`, targeted)}) = 0 THEN ${nextSeqOf(schema, "m.ordering_key")}
+       WHEN (${redrivenKeyState(`${quoteIdent(schema)}.outbox_messages`, targeted)}) = 0 THEN ${nextSeqOf(schema, "m.ordering_key")}
        ELSE NULL END`;
 /** The number a key's next holder takes when the key is free: the one its last hand-on remembered, else 1. */
-const nextSeqOf = (schema: string, key: string) => `coalesce((SELECT n.next_seq FROM ${schema}.outbox_keys n WHERE n.ordering_key = ${key}), 1)`;
+const nextSeqOf = (schema: string, key: string) => `coalesce((SELECT n.next_seq FROM ${quoteIdent(schema)}.outbox_keys n WHERE n.ordering_key = ${key}), 1)`;
 /**
  * The clock, evaluated once per statement. $1 is always the injected time or null.
  * Tried in the claim and the bulk completion, and not kept: no CTE, the expression
@@ -433,8 +445,9 @@ export function wakeChannel(schema: string): string {
 }
 
 export function outboxSql(schema: string) {
-  const table = `${schema}.outbox_messages`;
-  const audit = `${schema}.outbox_audit`;
+  const s = quoteIdent(schema);
+  const table = `${s}.outbox_messages`;
+  const audit = `${s}.outbox_audit`;
   const AUDIT_COLUMNS = "message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until";
   /**
    * $1 now, $2 ids, $3 tokens, $4 owners, $5 audit?: many guarded completions in one statement
@@ -518,7 +531,7 @@ export function outboxSql(schema: string) {
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)${
         handOn
           ? `,
-      handed AS (SELECT ${schema}.wassal_hand_on(array_agg(ordering_key), array_agg(key_seq + 1)) AS promoted FROM done)`
+      handed AS (SELECT ${s}.wassal_hand_on(array_agg(ordering_key), array_agg(key_seq + 1)) AS promoted FROM done)`
           : ""
       }
       SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done${handOn ? ", handed" : ""}`;
@@ -662,7 +675,7 @@ export function outboxSql(schema: string) {
      * $1 keys, $2 the number each one's next holder takes (or nulls): hands them on (see wassal_hand_on
      * in the migrations): their turns taken, each one's next message promoted and numbered.
      */
-    handOn: `SELECT ${schema}.wassal_hand_on($1::text[], $2::bigint[])`,
+    handOn: `SELECT ${s}.wassal_hand_on($1::text[], $2::bigint[])`,
 
     // rememberKeySeq: (none) wassal_hand_on remembers a key's next number itself
     // rememberKeySeqs: (none) as rememberKeySeq
@@ -851,35 +864,35 @@ export function outboxSql(schema: string) {
 
     /** $1 cutoff, $2 batch size: inbox ids received before $1, oldest first. */
     purgeInbox: `WITH batch AS MATERIALIZED (
-        SELECT source, message_id FROM ${schema}.wassal_inbox WHERE received_at < $1 ORDER BY received_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-      DELETE FROM ${schema}.wassal_inbox i USING batch WHERE i.source = batch.source AND i.message_id = batch.message_id`,
+        SELECT source, message_id FROM ${s}.wassal_inbox WHERE received_at < $1 ORDER BY received_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${s}.wassal_inbox i USING batch WHERE i.source = batch.source AND i.message_id = batch.message_id`,
 
     /** $1 now, $2 source, $3 id: records a received id; no row when it was recorded before. */
-    inboxRecord: `INSERT INTO ${schema}.wassal_inbox (source, message_id, received_at) VALUES ($2, $3, coalesce($1::timestamptz, clock_timestamp()))
+    inboxRecord: `INSERT INTO ${s}.wassal_inbox (source, message_id, received_at) VALUES ($2, $3, coalesce($1::timestamptz, clock_timestamp()))
       ON CONFLICT DO NOTHING`,
 
     /**
      * $1 source, $2 key: the key's turn at the inbox (its row locked until commit; made at 0 when
      * new) and its last applied number. The no-op update is what takes the lock when the row exists.
      */
-    inboxKeyTurn: `INSERT INTO ${schema}.wassal_inbox_keys (source, ordering_key) VALUES ($1, $2)
+    inboxKeyTurn: `INSERT INTO ${s}.wassal_inbox_keys (source, ordering_key) VALUES ($1, $2)
       ON CONFLICT (source, ordering_key) DO UPDATE SET applied_seq = wassal_inbox_keys.applied_seq
       RETURNING applied_seq::float8 AS applied`,
 
     /** $1 source, $2 key, $3 the number applied: the key moves on; a number held back stays held only if a gap remains before it. */
-    inboxKeyApplied: `UPDATE ${schema}.wassal_inbox_keys
+    inboxKeyApplied: `UPDATE ${s}.wassal_inbox_keys
       SET applied_seq = $3::bigint, held_seq = CASE WHEN held_seq > $3::bigint + 1 THEN held_seq END,
           held_since = CASE WHEN held_seq > $3::bigint + 1 THEN held_since END
       WHERE source = $1 AND ordering_key = $2`,
 
     /** $1 source, $2 key, $3 a number held back, $4 now: the lowest held, and since when. */
-    inboxKeyHeld: `UPDATE ${schema}.wassal_inbox_keys
+    inboxKeyHeld: `UPDATE ${s}.wassal_inbox_keys
       SET held_seq = least(coalesce(held_seq, $3::bigint), $3::bigint), held_since = coalesce(held_since, $4::timestamptz, clock_timestamp())
       WHERE source = $1 AND ordering_key = $2`,
 
     /** $1 source or null, $2 limit: keys holding a message back, longest waiting first. */
     inboxBlockedKeys: `SELECT source, ordering_key AS key, applied_seq::float8 AS applied, held_seq::float8 AS held, held_since
-      FROM ${schema}.wassal_inbox_keys
+      FROM ${s}.wassal_inbox_keys
       WHERE held_seq IS NOT NULL AND ($1::text IS NULL OR source = $1)
       ORDER BY held_since LIMIT $2`,
 
@@ -887,8 +900,8 @@ export function outboxSql(schema: string) {
 
     /** $1 source, $2 key: the key's applied number moves to just before its lowest held one; the numbers skipped. */
     inboxSkipGap: `WITH before AS (
-        SELECT applied_seq FROM ${schema}.wassal_inbox_keys WHERE source = $1 AND ordering_key = $2 AND held_seq IS NOT NULL FOR UPDATE)
-      UPDATE ${schema}.wassal_inbox_keys k
+        SELECT applied_seq FROM ${s}.wassal_inbox_keys WHERE source = $1 AND ordering_key = $2 AND held_seq IS NOT NULL FOR UPDATE)
+      UPDATE ${s}.wassal_inbox_keys k
       SET applied_seq = k.held_seq - 1, held_seq = NULL, held_since = NULL
       FROM before
       WHERE k.source = $1 AND k.ordering_key = $2 AND k.held_seq IS NOT NULL
@@ -898,6 +911,8 @@ export function outboxSql(schema: string) {
 
     /** describeSchema's catalogue reads: $1 the schema (tables, indexes) or the qualified table name (columns, constraints). */
     schemaTables: "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
+    /** The schema's name as PostgreSQL writes it in DDL (quoted only where it must be). */
+    schemaName: "SELECT quote_ident($1) AS name",
 
     schemaColumns: `SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
              pg_get_expr(d.adbin, d.adrelid) AS default

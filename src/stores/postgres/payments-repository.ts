@@ -12,15 +12,16 @@ import type {
   PaymentsRepository,
   StatementLine,
 } from "../../payments/types.js";
-import type { PgMigration } from "./outbox-sql.js";
+import { quoteIdent, type PgMigration } from "./outbox-sql.js";
 import type { PostgresOutboxStore, PostgresTx } from "./postgres-outbox-store.js";
 
 export function paymentsMigrations(schema: string): readonly PgMigration[] {
+  const s = quoteIdent(schema);
   return [
     {
       name: "payments-001-create",
       sql: `
-CREATE TABLE ${schema}.payments (
+CREATE TABLE ${s}.payments (
   id                 bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   idempotency_key    text        NOT NULL UNIQUE,
   amount             bigint      NOT NULL CHECK (amount > 0),
@@ -37,7 +38,7 @@ CREATE TABLE ${schema}.payments (
     {
       name: "payments-002-statement",
       sql: `
-CREATE TABLE ${schema}.payment_statement (
+CREATE TABLE ${s}.payment_statement (
   seq             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   idempotency_key text        NOT NULL,
   event           text        NOT NULL CHECK (event IN ('payment.created', 'payment.paid', 'payment.refunded')),
@@ -74,7 +75,8 @@ interface StatementRow {
 const COLUMNS = "id, idempotency_key, amount, currency, payment_status, transaction_id, provider_reference, created_at, updated_at";
 
 function paymentsSql(schema: string) {
-  const table = `${schema}.payments`;
+  const s = quoteIdent(schema);
+  const table = `${s}.payments`;
   return {
     findByKey: `SELECT ${COLUMNS} FROM ${table} WHERE idempotency_key = $1`,
     insert: `INSERT INTO ${table} (idempotency_key, amount, currency, provider_reference, created_at, updated_at)
@@ -88,10 +90,10 @@ function paymentsSql(schema: string) {
                      FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS o(idempotency_key, status, transaction_id, at)
                      WHERE p.idempotency_key = o.idempotency_key AND p.payment_status = 'Pending'`,
     list: `SELECT ${COLUMNS} FROM ${table} ORDER BY id`,
-    appendStatement: `INSERT INTO ${schema}.payment_statement (idempotency_key, event, message_id, applied_by, applied_at)
+    appendStatement: `INSERT INTO ${s}.payment_statement (idempotency_key, event, message_id, applied_by, applied_at)
                       VALUES ($1, $2, $3, $4, $5)
                       ON CONFLICT (message_id) DO NOTHING`,
-    statement: `SELECT seq, idempotency_key, event, message_id, applied_by, applied_at FROM ${schema}.payment_statement ORDER BY seq`,
+    statement: `SELECT seq, idempotency_key, event, message_id, applied_by, applied_at FROM ${s}.payment_statement ORDER BY seq`,
   } as const;
 }
 

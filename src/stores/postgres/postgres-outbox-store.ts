@@ -22,7 +22,7 @@ import type {
   SavepointStep,
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, waitsInList } from "../../outbox/driver.js";
-import { InvalidArgumentError, NotInTransactionError } from "../../outbox/errors.js";
+import { DatabaseOpenError, InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import type {
@@ -43,8 +43,8 @@ import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import { byId, fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
 import { numberedToQuestion } from "../placeholders.js";
 import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
-import { applyPgMigrations } from "./migrate.js";
-import { outboxMigrations, outboxSql, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
+import { applyPgMigrations, refuseNewerPostgres } from "./migrate.js";
+import { outboxMigrations, outboxSql, quoteIdent, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
 
 /** The transaction handle on PostgreSQL: a pg client between BEGIN and COMMIT. */
 export type PostgresTx = pg.ClientBase;
@@ -61,6 +61,13 @@ interface PostgresStoreSettings extends PostgresConnectOptions {
   readonly audit?: boolean;
   /** Trace every enqueue and carry its trace context in the message's headers (see otelTracing in "wassal/observability"). */
   readonly tracing?: Tracing;
+  /**
+   * Only look: every transaction on the store's connections is read-only (PostgreSQL's
+   * default_transaction_read_only), migrate() throws StoreReadOnlyError, and a schema a newer
+   * Wassal migrated is not refused (DatabaseTooNewError), so it can still be inspected. Needs
+   * `url` or `config`: the store sets its own connections read-only, never an app's pool.
+   */
+  readonly readOnly?: boolean;
 }
 
 /**
@@ -230,6 +237,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   readonly #clientConfig: pg.ClientConfig;
   readonly #Client: OpenedPool["Client"];
   readonly #applicationName: string;
+  readonly #readOnly: boolean;
   #closed = false;
   /** Statement names of this plan generation, by their first generation's name; see PLAN_GROWTH. */
   readonly #generationNames = new Map<string, { readonly name: string; readonly text: string }>();
@@ -239,12 +247,16 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   #sizeCheckedAt = Number.NEGATIVE_INFINITY;
   #sizeChecking = false;
 
-  constructor(opened: OpenedPool, options: { readonly schema: string; readonly clock: Clock | undefined; readonly applicationName: string }) {
+  constructor(
+    opened: OpenedPool,
+    options: { readonly schema: string; readonly clock: Clock | undefined; readonly applicationName: string; readonly readOnly: boolean },
+  ) {
     this.pool = opened.pool;
     this.#ownsPool = opened.owned;
     this.#clientConfig = opened.clientConfig;
     this.#Client = opened.Client;
     this.#applicationName = options.applicationName;
+    this.#readOnly = options.readOnly;
     this.schema = options.schema;
     this.#clock = options.clock;
     this.#sql = outboxSql(options.schema);
@@ -282,7 +294,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     this.#sizeChecking = true;
     this.#sizeCheckedAt = now;
     try {
-      const { rows } = await this.pool.query<{ bytes: number }>(this.#sql.tableBytes, [`${this.schema}.outbox_messages`]);
+      const { rows } = await this.pool.query<{ bytes: number }>(this.#sql.tableBytes, [`${quoteIdent(this.schema)}.outbox_messages`]);
       const bytes = rows[0]?.bytes ?? 0;
       const since = this.#generationBytes;
       if (since === undefined || bytes < since / PLAN_GROWTH) {
@@ -321,6 +333,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   applyMigrations(migrations: readonly PgMigration[]): Promise<string[]> {
+    if (this.#readOnly) return Promise.reject(new StoreReadOnlyError(`PostgreSQL schema ${this.schema}`));
     return applyPgMigrations(this.pool, this.schema, migrations);
   }
 
@@ -329,7 +342,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   async isInstalled(): Promise<boolean> {
-    const { rows } = await this.pool.query<{ installed: boolean }>(this.#sql.installed, [`${this.schema}.outbox_messages`]);
+    const { rows } = await this.pool.query<{ installed: boolean }>(this.#sql.installed, [`${quoteIdent(this.schema)}.outbox_messages`]);
     return rows[0]?.installed ?? false;
   }
 
@@ -774,16 +787,18 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const sql = this.#sql;
     const tables = (await this.pool.query<{ table_name: string }>(sql.schemaTables, [this.schema])).rows;
     const parts: string[] = [];
+    // Written as PostgreSQL writes names (pg_indexes): quoted only where it must be, as "select".
+    const shown = (await this.pool.query<{ name: string }>(sql.schemaName, [this.schema])).rows[0]?.name ?? quoteIdent(this.schema);
     for (const { table_name: table } of tables) {
-      const columns = (
-        await this.pool.query<{ column_name: string; type: string; not_null: boolean; default: string | null }>(sql.schemaColumns, [`${this.schema}.${table}`])
-      ).rows;
-      const constraints = (await this.pool.query<{ def: string }>(sql.schemaConstraints, [`${this.schema}.${table}`])).rows;
+      const qualified = `${quoteIdent(this.schema)}.${quoteIdent(table)}`;
+      const columns = (await this.pool.query<{ column_name: string; type: string; not_null: boolean; default: string | null }>(sql.schemaColumns, [qualified]))
+        .rows;
+      const constraints = (await this.pool.query<{ def: string }>(sql.schemaConstraints, [qualified])).rows;
       const lines = [
         ...columns.map((c) => `  ${c.column_name} ${c.type}${c.not_null ? " NOT NULL" : ""}${c.default ? ` DEFAULT ${c.default}` : ""}`),
         ...constraints.map((c) => `  ${c.def}`),
       ];
-      parts.push(`CREATE TABLE ${this.schema}.${table} (\n${lines.join(",\n")}\n);`);
+      parts.push(`CREATE TABLE ${shown}.${table} (\n${lines.join(",\n")}\n);`);
     }
     const indexes = (await this.pool.query<{ indexdef: string }>(sql.schemaIndexes, [this.schema])).rows;
     parts.push(...indexes.map((i) => `${i.indexdef};`));
@@ -829,10 +844,31 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
     if ([options.url, options.pool, options.config].filter((given) => given !== undefined).length !== 1) {
       throw new InvalidArgumentError("give exactly one of url (postgres://…), pool (your pg.Pool) or config (a pg pool config)");
     }
+    const readOnly = options.readOnly ?? false;
+    if (typeof readOnly !== "boolean") throw new InvalidArgumentError(`readOnly must be true or false (got ${JSON.stringify(readOnly)})`);
+    if (readOnly && options.pool !== undefined) {
+      throw new InvalidArgumentError(
+        "readOnly needs url or config: the store makes its own connections read-only, and leaves your pool's sessions as they are",
+      );
+    }
     const source =
-      options.pool !== undefined ? { pool: options.pool } : options.config !== undefined ? { config: options.config } : { url: options.url as string };
+      options.pool !== undefined
+        ? { pool: options.pool }
+        : readOnly
+          ? { config: readOnlyConfig(options.config ?? { connectionString: options.url as string }) }
+          : options.config !== undefined
+            ? { config: options.config }
+            : { url: options.url as string };
     const opened = await openPostgresPool(source, options);
-    const driver = new PostgresDriver(opened, { schema, clock: options.clock, applicationName: options.applicationName ?? "wassal" });
+    try {
+      // Before anything is written: readOnly sessions, or a schema no newer Wassal migrated.
+      if (readOnly) await checkReadOnly(opened.pool);
+      else await refuseNewerPostgres(opened.pool, schema);
+    } catch (error) {
+      if (opened.owned) await opened.pool.end().catch(() => undefined);
+      throw error;
+    }
+    const driver = new PostgresDriver(opened, { schema, clock: options.clock, applicationName: options.applicationName ?? "wassal", readOnly });
     return new PostgresOutboxStore(driver, { audit: options.audit ?? false, tracing: options.tracing });
   }
 
@@ -852,7 +888,35 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   }
 }
 
+const READ_ONLY = "-c default_transaction_read_only=on";
+
+/** A pool config whose sessions default to read-only transactions. */
+function readOnlyConfig(config: pg.PoolConfig): pg.PoolConfig {
+  if (typeof config !== "object" || config === null) return config; // openPostgresPool says what is wrong with it
+  return { ...config, options: config.options === undefined ? READ_ONLY : `${config.options} ${READ_ONLY}` };
+}
+
+/** Throws DatabaseOpenError unless the pool's sessions are read-only (a URL's own ?options=… replaces the store's). */
+async function checkReadOnly(pool: pg.Pool): Promise<void> {
+  const setting = (await pool.query<{ read_only: string }>("SELECT current_setting('default_transaction_read_only') AS read_only")).rows[0]?.read_only;
+  if (setting !== "on") {
+    throw new DatabaseOpenError(
+      "readOnly: the store's sessions are not read-only, because the URL's or config's options override it: add -c default_transaction_read_only=on to them",
+    );
+  }
+}
+
+/**
+ * The one check of a schema name, for the library and the CLI alike: lower-case letters, digits
+ * and underscores (reserved words such as "select" are fine: SQL always quotes the name), and
+ * none of PostgreSQL's own schemas.
+ */
 export function checkSchema(schema: string): string {
+  if (typeof schema === "string" && (/^pg_/i.test(schema) || schema.toLowerCase() === "information_schema")) {
+    throw new InvalidArgumentError(
+      `schema name ${JSON.stringify(schema)} is PostgreSQL's own (it keeps pg_* and information_schema for its catalogs); give Wassal a schema of its own, e.g. wassal`,
+    );
+  }
   if (typeof schema !== "string" || !SCHEMA_PATTERN.test(schema)) {
     throw new InvalidArgumentError(
       `schema name must be 1 to 63 lower-case letters, digits or underscores, starting with a letter or underscore (got ${JSON.stringify(schema)})`,

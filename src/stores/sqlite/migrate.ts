@@ -1,8 +1,12 @@
 // Applies named migrations once each, recording them in wassal_migrations. Several components
-// (the outbox, the payments domain) keep their own lists in the same database.
+// (the outbox, the payments domain) keep their own lists in the same database; a database holding
+// a name none of them ships was migrated by a newer Wassal and is refused (migration-guard.ts).
 
 import type { WriteLock } from "./write-lock.js";
 import type Database from "better-sqlite3";
+import { refuseNewer, refuseUnshipped } from "../migration-guard.js";
+import { OUTBOX_MIGRATIONS } from "./outbox-sql.js";
+import { PAYMENTS_MIGRATIONS } from "./payments-repository.js";
 
 export interface Migration {
   /** Unique and stable forever, e.g. "outbox-001-create". */
@@ -10,10 +14,27 @@ export interface Migration {
   readonly sql: string;
 }
 
+/** Every migration name this version ships on SQLite, of every component. */
+export const KNOWN_MIGRATIONS: ReadonlySet<string> = new Set([...OUTBOX_MIGRATIONS, ...PAYMENTS_MIGRATIONS].map((m) => m.name));
+
+/** The names recorded in wassal_migrations (none when the table is not there), read without writing. */
+export function recordedMigrations(db: Database.Database): string[] {
+  const present = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'wassal_migrations'").get() !== undefined;
+  return present ? (db.prepare("SELECT name FROM wassal_migrations").pluck().all() as string[]) : [];
+}
+
+/** Throws DatabaseTooNewError when the database records a migration this version does not ship. */
+export function refuseNewerSqlite(db: Database.Database, path: string): void {
+  refuseNewer(recordedMigrations(db), KNOWN_MIGRATIONS, `SQLite database ${path}`);
+}
+
 export async function applyMigrations(db: Database.Database, lock: WriteLock, migrations: readonly Migration[], now: () => number): Promise<string[]> {
+  refuseUnshipped(migrations, KNOWN_MIGRATIONS);
   return lock.runSync(() => {
+    // Under the write lock, before the first write: a newer Wassal may have migrated since the open.
+    refuseNewerSqlite(db, db.name);
     db.exec("CREATE TABLE IF NOT EXISTS wassal_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT");
-    const applied = new Set(db.prepare("SELECT name FROM wassal_migrations").pluck().all() as string[]);
+    const applied = new Set(recordedMigrations(db));
     const record = db.prepare("INSERT INTO wassal_migrations (name, applied_at) VALUES (?, ?)");
     const ran: string[] = [];
     for (const migration of migrations) {

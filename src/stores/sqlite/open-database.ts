@@ -1,15 +1,15 @@
-// Opens a SQLite file for Wassal: checks that it is a SQLite database, then sets WAL, the
-// durability level and a short busy timeout (long waits are retried asynchronously), and proves
-// with a real committed write that this process can write it: the file, its -wal and -shm files
-// and their directory must all be writable, and only a write shows that (SQLite silently opens a
-// file it cannot write read-only). Or opens it read-only, for commands that only look.
+// Opens a SQLite file for Wassal: checks that it is a SQLite database and that no newer Wassal
+// migrated it (both without writing anything), then sets WAL, the durability level and a short
+// busy timeout (long waits are retried asynchronously), and proves with a real committed write
+// that this process can write it: the file, its -wal and -shm files and their directory must all
+// be writable, and only a write shows that (SQLite silently opens a file it cannot write
+// read-only). Or opens it read-only, for commands that only look.
 
-import { closeSync, constants, copyFileSync, existsSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
 import type Database from "better-sqlite3";
 import { sqliteDriver } from "./driver.js";
 import { DatabaseOpenError, InvalidArgumentError } from "../../outbox/errors.js";
+import { refuseNewerSqlite } from "./migrate.js";
 
 export type Synchronous = "FULL" | "NORMAL";
 
@@ -46,8 +46,11 @@ const SQLITE_HEADER = "SQLite format 3\u0000";
 /** How long opening may block waiting for another process's lock. */
 const OPEN_WAIT_MS = 10_000;
 
-/** Reads the first bytes of an existing, non-empty file and refuses anything that is not SQLite. */
-function checkHeader(path: string): void {
+/**
+ * Reads the first bytes of an existing, non-empty file and refuses anything that is not SQLite.
+ * True when the file holds a database (exists and is not empty).
+ */
+function checkHeader(path: string): boolean {
   let size: number;
   try {
     const stat = statSync(path);
@@ -57,9 +60,9 @@ function checkHeader(path: string): void {
     size = stat.size;
   } catch (error) {
     if (error instanceof DatabaseOpenError) throw error;
-    return; // missing: SQLite creates it (and reports if it cannot)
+    return false; // missing: SQLite creates it (and reports if it cannot)
   }
-  if (size === 0) return;
+  if (size === 0) return false;
   const buffer = Buffer.alloc(16);
   let fd: number | undefined;
   try {
@@ -73,6 +76,7 @@ function checkHeader(path: string): void {
   if (buffer.toString("latin1") !== SQLITE_HEADER) {
     throw new DatabaseOpenError(`${path} is not a SQLite database (its header is wrong); give a new path or an existing SQLite file`);
   }
+  return true;
 }
 
 export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}): Database.Database {
@@ -89,8 +93,16 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
   }
   // A missing driver is its own error (MissingClientError), not a database that cannot open.
   const Driver = sqliteDriver();
-  if (path !== ":memory:") checkHeader(path);
+  const existing = path !== ":memory:" && checkHeader(path);
   if (options.readOnly) return openForReading(Driver, path, busyTimeoutMs);
+  // Before the first write (WAL, the write check): a database a newer Wassal migrated stays as it is.
+  if (existing) {
+    try {
+      peek(Driver, path, (db) => refuseNewerSqlite(db, path));
+    } catch (error) {
+      throw error instanceof DatabaseOpenError ? error : openFailure(path, error);
+    }
+  }
 
   let db: Database.Database;
   try {
@@ -119,24 +131,29 @@ export function openSqliteDatabase(path: string, options: SqliteOpenOptions = {}
     db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   } catch (error) {
     db.close();
-    const code = (error as { code?: string }).code ?? "";
-    if (code === "SQLITE_NOTADB") {
-      throw new DatabaseOpenError(`${path} is not a SQLite database; give a new path or an existing SQLite file`, { cause: error });
-    }
-    if (code.startsWith("SQLITE_BUSY")) {
-      throw new DatabaseOpenError(`SQLite database ${path} stayed locked by another process for ${OPEN_WAIT_MS / 1000} s while opening; try again`, {
-        cause: error,
-      });
-    }
-    if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR") || code === "SQLITE_PERM") {
-      throw new DatabaseOpenError(
-        `cannot write SQLite database ${path} (${code}): ${CHECK_WRITE_ACCESS}. Commands that only read (outbox stats, outbox dead) open it read-only`,
-        { cause: error },
-      );
-    }
-    throw new DatabaseOpenError(`cannot prepare SQLite database ${path}: ${(error as Error).message}`, { cause: error });
+    throw openFailure(path, error);
   }
   return db;
+}
+
+/** What a failure to open or prepare a database for writing means, as one DatabaseOpenError. */
+function openFailure(path: string, error: unknown): DatabaseOpenError {
+  const code = (error as { code?: string }).code ?? "";
+  if (code === "SQLITE_NOTADB") {
+    return new DatabaseOpenError(`${path} is not a SQLite database; give a new path or an existing SQLite file`, { cause: error });
+  }
+  if (code.startsWith("SQLITE_BUSY")) {
+    return new DatabaseOpenError(`SQLite database ${path} stayed locked by another process for ${OPEN_WAIT_MS / 1000} s while opening; try again`, {
+      cause: error,
+    });
+  }
+  if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR") || code === "SQLITE_PERM") {
+    return new DatabaseOpenError(
+      `cannot write SQLite database ${path} (${code}): ${CHECK_WRITE_ACCESS}. Commands that only read (outbox stats, outbox dead) open it read-only`,
+      { cause: error },
+    );
+  }
+  return new DatabaseOpenError(`cannot prepare SQLite database ${path}: ${(error as Error).message}`, { cause: error });
 }
 
 /**
@@ -156,6 +173,22 @@ function proveWritable(db: Database.Database): void {
   }
 }
 
+/**
+ * Runs `read` on an existing database file, leaving the file as it was and nothing new beside it.
+ * A -wal file already there may hold commits not yet in the file: a read-only connection reads
+ * them and never checkpoints (it never writes the file). Without one, a read-only connection would
+ * leave the -wal and -shm files its read creates; a read-write connection reads, and as the last
+ * to close removes them again, its empty WAL checkpointing nothing into the file.
+ */
+function peek<T>(Driver: typeof Database, path: string, read: (db: Database.Database) => T): T {
+  const db = new Driver(path, { readonly: existsSync(`${path}-wal`), fileMustExist: true, timeout: OPEN_WAIT_MS });
+  try {
+    return read(db);
+  } finally {
+    db.close();
+  }
+}
+
 function openForReading(Driver: typeof Database, path: string, busyTimeoutMs: number): Database.Database {
   if (path === ":memory:") throw new InvalidArgumentError("readOnly needs a database file, not :memory:");
   let db: Database.Database | undefined;
@@ -166,69 +199,43 @@ function openForReading(Driver: typeof Database, path: string, busyTimeoutMs: nu
     return db;
   } catch (error) {
     db?.close();
-    const code = (error as { code?: string }).code ?? "";
-    if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT")
-      throw new DatabaseOpenError(`${path} is not a SQLite database (its header is, its body is not: ${code}); give a new path or an intact SQLite file`, {
-        cause: error,
-      });
-    const hint =
-      code === "SQLITE_CANTOPEN"
-        ? "check that it exists and that this process may read it"
-        : code.startsWith("SQLITE_READONLY")
-          ? "a database in WAL mode can be read only while its -shm file is writable, or while a process that may write it has it open; check the directory's and the -wal and -shm files' permissions"
-          : "check the path";
-    throw new DatabaseOpenError(`cannot read SQLite database ${path} (${code || (error as Error).message}): ${hint}`, { cause: error });
+    throw readFailure(path, error);
   }
 }
 
+/** What a failure to read a database means, as one DatabaseOpenError. */
+function readFailure(path: string, error: unknown): DatabaseOpenError {
+  const code = (error as { code?: string }).code ?? "";
+  if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT")
+    return new DatabaseOpenError(`${path} is not a SQLite database (its header is, its body is not: ${code}); give a new path or an intact SQLite file`, {
+      cause: error,
+    });
+  const hint =
+    code === "SQLITE_CANTOPEN"
+      ? "check that it exists and that this process may read it"
+      : code.startsWith("SQLITE_READONLY")
+        ? "a database in WAL mode can be read only while its -shm file is writable, or while a process that may write it has it open; check the directory's and the -wal and -shm files' permissions"
+        : "check the path";
+  return new DatabaseOpenError(`cannot read SQLite database ${path} (${code || (error as Error).message}): ${hint}`, { cause: error });
+}
+
 /**
- * Whether an existing SQLite file holds a table, read without changing anything in the file
- * (opening it for Wassal would switch it to WAL). A file that is not SQLite reads as false.
+ * Whether an existing SQLite file holds a table, read without changing anything in the file or
+ * beside it (opening it for Wassal would switch it to WAL). A file that is not SQLite is refused.
  */
 export function fileHasTable(path: string, table: string): boolean {
   return fileHasAnyTable(path, [table]);
 }
 
-/**
- * True when an existing SQLite file holds one of these tables. Nothing on disk changes: opening a
- * database in WAL mode, even read-only, creates its -wal and -shm files when they are missing, so
- * such a file (whose -wal is absent, so the file holds every commit) is looked at through a copy.
- */
+/** True when an existing SQLite file holds one of these tables, read as fileHasTable reads (nothing on disk changes). */
 export function fileHasAnyTable(path: string, tables: readonly string[]): boolean {
   checkHeader(path);
   if (statSync(path).size === 0) return false;
-  if (inWalMode(path) && !existsSync(`${path}-wal`)) {
-    const copyDir = mkdtempSync(join(tmpdir(), "wassal-look-"));
-    try {
-      const copy = join(copyDir, "copy.db");
-      copyFileSync(path, copy, constants.COPYFILE_FICLONE);
-      return holdsAnyTable(copy, tables);
-    } finally {
-      rmSync(copyDir, { recursive: true, force: true });
-    }
-  }
-  return holdsAnyTable(path, tables);
-}
-
-function holdsAnyTable(path: string, tables: readonly string[]): boolean {
-  const db = openForReading(sqliteDriver(), path, 0);
   try {
-    return listTables(db).some((name) => tables.includes(name));
-  } finally {
-    db.close();
+    return peek(sqliteDriver(), path, (db) => listTables(db).some((name) => tables.includes(name)));
+  } catch (error) {
+    throw readFailure(path, error);
   }
-}
-
-/** Whether a SQLite file's header says WAL mode (its read and write versions, bytes 18 and 19, are 2). */
-function inWalMode(path: string): boolean {
-  const header = Buffer.alloc(20);
-  const fd = openSync(path, "r");
-  try {
-    readSync(fd, header, 0, 20, 0);
-  } finally {
-    closeSync(fd);
-  }
-  return header[18] === 2 && header[19] === 2;
 }
 
 /** Names of the tables in a database. */

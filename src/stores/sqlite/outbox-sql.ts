@@ -497,6 +497,7 @@ export const SQL = {
   schema: `SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index', name`,
 
   // schemaTables: (none) the one `schema` statement reads every DDL text from sqlite_schema
+  // schemaName: (none) SQLite has no schemas to name
 
   unleasedLoadPending: `SELECT ${COLUMNS} FROM outbox_messages WHERE status = 'pending' ORDER BY id`,
 
