@@ -355,7 +355,10 @@ async function nothingSentCheck(store: OutboxStore<unknown>): Promise<((when: st
     const marker = `test-marker-${++sent}`;
     await client.query("SELECT pg_notify($1, $2)", [channel, marker]);
     await until(`the test's own notification ${marker}`, () => received.includes(marker), { timeoutMs: 10_000, intervalMs: 2 });
-    expect(received.filter((p) => !p.startsWith("test-marker-")), `notifications ${when}`).toEqual([]);
+    expect(
+      received.filter((p) => !p.startsWith("test-marker-")),
+      `notifications ${when}`,
+    ).toEqual([]);
   };
   return Object.assign(check, { close: () => client.end() });
 }
