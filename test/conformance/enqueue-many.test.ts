@@ -2,11 +2,16 @@
 // behaves as enqueue would, in list order (ids, results, each key's turn); all of the list or none
 // of it is written.
 
+import pg from "pg";
 import { expect, it } from "vitest";
 import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError, UnsupportedPayloadError } from "../../src/outbox/errors.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { JsonValue, Lease, NewMessage } from "../../src/outbox/types.js";
 import { MAX_ENQUEUE_MANY } from "../../src/outbox/validate.js";
+import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { wakeChannel } from "../../src/stores/postgres/outbox-sql.js";
+import { TEST_DATABASE_URL } from "../support/postgres.js";
+import { until } from "../support/wait.js";
 import { at, claimNext, describeEachStore, enqueueMessage, mustGet, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
@@ -303,6 +308,12 @@ describeEachStore("enqueueMany", (factory) => {
     const stop = await store.onNewMessages(() => {
       wakes += 1;
     });
+    // Nothing told so far, checked without waiting for time to pass: SQLite wakes its listeners
+    // in the commit's own call (and a wake before the commit, or after a rollback, would come in
+    // the call that made it); PostgreSQL through NOTIFY, which every listener gets in the order
+    // the notifications were sent, so a notification the test sends itself, once received, says
+    // that no earlier one is on its way.
+    const nothingToldYet = await nothingSentCheck(store);
     try {
       await expect(
         store.transaction(async (tx) => {
@@ -310,21 +321,47 @@ describeEachStore("enqueueMany", (factory) => {
           throw new Error("rolled back");
         }),
       ).rejects.toThrow("rolled back");
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await nothingToldYet("after the rollback");
       expect(wakes).toBe(0);
       await store.transaction(async (tx) => {
         await store.enqueueMany(tx, numbered(3));
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await nothingToldYet("before the commit");
         expect(wakes).toBe(0); // nothing is told before the commit
       });
-      const deadline = Date.now() + 5_000;
-      while (wakes === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(wakes).toBeGreaterThan(0);
+      await until("a wake after the commit", () => wakes > 0, { timeoutMs: 5_000, intervalMs: 5 });
     } finally {
+      await nothingToldYet.close();
       await stop();
     }
   });
 });
+
+/**
+ * A check that no wake-up has been sent for `store` since it was made. PostgreSQL: a LISTEN
+ * connection of the test's own on the store's channel; the check sends a notification of its own
+ * and waits for it, and fails if any other came first. SQLite: nothing to wait for (its wakes are
+ * called in the call that makes them); `wakes` is checked by the caller.
+ */
+async function nothingSentCheck(store: OutboxStore<unknown>): Promise<((when: string) => Promise<void>) & { close(): Promise<void> }> {
+  if (!(store instanceof PostgresOutboxStore)) return Object.assign(async () => undefined, { close: async () => undefined });
+  const channel = wakeChannel(store.schema);
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await client.connect();
+  const received: string[] = [];
+  client.on("notification", (n) => received.push(n.payload ?? ""));
+  await client.query(`LISTEN ${channel}`);
+  let sent = 0;
+  const check = async (when: string) => {
+    const marker = `test-marker-${++sent}`;
+    await client.query("SELECT pg_notify($1, $2)", [channel, marker]);
+    await until(`the test's own notification ${marker}`, () => received.includes(marker), { timeoutMs: 10_000, intervalMs: 2 });
+    expect(
+      received.filter((p) => !p.startsWith("test-marker-")),
+      `notifications ${when}`,
+    ).toEqual([]);
+  };
+  return Object.assign(check, { close: () => client.end() });
+}
 
 describeEachStore("enqueueMany through another library's transaction (enqueueManyIn)", (factory) => {
   const ctx = useStoreHarness(factory);

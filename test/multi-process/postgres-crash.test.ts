@@ -185,7 +185,8 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
     const dir = mkdtempSync(join(FILE_TMP, "live-"));
     const TOTAL = 30;
     const BATCH = 6;
-    const LEASE_MS = 3000;
+    // Leases of 10 minutes: live until the test ends them (below), whatever the machine's speed.
+    const LEASE_MS = 600_000;
     await seedPostgresOutbox(schema, TOTAL);
 
     const holding = await killVictim(schema, {
@@ -195,17 +196,65 @@ describe.runIf(PG)("a worker process killed mid-batch on PostgreSQL loses its me
       applicationName: `wassal_mp_live_${randomBytes(4).toString("hex")}`,
     });
     expect(holding.claims).toHaveLength(BATCH);
-    const expiry = new Map(holding.claims.map((c) => [c.messageId, c.lockedUntil]));
-    const firstExpiry = Math.min(...expiry.values());
 
-    // Started at once: it drains the pending messages and keeps polling while the leases are live.
-    const record = await drainWith(schema, join(dir, "worker-B.json"), 4);
+    // Started at once: it drains the pending messages, then keeps polling while the leases are live.
+    const out = join(dir, "worker-B.json");
+    const rescuer = startWorker({
+      store: "postgres",
+      url: TEST_DATABASE_URL,
+      schema,
+      worker: "worker-B",
+      mode: "drain",
+      leaseMs: 30_000,
+      limit: 4,
+      out,
+      emptyRoundsToStop: 3,
+      deadlineMs: 50_000,
+      reportEmptyClaims: true,
+    });
+    let expiry: Map<string, number>;
+    try {
+      // It has taken every pending message and then found nothing claimable, three times, while
+      // every lease of the dead owner was live: it took none of them.
+      await until("worker-B's third empty claim", () => {
+        if (rescuer.proc.exitCode !== null) throw new Error(`worker-B exited early: ${rescuer.stderr()}`);
+        return rescuer.events().filter((e) => e.event === "empty-claim").length >= 3;
+      });
+      const live = await readPgState(schema);
+      expect(live.rows.filter((r) => r.status === "pending")).toEqual([]);
+      expect(
+        live.rows
+          .filter((r) => r.status === "processing")
+          .map((r) => ({ id: r.id, locked_by: r.locked_by, lease_token: r.lease_token }))
+          .sort((x, y) => x.id.localeCompare(y.id)),
+      ).toEqual(holding.claims.map((c) => ({ id: c.messageId, locked_by: "worker-A", lease_token: 1 })).sort((x, y) => x.id.localeCompare(y.id)));
+      // Time passes, as a manual clock would make it: the dead owner's leases end now on the database's clock
+      // (a processing row's available_at is its lease's end too).
+      expiry = await withClient(async (client) => {
+        const ended = await client.query<{ id: string; locked_until: Date }>(
+          `WITH now AS (SELECT clock_timestamp() AS at)
+           UPDATE ${schema}.outbox_messages SET locked_until = now.at, available_at = now.at FROM now
+           WHERE status = 'processing' AND locked_by = 'worker-A' RETURNING id::text AS id, locked_until`,
+        );
+        return new Map(ended.rows.map((r) => [r.id, r.locked_until.getTime()]));
+      });
+      expect([...expiry.keys()].sort()).toEqual(holding.claims.map((c) => c.messageId).sort());
+      const exit = await rescuer.exited;
+      expect({ ...exit, stderr: rescuer.stderr() }).toEqual({ code: 0, signal: null, stderr: "" });
+    } finally {
+      killAll([rescuer]);
+    }
+    const record = JSON.parse(readFileSync(out, "utf8")) as WorkerRecord;
+    expect(record.errors).toEqual([]);
+    expect(record.opErrors).toEqual([]);
+    expect(record.leaseLost).toEqual([]);
 
-    // It was really claiming while the dead owner's leases were still live (claims that came back
-    // empty are not in record.claims, so look at its first claimed pending message)...
-    expect(Math.min(...record.claims.map((c) => c.claimedAt))).toBeLessThan(firstExpiry);
-    // ...yet it took none of those messages before its lease ran out.
-    expectTakenOverAfterExpiry(record, "worker-A", holding.claims);
+    // It took the dead owner's messages over (token 2) only once their leases had ended.
+    expectTakenOverAfterExpiry(
+      record,
+      "worker-A",
+      holding.claims.map((c) => ({ ...c, lockedUntil: expiry.get(c.messageId)! })),
+    );
 
     const { rows, effects } = await readPgState(schema);
     expect(rows).toHaveLength(TOTAL);

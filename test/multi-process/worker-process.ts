@@ -62,6 +62,8 @@ interface CommonConfig {
   hangInComplete?: boolean;
   completeConcurrency?: number;
   retryConnectionErrors?: boolean;
+  /** Report each claim that came back empty as an "empty-claim" event (drain mode). */
+  reportEmptyClaims?: boolean;
 }
 
 export interface SqliteWorkerConfig extends CommonConfig {

@@ -131,9 +131,6 @@ it("a write to the wake file makes the watcher look at once, even where there is
   expect(looks).toBe(1);
 });
 
-/** Waits out a -wal follow-up's whole schedule (about 135 ms), to see that no more looks came. */
-const longerThanTheSchedule = () => new Promise((resolve) => setTimeout(resolve, 300));
-
 it("after a write to the -wal file, it looks again until a look sees a commit, and then no more", async () => {
   const path = join(tempDir("wassal-commit-watch-"), "wal.db");
   writeFileSync(`${path}-wal`, "");
@@ -150,7 +147,9 @@ it("after a write to the -wal file, it looks again until a look sees a commit, a
   watches.push(watch);
   appendFileSync(`${path}-wal`, "frame");
   await until("three looks", () => looks >= 3, { timeoutMs: 10_000, intervalMs: 5 });
-  await longerThanTheSchedule();
+  // The follow-up has ended (it would have gone on through its schedule, 14 looks in all, and
+  // settled() waits for that): no look after the one that saw the commit.
+  await watch.settled();
   expect(looks).toBe(3);
 });
 
@@ -178,7 +177,7 @@ it("a -wal follow-up ends once a look made for the wake file saw the commit", as
   writer.close();
   await until("the poke's look", () => looks >= 2, { timeoutMs: 10_000, intervalMs: 1 });
   finishFirstLook(false); // it saw nothing: the commit was not visible yet when it looked
-  await longerThanTheSchedule();
+  await watch.settled(); // every follow-up has ended
   // Without the rule the follow-up would look on through its schedule (14 looks in all).
   expect(looks).toBe(2);
 });

@@ -5,9 +5,10 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, expect, it } from "vitest";
+import { afterEach, expect, it, vi } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { until } from "../support/wait.js";
 
 const dirs: string[] = [];
 const stores: SqliteOutboxStore[] = [];
@@ -162,18 +163,37 @@ it("waits for another connection's write lock blocking the event loop for 2 ms a
   const held = holder.transaction(() => new Promise<void>((resolve) => (release = resolve)));
   await new Promise((resolve) => setImmediate(resolve)); // the holder's BEGIN IMMEDIATE has run
   const before = { ...waiter.writeLock.stats };
-  const started = performance.now();
+  // Every BEGIN IMMEDIATE the waiter's connection runs, and whether it ran before the event loop
+  // turned once after the call (in the call's own task, blocking the event loop) or later.
+  const begins: ("in the call's task" | "later")[] = [];
+  let sameTask = true;
+  const exec = waiter.db.exec.bind(waiter.db);
+  const spy = vi.spyOn(waiter.db, "exec").mockImplementation((sql: string) => {
+    if (sql === "BEGIN IMMEDIATE") begins.push(sameTask ? "in the call's task" : "later");
+    return exec(sql);
+  });
   const waiting = waiter.transaction((tx) => waiter.enqueue(tx, { type: "t", payload: 1 }));
-  // The refused BEGIN IMMEDIATE returned after about 2 ms (with a busy_timeout of 10 ms it sleeps 10 ms here).
-  expect(performance.now() - started).toBeLessThan(9);
-  // The event loop runs while the waiter waits: timers fire, and the waiter has not got the lock.
-  await new Promise((resolve) => setTimeout(resolve, 20));
+  await new Promise<void>((resolve) =>
+    setImmediate(() => {
+      sameTask = false;
+      resolve();
+    }),
+  );
+  // One refused BEGIN IMMEDIATE in the call's task: the event loop was blocked for one busy_timeout
+  // (2 ms, above) at most. (A waiter that retried there, or with a longer busy_timeout, blocks it
+  // for longer.) Every further try is made later, from a timer.
+  expect(begins).toEqual(["in the call's task"]);
+  // The event loop runs while the waiter waits: its timers fire and it tries again, refused each
+  // time, and it has not got the lock.
+  await until("the waiter's retries", () => begins.length >= 4, { timeoutMs: 10_000, intervalMs: 1 });
+  expect(begins.slice(1).every((b) => b === "later")).toBe(true);
   expect(waiter.writeLock.stats.transactions).toBe(before.transactions);
   release();
   await held;
   await waiting;
   expect(waiter.writeLock.stats.contended - before.contended).toBe(1);
   expect(await waiter.countByStatus()).toMatchObject({ pending: 1 });
+  spy.mockRestore();
 });
 
 it("keeps a busy_timeout it is given", async () => {

@@ -6,7 +6,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { accepts, freePort } from "../../src/chaos/ports.js";
+import { accepts, freePort, releasePort } from "../../src/chaos/ports.js";
 import { until } from "./wait.js";
 
 export class PrivateServer {
@@ -47,8 +47,15 @@ export class PrivateServer {
   }
 
   static async #start(scheme: string, command: string, args: (port: number, dir: string) => readonly string[]): Promise<PrivateServer> {
+    // The port is reserved for this process (see freePort) until stop(), so no other test file's
+    // server takes it, also while this one is paused.
     const server = new PrivateServer(scheme, command, args, await freePort(), mkdtempSync(join(tmpdir(), `wassal-${scheme}-`)));
-    await server.resume();
+    try {
+      await server.resume();
+    } catch (error) {
+      await server.stop();
+      throw error;
+    }
     return server;
   }
 
@@ -64,13 +71,24 @@ export class PrivateServer {
 
   /** Starts it again on the same port and folder, and waits until it accepts connections. */
   async resume(): Promise<void> {
-    this.#process = spawn(this.#command, [...this.#args], { stdio: "ignore" });
-    await until(`${this.#command} on ${this.url}`, () => accepts(this.#port), { timeoutMs: 10_000, intervalMs: 10 });
+    const child = spawn(this.#command, [...this.#args], { stdio: "ignore" });
+    this.#process = child;
+    // Its own server, not another's: one that exits (e.g. it could not bind the port) fails at once.
+    await until(
+      `${this.#command} on ${this.url}`,
+      async () => {
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error(`${this.#command} on ${this.url} exited (${child.exitCode ?? child.signalCode}) before it accepted connections`);
+        return accepts(this.#port);
+      },
+      { timeoutMs: 10_000, intervalMs: 10 },
+    );
   }
 
-  /** Stops it and removes its folder. */
+  /** Stops it, removes its folder and gives its port back. */
   async stop(): Promise<void> {
     await this.pause();
     rmSync(this.#dir, { recursive: true, force: true });
+    releasePort(this.#port);
   }
 }

@@ -34,11 +34,6 @@ export function logLines(stderr: string): { level: number; msg: string; event?: 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Free TCP ports.
-
-export { freePort } from "../../src/chaos/ports.js";
-
-// ---------------------------------------------------------------------------------------------
 // Databases: a SQLite file or a PostgreSQL schema, read directly.
 
 export type StoreKind = "sqlite" | "postgres";

@@ -14,7 +14,7 @@ import { cliOk, killAll, requireBuiltCli, startCli } from "../support/cli.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { until } from "../support/wait.js";
-import { closeTargets, freePort, logLines, newTarget, type StoreKind } from "./harness.js";
+import { closeTargets, logLines, newTarget, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
 const FILE_TMP = tempDir("wassal-wcli-metrics-");
@@ -51,11 +51,18 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       const dir = cwd();
       const COUNT = 25;
       await cliOk(["payments", "seed", ...target.args, "--count", String(COUNT)], { cwd: dir });
-      const port = await freePort();
-      const url = `http://127.0.0.1:${port}/metrics`;
-      const w = startCli(["worker", ...target.args, "--name", "metered", "--metrics-port", String(port), "--log-level", "warn", "--poll-ms", "100"], {
+      // Port 0: the worker listens on a port the OS picks, and says which in its "worker started" line.
+      const w = startCli(["worker", ...target.args, "--name", "metered", "--metrics-port", "0", "--log-level", "info", "--poll-ms", "100"], {
         cwd: dir,
       });
+      const started = await until('the worker\'s "worker started" line', () => {
+        if (w.exit()) throw new Error(`the worker exited early: ${JSON.stringify(w.exit())}; ${w.stderr()}`);
+        return logLines(w.stderr().slice(0, w.stderr().lastIndexOf("\n") + 1)).find((l) => l.msg === "worker started") ?? false;
+      });
+      const url = String(started.metrics);
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+      const port = Number(new URL(url).port);
+      expect(port).toBeGreaterThan(0);
 
       await until(`${COUNT} processed`, async () => {
         if (w.exit()) throw new Error(`the worker exited early: ${JSON.stringify(w.exit())}; ${w.stderr()}`);

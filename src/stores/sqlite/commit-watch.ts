@@ -107,12 +107,14 @@ export class WakeFileWriter {
   }
 }
 
-/** Runs `step` once per burst of calls: again after it ends if called meanwhile, never two at once. */
-function coalesced(step: () => Promise<void>): () => void {
-  let running = false;
+/**
+ * Runs `step` once per burst of calls: again after it ends if called meanwhile, never two at once.
+ * `idle()` resolves once no step runs or is due.
+ */
+function coalesced(step: () => Promise<void>): { (): void; idle(): Promise<void> } {
+  let running: Promise<void> | undefined;
   let heard = false;
   const run = async () => {
-    running = true;
     try {
       while (heard) {
         heard = false;
@@ -124,13 +126,17 @@ function coalesced(step: () => Promise<void>): () => void {
         }
       }
     } finally {
-      running = false;
+      running = undefined;
     }
   };
-  return () => {
+  const call = () => {
     heard = true;
-    if (!running) void run();
+    running ??= run();
   };
+  call.idle = async () => {
+    while (running !== undefined) await running;
+  };
+  return call;
 }
 
 function watchFile(path: string, onChange: () => void): FSWatcher | undefined {
@@ -145,6 +151,8 @@ function watchFile(path: string, onChange: () => void): FSWatcher | undefined {
 
 export interface CommitWatch {
   close(): void;
+  /** Resolves once no look runs or is due (every follow-up has ended): for tests. */
+  settled(): Promise<void>;
 }
 
 /**
@@ -191,6 +199,9 @@ export function watchCommits(databasePath: string, look: () => Promise<boolean>,
     close: () => {
       closed = true;
       for (const watcher of watchers) watcher.close();
+    },
+    settled: async () => {
+      await Promise.all([onWalWrite.idle(), onPoke.idle()]);
     },
   };
 }
