@@ -147,7 +147,8 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
         // Same page, never another site: "//evil.example/" or "/\\evil.example/" would leave the origin.
         return c.redirect(`/${url.pathname.replace(/^[/\\]+/, "")}${url.search}`, 303);
       }
-      const bearer = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
+      // The scheme is case-insensitive (RFC 9110, section 11.1): "bearer" and "BEARER" are "Bearer".
+      const bearer = /^bearer +(.+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
       const presented = bearer ?? getCookie(c, COOKIE);
       if (presented === undefined || !sameSecret(presented, token)) {
         c.header("WWW-Authenticate", 'Bearer realm="wassal-dashboard"');
@@ -335,15 +336,34 @@ export interface RunningDashboard {
   close(): Promise<void>;
 }
 
-/** Refuses a non-loopback host without a token, and a token too short to guess-proof (before anything is opened). */
+/**
+ * What a token may be: 16 or more visible ASCII characters, no spaces. A blank token guards
+ * nothing; a space or tab at either end cannot travel in an Authorization header (its value is
+ * trimmed); a control or non-ASCII character cannot travel in a header at all.
+ */
+const TOKEN_SHAPE = /^[\x21-\x7e]{16,}$/;
+
+/** Refuses a non-loopback host without a token, and a token that is too short, blank or holds characters a header cannot carry (before anything is opened). */
 export function checkDashboardAccess(host: string, token: string | undefined): void {
   if (!isLoopback(host) && (token === undefined || token === "")) {
     throw new InvalidArgumentError(
       `the dashboard would listen on ${host}, which other machines can reach, without a token; give --token (or WASSAL_DASHBOARD_TOKEN), or listen on 127.0.0.1`,
     );
   }
-  if (token !== undefined && token.length < 16) {
-    throw new InvalidArgumentError("the dashboard's token must be at least 16 characters (for example: openssl rand -hex 24)");
+  if (token === undefined) return;
+  const example = "for example: openssl rand -hex 24";
+  if (token.length < 16)
+    throw new InvalidArgumentError(`the dashboard's token (--token or WASSAL_DASHBOARD_TOKEN) must be at least 16 characters (${example})`);
+  if (!TOKEN_SHAPE.test(token)) {
+    const why =
+      token.trim() === ""
+        ? "is blank"
+        : /^\s|\s$/.test(token)
+          ? "starts or ends with white space"
+          : "holds a space, a control character or a non-ASCII character";
+    throw new InvalidArgumentError(
+      `the dashboard's token (--token or WASSAL_DASHBOARD_TOKEN) ${why}; use 16 or more visible ASCII characters without spaces (${example})`,
+    );
   }
 }
 
