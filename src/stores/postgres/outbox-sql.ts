@@ -763,11 +763,15 @@ export function outboxSql(schema: string) {
 
     getMessageState: `SELECT ${STATE_COLUMNS} FROM ${table} WHERE id = $1`,
 
-    /** $1 id, $2 characters to keep (null: all): the payload and headers as jsonb's text, each converted once. */
+    /**
+     * $1 id, $2 characters to keep (null: all): the payload and headers as jsonb's text, each
+     * converted once. OFFSET 0 keeps the planner from inlining the subqueries, which would convert
+     * a payload once per use (a 10 MB payload: 400 ms against 200 ms for the one conversion).
+     */
     getMessageText: `SELECT ${STATE_COLUMNS},
         coalesce(left(p.t, $2::int), p.t) AS payload_text, octet_length(p.t) AS payload_bytes,
         coalesce(left(h.t, $2::int), h.t) AS headers_text, octet_length(h.t) AS headers_bytes
-      FROM ${table}, LATERAL (SELECT payload::text AS t) p, LATERAL (SELECT coalesce(headers::text, '{}') AS t) h
+      FROM ${table}, LATERAL (SELECT payload::text AS t OFFSET 0) p, LATERAL (SELECT coalesce(headers::text, '{}') AS t OFFSET 0) h
       WHERE id = $1`,
 
     listStatesAll: `SELECT ${STATE_COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
