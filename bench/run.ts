@@ -32,6 +32,10 @@
 //
 // And: claim latency with 10,000 and with 1,000,000 processed rows in the table.
 //
+// And: the dashboard over a 10 MB message (dashboard.ts), its own process: the message's page
+// (HTML size, time), GET / latency while 20 live streams watch that message, and the server's
+// memory 10 s after 100 streams on a 1 MB message closed, against issue 37's targets.
+//
 // And (PostgreSQL on this machine): the backend CPU of the claim and the completion alone, on one
 // connection, Wassal's against the equal-work loop's (statements.ts).
 //
@@ -65,6 +69,7 @@ import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import pg from "pg";
 import { PaymentsService, ProviderSimulator, openOutbox } from "wassal/lab";
+import { type DashboardFigures, dashboardBench, dashboardRows } from "./dashboard.js";
 import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
@@ -127,7 +132,7 @@ interface Config {
  */
 const PRIVATE_STORE = "postgres-autovacuum";
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", PRIVATE_STORE] as const;
-const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay"] as const;
+const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "dashboard"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
@@ -1187,10 +1192,38 @@ async function main(): Promise<void> {
       }
   }
 
+  // Dashboard (dashboard.ts): the built CLI's dashboard over a 10 MB and a 1 MB message, per store
+  // (SQLite in NORMAL: its sync mode plays no part in reads), against issue 37's targets.
+  const dashboard: Record<string, DashboardFigures> = {};
+  const dashboardTable = ["| store | measure | figure | target | |", "|---|---|---|---|---|"];
+  for (const store of run("dashboard") ? stores.filter((s) => s !== "sqlite-FULL") : []) {
+    const prepared = await prepareEmpty(store, settings);
+    try {
+      const figures = await dashboardBench({
+        cli: join(HERE, "..", "..", "dist", "cli", "main.js"),
+        db: prepared.db,
+        schema: prepared.schema !== "-" ? prepared.schema : undefined,
+        requests: options.quick ? 100 : 300,
+        holdMs: 5_000,
+      });
+      dashboard[store] = figures;
+      dashboardTable.push(...dashboardRows(store, figures));
+      process.stderr.write(`dashboard ${store}: ${JSON.stringify(figures)}\n`);
+    } finally {
+      await prepared.cleanup();
+    }
+  }
+  if (Object.keys(dashboard).length > 0) {
+    const heading =
+      "Dashboard over a 10 MB message (wassal dashboard, --poll-ms 1000, its own process; GET / sequential; memory is the server's VmRSS; 20 and 100 streams are /events?message=<id> clients, the message claimed and released every second):";
+    lines.push(...(lines.length > 0 ? [""] : []), heading, "", ...dashboardTable);
+    process.stdout.write(`\n${heading}\n\n${dashboardTable.join("\n")}\n`);
+  }
+
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, dashboard }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }

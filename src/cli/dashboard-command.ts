@@ -7,7 +7,7 @@ import { createLogger } from "../observability/logging.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { integer } from "./options.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
-import { runUntilSignal } from "./until-signal.js";
+import { runUntilSignal, type StoppingWords } from "./until-signal.js";
 
 interface DashboardCommandOptions {
   db: string;
@@ -18,6 +18,12 @@ interface DashboardCommandOptions {
   allowActions: boolean;
   pollMs: number;
 }
+
+/** The dashboard holds no lease: stopping closes its connections and the database, nothing more (not a worker's words). */
+const DASHBOARD_STOPPING: StoppingWords = {
+  stopping: "stopping: closing the dashboard's connections and its database (it holds no messages)",
+  interrupted: "second signal: exiting at once",
+};
 
 export function dashboardCommand(): Command {
   return new Command("dashboard")
@@ -56,32 +62,37 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
       const logger = createLogger("info");
       // Audited: a redrive or an unblocked key done here is in the audit trail, like any other.
       const outbox = await openOutbox(options.db, { ...storeOptions(options, "repair"), audit: true });
-      await runUntilSignal(logger, "dashboard", async () => {
-        let running: RunningDashboard;
-        try {
-          running = await startDashboard({
-            store: outbox.store,
-            database: outbox.location,
-            host: options.host,
-            port: options.port,
-            allowActions: options.allowActions,
-            pollMs: options.pollMs,
-            ...(options.token === undefined ? {} : { token: options.token }),
-          });
-        } catch (error) {
-          await outbox.close();
-          throw error;
-        }
-        process.stdout.write(
-          `dashboard on ${running.url} (${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
-        );
-        return {
-          stop: async () => {
-            await running.close();
+      await runUntilSignal(
+        logger,
+        "dashboard",
+        async () => {
+          let running: RunningDashboard;
+          try {
+            running = await startDashboard({
+              store: outbox.store,
+              database: outbox.location,
+              host: options.host,
+              port: options.port,
+              allowActions: options.allowActions,
+              pollMs: options.pollMs,
+              ...(options.token === undefined ? {} : { token: options.token }),
+            });
+          } catch (error) {
             await outbox.close();
-          },
-          stoppingDetail: () => ({ url: running.url }),
-        };
-      });
+            throw error;
+          }
+          process.stdout.write(
+            `dashboard on ${running.url} (${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
+          );
+          return {
+            stop: async () => {
+              await running.close();
+              await outbox.close();
+            },
+            stoppingDetail: () => ({ url: running.url }),
+          };
+        },
+        DASHBOARD_STOPPING,
+      );
     });
 }

@@ -13,14 +13,27 @@ export interface Running {
   stoppingDetail(): Record<string, unknown>;
 }
 
-export async function runUntilSignal(logger: Logger, what: string, start: () => Promise<Running>): Promise<void> {
+/** What is logged when signals arrive; the defaults speak of messages in flight (a worker, a relay). */
+export interface StoppingWords {
+  /** Logged at the first signal. */
+  readonly stopping: string;
+  /** Logged at a second signal, before exiting at once. */
+  readonly interrupted: string;
+}
+
+const HOLDS_MESSAGES: StoppingWords = {
+  stopping: "stopping: no new claims; finishing or releasing in-flight messages",
+  interrupted: "second signal: exiting at once; leases of unfinished messages will expire",
+};
+
+export async function runUntilSignal(logger: Logger, what: string, start: () => Promise<Running>, words: StoppingWords = HOLDS_MESSAGES): Promise<void> {
   let signals = 0;
   let stopRequested: NodeJS.Signals | undefined;
   let stopNow: ((signal: NodeJS.Signals) => void) | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
     signals += 1;
     if (signals > 1) {
-      logger.warn({ signal }, "second signal: exiting at once; leases of unfinished messages will expire");
+      logger.warn({ signal }, words.interrupted);
       logger.flush();
       process.exit(EXIT.interrupted);
     }
@@ -38,7 +51,7 @@ export async function runUntilSignal(logger: Logger, what: string, start: () => 
   }
   await new Promise<void>((resolve) => {
     stopNow = (signal) => {
-      logger.info({ signal, ...running.stoppingDetail() }, "stopping: no new claims; finishing or releasing in-flight messages");
+      logger.info({ signal, ...running.stoppingDetail() }, words.stopping);
       running.stop().then(
         () => {
           logger.info(`${what} stopped`);

@@ -23,8 +23,10 @@ import { checkListenAddress, listenOn } from "../observability/listen.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { isMessageId } from "../outbox/validate.js";
 import { DASHBOARD_CSS, LIVE_JS } from "./assets.js";
-import { layout, messageFragment, overviewFragment, type PageContext, problemPage, searchFragment } from "./pages.js";
+import type { MessagePreview } from "./pages.js";
+import { layout, messageFragment, overviewFragment, PREVIEW_CHARS, type PageContext, problemPage, searchFragment } from "./pages.js";
 import { Pulse } from "./pulse.js";
+import { MessageWatch } from "./watch.js";
 
 export interface DashboardOptions {
   readonly store: OutboxStore<unknown>;
@@ -50,6 +52,8 @@ const COOKIE = "wassal_dashboard";
 const PROCESSING_LIMIT = 500;
 const DEAD_LIMIT = 50;
 const SEARCH_LIMIT = 50;
+/** Message previews kept (a payload's and headers' first PREVIEW_CHARS characters each): they never change after enqueue. */
+const PREVIEWS_KEPT = 16;
 
 const digest = (text: string) => createHash("sha256").update(text).digest();
 /** Equal texts, compared in constant time (of their digests). */
@@ -60,13 +64,46 @@ export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
-/** The dashboard as a Hono app (mount it in your own server, or start it with startDashboard), and its poller. */
-export function dashboardApp(options: DashboardOptions): { readonly app: Hono; readonly pulse: Pulse } {
+/**
+ * The few previews of payloads and headers last shown, by message id: a live page fetches its
+ * message again at every change, and the payload's text need not be read again for that. An entry
+ * is used only for the same message (its id, type and creation time), since SQLite may give a
+ * purged message's id to a new one.
+ */
+class Previews {
+  readonly #kept = new Map<string, { readonly identity: string; readonly preview: MessagePreview }>();
+
+  static identity(message: { readonly type: string; readonly createdAt: Date }): string {
+    return `${message.type}@${message.createdAt.getTime()}`;
+  }
+
+  get(id: string, identity: string): MessagePreview | undefined {
+    const kept = this.#kept.get(id);
+    if (kept === undefined || kept.identity !== identity) return undefined;
+    this.#kept.delete(id);
+    this.#kept.set(id, kept); // the most recently used last
+    return kept.preview;
+  }
+
+  set(id: string, identity: string, preview: MessagePreview): void {
+    this.#kept.delete(id);
+    this.#kept.set(id, { identity, preview });
+    for (const oldest of this.#kept.keys()) {
+      if (this.#kept.size <= PREVIEWS_KEPT) break;
+      this.#kept.delete(oldest);
+    }
+  }
+}
+
+/** The dashboard as a Hono app (mount it in your own server, or start it with startDashboard), its poller, and its per-message watch. */
+export function dashboardApp(options: DashboardOptions): { readonly app: Hono; readonly pulse: Pulse; readonly watch: MessageWatch } {
   const { store, token } = options;
   const allowActions = options.allowActions ?? false;
   const now = options.now ?? Date.now;
   const pollMs = options.pollMs ?? 1000;
   const pulse = new Pulse(store, pollMs, now);
+  const watch = new MessageWatch(store, pollMs);
+  const previews = new Previews();
   const csrfToken = allowActions ? randomBytes(24).toString("base64url") : null;
   const app = new Hono();
   const ctxOf = (): PageContext => ({ database: options.database, csrfToken, now: new Date(now()) });
@@ -110,7 +147,8 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
         // Same page, never another site: "//evil.example/" or "/\\evil.example/" would leave the origin.
         return c.redirect(`/${url.pathname.replace(/^[/\\]+/, "")}${url.search}`, 303);
       }
-      const bearer = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
+      // The scheme is case-insensitive (RFC 9110, section 11.1): "bearer" and "BEARER" are "Bearer".
+      const bearer = /^bearer +(.+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
       const presented = bearer ?? getCookie(c, COOKIE);
       if (presented === undefined || !sameSecret(presented, token)) {
         c.header("WWW-Authenticate", 'Bearer realm="wassal-dashboard"');
@@ -127,8 +165,9 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   const overview = async () => {
     const [stats, processing, dead, blocked] = await Promise.all([
       pulse.stats(),
-      store.listMessages({ status: ["processing"], limit: PROCESSING_LIMIT }),
-      store.listMessages({ status: ["dead"], limit: DEAD_LIMIT }),
+      // Without payloads and headers: the overview shows neither, and one may be megabytes.
+      store.listMessageStates({ status: ["processing"], limit: PROCESSING_LIMIT }),
+      store.listMessageStates({ status: ["dead"], limit: DEAD_LIMIT }),
       store.blockedKeys({ limit: DEAD_LIMIT }),
     ]);
     return overviewFragment(ctxOf(), {
@@ -142,16 +181,28 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
       pollError: pulse.error,
     });
   };
+  /** The message's state and the start of its payload and headers (read once, then kept: they never change), or undefined. */
+  const readMessage = async (id: string) => {
+    const state = await store.getMessageState(id);
+    if (state === undefined) return undefined;
+    const kept = previews.get(id, Previews.identity(state));
+    if (kept !== undefined) return { message: state, preview: kept };
+    const text = await store.getMessageText(id, { maxChars: PREVIEW_CHARS });
+    if (text === undefined) return undefined;
+    const preview = { payload: text.payload, headers: text.headers };
+    previews.set(id, Previews.identity(text), preview);
+    return { message: text, preview };
+  };
   /** The message's fragment, or null when there is no such message. */
   const messageView = async (id: string) => {
     if (!isMessageId(id)) return null;
-    const [message, trail] = await Promise.all([store.getMessage(id), store.auditTrail({ messageId: id })]);
-    if (message === undefined) return null;
+    const [read, trail] = await Promise.all([readMessage(id), store.auditTrail({ messageId: id })]);
+    if (read === undefined) return null;
     const unaudited =
-      trail.length === 0 && message.attempts > 0
+      trail.length === 0 && read.message.attempts > 0
         ? "This message was claimed, but no audit rows were written for it: its workers ran without the audit trail (Worker option audit: true, or wassal worker --audit), so its lease history cannot be drawn."
         : null;
-    return messageFragment(ctxOf(), message, trail, unaudited);
+    return messageFragment(ctxOf(), read.message, read.preview, trail, unaudited);
   };
   const notFound = (c: Context, what: string) => c.html(problemPage("404: not found", what), 404);
 
@@ -178,37 +229,51 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     return view === null ? notFound(c, "No such message.") : c.html(view);
   });
 
-  // Live updates: an event whenever what the page shows may have changed.
+  // The whole payload or headers, as the stored JSON text: a download, never a page (the page shows their first PREVIEW_CHARS characters).
+  app.get("/messages/:id/:part{payload|headers}", async (c) => {
+    const id = c.req.param("id");
+    const part = c.req.param("part") === "headers" ? "headers" : "payload";
+    const text = isMessageId(id) ? await store.getMessageText(id) : undefined;
+    if (text === undefined) return notFound(c, `There is no message with id ${id}.`);
+    return c.body(text[part].text, 200, {
+      "content-type": "application/json; charset=utf-8",
+      "content-disposition": `attachment; filename="message-${id}-${part}.json"`,
+      "cache-control": "no-store",
+    });
+  });
+
+  // Live updates: an event whenever what the page shows may have changed. The overview hears the
+  // pulse; a message page hears its message's watch (one poll per message, however many pages watch
+  // it, reading its state and trail, never its payload). A stream keeps nothing but a flag: changes
+  // that come while an event is being written make one more event.
   app.get("/events", (c) => {
     const messageId = c.req.query("message");
+    if (messageId !== undefined && !isMessageId(messageId)) return notFound(c, `There is no message with id ${messageId}.`);
     return streamSSE(c, async (stream) => {
-      let sent = "";
-      let wake: (() => void) | undefined;
-      const stop = pulse.onChange(() => wake?.());
-      stream.onAbort(() => {
-        stop();
-        wake?.();
-      });
-      try {
-        while (!stream.aborted) {
-          // A message page also changes with a refused write, which moves no count: its own row and trail are part of the signature.
-          let signature = pulse.signature;
-          if (messageId !== undefined && isMessageId(messageId)) {
-            const [m, trail] = await Promise.all([store.getMessage(messageId), store.auditTrail({ messageId })]);
-            signature += JSON.stringify([m?.status, m?.leaseToken, m?.lockedUntil, trail.length]);
-          }
-          if (signature !== sent) {
-            sent = signature;
+      let changed = false;
+      let writing = false;
+      const send = async () => {
+        changed = true;
+        if (writing) return;
+        writing = true;
+        try {
+          while (changed && !stream.aborted) {
+            changed = false;
             await stream.writeSSE({ event: "change", data: String(now()) });
           }
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-            setTimeout(resolve, messageId === undefined ? 15_000 : pollMs).unref();
-          });
+        } finally {
+          writing = false;
         }
-      } finally {
-        stop();
-      }
+      };
+      const onChange = () => void send().catch(() => stream.abort());
+      await new Promise<void>((resolve) => {
+        const stop = messageId === undefined ? pulse.onChange(onChange) : watch.watch(messageId, onChange);
+        stream.onAbort(() => {
+          stop();
+          resolve();
+        });
+        if (messageId === undefined) onChange(); // what the overview shows now
+      });
     });
   });
 
@@ -256,7 +321,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     }
     return c.html(problemPage("500: the outbox could not be read", error instanceof Error ? error.message : String(error)), 500);
   });
-  return { app, pulse };
+  return { app, pulse, watch };
 }
 
 export interface StartDashboardOptions extends DashboardOptions {
@@ -271,15 +336,34 @@ export interface RunningDashboard {
   close(): Promise<void>;
 }
 
-/** Refuses a non-loopback host without a token, and a token too short to guess-proof (before anything is opened). */
+/**
+ * What a token may be: 16 or more visible ASCII characters, no spaces. A blank token guards
+ * nothing; a space or tab at either end cannot travel in an Authorization header (its value is
+ * trimmed); a control or non-ASCII character cannot travel in a header at all.
+ */
+const TOKEN_SHAPE = /^[\x21-\x7e]{16,}$/;
+
+/** Refuses a non-loopback host without a token, and a token that is too short, blank or holds characters a header cannot carry (before anything is opened). */
 export function checkDashboardAccess(host: string, token: string | undefined): void {
   if (!isLoopback(host) && (token === undefined || token === "")) {
     throw new InvalidArgumentError(
       `the dashboard would listen on ${host}, which other machines can reach, without a token; give --token (or WASSAL_DASHBOARD_TOKEN), or listen on 127.0.0.1`,
     );
   }
-  if (token !== undefined && token.length < 16) {
-    throw new InvalidArgumentError("the dashboard's token must be at least 16 characters (for example: openssl rand -hex 24)");
+  if (token === undefined) return;
+  const example = "for example: openssl rand -hex 24";
+  if (token.length < 16)
+    throw new InvalidArgumentError(`the dashboard's token (--token or WASSAL_DASHBOARD_TOKEN) must be at least 16 characters (${example})`);
+  if (!TOKEN_SHAPE.test(token)) {
+    const why =
+      token.trim() === ""
+        ? "is blank"
+        : /^\s|\s$/.test(token)
+          ? "starts or ends with white space"
+          : "holds a space, a control character or a non-ASCII character";
+    throw new InvalidArgumentError(
+      `the dashboard's token (--token or WASSAL_DASHBOARD_TOKEN) ${why}; use 16 or more visible ASCII characters without spaces (${example})`,
+    );
   }
 }
 
@@ -299,13 +383,14 @@ export async function startDashboard(options: StartDashboardOptions): Promise<Ru
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? 4300;
   checkDashboardAccess(host, options.token);
-  const { app, pulse } = dashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
+  const { app, pulse, watch } = dashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
   await pulse.start();
   const server = createAdaptorServer({ fetch: app.fetch });
   try {
     await listenOn(server as Server, host, port, DASHBOARD_NAMES);
   } catch (error) {
     pulse.stop();
+    watch.stop();
     throw error;
   }
   const address = server.address() as AddressInfo;
@@ -315,6 +400,7 @@ export async function startDashboard(options: StartDashboardOptions): Promise<Ru
     close: () =>
       new Promise<void>((resolve) => {
         pulse.stop();
+        watch.stop();
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       }),

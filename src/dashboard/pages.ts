@@ -6,7 +6,7 @@ import { html, raw } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { renderTimelineSvg, timelineFromAudit, timelineLegend } from "../observability/timeline.js";
 import { escapeHtml } from "../observability/escape-html.js";
-import type { AuditEntry, BlockedKey, MessageStatus, OutboxMessage, OutboxStats } from "../outbox/types.js";
+import type { AuditEntry, BlockedKey, JsonText, MessageState, MessageStatus, MessageText, OutboxMessage, OutboxStats } from "../outbox/types.js";
 import type { MinuteThroughput } from "./pulse.js";
 
 type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -100,16 +100,16 @@ export function overviewFragment(
   data: {
     readonly stats: OutboxStats;
     readonly throughput: readonly MinuteThroughput[];
-    readonly processing: readonly OutboxMessage[];
+    readonly processing: readonly MessageState[];
     readonly processingLimit: number;
-    readonly dead: readonly OutboxMessage[];
+    readonly dead: readonly MessageState[];
     readonly deadLimit: number;
     readonly blocked: readonly BlockedKey[];
     readonly pollError: string | null;
   },
 ): Html {
   const { stats } = data;
-  const owners = new Map<string, OutboxMessage[]>();
+  const owners = new Map<string, MessageState[]>();
   for (const m of data.processing) owners.set(m.lockedBy ?? "?", [...(owners.get(m.lockedBy ?? "?") ?? []), m]);
   return html`
 ${data.pollError === null ? "" : html`<p class="error" role="alert">The outbox could not be read: ${data.pollError}</p>`}
@@ -193,8 +193,83 @@ function auditDetail(entry: AuditEntry): string {
   return "";
 }
 
-/** One message: its fields, its ownership timeline and its audit trail. */
-export function messageFragment(ctx: PageContext, message: OutboxMessage, trail: readonly AuditEntry[], auditing: string | null): Html {
+/**
+ * How much of a payload or of headers a message page shows: the first 65,536 characters of the
+ * stored JSON text (escaped, at most about 400 kB of HTML each); the rest is a download away.
+ */
+export const PREVIEW_CHARS = 65_536;
+
+/** The payload and headers a message page shows: each at most PREVIEW_CHARS characters. */
+export type MessagePreview = Pick<MessageText, "payload" | "headers">;
+
+const decimal = new Intl.NumberFormat("en-US");
+
+/** "11,277,847 bytes (11.3 MB)". */
+export function sizeText(bytes: number): string {
+  const units: [number, string][] = [
+    [1e9, "GB"],
+    [1e6, "MB"],
+    [1e3, "kB"],
+  ];
+  const unit = units.find(([size]) => bytes >= size);
+  return `${decimal.format(bytes)} bytes${unit === undefined ? "" : ` (${(bytes / unit[0]).toFixed(1)} ${unit[1]})`}`;
+}
+
+/** How deeply the JSON text nests (outside strings): pretty-printing costs depth × length. */
+function nesting(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92)
+        i++; // a backslash: skip what it escapes
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) deepest = Math.max(deepest, ++depth);
+    else if (c === 125 || c === 93) depth--;
+  }
+  return deepest;
+}
+
+/** A whole JSON text, indented for reading when that stays small; as stored otherwise. */
+function readable(text: string): string {
+  if (nesting(text) > 32) return text;
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/** What the page says above a payload or headers it shows: the size, how much is shown, and the download. */
+function excerptNote(messageId: string, what: "payload" | "headers", json: JsonText): Html {
+  const link = html`<a class="download" href="/messages/${messageId}/${what}" download>Download the whole ${what}</a>`;
+  return json.cut
+    ? html`<p class="note cut" data-bytes="${json.bytes}">Showing the first ${decimal.format(json.text.length)} characters of ${sizeText(json.bytes)} of JSON. ${link} (JSON, as stored).</p>`
+    : html`<p class="note" data-bytes="${json.bytes}">${sizeText(json.bytes)} of JSON. ${link}.</p>`;
+}
+
+function headersSection(messageId: string, headers: JsonText): Html {
+  if (headers.cut) return html`${excerptNote(messageId, "headers", headers)}<pre class="headers-text">${headers.text}</pre>`;
+  let parsed: Record<string, string>;
+  try {
+    parsed = JSON.parse(headers.text) as Record<string, string>;
+  } catch {
+    return html`<pre class="headers-text">${headers.text}</pre>`;
+  }
+  return Object.keys(parsed).length === 0
+    ? html`<p class="empty">None.</p>`
+    : html`<table class="headers"><tbody>${Object.entries(parsed).map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`)}</tbody></table>`;
+}
+
+function payloadSection(messageId: string, payload: JsonText): Html {
+  return html`${excerptNote(messageId, "payload", payload)}<pre class="payload">${payload.cut ? payload.text : readable(payload.text)}</pre>`;
+}
+
+/** One message: its fields, its ownership timeline, its audit trail, and the start of its headers and payload. */
+export function messageFragment(ctx: PageContext, message: MessageState, preview: MessagePreview, trail: readonly AuditEntry[], auditing: string | null): Html {
   const timeline = timelineFromAudit(message.id, trail, message, ctx.now);
   const fields: [string, Html | string][] = [
     ["status", statusBadge(message.status)],
@@ -226,13 +301,9 @@ ${trail.map((e) => html`<tr class="audit-${e.action}" data-action="${e.action}" 
 </tbody></table>`
 }
 <h2>Headers</h2>
-${
-  Object.keys(message.headers).length === 0
-    ? html`<p class="empty">None.</p>`
-    : html`<table class="headers"><tbody>${Object.entries(message.headers).map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`)}</tbody></table>`
-}
+${headersSection(message.id, preview.headers)}
 <h2>Payload</h2>
-<pre class="payload">${JSON.stringify(message.payload, null, 2)}</pre>
+${payloadSection(message.id, preview.payload)}
 </section>`;
 }
 

@@ -130,7 +130,12 @@ const EVENT_END: Partial<Record<OutboxEvent["type"], Finished>> = { completed: "
  * trail does not record a lease's planned end, so a lease that was reclaimed ends at the expiry the
  * reclaim recorded, and the current lease at the row's locked_until.
  */
-export function timelineFromAudit(messageId: string, trail: readonly AuditEntry[], message: OutboxMessage | undefined, now: Date): Timeline {
+export function timelineFromAudit(
+  messageId: string,
+  trail: readonly AuditEntry[],
+  message: Pick<OutboxMessage, "status" | "leaseToken" | "lockedUntil" | "processedAt" | "availableAt"> | undefined,
+  now: Date,
+): Timeline {
   const timeline = new Builder(messageId);
   for (const entry of trail) {
     if (entry.messageId !== messageId) continue;

@@ -15,7 +15,9 @@ import type {
   Lease,
   LeaseOperation,
   MessageHolder,
+  MessageState,
   MessageStatus,
+  MessageText,
   OutboxMessage,
   StatusCounts,
 } from "./types.js";
@@ -307,9 +309,13 @@ export interface OutboxDriver<Tx> {
   /** The audit trail, oldest first: every row, or one message's rows. */
   auditTrail(params: { readonly messageId: string | null }): Promise<AuditEntry[]>;
   getMessage(params: { readonly messageId: string }): Promise<OutboxMessage | undefined>;
+  getMessageState(params: { readonly messageId: string }): Promise<MessageState | undefined>;
+  /** The payload and headers as stored JSON text, each cut to `maxChars` characters unless it is null. */
+  getMessageText(params: { readonly messageId: string; readonly maxChars: number | null }): Promise<MessageText | undefined>;
   /** Messages whose id (when `id` is given), dedupe key or ordering key equals `text`, by id, at most `limit`. */
   findMessages(params: { readonly id: string | null; readonly text: string; readonly limit: number }): Promise<OutboxMessage[]>;
   listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;
+  listMessageStates(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<MessageState[]>;
   describeSchema(): Promise<string>;
   close(): Promise<void>;
 }

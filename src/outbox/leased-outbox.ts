@@ -29,7 +29,9 @@ import {
   type LeaseLost,
   type LeaseOperation,
   type MessageHolder,
+  type MessageState,
   type MessageStatus,
+  type MessageText,
   type NewMessage,
   type OutboxMessage,
   type OutboxStats,
@@ -787,6 +789,18 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return this.#driver.getMessage({ messageId: checkMessageId(messageId) });
   }
 
+  async getMessageState(messageId: string): Promise<MessageState | undefined> {
+    return this.#driver.getMessageState({ messageId: checkMessageId(messageId) });
+  }
+
+  async getMessageText(messageId: string, options: { readonly maxChars?: number } = {}): Promise<MessageText | undefined> {
+    const { maxChars } = checkObject(options, "getMessageText options ({ maxChars? })");
+    if (maxChars !== undefined && (typeof maxChars !== "number" || !Number.isInteger(maxChars) || maxChars < 1 || maxChars > 2 ** 30)) {
+      throw new InvalidArgumentError(`maxChars must be a whole number from 1 to ${2 ** 30}, or left out for the whole text (got ${String(maxChars)})`);
+    }
+    return this.#driver.getMessageText({ messageId: checkMessageId(messageId), maxChars: maxChars ?? null });
+  }
+
   async findMessages(text: string, options: { readonly limit?: number } = {}): Promise<OutboxMessage[]> {
     checkSearchText(text);
     const { limit } = checkObject(options, "findMessages options ({ limit })");
@@ -800,6 +814,14 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   async listMessages(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<OutboxMessage[]> {
     const { status, limit } = checkObject(filter, "listMessages filter ({ status, limit })");
     return this.#driver.listMessages({
+      status: status === undefined ? null : checkStatuses(status),
+      limit: limit === undefined ? null : checkBatchSize(limit, "limit"),
+    });
+  }
+
+  async listMessageStates(filter: { readonly status?: readonly MessageStatus[]; readonly limit?: number } = {}): Promise<MessageState[]> {
+    const { status, limit } = checkObject(filter, "listMessageStates filter ({ status, limit })");
+    return this.#driver.listMessageStates({
       status: status === undefined ? null : checkStatuses(status),
       limit: limit === undefined ? null : checkBatchSize(limit, "limit"),
     });

@@ -22,7 +22,9 @@ import type {
   JsonValue,
   Lease,
   LeaseLost,
+  MessageState,
   MessageStatus,
+  MessageText,
   NewMessage,
   OutboxMessage,
   OutboxStats,
@@ -196,6 +198,14 @@ export interface OutboxStore<Tx> {
   auditTrail(filter?: { readonly messageId?: string }): Promise<AuditEntry[]>;
 
   getMessage(messageId: string): Promise<OutboxMessage | undefined>;
+  /** The message without its payload and headers (cheap to read, whatever the payload's size), or undefined. */
+  getMessageState(messageId: string): Promise<MessageState | undefined>;
+  /**
+   * The message with its payload and headers as stored JSON text, each cut to its first `maxChars`
+   * characters when given, with the whole text's size: a page can show a 10 MB payload's start
+   * without reading it into memory as a value. Undefined when there is no such message.
+   */
+  getMessageText(messageId: string, options?: { readonly maxChars?: number }): Promise<MessageText | undefined>;
   /**
    * Looks a message up the way an operator would: the messages whose id, dedupe key or ordering
    * key is `text` (by id; at most `limit`, default 50). Unfinished messages are found by their key
@@ -203,6 +213,8 @@ export interface OutboxStore<Tx> {
    */
   findMessages(text: string, options?: { readonly limit?: number }): Promise<OutboxMessage[]>;
   listMessages(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<OutboxMessage[]>;
+  /** As listMessages, without payloads and headers. */
+  listMessageStates(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<MessageState[]>;
   countByStatus(): Promise<StatusCounts>;
   /** The schema as the database reports it (DDL text), for reports and support. */
   describeSchema(): Promise<string>;

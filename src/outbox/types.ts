@@ -44,6 +44,28 @@ export interface OutboxMessage<P extends JsonValue = JsonValue> {
   readonly processedAt: Date | null;
 }
 
+/**
+ * A message without its payload and headers (which never change after enqueue): what can be read
+ * often, whatever the payload's size (a page watching a message, a list of messages).
+ */
+export type MessageState = Omit<OutboxMessage, "payload" | "headers">;
+
+/** Stored JSON as text, perhaps cut short: its first characters, and the whole text's size. */
+export interface JsonText {
+  /** The JSON text as the database holds it (PostgreSQL's jsonb text form; SQLite's stored text), or its first `maxChars` characters. */
+  readonly text: string;
+  /** The whole text's size in UTF-8 bytes. */
+  readonly bytes: number;
+  /** True when `text` is only the start of it. */
+  readonly cut: boolean;
+}
+
+/** A message with its payload and headers as JSON text, each cut to at most `maxChars` characters when asked. */
+export interface MessageText extends MessageState {
+  readonly payload: JsonText;
+  readonly headers: JsonText;
+}
+
 /** What a caller hands to `enqueue`. */
 export interface NewMessage<P extends JsonValue = JsonValue> {
   readonly type: string;

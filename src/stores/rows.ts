@@ -2,7 +2,17 @@
 // the same columns in different forms (SQLite: epoch milliseconds and JSON text; PostgreSQL: Date
 // objects and parsed jsonb), so each mapper takes the form it is given.
 
-import type { AuditAction, AuditEntry, JsonValue, LeaseOperation, MessageHolder, MessageStatus, OutboxMessage } from "../outbox/types.js";
+import type {
+  AuditAction,
+  AuditEntry,
+  JsonValue,
+  LeaseOperation,
+  MessageHolder,
+  MessageState,
+  MessageStatus,
+  MessageText,
+  OutboxMessage,
+} from "../outbox/types.js";
 
 /** A time column: epoch milliseconds (SQLite) or a Date (PostgreSQL). */
 export type TimeValue = number | Date;
@@ -86,6 +96,43 @@ export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessag
     lastError: row.last_error,
     processedAt: toDateOrNull(row.processed_at),
   };
+}
+
+/** An outbox_messages row without its payload and headers. */
+export type MessageStateRow = Omit<MessageRow, "payload" | "headers">;
+
+/** The row without its payload and headers (toMessage's fields, written out again: toMessage is on the claim path, and stays one object literal). */
+export function toMessageState(row: MessageStateRow): MessageState {
+  return {
+    id: String(row.id),
+    type: row.type,
+    dedupeKey: row.dedupe_key,
+    key: row.ordering_key,
+    keySeq: row.key_seq === null || row.key_seq === undefined ? null : Number(row.key_seq),
+    destination: row.destination,
+    status: row.status as MessageStatus,
+    createdAt: toDate(row.created_at),
+    availableAt: toDate(row.available_at),
+    lockedBy: row.locked_by,
+    lockedUntil: toDateOrNull(row.locked_until),
+    leaseToken: row.lease_token,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    processedAt: toDateOrNull(row.processed_at),
+  };
+}
+
+/** A state row with the payload and headers as JSON text (perhaps cut) and the whole texts' sizes in bytes. */
+export interface MessageTextRow extends MessageStateRow {
+  payload_text: string;
+  payload_bytes: number | string;
+  headers_text: string;
+  headers_bytes: number | string;
+}
+
+export function toMessageText(row: MessageTextRow): MessageText {
+  const excerpt = (text: string, bytes: number | string) => ({ text, bytes: Number(bytes), cut: Buffer.byteLength(text) < Number(bytes) });
+  return { ...toMessageState(row), payload: excerpt(row.payload_text, row.payload_bytes), headers: excerpt(row.headers_text, row.headers_bytes) };
 }
 
 export interface HolderRow {

@@ -379,6 +379,9 @@ $fn$;
 
 const COLUMNS =
   "id, type, dedupe_key, ordering_key, key_seq, headers, destination, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+/** The columns without payload and headers: a message's state, cheap to read whatever the payload's size. */
+const STATE_COLUMNS =
+  "id, type, dedupe_key, ordering_key, key_seq, destination, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 const M_COLUMNS = COLUMNS.split(", ")
   .map((c) => `m.${c}`)
   .join(", ");
@@ -770,6 +773,23 @@ export function outboxSql(schema: string) {
     clockNow: "SELECT coalesce($1::timestamptz, clock_timestamp()) AS now",
 
     getMessage: `SELECT ${COLUMNS} FROM ${table} WHERE id = $1`,
+
+    getMessageState: `SELECT ${STATE_COLUMNS} FROM ${table} WHERE id = $1`,
+
+    /**
+     * $1 id, $2 characters to keep (null: all): the payload and headers as jsonb's text, each
+     * converted once. OFFSET 0 keeps the planner from inlining the subqueries, which would convert
+     * a payload once per use (a 10 MB payload: 400 ms against 200 ms for the one conversion).
+     */
+    getMessageText: `SELECT ${STATE_COLUMNS},
+        coalesce(left(p.t, $2::int), p.t) AS payload_text, octet_length(p.t) AS payload_bytes,
+        coalesce(left(h.t, $2::int), h.t) AS headers_text, octet_length(h.t) AS headers_bytes
+      FROM ${table}, LATERAL (SELECT payload::text AS t OFFSET 0) p, LATERAL (SELECT coalesce(headers::text, '{}') AS t OFFSET 0) h
+      WHERE id = $1`,
+
+    listStatesAll: `SELECT ${STATE_COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
+
+    listStatesByStatus: `SELECT ${STATE_COLUMNS} FROM ${table} WHERE status = ANY($2::text[]) ORDER BY id LIMIT $1`,
 
     listAll: `SELECT ${COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
 

@@ -35,12 +35,28 @@ import type {
   Lease,
   LeaseOperation,
   MessageHolder,
+  MessageState,
   MessageStatus,
+  MessageText,
   OutboxMessage,
   StatusCounts,
 } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
-import { byId, fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import {
+  byId,
+  fromForeignRow,
+  toAuditEntry,
+  toHeaders,
+  toHolder,
+  toMessage,
+  toMessageState,
+  toMessageText,
+  type AuditRow,
+  type HolderRow,
+  type MessageRow,
+  type MessageStateRow,
+  type MessageTextRow,
+} from "../rows.js";
 import { numberedToQuestion } from "../placeholders.js";
 import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
 import { applyPgMigrations, refuseNewerPostgres } from "./migrate.js";
@@ -767,6 +783,25 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async getMessage(params: { messageId: string }): Promise<OutboxMessage | undefined> {
     const row = (await this.pool.query<MessageRow>(this.#sql.getMessage, [params.messageId])).rows[0];
     return row === undefined ? undefined : message(row);
+  }
+
+  async getMessageState(params: { messageId: string }): Promise<MessageState | undefined> {
+    const row = (await this.pool.query<MessageStateRow>(this.#sql.getMessageState, [params.messageId])).rows[0];
+    return row === undefined ? undefined : toMessageState(row);
+  }
+
+  async getMessageText(params: { messageId: string; maxChars: number | null }): Promise<MessageText | undefined> {
+    const row = (await this.pool.query<MessageTextRow>(this.#sql.getMessageText, [params.messageId, params.maxChars])).rows[0];
+    return row === undefined ? undefined : toMessageText(row);
+  }
+
+  async listMessageStates(params: { status: readonly MessageStatus[] | null; limit: number | null }): Promise<MessageState[]> {
+    const { status, limit } = params;
+    const { rows } =
+      status === null
+        ? await this.pool.query<MessageStateRow>(this.#sql.listStatesAll, [limit])
+        : await this.pool.query<MessageStateRow>(this.#sql.listStatesByStatus, [limit, [...status]]);
+    return rows.map(toMessageState);
   }
 
   async findMessages(params: { id: string | null; text: string; limit: number }): Promise<OutboxMessage[]> {

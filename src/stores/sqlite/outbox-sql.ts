@@ -206,6 +206,9 @@ const waitsBehind = (key: string) => `EXISTS (SELECT 1 FROM outbox_messages k
 
 const COLUMNS =
   "id, type, dedupe_key, ordering_key, key_seq, headers, destination, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+/** The columns without payload and headers: a message's state, cheap to read whatever the payload's size. */
+const STATE_COLUMNS =
+  "id, type, dedupe_key, ordering_key, key_seq, destination, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 /**
  * What a claim reads back: the columns a claim does not set itself. The rest (status, owner, lease
  * end, processed_at) the claim has just written and the store already knows. Each RETURNING column
@@ -384,6 +387,19 @@ export const SQL = {
   // clockNow: (none) times come from the injected clock, read inside the write lock
 
   getMessage: `SELECT ${COLUMNS} FROM outbox_messages WHERE id = @id`,
+
+  getMessageState: `SELECT ${STATE_COLUMNS} FROM outbox_messages WHERE id = @id`,
+
+  /** @id, @max characters to keep (null: all): the payload and headers as their stored JSON text. */
+  getMessageText: `SELECT ${STATE_COLUMNS},
+                     CASE WHEN @max IS NULL THEN payload ELSE substr(payload, 1, @max) END AS payload_text, octet_length(payload) AS payload_bytes,
+                     CASE WHEN @max IS NULL THEN coalesce(headers, '{}') ELSE substr(coalesce(headers, '{}'), 1, @max) END AS headers_text,
+                     octet_length(coalesce(headers, '{}')) AS headers_bytes
+                   FROM outbox_messages WHERE id = @id`,
+
+  listStatesAll: `SELECT ${STATE_COLUMNS} FROM outbox_messages ORDER BY id LIMIT @limit`,
+
+  listStatesByStatus: `SELECT ${STATE_COLUMNS} FROM outbox_messages WHERE status IN (SELECT value FROM json_each(@statuses)) ORDER BY id LIMIT @limit`,
 
   listAll: `SELECT ${COLUMNS} FROM outbox_messages ORDER BY id LIMIT @limit`,
 

@@ -34,13 +34,29 @@ import type {
   Lease,
   LeaseOperation,
   MessageHolder,
+  MessageState,
   MessageStatus,
+  MessageText,
   NewMessage,
   OutboxMessage,
   StatusCounts,
 } from "../../outbox/types.js";
 import { registerUnleased, type UnleasedAccess } from "../unleased.js";
-import { byId, fromForeignRow, toAuditEntry, toHeaders, toHolder, toMessage, type AuditRow, type HolderRow, type MessageRow } from "../rows.js";
+import {
+  byId,
+  fromForeignRow,
+  toAuditEntry,
+  toHeaders,
+  toHolder,
+  toMessage,
+  toMessageState,
+  toMessageText,
+  type AuditRow,
+  type HolderRow,
+  type MessageRow,
+  type MessageStateRow,
+  type MessageTextRow,
+} from "../rows.js";
 import { questionToNumbered } from "../placeholders.js";
 import { applyMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
@@ -672,6 +688,27 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const id = rowId(params.messageId);
     const row = await this.writeLock.serial(() => this.#stmt("getMessage").get({ id }) as MessageRow | undefined);
     return row === undefined ? undefined : message(row);
+  }
+
+  async getMessageState(params: { messageId: string }): Promise<MessageState | undefined> {
+    const id = rowId(params.messageId);
+    const row = await this.writeLock.serial(() => this.#stmt("getMessageState").get({ id }) as MessageStateRow | undefined);
+    return row === undefined ? undefined : toMessageState(row);
+  }
+
+  async getMessageText(params: { messageId: string; maxChars: number | null }): Promise<MessageText | undefined> {
+    const id = rowId(params.messageId);
+    const row = await this.writeLock.serial(() => this.#stmt("getMessageText").get({ id, max: params.maxChars }) as MessageTextRow | undefined);
+    return row === undefined ? undefined : toMessageText(row);
+  }
+
+  async listMessageStates(params: { status: readonly MessageStatus[] | null; limit: number | null }): Promise<MessageState[]> {
+    const limit = params.limit ?? -1;
+    const { status } = params;
+    const rows = await this.writeLock.serial(() =>
+      status === null ? this.#stmt("listStatesAll").all({ limit }) : this.#stmt("listStatesByStatus").all({ limit, statuses: JSON.stringify(status) }),
+    );
+    return (rows as MessageStateRow[]).map(toMessageState);
   }
 
   async findMessages(params: { id: string | null; text: string; limit: number }): Promise<OutboxMessage[]> {
