@@ -6,6 +6,7 @@ import type { RunningDashboard } from "../dashboard/dashboard.js";
 import { createLogger } from "../observability/logging.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { integer } from "./options.js";
+import { out } from "./output.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
 import { runUntilSignal, type StoppingWords } from "./until-signal.js";
 
@@ -53,7 +54,7 @@ Examples:
   wassal dashboard --db postgres://app@db/app --allow-actions --port 8080
   WASSAL_DASHBOARD_TOKEN=$(openssl rand -hex 24) wassal dashboard --db app.db --host 0.0.0.0
 
-Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used), 70 an internal error.`,
+Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
     .action(async (options: DashboardCommandOptions) => {
       // Loaded here, so that other commands do not load the web framework.
@@ -81,7 +82,7 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
             await outbox.close();
             throw error;
           }
-          process.stdout.write(
+          out(
             `dashboard on ${running.url} (${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
           );
           return {
