@@ -342,10 +342,14 @@ describeEachStore("ordered per key: a skip and a redrive of the same dead messag
     const { store, harness } = ctx();
     const skipper = await harness.connect();
     const rediver = await harness.connect();
-    const ROUNDS = 20;
-    const outcomes = new Set<string>();
+    // Each order is forced (one side returns before the other starts), so both outcomes happen by
+    // construction; the third form starts both at once and may land either way.
+    const MODES = ["skip first", "redrive first", "together"] as const;
+    const ROUNDS = 24;
+    const outcomes = new Map<string, number>();
     for (let round = 0; round < ROUNDS; round += 1) {
       const key = `race-${round}`;
+      const mode = MODES[round % MODES.length]!;
       // A dead holder with one (or, every other round, no) message waiting behind it.
       const dead = await enqueueKeyed(store, `${key}-1`, key);
       if (round % 2 === 0) await enqueueKeyed(store, `${key}-2`, key);
@@ -353,11 +357,25 @@ describeEachStore("ordered per key: a skip and a redrive of the same dead messag
       expect(lease?.messageId).toBe(dead.id);
       await store.fail(lease!, new Error("poison"), "dead");
 
-      const [skip, redrive] = await Promise.allSettled([skipper.unblockKey(key, "skip"), rediver.redrive({ messageIds: [dead.id] })]);
+      const skipNow = () => skipper.unblockKey(key, "skip");
+      const redriveNow = () => rediver.redrive({ messageIds: [dead.id] });
+      let skip: PromiseSettledResult<unknown>;
+      let redrive: PromiseSettledResult<unknown>;
+      if (mode === "skip first") {
+        [skip] = await Promise.allSettled([skipNow()]);
+        [redrive] = await Promise.allSettled([redriveNow()]);
+      } else if (mode === "redrive first") {
+        [redrive] = await Promise.allSettled([redriveNow()]);
+        [skip] = await Promise.allSettled([skipNow()]);
+      } else {
+        [skip, redrive] = await Promise.allSettled([skipNow(), redriveNow()]);
+      }
       // The redrive always finds the message dead (skipped or not); the skip finds it only if it came first.
       expect(redrive).toMatchObject({ status: "fulfilled", value: { moved: 1, notMoved: [] } });
       if (skip.status === "rejected") expect(skip.reason).toBeInstanceOf(KeyNotBlockedError);
-      outcomes.add(skip.status === "fulfilled" ? "skip first" : "redrive first");
+      const outcome = skip.status === "fulfilled" ? "skip first" : "redrive first";
+      if (mode !== "together") expect(outcome, `round ${round}: forced ${mode}`).toBe(mode);
+      outcomes.set(`${mode}: ${outcome}`, (outcomes.get(`${mode}: ${outcome}`) ?? 0) + 1);
 
       // One at a time, and everything of the key is processed: the redriven message either kept
       // its turn (redrive first) or rejoined behind the message that was handed the key.
@@ -367,6 +385,9 @@ describeEachStore("ordered per key: a skip and a redrive of the same dead messag
       expect(await store.blockedKeys()).toEqual([]);
     }
     expect((await store.countByStatus()).pending).toBe(0);
-    console.info(`[ordering] ${factory.name}: skip vs redrive, ${ROUNDS} rounds: ${[...outcomes].join(" and ")} seen`);
+    // Both outcomes happened, each with and without a message waiting behind the dead one.
+    expect(outcomes.get("skip first: skip first"), "forced skip-first rounds").toBe(ROUNDS / MODES.length);
+    expect(outcomes.get("redrive first: redrive first"), "forced redrive-first rounds").toBe(ROUNDS / MODES.length);
+    console.info(`[ordering] ${factory.name}: skip vs redrive, ${ROUNDS} rounds: ${[...outcomes].map(([k, v]) => `${k} ${v}`).join("; ")}`);
   });
 });
