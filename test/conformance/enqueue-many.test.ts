@@ -313,7 +313,7 @@ describeEachStore("enqueueMany", (factory) => {
     // the call that made it); PostgreSQL through NOTIFY, which every listener gets in the order
     // the notifications were sent, so a notification the test sends itself, once received, says
     // that no earlier one is on its way.
-    const nothingToldYet = await nothingSentCheck(store);
+    const nothingToldYet = await nothingSentCheck(store, () => wakes);
     try {
       await expect(
         store.transaction(async (tx) => {
@@ -322,13 +322,12 @@ describeEachStore("enqueueMany", (factory) => {
         }),
       ).rejects.toThrow("rolled back");
       await nothingToldYet("after the rollback");
-      expect(wakes).toBe(0);
       await store.transaction(async (tx) => {
         await store.enqueueMany(tx, numbered(3));
-        await nothingToldYet("before the commit");
-        expect(wakes).toBe(0); // nothing is told before the commit
+        await nothingToldYet("before the commit"); // nothing is told before the commit
       });
-      await until("a wake after the commit", () => wakes > 0, { timeoutMs: 5_000, intervalMs: 5 });
+      const told = nothingToldYet.markers();
+      await until("a wake after the commit", () => wakes > told, { timeoutMs: 5_000, intervalMs: 5 });
     } finally {
       await nothingToldYet.close();
       await stop();
@@ -339,11 +338,21 @@ describeEachStore("enqueueMany", (factory) => {
 /**
  * A check that no wake-up has been sent for `store` since it was made. PostgreSQL: a LISTEN
  * connection of the test's own on the store's channel; the check sends a notification of its own
- * and waits for it, and fails if any other came first. SQLite: nothing to wait for (its wakes are
- * called in the call that makes them); `wakes` is checked by the caller.
+ * (a marker, which wakes the store's listener too) and waits until both listeners got it: a
+ * listener gets notifications in the order they were sent, so any other notification would have
+ * come first, to the test (named) and to the store (one wake more than the markers). SQLite: its
+ * wakes are called in the call that makes them, so the count needs no waiting.
  */
-async function nothingSentCheck(store: OutboxStore<unknown>): Promise<((when: string) => Promise<void>) & { close(): Promise<void> }> {
-  if (!(store instanceof PostgresOutboxStore)) return Object.assign(async () => undefined, { close: async () => undefined });
+async function nothingSentCheck(
+  store: OutboxStore<unknown>,
+  wakes: () => number,
+): Promise<((when: string) => Promise<void>) & { close(): Promise<void>; markers(): number }> {
+  if (!(store instanceof PostgresOutboxStore)) {
+    const check = async (when: string) => {
+      expect(wakes(), `wakes ${when}`).toBe(0);
+    };
+    return Object.assign(check, { close: async () => undefined, markers: () => 0 });
+  }
   const channel = wakeChannel(store.schema);
   const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await client.connect();
@@ -359,8 +368,10 @@ async function nothingSentCheck(store: OutboxStore<unknown>): Promise<((when: st
       received.filter((p) => !p.startsWith("test-marker-")),
       `notifications ${when}`,
     ).toEqual([]);
+    await until(`the store's listener to get ${marker}`, () => wakes() >= sent, { timeoutMs: 10_000, intervalMs: 2 });
+    expect(wakes(), `wakes ${when} (${sent} of them the test's own markers)`).toBe(sent);
   };
-  return Object.assign(check, { close: () => client.end() });
+  return Object.assign(check, { close: () => client.end(), markers: () => sent });
 }
 
 describeEachStore("enqueueMany through another library's transaction (enqueueManyIn)", (factory) => {
