@@ -46,6 +46,11 @@ export interface ChaosOptions {
   readonly sqliteLockMs: number;
   /** Spread the payments over this many ordering keys (0: no keys), so that each key's reconciliations must run one at a time, in order. */
   readonly keys: number;
+  /**
+   * The first worker (its first process) stalls after its first handler run until another worker
+   * has taken that message, so that a stale completion is certainly attempted, and must be refused.
+   */
+  readonly stallFirst?: boolean;
   /** Give up waiting for the workers after this long (default: scaled to the work, see chaosTimeoutMs). */
   readonly timeoutMs?: number;
   /** Keep the database and the logs. */
@@ -225,6 +230,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
           String(options.latencySpikeRate),
           "--fault-latency-spike-ms",
           String(options.latencySpikeMs),
+          ...(options.stallFirst && index === 0 && generation === 1 ? ["--fault-stall-first"] : []),
         ],
       };
     },

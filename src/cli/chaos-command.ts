@@ -42,6 +42,7 @@ interface RunOptions {
   sqliteLockMs: number;
   timeout?: number;
   keys: number;
+  stallFirst?: boolean;
   keep?: boolean;
   json?: boolean;
 }
@@ -109,6 +110,10 @@ export function chaosCommand(): Command {
         integer(0, 1_000_000),
         d.keys,
       )
+      .option(
+        "--stall-first",
+        "the first worker blocks after its first handler run until another worker has taken that message: a stale completion, certainly attempted, that must be refused",
+      )
       .option("--keep", "keep the database, the provider log and the workers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")
       .action(async (o: RunOptions) => {
@@ -134,6 +139,7 @@ export function chaosCommand(): Command {
             sqliteLockMs: o.sqliteLockMs,
             ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
             keys: o.keys,
+            ...(o.stallFirst ? { stallFirst: true } : {}),
             keep: o.keep ?? false,
             ...(o.json ? {} : { onProgress: (line: string) => err(`chaos: ${line}\n`) }),
           }),

@@ -25,6 +25,7 @@ interface WorkerOptions extends RunnerFlags {
   faultProviderTimeoutRate?: number;
   faultLatencySpikeRate?: number;
   faultLatencySpikeMs?: number;
+  faultStallFirst?: boolean;
 }
 
 export function workerCommand(): Command {
@@ -64,6 +65,10 @@ export function workerCommand(): Command {
     .option("--fault-provider-timeout-rate <share>", "testing aid: share of provider status checks that time out after the provider answered", rate)
     .option("--fault-latency-spike-rate <share>", "testing aid: share of provider calls slowed by --fault-latency-spike-ms", rate)
     .option("--fault-latency-spike-ms <ms>", "testing aid: length of a latency spike", integer(0, 600_000))
+    .option(
+      "--fault-stall-first",
+      "testing aid: after the first handler run, block this process until another worker has taken that message, so its completion is stale (and refused)",
+    )
     .addHelpText(
       "after",
       '\nExamples:\n  wassal worker --db app.db --handlers ./handlers.mjs   # your handlers; other types stay pending\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # the demo, in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.\n\nOpenTelemetry: preload your SDK setup (node --import ./instrumentation.mjs $(which wassal) worker …) and the worker traces each claim, handler and completion, continuing the trace of the request that enqueued the message (see docs/tracing.md).',
@@ -93,6 +98,7 @@ export function workerCommand(): Command {
             ...(options.faultProviderTimeoutRate === undefined ? {} : { providerTimeoutRate: options.faultProviderTimeoutRate }),
             ...(options.faultLatencySpikeRate === undefined ? {} : { latencySpikeRate: options.faultLatencySpikeRate }),
             ...(options.faultLatencySpikeMs === undefined ? {} : { latencySpikeMs: options.faultLatencySpikeMs }),
+            ...(options.faultStallFirst ? { stallFirst: { db: options.db, ...(options.schema === undefined ? {} : { schema: options.schema }) } } : {}),
           },
           logger,
         });

@@ -4,6 +4,7 @@
 // faults, and injected handler errors. Loaded with --handlers and no settings, it runs the
 // reconciliation handler against a provider that answers at once.
 
+import { spawnSync } from "node:child_process";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
@@ -20,6 +21,12 @@ export interface WorkerFaults {
   readonly providerTimeoutRate?: number;
   readonly latencySpikeRate?: number;
   readonly latencySpikeMs?: number;
+  /**
+   * After the first handler run, block this process (its event loop, so no heartbeat renews the
+   * lease) until another worker has taken the message, then return: the completion that follows is
+   * a stale one, and must be refused. The database is looked at through `wassal outbox show`.
+   */
+  readonly stallFirst?: { readonly db: string; readonly schema?: string };
 }
 
 /** The demo's settings (HandlersContext.settings). */
@@ -60,15 +67,46 @@ export function handlers(context: HandlersContext): HandlerMap {
   const handler = new PaymentsService({ store: context.store, repository: paymentsRepositoryFor(context.store), provider }).handler();
   const errorRate = faults?.handlerErrorRate ?? 0;
   const chance = seededRandom((faults?.seed ?? 0) ^ 0x5bd1e995);
+  const erring: typeof handler =
+    errorRate > 0
+      ? async (message, handlerContext) => {
+          if (chance() < errorRate) throw new InjectedFaultError("injected handler error (chaos)");
+          return handler(message, handlerContext);
+        }
+      : handler;
+  const stall = faults?.stallFirst;
+  if (stall === undefined) return { [RECONCILE_MESSAGE_TYPE]: erring };
+  let stalled = false;
   return {
-    [RECONCILE_MESSAGE_TYPE]:
-      errorRate > 0
-        ? async (message, handlerContext) => {
-            if (chance() < errorRate) throw new InjectedFaultError("injected handler error (chaos)");
-            return handler(message, handlerContext);
-          }
-        : handler,
+    [RECONCILE_MESSAGE_TYPE]: async (message, handlerContext) => {
+      const result = await erring(message, handlerContext);
+      if (!stalled) {
+        stalled = true;
+        stallUntilTaken(stall, message.id, handlerContext.lease.token);
+      }
+      return result;
+    },
   };
+}
+
+/** The longest a stall waits for another worker to take the message. */
+const STALL_LIMIT_MS = 120_000;
+
+/**
+ * Blocks the whole process until the message is no longer held under `token` (another worker
+ * reclaimed it after the lease ran out, or finished it), looking every 200 ms through the CLI.
+ */
+function stallUntilTaken(target: { readonly db: string; readonly schema?: string }, messageId: string, token: number): void {
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const cli = process.argv[1] ?? "";
+  const args = [cli, "outbox", "show", messageId, "--db", target.db, ...(target.schema === undefined ? [] : ["--schema", target.schema]), "--json"];
+  for (const until = Date.now() + STALL_LIMIT_MS; Date.now() < until; ) {
+    Atomics.wait(pause, 0, 0, 200);
+    const shown = spawnSync(process.execPath, args, { encoding: "utf8" });
+    if (shown.status !== 0) continue;
+    const message = JSON.parse(shown.stdout) as { status: string; leaseToken: number | string };
+    if (message.status !== "processing" || Number(message.leaseToken) !== token) return;
+  }
 }
 
 export default handlers;
