@@ -16,6 +16,8 @@ const SECRET_ENV = ["PGPASSWORD", "PGSSLKEY", "PGSSLPASSWORD"];
 
 /** Secret values seen (a URL's password, a ?password= value, a config's password): removed from any text. */
 const known = new Set<string>();
+/** The known secrets, longest first: made once after each new one, not at every line a logger writes. */
+let longestFirst: string[] | undefined;
 
 /** Shorter values are not looked for in free text (they would match ordinary words); URLs still hide them. */
 const MIN_SCRUBBED_LENGTH = 6;
@@ -23,6 +25,7 @@ const MIN_SCRUBBED_LENGTH = 6;
 /** Tells the redaction of a secret value: from now on it is removed from every text redactSecrets sees. */
 export function rememberSecret(value: string | undefined | null): void {
   if (typeof value !== "string" || value.length < MIN_SCRUBBED_LENGTH) return;
+  longestFirst = undefined;
   known.add(value);
   // As written, decoded, URL-encoded, and escaped inside a JSON string (a log line, --json output).
   for (const form of [safeDecode(value), encodeURIComponent(value), JSON.stringify(value).slice(1, -1)])
@@ -77,14 +80,13 @@ export function redactUrl(url: string): string {
 const URL_IN_TEXT = /[a-z][a-z0-9+.-]*:\/\/[^\s"'`<>]+/gi;
 
 function scrubKnown(text: string): string {
-  let out = text;
-  const secrets = [...known];
-  for (const name of SECRET_ENV) {
-    const value = process.env[name];
-    if (value !== undefined && value.length >= MIN_SCRUBBED_LENGTH) secrets.push(value);
+  if (longestFirst === undefined) {
+    for (const name of SECRET_ENV) rememberSecret(process.env[name]);
+    // Longest first, so a secret that contains another is removed whole.
+    longestFirst = [...known].sort((a, b) => b.length - a.length);
   }
-  // Longest first, so a secret that contains another is removed whole.
-  for (const secret of secrets.sort((a, b) => b.length - a.length)) {
+  let out = text;
+  for (const secret of longestFirst) {
     if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   }
   return out;
