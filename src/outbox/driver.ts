@@ -9,7 +9,6 @@
 import type {
   AuditEntry,
   BlockedKey,
-  ClaimMessageResult,
   ForeignTransaction,
   InboxBlockedKey,
   Lease,
@@ -75,6 +74,14 @@ export class LeaseSet {
     const held = this.#tokens.get(messageId);
     return held === token || (typeof held === "object" && held.has(token));
   }
+}
+
+/** What claimMessage saw: the holder before it tried (null: no such message) and the lease when the claim took. */
+export interface ClaimMessageAttempt {
+  readonly at: Date;
+  /** `waiting`: pending, but behind an earlier unfinished message of its ordering key. */
+  readonly before: (MessageHolder & { readonly waiting: boolean }) | null;
+  readonly lease: Lease | null;
 }
 
 /** What retention deletes: processed messages (by processed time), dead ones (by when they died), or audit rows (by their time). */
@@ -203,13 +210,11 @@ export interface OutboxDriver<Tx> {
     readonly audit: boolean;
     readonly types: readonly string[] | null;
   }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
-  /** Claims one named message if it is claimable now; otherwise says who holds it or what state it is in. */
-  claimMessage(params: {
-    readonly owner: string;
-    readonly messageId: string;
-    readonly leaseMs: number;
-    readonly audit: boolean;
-  }): Promise<{ readonly at: Date; readonly result: ClaimMessageResult }>;
+  /**
+   * Inside one transaction: reads the named message's holder (locking its row), then tries the
+   * conditional claim of that message. Reports both; the protocol decides the outcome.
+   */
+  claimMessage(params: { readonly owner: string; readonly messageId: string; readonly leaseMs: number; readonly audit: boolean }): Promise<ClaimMessageAttempt>;
   /** Extends the lease if its token is current: the new expiry, or null when the lease is gone. */
   renew(params: { readonly lease: Lease; readonly leaseMs: number }): Promise<{ readonly at: Date; readonly lockedUntil: Date | null }>;
 

@@ -2,7 +2,7 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
-import type { CheckedMessage, DriverCapabilities, EnqueueParams, KeyTurn, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
+import type { CheckedMessage, ClaimMessageAttempt, DriverCapabilities, EnqueueParams, KeyTurn, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
 import { LeaseSet, turnAfter } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
 import { EventHub, listened, publish } from "./events.js";
@@ -93,6 +93,16 @@ function reportClaims(events: EventHub, owner: string, limit: number, at: Date, 
 }
 
 /** A claim of one named message: won, blocked, or (not claimable) empty. */
+/** The outcome of a claim of one named message, from what the driver saw before it tried and whether the claim took. */
+function claimOutcome(messageId: string, { before, lease }: ClaimMessageAttempt): ClaimMessageResult {
+  if (lease !== null) return { outcome: "claimed", lease };
+  if (before === null) return { outcome: "not-claimable", messageId, status: "missing" };
+  if (before.status === "processing") {
+    return { outcome: "blocked", messageId, heldBy: before.lockedBy, lockedUntil: before.lockedUntil, token: before.leaseToken };
+  }
+  return { outcome: "not-claimable", messageId, status: before.waiting ? "waiting" : before.status };
+}
+
 function reportClaimMessage(events: EventHub, owner: string, messageId: string, at: Date, result: ClaimMessageResult): void {
   if (result.outcome === "claimed") {
     reportClaims(events, owner, 1, at, [result.lease]);
@@ -399,7 +409,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     checkOwner(owner);
     checkMessageId(messageId);
     const leaseMs = checkLeaseMs(checkObject(options, "claimMessage options ({ leaseMs })").leaseMs);
-    const { at, result } = await this.#driver.claimMessage({ owner, messageId, leaseMs, audit: this.#audit });
+    const attempt = await this.#driver.claimMessage({ owner, messageId, leaseMs, audit: this.#audit });
+    const { at } = attempt;
+    const result = claimOutcome(messageId, attempt);
     reportClaimMessage(this.events, owner, messageId, at, result);
     return result;
   }

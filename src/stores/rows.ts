@@ -149,6 +149,17 @@ export function toHolder(row: HolderRow | undefined): MessageHolder | null {
   return { status: row.status as MessageStatus, lockedBy: row.locked_by, lockedUntil: toDateOrNull(row.locked_until), leaseToken: row.lease_token };
 }
 
+/** The holder a claim of one named message found, and whether the message waits behind its key. */
+export function toFoundHolder(row: HolderRow): MessageHolder & { readonly waiting: boolean } {
+  return {
+    status: row.status as MessageStatus,
+    lockedBy: row.locked_by,
+    lockedUntil: toDateOrNull(row.locked_until),
+    leaseToken: row.lease_token,
+    waiting: row.key_state === 1,
+  };
+}
+
 export interface AuditRow {
   message_id: number | string;
   lease_token: number;

@@ -11,6 +11,7 @@ import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import type {
   CheckedMessage,
+  ClaimMessageAttempt,
   DriverCapabilities,
   EnqueueManyParams,
   EnqueueParams,
@@ -28,7 +29,6 @@ import type { Tracing } from "../../outbox/tracing.js";
 import type {
   AuditEntry,
   BlockedKey,
-  ClaimMessageResult,
   ForeignTransaction,
   InboxBlockedKey,
   JsonValue,
@@ -47,6 +47,7 @@ import {
   fromForeignRow,
   toAuditEntry,
   toHeaders,
+  toFoundHolder,
   toHolder,
   toMessage,
   toMessageState,
@@ -516,33 +517,29 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return this.#named(statement);
   }
 
-  async claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<{ at: Date; result: ClaimMessageResult }> {
+  async claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<ClaimMessageAttempt> {
     const { owner, messageId, leaseMs, audit } = params;
-    return this.transaction(async (tx): Promise<{ at: Date; result: ClaimMessageResult }> => {
-      const before = (await tx.query<HolderRow & { locked_until: Date | null; now: Date }>(this.#sql.lockHolder, [this.#now(), messageId])).rows[0];
-      if (before === undefined) {
+    return this.transaction(async (tx): Promise<ClaimMessageAttempt> => {
+      const found = (await tx.query<HolderRow & { locked_until: Date | null; now: Date }>(this.#sql.lockHolder, [this.#now(), messageId])).rows[0];
+      if (found === undefined) {
         const at = (await tx.query<{ now: Date }>(this.#sql.clockNow, [this.#now()])).rows[0]?.now ?? new Date();
-        return { at, result: { outcome: "not-claimable", messageId, status: "missing" } };
+        return { at, before: null, lease: null };
       }
-      const at = before.now;
+      const at = found.now;
+      const before = toFoundHolder(found);
       const row = (await tx.query<MessageRow>(this.#sql.claimMessage, [this.#now(), messageId, owner, leaseMs])).rows[0];
-      if (row !== undefined) {
-        if (audit) await tx.query(this.#sql.audit, [row.id, row.lease_token, owner, "claim", at, before.status, before.locked_by, before.locked_until]);
-        const claimed = message(row);
-        const lease: Lease = {
-          messageId: claimed.id,
-          owner,
-          token: claimed.leaseToken,
-          lockedUntil: claimed.lockedUntil ?? new Date(0),
-          message: claimed,
-          reclaimedFrom: before.status === "processing" ? before.locked_by : null,
-        };
-        return { at, result: { outcome: "claimed", lease } };
-      }
-      if (before.status === "processing") {
-        return { at, result: { outcome: "blocked", messageId, heldBy: before.locked_by, lockedUntil: before.locked_until, token: before.lease_token } };
-      }
-      return { at, result: { outcome: "not-claimable", messageId, status: before.key_state === 1 ? "waiting" : (before.status as MessageStatus) } };
+      if (row === undefined) return { at, before, lease: null };
+      if (audit) await tx.query(this.#sql.audit, [row.id, row.lease_token, owner, "claim", at, found.status, found.locked_by, found.locked_until]);
+      const claimed = message(row);
+      const lease: Lease = {
+        messageId: claimed.id,
+        owner,
+        token: claimed.leaseToken,
+        lockedUntil: claimed.lockedUntil ?? new Date(0),
+        message: claimed,
+        reclaimedFrom: found.status === "processing" ? found.locked_by : null,
+      };
+      return { at, before, lease };
     });
   }
 

@@ -9,6 +9,7 @@ import { claimedLease } from "../../outbox/claimed-lease.js";
 import { systemClock, type Clock } from "../../outbox/clock.js";
 import type {
   CheckedMessage,
+  ClaimMessageAttempt,
   DriverCapabilities,
   EnqueueManyParams,
   EnqueueParams,
@@ -27,7 +28,6 @@ import type {
   BlockedKey,
   AuditAction,
   AuditEntry,
-  ClaimMessageResult,
   ForeignTransaction,
   InboxBlockedKey,
   JsonValue,
@@ -47,6 +47,7 @@ import {
   fromForeignRow,
   toAuditEntry,
   toHeaders,
+  toFoundHolder,
   toHolder,
   toMessage,
   toMessageState,
@@ -378,25 +379,20 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<{ at: Date; result: ClaimMessageResult }> {
+  claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<ClaimMessageAttempt> {
     const { owner, messageId, leaseMs, audit } = params;
     const id = rowId(messageId);
-    return this.writeLock.runSync((): { at: Date; result: ClaimMessageResult } => {
+    return this.writeLock.runSync((): ClaimMessageAttempt => {
       const now = this.now();
       const at = new Date(now);
-      const before = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
-      if (before === undefined) return { at, result: { outcome: "not-claimable", messageId, status: "missing" } };
+      const found = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
+      if (found === undefined) return { at, before: null, lease: null };
+      const before = toFoundHolder(found);
       const until = now + leaseMs;
       const row = this.#stmt("claimMessage").get({ id, owner, until, now }) as ClaimedRow | undefined;
-      if (row !== undefined) {
-        this.#audit(audit, row.id, row.lease_token, owner, "claim", now, { status: before.status, owner: before.locked_by, lockedUntil: before.locked_until });
-        return { at, result: { outcome: "claimed", lease: sqliteClaimedLease(row, owner, until, before.status === "processing" ? before.locked_by : null) } };
-      }
-      if (before.status === "processing") {
-        const lockedUntil = before.locked_until === null ? null : new Date(before.locked_until);
-        return { at, result: { outcome: "blocked", messageId, heldBy: before.locked_by, lockedUntil, token: before.lease_token } };
-      }
-      return { at, result: { outcome: "not-claimable", messageId, status: before.key_state === 1 ? "waiting" : (before.status as MessageStatus) } };
+      if (row === undefined) return { at, before, lease: null };
+      this.#audit(audit, row.id, row.lease_token, owner, "claim", now, { status: found.status, owner: found.locked_by, lockedUntil: found.locked_until });
+      return { at, before, lease: sqliteClaimedLease(row, owner, until, found.status === "processing" ? found.locked_by : null) };
     });
   }
 
