@@ -12,12 +12,12 @@
 // server's max_connections.
 
 import { Worker } from "wassal";
-import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, openOutbox } from "wassal/lab";
+import { PaymentsService, ProviderSimulator, RECONCILE_MESSAGE_TYPE, openLabOutbox } from "wassal/lab";
 import { readyThenGo, report, writeLockSince } from "./child-report.js";
 
 const [db, schema, synchronous, concurrencyText, connectionsText] = process.argv.slice(2);
 if (!db || !connectionsText) throw new Error("usage: payments-child <db> <schema> <synchronous> <concurrency> <maxConnections>");
-const outbox = await openOutbox(db, {
+const outbox = await openLabOutbox(db, {
   ...(schema && schema !== "-" ? { schema } : {}),
   synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
   maxConnections: Number(connectionsText),

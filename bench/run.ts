@@ -68,7 +68,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import pg from "pg";
-import { PaymentsService, ProviderSimulator, openOutbox } from "wassal/lab";
+import { PaymentsService, ProviderSimulator, openLabOutbox, openOutbox } from "wassal/lab";
 import { type DashboardFigures, dashboardBench, dashboardRows } from "./dashboard.js";
 import { enqueueRate } from "./enqueue.js";
 import { measureLatency } from "./latency.js";
@@ -346,7 +346,7 @@ async function prepare(
     db = join(dir, "bench.db");
   }
   const parallel = store === "postgres" ? (content === "payments" ? 8 : 4) : 1;
-  const outbox = await openOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", maxConnections: parallel });
+  const outbox = await openLabOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", maxConnections: parallel });
   try {
     if (content === "payments") {
       const service = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ latencyMs: 0 }) });
@@ -431,7 +431,7 @@ interface RunCpu {
 
 /** After a payments run: every payment Paid or Failed, every message processed; throws otherwise. */
 async function verifyPayments(db: string, schema: string, expected: number): Promise<{ paid: number; failed: number }> {
-  const outbox = await openOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", mustExist: true });
+  const outbox = await openLabOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", mustExist: true });
   try {
     const payments = await outbox.payments.list();
     const paid = payments.filter((p) => p.status === "Paid").length;

@@ -3,8 +3,10 @@
 // It is the CLI's machinery, not the library: its API may change with the lab.
 
 export { openOutbox, withOutbox, type OpenedOutbox, type OpenOutboxOptions } from "./stores/open-outbox.js";
-export { SqlitePaymentsRepository } from "./stores/sqlite/payments-repository.js";
-export { PostgresPaymentsRepository } from "./stores/postgres/payments-repository.js";
+export { openLabOutbox, withLabOutbox, type LabOutbox } from "./lab/stores/open-lab-outbox.js";
+export { paymentsRepositoryFor } from "./lab/stores/lab-stores.js";
+export { SqlitePaymentsRepository } from "./lab/stores/sqlite-payments.js";
+export { PostgresPaymentsRepository } from "./lab/stores/postgres-payments.js";
 export {
   IdempotencyConflictError,
   InvalidPayloadError,

@@ -21,7 +21,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
-import { dropSchema, isPostgresUrl, redactUrl } from "../stores/admin.js";
+import { checkStore, scratchPlace } from "../lab/stores/places.js";
+import { redactUrl } from "../outbox/redact.js";
 import { RE_PUBLISHED } from "../runtime/relay-runner.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { textTable } from "../lab/text-table.js";
@@ -186,8 +187,7 @@ function checkOptions(o: RelayChaosOptions): void {
   whole("ackWaitMs", o.ackWaitMs, ...RELAY_CHAOS_LIMITS.ackWaitMs);
   if (!CHAOS_BROKERS.includes(o.broker)) throw new InvalidArgumentError(`broker must be one of ${CHAOS_BROKERS.join(", ")} (got ${JSON.stringify(o.broker)})`);
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of messages per second (got ${o.rate})`);
-  if (o.store !== "sqlite" && !isPostgresUrl(o.store))
-    throw new InvalidArgumentError(`store must be "sqlite" or a postgres:// URL (got ${JSON.stringify(o.store)})`);
+  checkStore(o.store);
 }
 
 export function relayChaosTimeoutMs(o: Pick<RelayChaosOptions, "messages" | "rate">): number {
@@ -212,12 +212,17 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   const random = seededRandom(options.seed);
   const runId = randomBytes(3).toString("hex");
   const workDir = mkdtempSync(join(tmpdir(), "wassal-relay-chaos-"));
-  const postgres = options.store !== "sqlite";
-  const producerSchema = postgres ? `wassal_chaosr_${runId}` : undefined;
-  const consumerSchema = postgres ? `wassal_chaosc_${runId}` : undefined;
-  const producerDb = postgres ? options.store : join(workDir, "producer.db");
-  const consumerDb = postgres ? options.store : join(workDir, "consumer.db");
-  const location = postgres ? `${redactUrl(options.store)} (schemas ${producerSchema}, ${consumerSchema})` : workDir;
+  const producerPlace = scratchPlace(options.store, workDir, "chaosr");
+  const consumerPlace = scratchPlace(options.store, workDir, "chaosc");
+  const {
+    db: producerDb,
+    options: { schema: producerSchema },
+  } = producerPlace;
+  const {
+    db: consumerDb,
+    options: { schema: consumerSchema },
+  } = consumerPlace;
+  const location = `${producerPlace.location}, ${consumerPlace.location}`;
   let timedOut = false;
   const stopIfAborted = () => {
     if (options.signal?.aborted)
@@ -431,7 +436,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     const { onProgress: _progress, keep: _keep, signal: _signal, ...given } = options;
     return {
       passed: rows.every((r) => r.ok) && !timedOut,
-      settings: { ...given, store: postgres ? redactUrl(options.store) : options.store, timeoutMs },
+      settings: { ...given, store: redactUrl(options.store), timeoutMs },
       rows,
       figures,
       location,
@@ -448,8 +453,8 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     await broker?.stop().catch(() => undefined);
     await broker?.close().catch(() => undefined);
     if (!options.keep) {
-      if (producerSchema) await dropSchema(options.store, producerSchema).catch(() => undefined);
-      if (consumerSchema) await dropSchema(options.store, consumerSchema).catch(() => undefined);
+      await producerPlace.remove().catch(() => undefined);
+      await consumerPlace.remove().catch(() => undefined);
       rmSync(workDir, { recursive: true, force: true });
     }
   }

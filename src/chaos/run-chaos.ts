@@ -14,8 +14,9 @@ import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
-import { dropSchema, isPostgresUrl, openConnectionKiller, redactUrl, type ConnectionKiller } from "../stores/admin.js";
-import { openOutbox } from "../stores/open-outbox.js";
+import { checkStore, type ConnectionKiller, scratchPlace } from "../lab/stores/places.js";
+import { redactUrl } from "../outbox/redact.js";
+import { openLabOutbox } from "../lab/stores/open-lab-outbox.js";
 import { checkInvariants, type InvariantReport } from "./invariant-checker.js";
 import { ProcessPool } from "./process-pool.js";
 
@@ -141,8 +142,7 @@ function checkChaosOptions(o: ChaosOptions): void {
     if (!(value >= 0 && value <= 1)) throw new InvalidArgumentError(`${name} must be between 0 and 1 (got ${value})`);
   }
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of payments per second (got ${o.rate})`);
-  if (o.store !== "sqlite" && !isPostgresUrl(o.store))
-    throw new InvalidArgumentError(`store must be "sqlite" or a postgres:// URL (got ${JSON.stringify(o.store)})`);
+  checkStore(o.store);
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
@@ -153,11 +153,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const runId = randomBytes(3).toString("hex");
   const workDir = mkdtempSync(join(tmpdir(), "wassal-chaos-"));
   const providerLog = join(workDir, "provider.log");
-  const postgres = options.store !== "sqlite";
-  const schema = postgres ? `wassal_chaos_${runId}` : undefined;
-  const db = postgres ? options.store : join(workDir, "chaos.db");
-  const location = postgres ? `${redactUrl(db)} (schema ${schema})` : db;
-  const outbox = await openOutbox(db, { audit: true, ...(schema ? { schema } : {}) });
+  const place = scratchPlace(options.store, workDir, "chaos");
+  const { db, location } = place;
+  const { schema } = place.options;
+  const outbox = await openLabOutbox(db, { audit: true, ...place.options });
   const provider = new ProviderSimulator({ logFile: providerLog });
   const service = new PaymentsService({
     store: outbox.store,
@@ -254,8 +253,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
 
     every(options.killEveryMs, () => pool.killOne());
     every(options.pauseEveryMs, () => pool.pauseOne());
-    if (postgres) {
-      const opened = await openConnectionKiller(db);
+    if (place.openConnectionKiller !== undefined) {
+      const opened = await place.openConnectionKiller();
       killer = opened;
       every(options.pgTerminateEveryMs, async () => {
         figures.connectionKills += await opened.terminate(`wassal-worker-chaos-${runId}-%`);
@@ -271,7 +270,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
 
     // Create the payments at a steady rate, through the payments API.
-    const restartAt = options.pgRestart && postgres ? Math.floor(options.payments * 0.4) : -1;
+    const restartAt = options.pgRestart && place.kind === "postgres" ? Math.floor(options.payments * 0.4) : -1;
     for (let n = 0; n < options.payments; n += 1) {
       const due = createdFrom + (n / options.rate) * 1000;
       const wait = due - performance.now();
@@ -310,7 +309,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // The run could not go on: leave nothing behind but what --keep asks for.
     await pool.stop();
     await outbox.close().catch(() => undefined);
-    if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
+    if (!options.keep) await place.remove().catch(() => undefined);
     // The competing writers first (the finally below waits for them too, later than this removal).
     await Promise.all(lockHolders);
     // The error that stopped the run is the one to report, not a failed clean-up after it.
@@ -340,14 +339,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   figures.seconds = Math.round((performance.now() - started) / 100) / 10;
 
   await outbox.close();
-  if (!options.keep && schema) await dropSchema(db, schema).catch(() => undefined);
+  if (!options.keep) await place.remove().catch(() => undefined);
   if (!options.keep) removeWorkDir(workDir, (error) => progress(`could not remove ${workDir}: ${error.message}`));
 
   const { onProgress: _onProgress, signal: _signal, ...shown } = options;
   return {
     passed: report.passed,
     report,
-    settings: { ...shown, timeoutMs: options.timeoutMs ?? chaosTimeoutMs(options), store: postgres ? redactUrl(options.store) : "sqlite" },
+    settings: { ...shown, timeoutMs: options.timeoutMs ?? chaosTimeoutMs(options), store: redactUrl(options.store) },
     figures,
     location,
     workDir: options.keep ? workDir : null,

@@ -15,7 +15,7 @@ import {
 } from "../chaos/relay-chaos.js";
 import { CHAOS_DEFAULTS, ChaosInterruptedError, runChaos } from "../chaos/run-chaos.js";
 import { readProviderLog } from "../payments/provider-simulator.js";
-import { withOutbox } from "../stores/open-outbox.js";
+import { withLabOutbox } from "../lab/stores/open-lab-outbox.js";
 import { EXIT } from "./exit-codes.js";
 import { integer, share } from "./options.js";
 import { err, out, printJson } from "./output.js";
@@ -315,7 +315,7 @@ export function chaosCommand(): Command {
       .requiredOption("--provider-log <file>", "the provider log the workers wrote (--provider-log)")
       .option("--json", "print JSON")
       .action(async (o: { db: string; schema?: string; providerLog: string; json?: boolean }) => {
-        await withOutbox(o.db, storeOptions(o, "repair"), async (outbox) => {
+        await withLabOutbox(o.db, storeOptions(o, "repair"), async (outbox) => {
           const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
           const report = checkInvariants({ messages, audit, payments, providerLog: readProviderLog(o.providerLog) });
           if (o.json) printJson(report);

@@ -4,7 +4,7 @@ import { Command, Option } from "commander";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { checkReportsDir, findScenario, runScenario, SCENARIOS, type LabRunResult } from "../lab/run-lab.js";
 import type { Scenario } from "../lab/scenario.js";
-import { isPostgresUrl } from "../stores/open-outbox.js";
+import { isServer } from "../lab/stores/places.js";
 import { EXIT } from "./exit-codes.js";
 import { err, jsonText, out } from "./output.js";
 
@@ -71,7 +71,7 @@ export function labCommand(): Command {
         return;
       }
       const scenarios = pick(name);
-      if (scenarios.length > 1 && options.db !== undefined && !isPostgresUrl(options.db)) {
+      if (scenarios.length > 1 && options.db !== undefined && !isServer(options.db)) {
         throw new InvalidArgumentError(
           "--db names one database file, and each scenario needs an empty one: run one scenario at a time with --db, or leave --db out for temporary files",
         );

@@ -14,6 +14,7 @@ import { chaosCommand } from "./chaos-command.js";
 import { dashboardCommand } from "./dashboard-command.js";
 import { inboxCommand } from "./inbox-command.js";
 import { labCommand } from "./lab-command.js";
+import { migrateCommand } from "./migrate-command.js";
 import { outboxCommand } from "./outbox-command.js";
 import { paymentsCommand } from "./payments-command.js";
 import { relayCommand } from "./relay-command.js";
@@ -50,6 +51,7 @@ function program(): Command {
     .configureOutput(OUTPUT)
     .exitOverride()
     .addCommand(withErrors(labCommand()))
+    .addCommand(withErrors(migrateCommand()))
     .addCommand(withErrors(workerCommand()))
     .addCommand(withErrors(relayCommand()))
     .addCommand(withErrors(paymentsCommand()))

@@ -4,7 +4,7 @@ import { Command } from "commander";
 import cliProgress from "cli-progress";
 import { checkCreateRequest, PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
-import { withOutbox, type OpenedOutbox } from "../stores/open-outbox.js";
+import { type LabOutbox, withLabOutbox } from "../lab/stores/open-lab-outbox.js";
 import { integer } from "./options.js";
 import { field, out, printJson } from "./output.js";
 import { type Access, dbOption, schemaOption, storeOptions, synchronousOption } from "./shared-options.js";
@@ -16,8 +16,8 @@ interface Common {
   json?: boolean;
 }
 
-function withPayments<T>(options: Common, access: Access, work: (outbox: OpenedOutbox, service: PaymentsService<unknown>) => Promise<T>): Promise<T> {
-  return withOutbox(options.db, storeOptions(options, access), (outbox) =>
+function withPayments<T>(options: Common, access: Access, work: (outbox: LabOutbox, service: PaymentsService<unknown>) => Promise<T>): Promise<T> {
+  return withLabOutbox(options.db, storeOptions(options, access), (outbox) =>
     work(outbox, new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ answerUnknownKeys: true }) })),
   );
 }

@@ -5,7 +5,8 @@ import type { Clock } from "../outbox/clock.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { WassalError } from "../outbox/errors.js";
 import type { PaymentsRepository } from "../payments/types.js";
-import type { OpenedOutbox, OpenOutboxOptions } from "../stores/open-outbox.js";
+import type { OpenOutboxOptions } from "../stores/open-outbox.js";
+import type { LabOutbox } from "./stores/open-lab-outbox.js";
 
 /**
  * What another process needs to open the same database: openOutbox's arguments. `db` may hold a
@@ -40,11 +41,11 @@ export interface LabBackend<Tx> {
  * removed database back), and refuses new ones afterwards.
  */
 export class OpenedConnections {
-  readonly #opened: OpenedOutbox[] = [];
-  readonly #opening = new Set<Promise<OpenedOutbox>>();
+  readonly #opened: LabOutbox[] = [];
+  readonly #opening = new Set<Promise<LabOutbox>>();
   #closed = false;
 
-  async open(open: () => Promise<OpenedOutbox>): Promise<OpenedOutbox> {
+  async open(open: () => Promise<LabOutbox>): Promise<LabOutbox> {
     if (this.#closed) throw new WassalError("LAB_STOPPED", "the lab run is stopping: its database is being removed, so no connection can be opened");
     const opening = open();
     this.#opening.add(opening);

@@ -6,7 +6,7 @@
 import { ManualClock } from "../outbox/clock.js";
 import type { PaymentProvider } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
-import { openOutbox } from "../stores/open-outbox.js";
+import { openLabOutbox } from "./stores/open-lab-outbox.js";
 import { runPlan } from "./instance-work.js";
 import type { InstanceReport, StartInstance } from "./killed-instance.js";
 
@@ -40,7 +40,7 @@ async function main(start: StartInstance): Promise<void> {
       }
     },
   };
-  const opened = await openOutbox(start.target.db, { ...start.target.options, clock });
+  const opened = await openLabOutbox(start.target.db, { ...start.target.options, clock });
   opened.store.events.subscribe((event) => send({ type: "event", event }));
   const context = {
     name: start.name,

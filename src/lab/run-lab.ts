@@ -15,9 +15,9 @@ import { outboxLeasing } from "./scenarios/outbox-leasing.js";
 import { dualWrite, transactionalOutbox } from "./scenarios/transactional-outbox.js";
 import { paymentEventsByKey, paymentEventsUnordered } from "./scenarios/payment-events.js";
 import { SqliteLabBackend } from "./sqlite-backend.js";
-import { PostgresLabBackend } from "./postgres-backend.js";
+import { ServerLabBackend } from "./server-backend.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { isPostgresUrl } from "../stores/admin.js";
+import { isServer } from "./stores/places.js";
 
 /** Every scenario, lesson by lesson, BEFORE first. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -140,8 +140,8 @@ export function checkReportsDir(scenarios: readonly Scenario[], reportsDir: stri
 }
 
 export async function createBackend(scenario: Scenario, options: LabRunOptions): Promise<LabBackend<unknown>> {
-  if (options.db !== undefined && isPostgresUrl(options.db)) {
-    return (await PostgresLabBackend.open(options.db, options.keepDb ?? false)) as LabBackend<unknown>;
+  if (options.db !== undefined && isServer(options.db)) {
+    return (await ServerLabBackend.open(options.db, options.keepDb ?? false)) as LabBackend<unknown>;
   }
   return new SqliteLabBackend({
     label: scenario.name,

@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../outbox/clock.js";
 import { DatabaseOpenError } from "../outbox/errors.js";
-import { sqliteHoldsTables, sqliteVersion } from "../stores/admin.js";
-import { openOutbox } from "../stores/open-outbox.js";
+import { sqliteHoldsTables, sqliteVersion } from "./stores/admin.js";
+import { openLabOutbox } from "./stores/open-lab-outbox.js";
 import { OpenedConnections, type DatabaseTarget, type LabBackend, type LabConnection } from "./backend.js";
 
 export interface SqliteBackendOptions {
@@ -47,7 +47,7 @@ export class SqliteLabBackend implements LabBackend<unknown> {
   }
 
   async connect(clock: Clock): Promise<LabConnection<unknown>> {
-    const opened = await this.#connections.open(() => openOutbox(this.location, { clock }));
+    const opened = await this.#connections.open(() => openLabOutbox(this.location, { clock }));
     return { store: opened.store, repository: opened.payments };
   }
 

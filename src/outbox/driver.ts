@@ -84,6 +84,12 @@ export interface ClaimMessageAttempt {
   readonly lease: Lease | null;
 }
 
+/** One named migration: stable forever, e.g. "outbox-001-create", and the SQL it runs. */
+export interface Migration {
+  readonly name: string;
+  readonly sql: string;
+}
+
 /** What retention deletes: processed messages (by processed time), dead ones (by when they died), or audit rows (by their time). */
 export type PurgeTarget = "processed" | "dead" | "audit" | "inbox";
 
@@ -166,6 +172,12 @@ export interface OutboxDriver<Tx> {
 
   migrate(): Promise<void>;
   isInstalled(): Promise<boolean>;
+  /** The outbox's migrations this version ships, in order: a name each and the SQL it runs. */
+  migrations(): readonly Migration[];
+  /** The names wassal_migrations records (none when the table is not there), read without writing. */
+  appliedMigrations(): Promise<readonly string[]>;
+  /** True when `error` is the database saying a table (or the schema) of Wassal's does not exist: never migrated. */
+  isNotMigrated(error: unknown): boolean;
   /** One write transaction: commits when `work` resolves, rolls back when it throws. */
   transaction<T>(work: (tx: Tx) => T | Promise<T>): Promise<T>;
   /** True when `tx` is inside an open transaction, so an insert would commit with the caller's writes. */

@@ -64,6 +64,22 @@ export class DatabaseTooNewError extends DatabaseOpenError {
   }
 }
 
+/**
+ * Wassal's outbox tables are missing from the database, or have migrations pending: nothing was
+ * written. Create or upgrade them first, as a deploy step (`wassal migrate --db …`) or from code
+ * (`await store.migrate()`). `pending` names the migrations not yet applied, when known.
+ */
+export class NotMigratedError extends DatabaseOpenError {
+  override name = "NotMigratedError";
+  readonly pending: readonly string[];
+  constructor(location: string | null, pending: readonly string[], options?: { cause?: unknown }) {
+    const where = location === null ? "this database" : location;
+    const what = pending.length === 0 ? "has no Wassal outbox tables" : `has Wassal migrations pending (${pending.join(", ")})`;
+    super(`${where} ${what}: run 'wassal migrate --db <url or path>' first (or await store.migrate() from code)`, options);
+    this.pending = [...pending];
+  }
+}
+
 /** A write was attempted through a store opened read-only. */
 export class StoreReadOnlyError extends WassalError {
   override name = "StoreReadOnlyError";

@@ -2,9 +2,19 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
-import type { CheckedMessage, ClaimMessageAttempt, DriverCapabilities, EnqueueParams, KeyTurn, MaybePromise, OutboxDriver, PurgeTarget } from "./driver.js";
+import type {
+  CheckedMessage,
+  ClaimMessageAttempt,
+  DriverCapabilities,
+  Migration,
+  EnqueueParams,
+  KeyTurn,
+  MaybePromise,
+  OutboxDriver,
+  PurgeTarget,
+} from "./driver.js";
 import { LeaseSet, turnAfter } from "./driver.js";
-import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError } from "./errors.js";
+import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError, NotMigratedError } from "./errors.js";
 import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import type { EnqueueTrace, Tracing } from "./tracing.js";
@@ -296,7 +306,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   ): Promise<unknown> {
     const duplicate = this.#driver.isDuplicate(error) || this.#driver.isDuplicate((error as { cause?: unknown } | null)?.cause);
     const dedupeKeys = checked.flatMap((m) => (m.dedupeKey === null ? [] : [m.dedupeKey]));
-    if (!duplicate || dedupeKeys.length === 0) return error;
+    if (!duplicate || dedupeKeys.length === 0) return this.#unmigrated(error);
     let key: string | null = dedupeKeys.length === 1 ? (dedupeKeys[0] as string) : null;
     if (key === null) key = await this.#driver.takenDedupeKey({ in: via, error, dedupeKeys }).catch(() => null);
     if (key === null || !dedupeKeys.includes(key)) {
@@ -390,17 +400,35 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return { type, dedupeKey, key, headers, destination, payload, availableAt };
   }
 
-  /** What an insert's error becomes: a taken dedupe key is DuplicateMessageError, anything else itself. */
+  /** What an insert's error becomes: a taken dedupe key is DuplicateMessageError, missing tables NotMigratedError, anything else itself. */
   #refused(error: unknown, message: NewMessage<JsonValue>): unknown {
     // Some libraries wrap the database's error (Drizzle: "Failed query: …", with it as the cause).
     const duplicate = this.#driver.isDuplicate(error) || this.#driver.isDuplicate((error as { cause?: unknown } | null)?.cause);
-    return message.dedupeKey !== undefined && message.dedupeKey !== null && duplicate ? new DuplicateMessageError(message.dedupeKey) : error;
+    return message.dedupeKey !== undefined && message.dedupeKey !== null && duplicate ? new DuplicateMessageError(message.dedupeKey) : this.#unmigrated(error);
+  }
+
+  /** NotMigratedError when `error` (or its cause) says Wassal's tables do not exist; else `error` itself. */
+  #unmigrated(error: unknown): unknown {
+    const driver = this.#driver;
+    if (!driver.isNotMigrated(error) && !driver.isNotMigrated((error as { cause?: unknown } | null)?.cause)) return error;
+    return new NotMigratedError(null, [], { cause: error });
+  }
+
+  async pendingMigrations(): Promise<readonly Migration[]> {
+    const applied = new Set(await this.#driver.appliedMigrations());
+    return this.#driver.migrations().filter((migration) => !applied.has(migration.name));
   }
 
   async claim(owner: string, options: ClaimOptions): Promise<Lease[]> {
     checkOwner(owner);
     const { limit, leaseMs, types } = checkClaimOptions(options);
-    const { at, leases } = await this.#driver.claim({ owner, limit, leaseMs, audit: this.#audit, types: types ?? null });
+    let claimed: { readonly at: Date; readonly leases: Lease[] };
+    try {
+      claimed = await this.#driver.claim({ owner, limit, leaseMs, audit: this.#audit, types: types ?? null });
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
+    const { at, leases } = claimed;
     reportClaims(this.events, owner, limit, at, leases);
     return leases;
   }

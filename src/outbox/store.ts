@@ -3,7 +3,7 @@
 // whoever drives the store (the worker, the lab). One conformance suite (test/conformance) holds
 // every store to it.
 
-import type { DriverCapabilities } from "./driver.js";
+import type { DriverCapabilities, Migration } from "./driver.js";
 import type { EventHub } from "./events.js";
 import type {
   AuditEntry,
@@ -48,6 +48,12 @@ export interface OutboxStore<Tx> {
 
   /** Creates or upgrades the schema. Safe to call on every start. */
   migrate(): Promise<void>;
+
+  /**
+   * The outbox's migrations not yet applied to this database, in order, with the SQL each runs
+   * (all of them for a database never migrated): what `wassal migrate --check` and `--print-sql` show.
+   */
+  pendingMigrations(): Promise<readonly Migration[]>;
 
   /** True when the outbox's tables already exist (commands that only read or repair check it first). */
   isInstalled(): Promise<boolean>;

@@ -9,7 +9,7 @@ import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
 import { RECONCILE_MESSAGE_TYPE } from "../payments/types.js";
-import { paymentsRepositoryFor } from "../stores/open-outbox.js";
+import { paymentsRepositoryFor } from "../lab/stores/lab-stores.js";
 import type { HandlerMap, HandlersContext } from "./handlers-module.js";
 
 export interface WorkerFaults {

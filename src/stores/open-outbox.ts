@@ -1,69 +1,89 @@
-// Opens an outbox (and the payments tables) from one string: a postgres:// URL or a SQLite file
-// path. The CLI and anything else that takes a "--db" use this, so both stores open the same way.
+// Opens an outbox from one string: a server's URL or a SQLite file path (see backends.ts for
+// which backend takes which). The CLI and anything else that takes a "--db" use this, so every
+// store opens the same way. It creates and upgrades Wassal's own tables only: a demo's or an
+// app's tables are theirs to create.
 
-import { existsSync } from "node:fs";
-import type { Clock } from "../outbox/clock.js";
-import { DatabaseOpenError, InvalidArgumentError } from "../outbox/errors.js";
+import { DatabaseOpenError, NotMigratedError } from "../outbox/errors.js";
+import type { Migration } from "../outbox/driver.js";
 import type { OutboxStore } from "../outbox/store.js";
-import type { Tracing } from "../outbox/tracing.js";
-import type { PaymentsRepository } from "../payments/types.js";
-import { isPostgresUrl, redactUrl } from "./postgres/connect.js";
+import type { OpenOutboxOptions } from "./backend.js";
+import { backendFor } from "./backends.js";
 
-export { isPostgresUrl } from "./postgres/connect.js";
-import { PostgresPaymentsRepository } from "./postgres/payments-repository.js";
-import { PostgresOutboxStore } from "./postgres/postgres-outbox-store.js";
-import { fileHasTable, type Synchronous } from "./sqlite/open-database.js";
-import { SqlitePaymentsRepository } from "./sqlite/payments-repository.js";
-import { SqliteOutboxStore } from "./sqlite/sqlite-outbox-store.js";
-
-export interface OpenOutboxOptions {
-  /** PostgreSQL schema (default "wassal"). */
-  readonly schema?: string;
-  /** SQLite durability (default FULL). */
-  readonly synchronous?: Synchronous;
-  readonly clock?: Clock;
-  /** PostgreSQL pool size. */
-  readonly maxConnections?: number;
-  /** Shown in pg_stat_activity. */
-  readonly applicationName?: string;
-  /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
-  readonly mustExist?: boolean;
-  /**
-   * Only look (implies mustExist): nothing is migrated, a SQLite file is opened read-only and a
-   * PostgreSQL store's sessions are read-only, so a database this process may read but not write,
-   * or one a newer Wassal migrated (refused for writing: DatabaseTooNewError), can still be inspected.
-   */
-  readonly readOnly?: boolean;
-  /** Keep the audit trail (outbox_audit). */
-  readonly audit?: boolean;
-  /** Trace enqueues (see otelTracing in "wassal/observability"). */
-  readonly tracing?: Tracing;
-}
+export type { OpenOutboxOptions, StoreBackend } from "./backend.js";
+export { BACKENDS, backendFor } from "./backends.js";
 
 export interface OpenedOutbox {
-  readonly kind: "sqlite" | "postgres";
+  /** The backend's name: "sqlite" or "postgres". */
+  readonly kind: string;
   /** The path, or the URL without its password. */
   readonly location: string;
   readonly store: OutboxStore<unknown>;
-  readonly payments: PaymentsRepository<unknown>;
   close(): Promise<void>;
 }
 
-/** Opens and migrates the outbox and the payments tables (or, with readOnly, only opens them). */
-export async function openOutbox(db: string, options: OpenOutboxOptions = {}): Promise<OpenedOutbox> {
-  const opened = isPostgresUrl(db) ? await openPostgres(db, options) : openSqlite(db, options);
+export interface OpenOutboxMigration {
+  /**
+   * "migrate" (the default): create or upgrade the outbox's tables. "require": refuse, with
+   * NotMigratedError, a database whose outbox is missing or has migrations pending, changing
+   * nothing (what an app does when migrations are a deploy step: `wassal migrate`).
+   */
+  readonly migrate?: "migrate" | "require";
+}
+
+/** Opens the outbox and creates or upgrades its tables (or, with readOnly, only opens it). */
+export async function openOutbox(db: string, options: OpenOutboxOptions & OpenOutboxMigration = {}): Promise<OpenedOutbox> {
+  const backend = backendFor(db);
+  const opened = await backend.open(db, options);
   const { store } = opened;
   try {
     // Commands that only read or repair must not create (or migrate) a database that is not Wassal's.
     if ((options.mustExist || options.readOnly) && !(await store.isInstalled())) throw new DatabaseOpenError(opened.missing);
     if (!options.readOnly) {
-      await store.migrate();
-      await opened.payments.migrate();
+      if (options.migrate === "require") {
+        const pending = await store.pendingMigrations();
+        if (pending.length > 0)
+          throw new NotMigratedError(
+            opened.location,
+            pending.map((m) => m.name),
+          );
+      } else {
+        await store.migrate();
+      }
     }
-    return { kind: opened.kind, location: opened.location, store, payments: opened.payments, close: () => store.close() };
+    return { kind: backend.name, location: opened.location, store, close: () => store.close() };
   } catch (error) {
     await store.close();
     throw error;
+  }
+}
+
+export interface MigrationStatus {
+  /** The path, or the URL without its password (and the schema). */
+  readonly location: string;
+  /** The outbox's migrations not yet applied, in order, with their SQL. */
+  readonly pending: readonly Migration[];
+}
+
+/** The outbox's migrations pending at `db`, read without writing anything (a database that does not exist yet has all of them pending). */
+export async function migrationStatus(db: string, options: OpenOutboxOptions = {}): Promise<MigrationStatus> {
+  const opened = await backendFor(db).open(db, { ...options, readOnly: true }, true);
+  try {
+    return { location: opened.location, pending: await opened.store.pendingMigrations() };
+  } finally {
+    await opened.store.close();
+  }
+}
+
+/** Creates or upgrades the outbox's tables at `db`: the migrations it applied, in order (none when it was up to date). */
+export async function migrateOutbox(db: string, options: OpenOutboxOptions = {}): Promise<MigrationStatus & { readonly applied: readonly string[] }> {
+  const opened = await backendFor(db).open(db, { ...options, readOnly: false, mustExist: false });
+  try {
+    const before = await opened.store.pendingMigrations();
+    await opened.store.migrate();
+    const after = new Set((await opened.store.pendingMigrations()).map((m) => m.name));
+    return { location: opened.location, pending: [], applied: before.map((m) => m.name).filter((name) => !after.has(name)) };
+  } finally {
+    await opened.store.close();
   }
 }
 
@@ -75,64 +95,4 @@ export async function withOutbox<T>(db: string, options: OpenOutboxOptions, work
   } finally {
     await outbox.close();
   }
-}
-
-interface Unmigrated {
-  readonly kind: "sqlite" | "postgres";
-  readonly location: string;
-  readonly store: OutboxStore<unknown>;
-  readonly payments: PaymentsRepository<unknown>;
-  /** What to say when `mustExist` finds no outbox there. */
-  readonly missing: string;
-}
-
-async function openPostgres(db: string, options: OpenOutboxOptions): Promise<Unmigrated> {
-  const store = await PostgresOutboxStore.connect({
-    url: db,
-    ...(options.schema === undefined ? {} : { schema: options.schema }),
-    ...(options.clock === undefined ? {} : { clock: options.clock }),
-    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
-    ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
-    ...(options.audit === undefined ? {} : { audit: options.audit }),
-    ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
-    ...(options.readOnly ? { readOnly: true } : {}),
-  });
-  return {
-    kind: "postgres",
-    location: `${redactUrl(db)} (schema ${store.schema})`,
-    store: store as OutboxStore<unknown>,
-    payments: new PostgresPaymentsRepository(store) as PaymentsRepository<unknown>,
-    missing: `no Wassal outbox in schema ${store.schema} at ${redactUrl(db)}; check --schema (default wassal), or start a worker or create a payment there first`,
-  };
-}
-
-function openSqlite(db: string, options: OpenOutboxOptions): Unmigrated {
-  const missing = `${db} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (one a worker, the lab or 'payments create' has used)`;
-  if (options.mustExist || options.readOnly) {
-    if (!existsSync(db)) throw new DatabaseOpenError(`no database at ${db}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
-    // Look before opening: opening for Wassal would already change someone else's file.
-    if (!fileHasTable(db, "outbox_messages")) throw new DatabaseOpenError(missing);
-  }
-  const store = new SqliteOutboxStore({
-    path: db,
-    ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
-    ...(options.clock === undefined ? {} : { clock: options.clock }),
-    ...(options.audit === undefined ? {} : { audit: options.audit }),
-    ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
-    ...(options.readOnly ? { readOnly: true } : {}),
-  });
-  return {
-    kind: "sqlite",
-    location: db,
-    store: store as OutboxStore<unknown>,
-    payments: new SqlitePaymentsRepository(store) as PaymentsRepository<unknown>,
-    missing,
-  };
-}
-
-/** The payments tables' repository on the store's own database (for the payments handlers module). */
-export function paymentsRepositoryFor(store: unknown): PaymentsRepository<unknown> {
-  if (store instanceof PostgresOutboxStore) return new PostgresPaymentsRepository(store) as PaymentsRepository<unknown>;
-  if (store instanceof SqliteOutboxStore) return new SqlitePaymentsRepository(store) as PaymentsRepository<unknown>;
-  throw new InvalidArgumentError("the payments handlers need a SQLite or PostgreSQL store opened by Wassal");
 }

@@ -12,7 +12,7 @@ import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
-import { PostgresPaymentsRepository } from "../../src/stores/postgres/payments-repository.js";
+import { PostgresPaymentsRepository } from "../../src/lab/stores/postgres-payments.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { openOutbox } from "../../src/stores/open-outbox.js";
 import { cliJson, killAll, requireBuiltCli, runCli } from "../support/cli.js";

@@ -4,7 +4,7 @@
 // statement moves to, a keyed message still waits behind its key's holder.
 
 import { describe, expect, it } from "vitest";
-import { DuplicateMessageError } from "../../src/outbox/errors.js";
+import { DuplicateMessageError, NotMigratedError } from "../../src/outbox/errors.js";
 import { outboxSql } from "../../src/stores/postgres/outbox-sql.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
@@ -58,7 +58,7 @@ describe.skipIf(!PG)("postgres single enqueue: prepared once per connection", ()
     const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 1 });
     try {
       // Before migrate: the server refuses to parse the statement, so it must not count as prepared.
-      await expect(store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 0 }))).rejects.toThrow(/does not exist/);
+      await expect(store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 0 }))).rejects.toThrow(NotMigratedError);
       await store.migrate();
       const sent = await store.transaction((tx) => store.enqueue(tx, { type: "t", payload: 1 }));
       expect(sent.payload).toBe(1);

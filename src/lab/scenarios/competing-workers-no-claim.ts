@@ -3,7 +3,7 @@
 // certain), so every message is processed twice, and the final rows still look perfect.
 
 import { publish } from "../../outbox/events.js";
-import { unleasedAccess } from "../../stores/unleased.js";
+import { unleasedAccess } from "../stores/lab-stores.js";
 import type { LabBackend } from "../backend.js";
 import { computeMetrics } from "../metrics.js";
 import {
@@ -41,7 +41,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
   const arrive = barrier(2);
 
   const naiveWorker = async (worker: LabWorker<Tx>) => {
-    const pending = await unleasedAccess(worker.store).loadPending();
+    const pending = await unleasedAccess(worker.store, clock).loadPending();
     loaded[worker.name] = pending.length;
     ledger.note(clock.now(), worker.name, `load pending rows -> ${pending.length} (${pending.map((m) => labels(m.id)).join(", ")}); nothing marked yet`);
     ledger.note(clock.now(), worker.name, "wait at the barrier until the other instance has loaded too");
@@ -56,7 +56,7 @@ async function run<Tx>(backend: LabBackend<Tx>): Promise<ScenarioRun> {
         attempt: message.attempts,
       });
       const { outcome, finalize } = await worker.payments.reconcile(message);
-      await unleasedAccess(worker.store).markProcessed(message.id, finalize);
+      await unleasedAccess(worker.store, clock).markProcessed(message.id, finalize);
       publish(worker.store.events, {
         type: "processing-finished",
         at: clock.now(),

@@ -5,15 +5,13 @@
 // transaction and before anything is written.
 
 import type pg from "pg";
-import { refuseNewer, refuseUnshipped } from "../migration-guard.js";
+import { refuseNewer, refuseUnshipped, shipMigrations } from "../migration-guard.js";
 import { outboxMigrations, quoteIdent, type PgMigration } from "./outbox-sql.js";
-import { paymentsMigrations } from "./payments-repository.js";
 
-/** Every migration name this version ships on PostgreSQL, of every component (the names do not depend on the schema). */
-export const KNOWN_MIGRATIONS: ReadonlySet<string> = new Set([...outboxMigrations("wassal"), ...paymentsMigrations("wassal")].map((m) => m.name));
+shipMigrations(outboxMigrations("wassal"));
 
 /** The names recorded in the schema's wassal_migrations (none when it is not there), read without writing. */
-async function recordedMigrations(client: pg.Pool | pg.ClientBase, schema: string): Promise<string[]> {
+export async function recordedMigrations(client: pg.Pool | pg.ClientBase, schema: string): Promise<string[]> {
   const table = `${quoteIdent(schema)}.wassal_migrations`;
   const present = (await client.query<{ present: boolean }>("SELECT to_regclass($1) IS NOT NULL AS present", [table])).rows[0]?.present ?? false;
   return present ? (await client.query<{ name: string }>(`SELECT name FROM ${table}`)).rows.map((r) => r.name) : [];
@@ -21,11 +19,11 @@ async function recordedMigrations(client: pg.Pool | pg.ClientBase, schema: strin
 
 /** Throws DatabaseTooNewError when the schema records a migration this version does not ship. */
 export async function refuseNewerPostgres(client: pg.Pool | pg.ClientBase, schema: string): Promise<void> {
-  refuseNewer(await recordedMigrations(client, schema), KNOWN_MIGRATIONS, `PostgreSQL schema ${schema}`);
+  refuseNewer(await recordedMigrations(client, schema), `PostgreSQL schema ${schema}`);
 }
 
 export async function applyPgMigrations(pool: pg.Pool, schema: string, migrations: readonly PgMigration[]): Promise<string[]> {
-  refuseUnshipped(migrations, KNOWN_MIGRATIONS);
+  refuseUnshipped(migrations);
   const s = quoteIdent(schema);
   const client = await pool.connect();
   let broken = false;

@@ -942,12 +942,6 @@ export function outboxSql(schema: string) {
     schemaConstraints: "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = $1::regclass ORDER BY contype, conname",
 
     schemaIndexes: "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key' ORDER BY indexname",
-
-    unleasedLoadPending: `SELECT ${COLUMNS} FROM ${table} WHERE status = 'pending' ORDER BY id`,
-
-    /** $1 now, $2 id. */
-    unleasedMarkProcessed: `WITH ${CLOCK}
-      UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL FROM clock WHERE m.id = $2`,
   } as const;
 }
 

@@ -41,7 +41,6 @@ import type {
   OutboxMessage,
   StatusCounts,
 } from "../../outbox/types.js";
-import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import {
   byId,
   fromForeignRow,
@@ -60,7 +59,7 @@ import {
 } from "../rows.js";
 import { numberedToQuestion } from "../placeholders.js";
 import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
-import { applyPgMigrations, refuseNewerPostgres } from "./migrate.js";
+import { applyPgMigrations, recordedMigrations, refuseNewerPostgres } from "./migrate.js";
 import { outboxMigrations, outboxSql, quoteIdent, SCHEMA_PATTERN, type OutboxSql, type PgClaimedRow, type PgMigration } from "./outbox-sql.js";
 
 /** The transaction handle on PostgreSQL: a pg client between BEGIN and COMMIT. */
@@ -356,6 +355,20 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async migrate(): Promise<void> {
     await this.applyMigrations(outboxMigrations(this.schema));
+  }
+
+  migrations(): readonly PgMigration[] {
+    return outboxMigrations(this.schema);
+  }
+
+  appliedMigrations(): Promise<readonly string[]> {
+    return recordedMigrations(this.pool, this.schema);
+  }
+
+  isNotMigrated(error: unknown): boolean {
+    // undefined_table, or invalid_schema_name: the schema itself is not there.
+    const code = (error as { code?: unknown } | null | undefined)?.code;
+    return code === "42P01" || code === "3F000";
   }
 
   async isInstalled(): Promise<boolean> {
@@ -837,19 +850,6 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return parts.join("\n\n");
   }
 
-  /** The naive reads and writes of the lab's BEFORE scenario. */
-  unleased(): UnleasedAccess<PostgresTx> {
-    return {
-      loadPending: async () => (await this.pool.query<MessageRow>(this.#sql.unleasedLoadPending)).rows.map(message),
-      markProcessed: async (messageId, finalize) => {
-        await this.transaction(async (tx) => {
-          if (finalize) await finalize(tx);
-          await tx.query(this.#sql.unleasedMarkProcessed, [this.#now(), messageId]);
-        });
-      },
-    };
-  }
-
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -866,7 +866,6 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   private constructor(driver: PostgresDriver, options: { readonly audit: boolean; readonly tracing: Tracing | undefined }) {
     super(driver, options);
     this.#driver = driver;
-    registerUnleased(this, driver.unleased());
   }
 
   static async connect(options: PostgresStoreOptions): Promise<PostgresOutboxStore> {

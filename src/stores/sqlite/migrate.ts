@@ -4,18 +4,17 @@
 
 import type { WriteLock } from "./write-lock.js";
 import type Database from "better-sqlite3";
-import { refuseNewer, refuseUnshipped } from "../migration-guard.js";
+import { refuseNewer, refuseUnshipped, shipMigrations } from "../migration-guard.js";
 import { OUTBOX_MIGRATIONS } from "./outbox-sql.js";
-import { PAYMENTS_MIGRATIONS } from "./payments-repository.js";
 
+/** One named migration (the core's Migration). */
 export interface Migration {
   /** Unique and stable forever, e.g. "outbox-001-create". */
   readonly name: string;
   readonly sql: string;
 }
 
-/** Every migration name this version ships on SQLite, of every component. */
-export const KNOWN_MIGRATIONS: ReadonlySet<string> = new Set([...OUTBOX_MIGRATIONS, ...PAYMENTS_MIGRATIONS].map((m) => m.name));
+shipMigrations(OUTBOX_MIGRATIONS);
 
 /** The names recorded in wassal_migrations (none when the table is not there), read without writing. */
 export function recordedMigrations(db: Database.Database): string[] {
@@ -25,11 +24,11 @@ export function recordedMigrations(db: Database.Database): string[] {
 
 /** Throws DatabaseTooNewError when the database records a migration this version does not ship. */
 export function refuseNewerSqlite(db: Database.Database, path: string): void {
-  refuseNewer(recordedMigrations(db), KNOWN_MIGRATIONS, `SQLite database ${path}`);
+  refuseNewer(recordedMigrations(db), `SQLite database ${path}`);
 }
 
 export async function applyMigrations(db: Database.Database, lock: WriteLock, migrations: readonly Migration[], now: () => number): Promise<string[]> {
-  refuseUnshipped(migrations, KNOWN_MIGRATIONS);
+  refuseUnshipped(migrations);
   return lock.runSync(() => {
     // Under the write lock, before the first write: a newer Wassal may have migrated since the open.
     refuseNewerSqlite(db, db.name);

@@ -514,10 +514,6 @@ export const SQL = {
 
   // schemaTables: (none) the one `schema` statement reads every DDL text from sqlite_schema
   // schemaName: (none) SQLite has no schemas to name
-
-  unleasedLoadPending: `SELECT ${COLUMNS} FROM outbox_messages WHERE status = 'pending' ORDER BY id`,
-
-  unleasedMarkProcessed: `UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL WHERE id = @id`,
 } as const;
 
 /** What claim and claimMessage return (CLAIMED_COLUMNS). */

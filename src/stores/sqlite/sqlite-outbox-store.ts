@@ -41,7 +41,6 @@ import type {
   OutboxMessage,
   StatusCounts,
 } from "../../outbox/types.js";
-import { registerUnleased, type UnleasedAccess } from "../unleased.js";
 import {
   byId,
   fromForeignRow,
@@ -59,7 +58,7 @@ import {
   type MessageTextRow,
 } from "../rows.js";
 import { questionToNumbered } from "../placeholders.js";
-import { applyMigrations, type Migration } from "./migrate.js";
+import { applyMigrations, recordedMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
 import { OUTBOX_MIGRATIONS, SQL, type ClaimedRow } from "./outbox-sql.js";
 import { type CommitWatch, WakeFileWriter, watchCommits } from "./commit-watch.js";
@@ -228,6 +227,19 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   async migrate(): Promise<void> {
     await this.applyMigrations(OUTBOX_MIGRATIONS);
+  }
+
+  migrations(): readonly Migration[] {
+    return OUTBOX_MIGRATIONS;
+  }
+
+  appliedMigrations(): Promise<readonly string[]> {
+    return this.writeLock.serial(() => recordedMigrations(this.db));
+  }
+
+  isNotMigrated(error: unknown): boolean {
+    const message = (error as { message?: unknown } | null | undefined)?.message;
+    return typeof message === "string" && /^no such table: (outbox_|wassal_)/.test(message);
   }
 
   isInstalled(): Promise<boolean> {
@@ -727,18 +739,6 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return rows.map((row) => `${row.sql.trim()};`).join("\n\n");
   }
 
-  /** The naive reads and writes of the lab's BEFORE scenario. */
-  unleased(): UnleasedAccess<SqliteTx> {
-    return {
-      loadPending: () => this.writeLock.serial(() => (this.#stmt("unleasedLoadPending").all() as MessageRow[]).map(message)),
-      markProcessed: (messageId, finalize) =>
-        this.writeLock.run(async () => {
-          if (finalize) await finalize(this.db);
-          this.#stmt("unleasedMarkProcessed").run({ id: rowId(messageId), now: this.now() });
-        }),
-    };
-  }
-
   async close(): Promise<void> {
     await this.writeLock.idle();
     this.#wakeFile?.close();
@@ -755,7 +755,6 @@ export class SqliteOutboxStore extends LeasedOutbox<SqliteTx> {
     const driver = new SqliteDriver(options);
     super(driver, options);
     this.#driver = driver;
-    registerUnleased(this, driver.unleased());
   }
 
   /** Path of the SQLite file. */

@@ -1,3 +1,4 @@
+// The payments lab on PostgreSQL: its payments table, and the unguarded write of its BEFORE scenario.
 // The payments table on PostgreSQL, in the outbox's schema. As on SQLite, a CHECK makes a
 // transaction id present exactly when Paid.
 
@@ -12,8 +13,10 @@ import type {
   PaymentsRepository,
   StatementLine,
 } from "../../payments/types.js";
-import { quoteIdent, type PgMigration } from "./outbox-sql.js";
-import type { PostgresOutboxStore, PostgresTx } from "./postgres-outbox-store.js";
+import type { Finalize } from "../../outbox/types.js";
+import { shipMigrations } from "../../stores/migration-guard.js";
+import { quoteIdent, type PgMigration } from "../../stores/postgres/outbox-sql.js";
+import type { PostgresOutboxStore, PostgresTx } from "../../stores/postgres/postgres-outbox-store.js";
 
 export function paymentsMigrations(schema: string): readonly PgMigration[] {
   const s = quoteIdent(schema);
@@ -50,6 +53,8 @@ CREATE TABLE ${s}.payment_statement (
     },
   ];
 }
+
+shipMigrations(paymentsMigrations("wassal"));
 
 interface PaymentRow {
   id: string;
@@ -177,4 +182,15 @@ export class PostgresPaymentsRepository implements PaymentsRepository<PostgresTx
       appliedAt: row.applied_at,
     }));
   }
+}
+
+/** Marks a message processed whoever holds it, after running `finalize`: the race that leases prevent (the lab's BEFORE scenario). */
+export async function markProcessedUnleased(store: PostgresOutboxStore, messageId: string, at: Date, finalize?: Finalize<PostgresTx>): Promise<void> {
+  await store.transaction(async (tx) => {
+    if (finalize) await finalize(tx);
+    await tx.query(`UPDATE ${quoteIdent(store.schema)}.outbox_messages SET status = 'processed', processed_at = $1, locked_until = NULL WHERE id = $2`, [
+      at,
+      messageId,
+    ]);
+  });
 }

@@ -2,15 +2,15 @@
 // stay under stores/: the server's version, a schema dropped after a run, connections terminated
 // on purpose, a SQLite file checked for someone else's tables.
 
-import { pgDriver } from "./postgres/driver.js";
-import { openPostgresPool } from "./postgres/connect.js";
-import { quoteIdent } from "./postgres/outbox-sql.js";
-import { checkSchema } from "./postgres/postgres-outbox-store.js";
+import { pgDriver } from "../../stores/postgres/driver.js";
+import { openPostgresPool } from "../../stores/postgres/connect.js";
+import { quoteIdent } from "../../stores/postgres/outbox-sql.js";
+import { checkSchema } from "../../stores/postgres/postgres-outbox-store.js";
 import { existsSync } from "node:fs";
-import { fileHasAnyTable } from "./sqlite/open-database.js";
+import { fileHasAnyTable } from "../../stores/sqlite/open-database.js";
 
-export { sqliteVersion } from "./sqlite/open-database.js";
-export { isPostgresUrl, redactUrl } from "./postgres/connect.js";
+export { sqliteVersion } from "../../stores/sqlite/open-database.js";
+export { isPostgresUrl, redactUrl } from "../../stores/postgres/connect.js";
 
 /** The PostgreSQL server's version; one clear DatabaseOpenError when it cannot be reached. */
 export async function postgresServerVersion(url: string): Promise<string> {

@@ -1,3 +1,4 @@
+// The payments lab on SQLite: its payments table, and the unguarded write of its BEFORE scenario.
 // The payments table on SQLite. Its CHECK makes a transaction id present exactly when Paid,
 // so no code path can store a fake success.
 
@@ -12,9 +13,11 @@ import type {
   PaymentsRepository,
   StatementLine,
 } from "../../payments/types.js";
-import type { Migration } from "./migrate.js";
-import { statement } from "./statement-cache.js";
-import type { SqliteOutboxStore, SqliteTx } from "./sqlite-outbox-store.js";
+import type { Finalize } from "../../outbox/types.js";
+import { shipMigrations } from "../../stores/migration-guard.js";
+import type { Migration } from "../../stores/sqlite/migrate.js";
+import { statement } from "../../stores/sqlite/statement-cache.js";
+import type { SqliteOutboxStore, SqliteTx } from "../../stores/sqlite/sqlite-outbox-store.js";
 
 export const PAYMENTS_MIGRATIONS: readonly Migration[] = [
   {
@@ -48,6 +51,8 @@ CREATE TABLE payment_statement (
 `,
   },
 ];
+
+shipMigrations(PAYMENTS_MIGRATIONS);
 
 interface PaymentRow {
   id: number;
@@ -184,4 +189,12 @@ export class SqlitePaymentsRepository implements PaymentsRepository<SqliteTx> {
       appliedAt: new Date(row.applied_at),
     }));
   }
+}
+
+/** Marks a message processed whoever holds it, after running `finalize`: the race that leases prevent (the lab's BEFORE scenario). */
+export async function markProcessedUnleased(store: SqliteOutboxStore, messageId: string, at: Date, finalize?: Finalize<SqliteTx>): Promise<void> {
+  await store.transaction(async (tx) => {
+    if (finalize) await finalize(tx);
+    statement(tx, "UPDATE outbox_messages SET status = 'processed', processed_at = ?, locked_until = NULL WHERE id = ?").run(at.getTime(), Number(messageId));
+  });
 }

@@ -1,0 +1,55 @@
+// What every store backend gives the one opener (open-outbox.ts): a name, which --db strings it
+// takes, and how it opens its store from one. The list of backends is backends.ts.
+
+import type { Clock } from "../outbox/clock.js";
+import type { OutboxStore } from "../outbox/store.js";
+import type { Tracing } from "../outbox/tracing.js";
+import type { Synchronous } from "./sqlite/open-database.js";
+
+export interface OpenOutboxOptions {
+  /** PostgreSQL schema (default "wassal"). */
+  readonly schema?: string;
+  /** SQLite durability (default FULL). */
+  readonly synchronous?: Synchronous;
+  readonly clock?: Clock;
+  /** Pool size of a server store. */
+  readonly maxConnections?: number;
+  /** The name a server shows for this process's connections (pg_stat_activity). */
+  readonly applicationName?: string;
+  /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
+  readonly mustExist?: boolean;
+  /**
+   * Only look (implies mustExist): nothing is migrated, a SQLite file is opened read-only and a
+   * server store's sessions are read-only, so a database this process may read but not write,
+   * or one a newer Wassal migrated (refused for writing: DatabaseTooNewError), can still be inspected.
+   */
+  readonly readOnly?: boolean;
+  /** Keep the audit trail (outbox_audit). */
+  readonly audit?: boolean;
+  /** Trace enqueues (see otelTracing in "wassal/observability"). */
+  readonly tracing?: Tracing;
+}
+
+/** A store a backend opened, not yet checked or migrated. */
+export interface UnopenedOutbox {
+  readonly store: OutboxStore<unknown>;
+  /** The path, or the URL without its password (and the schema). */
+  readonly location: string;
+  /** What to say when a command that only reads finds no outbox there. */
+  readonly missing: string;
+}
+
+export interface StoreBackend {
+  /** The store's kind ("sqlite", "postgres"): OutboxStore.kind of what it opens. */
+  readonly name: string;
+  /** How a --db string for it looks, for help and errors ("postgres://user@host:5432/db"). */
+  readonly shape: string;
+  /** True when `db` names a database of this backend. */
+  matches(db: string): boolean;
+  /**
+   * Opens the store (its driver loaded only now); checks nothing and migrates nothing. With
+   * `lookOnly` (and readOnly), a database that does not exist yet is looked at as an empty one,
+   * and nothing is created: what `wassal migrate --check` needs.
+   */
+  open(db: string, options: OpenOutboxOptions, lookOnly?: boolean): Promise<UnopenedOutbox>;
+}
