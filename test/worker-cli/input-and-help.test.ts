@@ -78,7 +78,7 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
       ].map((command) => runCli([...command, "--db", missing], { cwd: dir })),
     );
     for (const run of runs) {
-      expect(usageError(run)).toBe(`wassal: no database at ${missing}; give the path of an existing Wassal SQLite file or a postgres:// URL`);
+      expect(usageError(run)).toBe(`wassal: no database at ${missing}; give the path of an existing Wassal SQLite file or a server's URL`);
     }
     expect(readdirSync(dir)).toEqual([]);
   });
@@ -99,7 +99,7 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
     );
     for (const run of runs) {
       expect(usageError(run)).toBe(
-        `wassal: ${other} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (one a worker, the lab or 'payments create' has used)`,
+        `wassal: ${other} is a SQLite database but holds no Wassal outbox; give the path of a Wassal database (run 'wassal migrate --db ${other}' to create one)`,
       );
     }
     const after = new Database(other, { readonly: true });

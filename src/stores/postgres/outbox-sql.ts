@@ -600,6 +600,7 @@ export function outboxSql(schema: string) {
     tableBytes: "SELECT pg_relation_size($1::regclass)::float8 AS bytes",
 
     // claimCandidates: (none) the claim picks its candidates itself, in one statement, with FOR UPDATE SKIP LOCKED
+    // claimCandidatesOfTypes: (none) as claimCandidates (claimOfTypes)
 
     /**
      * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most

@@ -267,6 +267,7 @@ export const SQL = {
    * and whether a message is claimable now, through the claimable index's first row (a
    * completion may have handed a key on).
    */
+  // listen: (none) SQLite has no LISTEN: newestId, read after the wake file or the -wal file changes, stands in for it
   newestId: `SELECT max(id) AS newest,
                     EXISTS (SELECT 1 FROM outbox_messages WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now) AS due
              FROM outbox_messages`,
@@ -289,6 +290,10 @@ export const SQL = {
                     ORDER BY available_at, id LIMIT @limit`,
 
   /** The claim of a whole batch of candidates (read just before, in the same transaction); re-checks claimability. */
+  // claimOfTypes: (none) claimCandidatesOfTypes picks the candidates of some types; the one claim statement then takes them
+  // claimLarge: (none) one claim statement takes any number of candidates (an id list in JSON); PostgreSQL switches plans past a limit
+  // claimLargeOfTypes: (none) as claimLarge
+  // claimOfLimit: (none) SQLite keeps no plan between runs to protect: a bound limit costs nothing
   claim: `UPDATE outbox_messages
               SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
                   lease_token = lease_token + 1, attempts = attempts + 1
@@ -304,6 +309,9 @@ export const SQL = {
              WHERE id = @id AND status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
              RETURNING ${CLAIMED_COLUMNS}`,
 
+  // foreignGuard: (none) a foreign transaction on SQLite is a better-sqlite3 connection whose inTransaction the library checks itself
+  // foreignGuardRelease: (none) as foreignGuard
+  // lockKey: (none) BEGIN IMMEDIATE already serialises every writer; no key needs a lock of its own
   holder: `SELECT status, locked_by, locked_until, lease_token, key_state FROM outbox_messages WHERE id = @id`,
 
   // holderRefused: (none) the store reads the holder and writes the audit row with two statements inside its write lock
@@ -346,6 +354,7 @@ export const SQL = {
    * The guarded update of many completions without business writes, in one statement: @pairs is a
    * JSON array of [id, token]. Returns the leases it completed; the others were lost.
    */
+  // completeBulkHandOn: (none) completeBulk is followed by handOn in the same write-locked transaction, at no round-trip cost
   completeBulk: `UPDATE outbox_messages
                  SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
                  FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(@pairs)) AS done
@@ -514,6 +523,9 @@ export const SQL = {
 
   // schemaTables: (none) the one `schema` statement reads every DDL text from sqlite_schema
   // schemaName: (none) SQLite has no schemas to name
+  // schemaColumns: (none) as schemaTables: the DDL text is kept whole
+  // schemaConstraints: (none) as schemaTables
+  // schemaIndexes: (none) as schemaTables
 } as const;
 
 /** What claim and claimMessage return (CLAIMED_COLUMNS). */
