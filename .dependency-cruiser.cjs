@@ -45,7 +45,7 @@ module.exports = {
         "SQL lives only under src/stores and, for the lab's own tables, src/lab/stores (scripts/lint-sql.mjs checks the text); so do the database drivers.",
       severity: "error",
       from: { path: "^src/", pathNot: ["^src/stores/", "^src/lab/stores/"] },
-      to: { path: "node_modules/(pg|better-sqlite3)/" },
+      to: { path: "node_modules/(pg|better-sqlite3|mysql2)/" },
     },
     {
       name: "store-internals-stay-in-stores",
@@ -53,7 +53,7 @@ module.exports = {
         "Outside src/stores, code reaches a database through the store classes and the top-level store modules (open-outbox, backends), never a driver's SQL or connection helpers; only the lab's own database wing (src/lab/stores) builds on them for its tables.",
       severity: "error",
       from: { path: "^src/", pathNot: ["^src/stores/", "^src/lab/stores/", "^src/chaos/lock-holder\\.ts$"] },
-      to: { path: "^src/stores/(sqlite|postgres)/", pathNot: ["-outbox-store\\.ts$"] },
+      to: { path: "^src/stores/(sqlite|postgres|mariadb)/", pathNot: ["-outbox-store\\.ts$"] },
     },
     {
       name: "cli-only-parses-and-calls",
@@ -66,10 +66,10 @@ module.exports = {
     {
       name: "entry-points-are-faces",
       comment:
-        "Nothing inside the library imports its own entry points (index, sqlite, postgres, observability, lab, relay, kysely, knex, drizzle, typeorm, prisma).",
+        "Nothing inside the library imports its own entry points (index, sqlite, postgres, mariadb, observability, lab, relay, kysely, knex, drizzle, typeorm, prisma).",
       severity: "error",
       from: { path: "^src/.+/" },
-      to: { path: "^src/(index|sqlite|postgres|observability|lab|relay|kysely|knex|drizzle|typeorm|prisma)\\.ts$" },
+      to: { path: "^src/(index|sqlite|postgres|mariadb|observability|lab|relay|kysely|knex|drizzle|typeorm|prisma)\\.ts$" },
     },
     {
       name: "no-circular",

@@ -22,7 +22,7 @@ export function storeOptions(options: { readonly schema?: string; readonly synch
 }
 
 export function dbOption(): Option {
-  return new Option("--db <url-or-path>", "a SQLite file path or a postgres:// URL").env("WASSAL_DATABASE_URL");
+  return new Option("--db <url-or-path>", "a SQLite file path, a postgres:// URL or a mariadb:// URL").env("WASSAL_DATABASE_URL");
 }
 
 export function schemaOption(): Option {

@@ -4,10 +4,11 @@
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { redactUrl } from "../outbox/redact.js";
 import type { StoreBackend } from "./backend.js";
+import { mariadbBackend } from "./mariadb/backend.js";
 import { postgresBackend } from "./postgres/backend.js";
 import { sqliteBackend } from "./sqlite/backend.js";
 
-export const BACKENDS: readonly StoreBackend[] = [postgresBackend, sqliteBackend];
+export const BACKENDS: readonly StoreBackend[] = [postgresBackend, mariadbBackend, sqliteBackend];
 
 /** The backend that takes `db`; InvalidArgumentError naming the valid shapes when none does (a scheme typo). */
 export function backendFor(db: string): StoreBackend {
