@@ -212,8 +212,11 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   const random = seededRandom(options.seed);
   const runId = randomBytes(3).toString("hex");
   const workDir = mkdtempSync(join(tmpdir(), "wassal-relay-chaos-"));
-  const producerPlace = scratchPlace(options.store, workDir, "chaosr");
-  const consumerPlace = scratchPlace(options.store, workDir, "chaosc");
+  const producerPlace = await scratchPlace(options.store, workDir, "chaosr");
+  const consumerPlace = await scratchPlace(options.store, workDir, "chaosc").catch(async (error: unknown) => {
+    await producerPlace.remove().catch(() => undefined);
+    throw error;
+  });
   const {
     db: producerDb,
     options: { schema: producerSchema },

@@ -39,7 +39,7 @@ export interface ChaosOptions {
   readonly latencySpikeRate: number;
   readonly latencySpikeMs: number;
   /** PostgreSQL: terminate the workers' connections this often; 0 = never. */
-  readonly pgTerminateEveryMs: number;
+  readonly killConnectionsEveryMs: number;
   /** PostgreSQL: restart the server once, mid-run (affects everything using it). */
   readonly pgRestart: boolean;
   /** SQLite: a competing writer takes the write lock this often; 0 = never. */
@@ -82,7 +82,7 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, "store"> = {
   providerTimeoutRate: 0.02,
   latencySpikeRate: 0.01,
   latencySpikeMs: 1_500,
-  pgTerminateEveryMs: 1_000,
+  killConnectionsEveryMs: 1_000,
   pgRestart: false,
   sqliteLockEveryMs: 1_000,
   sqliteLockMs: 200,
@@ -153,10 +153,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const runId = randomBytes(3).toString("hex");
   const workDir = mkdtempSync(join(tmpdir(), "wassal-chaos-"));
   const providerLog = join(workDir, "provider.log");
-  const place = scratchPlace(options.store, workDir, "chaos");
+  const place = await scratchPlace(options.store, workDir, "chaos");
   const { db, location } = place;
   const { schema } = place.options;
-  const outbox = await openLabOutbox(db, { audit: true, ...place.options });
+  const outbox = await openLabOutbox(db, { audit: true, ...place.options }).catch(async (error: unknown) => {
+    if (!options.keep) await place.remove().catch(() => undefined);
+    throw error;
+  });
   const provider = new ProviderSimulator({ logFile: providerLog });
   const service = new PaymentsService({
     store: outbox.store,
@@ -256,7 +259,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     if (place.openConnectionKiller !== undefined) {
       const opened = await place.openConnectionKiller();
       killer = opened;
-      every(options.pgTerminateEveryMs, async () => {
+      every(options.killConnectionsEveryMs, async () => {
         figures.connectionKills += await opened.terminate(`wassal-worker-chaos-${runId}-%`);
       });
     } else {

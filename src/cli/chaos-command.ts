@@ -36,7 +36,7 @@ interface RunOptions {
   providerTimeouts: number;
   latencySpikes: number;
   latencySpikeMs: number;
-  pgTerminateEvery: number;
+  killConnectionsEvery: number;
   pgRestart?: boolean;
   sqliteLockEvery: number;
   sqliteLockMs: number;
@@ -95,10 +95,10 @@ export function chaosCommand(): Command {
       .option("--latency-spikes <share>", "share of provider calls slowed by --latency-spike-ms", share, d.latencySpikeRate)
       .option("--latency-spike-ms <ms>", "length of a latency spike", integer(0), d.latencySpikeMs)
       .option(
-        "--pg-terminate-every <ms>",
-        "PostgreSQL: pg_terminate_backend on the workers' connections this often; 0: never",
+        "--kill-connections-every <ms>",
+        "a server store: end the workers' connections this often (PostgreSQL: pg_terminate_backend on their application name; MariaDB: KILL on every connection to the run's database); 0: never",
         integer(0),
-        d.pgTerminateEveryMs,
+        d.killConnectionsEveryMs,
       )
       .option("--pg-restart", "PostgreSQL: restart the server once, mid-run (needs root and a local cluster; disturbs anything else using it)")
       .option("--sqlite-lock-every <ms>", "SQLite: a competing writer holds the write lock this often; 0: never", integer(0), d.sqliteLockEveryMs)
@@ -133,7 +133,7 @@ export function chaosCommand(): Command {
             providerTimeoutRate: o.providerTimeouts,
             latencySpikeRate: o.latencySpikes,
             latencySpikeMs: o.latencySpikeMs,
-            pgTerminateEveryMs: o.pgTerminateEvery,
+            killConnectionsEveryMs: o.killConnectionsEvery,
             pgRestart: o.pgRestart ?? false,
             sqliteLockEveryMs: o.sqliteLockEvery,
             sqliteLockMs: o.sqliteLockMs,

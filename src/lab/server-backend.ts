@@ -1,5 +1,5 @@
 // The lab on a database server: every run gets a fresh place of its own there (a schema on
-// PostgreSQL), removed at the end unless kept, so runs never see each other's rows.
+// PostgreSQL, a database on MariaDB), removed at the end unless kept, so runs never see each other's rows.
 
 import type { Clock } from "../outbox/clock.js";
 import { OpenedConnections, type DatabaseTarget, type LabBackend, type LabConnection } from "./backend.js";
@@ -25,7 +25,7 @@ export class ServerLabBackend implements LabBackend<unknown> {
   /** Checks the server is reachable (one clear error if not) and picks a fresh place there. */
   static async open(url: string, keep: boolean): Promise<ServerLabBackend> {
     const description = await describeServer(url);
-    return new ServerLabBackend(scratchPlace(url, "", "lab"), description, keep);
+    return new ServerLabBackend(await scratchPlace(url, "", "lab"), description, keep);
   }
 
   async connect(clock: Clock): Promise<LabConnection<unknown>> {

@@ -3,9 +3,11 @@
 
 import { beforeAll, describe, expect, it } from "vitest";
 import { requireBuiltCli, ROOT, runCli } from "../support/cli.js";
+import { mariadbAvailable, TEST_MARIADB_URL } from "../support/mariadb.js";
 import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
 
 beforeAll(requireBuiltCli);
 
@@ -59,11 +61,13 @@ describe("short chaos runs", () => {
   // and on waking its heartbeat may find the lease lost and cancel the handler first). Here one
   // certainly is: the first worker blocks after its first handler run until another worker has
   // taken the message, then completes it: the token guard must refuse that, on each store.
-  for (const store of ["sqlite", "postgres"] as const) {
-    it.skipIf(store === "postgres" && !PG)(`${store}: a stale completion is attempted and refused, and its work done once`, { timeout: 240_000 }, async () => {
+  const STORE_ARG = { sqlite: "sqlite", postgres: TEST_DATABASE_URL, mariadb: TEST_MARIADB_URL } as const;
+  const RUNS = { sqlite: true, postgres: PG, mariadb: MARIADB } as const;
+  for (const store of ["sqlite", "postgres", "mariadb"] as const) {
+    it.skipIf(!RUNS[store])(`${store}: a stale completion is attempted and refused, and its work done once`, { timeout: 240_000 }, async () => {
       const { code, result } = await runChaos([
         "--store",
-        store === "sqlite" ? "sqlite" : TEST_DATABASE_URL,
+        STORE_ARG[store],
         "--workers",
         "2",
         "--payments",
@@ -76,7 +80,7 @@ describe("short chaos runs", () => {
         "0",
         "--pause-every",
         "0",
-        "--pg-terminate-every",
+        "--kill-connections-every",
         "0",
         "--sqlite-lock-every",
         "0",
@@ -111,7 +115,7 @@ describe("short chaos runs", () => {
   });
 
   it.skipIf(!PG)("postgres: workers killed, paused, their connections terminated: nothing lost, no ownership violation", { timeout: 240_000 }, async () => {
-    const { code, result } = await runChaos([...COMMON, "--store", TEST_DATABASE_URL, "--pg-terminate-every", "600"]);
+    const { code, result } = await runChaos([...COMMON, "--store", TEST_DATABASE_URL, "--kill-connections-every", "600"]);
     expect(result.report.examples).toEqual([]);
     expect(result.passed).toBe(true);
     expect(code).toBe(0);
@@ -126,7 +130,13 @@ describe("short chaos runs", () => {
   });
 
   it.skipIf(!PG)("postgres, with 25 ordering keys: killed, paused, cut off, and each key still in order", { timeout: 240_000 }, async () => {
-    const { result } = await expectKeyedRunHeld(["--store", TEST_DATABASE_URL, "--pg-terminate-every", "600"]);
+    const { result } = await expectKeyedRunHeld(["--store", TEST_DATABASE_URL, "--kill-connections-every", "600"]);
     expect(result.figures.connectionKills).toBeGreaterThan(0);
+  });
+
+  it.skipIf(!MARIADB)("mariadb, with 25 ordering keys: killed, paused, connections killed, and each key still in order", { timeout: 240_000 }, async () => {
+    const { result } = await expectKeyedRunHeld(["--store", TEST_MARIADB_URL, "--kill-connections-every", "600"]);
+    expect(result.figures.connectionKills).toBeGreaterThan(0);
+    expect(row(result, "messages not finished")).toBe(0);
   });
 });

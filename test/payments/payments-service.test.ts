@@ -368,7 +368,7 @@ function describeStore(factory: PaymentsStoreFactory): void {
       const fake = store.complete(lease!, async (tx) => {
         await repository.recordOutcome(tx, "pay-001", { status: "Paid", transactionId: "" }, START);
       });
-      await expect(fake).rejects.toMatchObject({ code: factory.checkViolation });
+      await expect(fake).rejects.toMatchObject(factory.checkViolation);
       expect(await repository.findByKey("pay-001")).toMatchObject({ status: "Pending", transactionId: null });
       expect(await store.getMessage(lease!.messageId)).toMatchObject({
         status: "processing",

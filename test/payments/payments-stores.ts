@@ -1,19 +1,25 @@
 // The payments domain on every store. A factory opens a fresh, empty database with the outbox and
 // payments tables (SQLite: a file of its own; PostgreSQL: a schema of its own, dropped when the
-// test file ends), and hands back what a store-agnostic test needs: the store, the repository,
+// test file ends; MariaDB: a database of its own, dropped when the test file ends), and hands back what a store-agnostic test needs: the store, the repository,
 // more connections to the same database, and a count of committed payment rows.
 //
-// As in the conformance suite, WASSAL_TEST_STORES=sqlite,postgres picks the stores (default: all),
-// and PostgreSQL is skipped loudly when no server answers (fatal under CI: see test/support/postgres.ts).
+// As in the conformance suite, WASSAL_TEST_STORES=sqlite,postgres,mariadb picks the stores (default:
+// all), and a server store is skipped loudly when no server answers (fatal under CI: see
+// test/support/postgres.ts and test/support/mariadb.ts).
 
 import { join } from "node:path";
+import type { RowDataPacket } from "mysql2/promise";
+import { afterAll } from "vitest";
 import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { PaymentsRepository } from "../../src/payments/types.js";
+import { MariaDbPaymentsRepository } from "../../src/lab/stores/mariadb-payments.js";
+import { MariaDbOutboxStore } from "../../src/stores/mariadb/mariadb-outbox-store.js";
 import { PostgresPaymentsRepository } from "../../src/lab/stores/postgres-payments.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqlitePaymentsRepository } from "../../src/lab/stores/sqlite-payments.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { type FreshDatabase, freshDatabase, mariadbAvailable } from "../support/mariadb.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { selectRunnable } from "../support/selection.js";
 import { tempDir } from "../support/temp.js";
@@ -33,9 +39,9 @@ export interface PaymentsDatabase<Tx = unknown> extends PaymentsConnection<Tx> {
 }
 
 export interface PaymentsStoreFactory {
-  readonly name: "sqlite" | "postgres";
-  /** The error code a violated CHECK constraint carries on this store. */
-  readonly checkViolation: string;
+  readonly name: "sqlite" | "postgres" | "mariadb";
+  /** What the error of a violated CHECK constraint carries on this store (mysql2 names MariaDB's 4025 after MySQL's, so MariaDB's is matched by number). */
+  readonly checkViolation: Readonly<Record<string, string | number>>;
   available?(): Promise<boolean>;
   create(clock: ManualClock): Promise<PaymentsDatabase>;
 }
@@ -92,9 +98,39 @@ export async function openPostgresPayments(clock: ManualClock): Promise<Payments
   };
 }
 
+// The MariaDB databases made by this test file, dropped when it ends.
+const databases: FreshDatabase[] = [];
+afterAll(async () => {
+  for (const database of databases.splice(0)) await database.drop();
+});
+
+/** A new MariaDB database with both tables; the concrete types, for tests that need raw SQL. */
+export async function openMariaDbPayments(clock: ManualClock): Promise<PaymentsDatabase & { readonly store: MariaDbOutboxStore }> {
+  const database = await freshDatabase();
+  databases.push(database);
+  const open = async () => {
+    const store = await MariaDbOutboxStore.connect({ url: database.url, clock, maxConnections: 4 });
+    opened.push(store);
+    await store.migrate();
+    const repository = new MariaDbPaymentsRepository(store);
+    await repository.migrate();
+    return { store, repository };
+  };
+  const main = await open();
+  return {
+    ...main,
+    connect: open,
+    countPayments: async () => {
+      const [rows] = await main.store.pool.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM payments");
+      return Number(rows[0]?.n);
+    },
+  };
+}
+
 const ALL: readonly PaymentsStoreFactory[] = [
-  { name: "sqlite", checkViolation: "SQLITE_CONSTRAINT_CHECK", create: openSqlitePayments },
-  { name: "postgres", checkViolation: "23514", available: postgresAvailable, create: openPostgresPayments },
+  { name: "sqlite", checkViolation: { code: "SQLITE_CONSTRAINT_CHECK" }, create: openSqlitePayments },
+  { name: "postgres", checkViolation: { code: "23514" }, available: postgresAvailable, create: openPostgresPayments },
+  { name: "mariadb", checkViolation: { errno: 4025 }, available: mariadbAvailable, create: openMariaDbPayments },
 ];
 
 /** The selected stores that can run here (a selection that leaves none fails the file: see test/support/selection.ts). */

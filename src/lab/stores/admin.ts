@@ -32,9 +32,13 @@ export async function dropSchema(url: string, schema: string): Promise<void> {
   }
 }
 
-/** A connection that terminates other connections by application name, for fault injection. */
+/** A connection that terminates a run's worker connections, for fault injection. */
 export interface ConnectionKiller {
-  /** Terminates every backend whose application_name matches the LIKE pattern; returns how many. */
+  /**
+   * Terminates the run's worker connections and returns how many: on PostgreSQL every backend
+   * whose application_name matches the LIKE pattern; MariaDB shows no application name, so there
+   * every connection to the run's own database but the killer's (the run's own reads retry).
+   */
   terminate(applicationNameLike: string): Promise<number>;
   close(): Promise<void>;
 }

@@ -8,8 +8,10 @@ import { InvalidArgumentError } from "../../outbox/errors.js";
 import type { OutboxStore } from "../../outbox/store.js";
 import type { Finalize, OutboxMessage } from "../../outbox/types.js";
 import type { PaymentsRepository } from "../../payments/types.js";
+import { MariaDbOutboxStore } from "../../stores/mariadb/mariadb-outbox-store.js";
 import { PostgresOutboxStore } from "../../stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore } from "../../stores/sqlite/sqlite-outbox-store.js";
+import { MariaDbPaymentsRepository, markProcessedUnleased as markMariaDb } from "./mariadb-payments.js";
 import { markProcessedUnleased as markPostgres, PostgresPaymentsRepository } from "./postgres-payments.js";
 import { markProcessedUnleased as markSqlite, SqlitePaymentsRepository } from "./sqlite-payments.js";
 
@@ -32,6 +34,13 @@ const LAB_STORES: Readonly<Record<string, (store: OutboxStore<unknown>) => LabSt
       ? {
           payments: () => new PostgresPaymentsRepository(store) as PaymentsRepository<unknown>,
           markProcessedUnleased: (_, id, at, finalize) => markPostgres(store, id, at, finalize),
+        }
+      : null,
+  mariadb: (store) =>
+    store instanceof MariaDbOutboxStore
+      ? {
+          payments: () => new MariaDbPaymentsRepository(store) as PaymentsRepository<unknown>,
+          markProcessedUnleased: (_, id, at, finalize) => markMariaDb(store, id, at, finalize),
         }
       : null,
 };

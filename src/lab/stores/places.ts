@@ -1,6 +1,7 @@
 // Where a lab or chaos run keeps its data on each store backend, one entry per backend: a place
-// of the run's own (a fresh schema on a PostgreSQL server, a file in the run's folder for
-// SQLite), how to remove it, and the faults the chaos harness can inject there. The lab, the
+// of the run's own (a fresh schema on a PostgreSQL server, a fresh database on a MariaDB server,
+// a file in the run's folder for SQLite), how to remove it, and the faults the chaos harness can
+// inject there. The lab, the
 // chaos runs and the CLI ask here instead of testing which backend a --db names.
 
 import { randomBytes } from "node:crypto";
@@ -9,12 +10,13 @@ import { InvalidArgumentError } from "../../outbox/errors.js";
 import { redactUrl } from "../../outbox/redact.js";
 import { BACKENDS, backendFor } from "../../stores/open-outbox.js";
 import { type ConnectionKiller, dropSchema, openConnectionKiller, postgresServerVersion } from "./admin.js";
+import { createMariaDbDatabase, dropMariaDbDatabase, mariadbServerVersion, openMariaDbConnectionKiller } from "./mariadb-admin.js";
 
 export type { ConnectionKiller } from "./admin.js";
 
 /** A place of one run's own, on one store. */
 export interface ScratchPlace {
-  /** The backend's name ("sqlite", "postgres"). */
+  /** The backend's name ("sqlite", "postgres", "mariadb"). */
   readonly kind: string;
   /** What openOutbox takes: the URL or the path. */
   readonly db: string;
@@ -22,7 +24,7 @@ export interface ScratchPlace {
   readonly options: { readonly schema?: string };
   /** Shown to the user: the path, or the URL without its password and the schema. */
   readonly location: string;
-  /** The place itself, in words: "schema wassal_lab_…", or the file's path. */
+  /** The place itself, in words: "schema wassal_lab_…", "database wassal_lab_…", or the file's path. */
   readonly name: string;
   /** Removes the place and everything in it (a file place goes with the run's folder). */
   remove(): Promise<void>;
@@ -35,15 +37,15 @@ interface PlaceKind {
   readonly server: boolean;
   /** One line naming the server, its version and the settings runs use; one clear error when it cannot be reached. */
   describe(db: string): Promise<string>;
-  /** A fresh place named after `label`: on the server `db`, or a file in `folder`. */
-  scratch(db: string, folder: string, label: string): ScratchPlace;
+  /** A fresh place named after `label`: on the server `db` (created there now), or a file in `folder`. */
+  scratch(db: string, folder: string, label: string): Promise<ScratchPlace>;
 }
 
 const PLACES: Readonly<Record<string, PlaceKind>> = {
   sqlite: {
     server: false,
     describe: async () => "SQLite",
-    scratch: (_db, folder, label) => {
+    scratch: async (_db, folder, label) => {
       const path = join(folder, `${label}.db`);
       return { kind: "sqlite", db: path, options: {}, location: path, name: path, remove: async () => undefined };
     },
@@ -51,7 +53,7 @@ const PLACES: Readonly<Record<string, PlaceKind>> = {
   postgres: {
     server: true,
     describe: async (db) => `PostgreSQL ${await postgresServerVersion(db)} (pg), READ COMMITTED, one pool per worker`,
-    scratch: (db, _folder, label) => {
+    scratch: async (db, _folder, label) => {
       const schema = `wassal_${label}_${randomBytes(5).toString("hex")}`;
       return {
         kind: "postgres",
@@ -61,6 +63,24 @@ const PLACES: Readonly<Record<string, PlaceKind>> = {
         name: `schema ${schema}`,
         remove: () => dropSchema(db, schema),
         openConnectionKiller: () => openConnectionKiller(db),
+      };
+    },
+  },
+  mariadb: {
+    server: true,
+    describe: async (db) => `MariaDB ${await mariadbServerVersion(db)} (mysql2), READ COMMITTED, one pool per worker`,
+    scratch: async (db, _folder, label) => {
+      // A MariaDB schema is a database: the run gets a database of its own, and its URL names it.
+      const database = `wassal_${label}_${randomBytes(5).toString("hex")}`;
+      const url = await createMariaDbDatabase(db, database);
+      return {
+        kind: "mariadb",
+        db: url,
+        options: {},
+        location: redactUrl(url),
+        name: `database ${database}`,
+        remove: () => dropMariaDbDatabase(db, database),
+        openConnectionKiller: () => openMariaDbConnectionKiller(db, database),
       };
     },
   },
@@ -93,8 +113,8 @@ export function isServer(db: string): boolean {
   return PLACES[backendFor(db).name]?.server === true;
 }
 
-/** A fresh place for one run: `store` is "sqlite" (a file in `folder`) or a server's URL (a fresh schema there). */
-export function scratchPlace(store: string, folder: string, label: string): ScratchPlace {
+/** A fresh place for one run: `store` is "sqlite" (a file in `folder`) or a server's URL (a fresh schema or database there). */
+export function scratchPlace(store: string, folder: string, label: string): Promise<ScratchPlace> {
   return placeKind(store).kind.scratch(store, folder, label);
 }
 
