@@ -57,7 +57,7 @@ export function labCommand(): Command {
     .addOption(
       new Option(
         "--db <url-or-path>",
-        "a postgres:// URL (each run gets a temporary schema there), or a SQLite file to run on (created if missing, must hold no Wassal tables, kept afterwards); default: a temporary SQLite file",
+        "a postgres:// or mariadb:// URL (each run gets a temporary schema or database there), or a SQLite file to run on (created if missing, must hold no Wassal tables, kept afterwards); default: a temporary SQLite file",
       ).env("WASSAL_DATABASE_URL"),
     )
     .option("--keep-db", "keep the temporary database (SQLite file or PostgreSQL schema) instead of deleting it")
