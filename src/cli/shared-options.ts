@@ -2,7 +2,7 @@
 
 import { Option } from "commander";
 import { LOG_LEVELS } from "../observability/logging.js";
-import type { OpenOutboxOptions } from "../stores/open-outbox.js";
+import { BACKENDS, type OpenOutboxOptions } from "../stores/open-outbox.js";
 import { integer, oneOf } from "./options.js";
 
 /**
@@ -22,7 +22,7 @@ export function storeOptions(options: { readonly schema?: string; readonly synch
 }
 
 export function dbOption(): Option {
-  return new Option("--db <url-or-path>", "a SQLite file path, a postgres:// URL or a mariadb:// URL").env("WASSAL_DATABASE_URL");
+  return new Option("--db <url-or-path>", `the database: ${BACKENDS.map((b) => `${b.shape} (${b.name})`).join(", ")}`).env("WASSAL_DATABASE_URL");
 }
 
 export function schemaOption(): Option {
