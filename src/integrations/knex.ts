@@ -1,6 +1,7 @@
 // Enqueue inside a Knex transaction: the message commits or rolls back with the app's own Knex
-// writes, on the client the store uses ("pg" for the PostgreSQL store, "better-sqlite3" on the
-// store's SQLite file). Knex is an optional peer dependency; nothing of it is loaded here.
+// writes, on the client the store uses ("pg" for the PostgreSQL store, "mysql2" for the MariaDB
+// store, "better-sqlite3" on the store's SQLite file). Knex is an optional peer dependency;
+// nothing of it is loaded here.
 
 import type { Knex } from "knex";
 import type { OutboxStore } from "../outbox/store.js";
@@ -19,9 +20,15 @@ export function fromKnex(trx: Knex.Transaction | Knex): ForeignTransaction {
       return null;
     },
     query: async (text, params) => {
+      const result = (await trx.raw(text, params as Knex.RawBinding[])) as unknown;
+      // mysql2 answers [rows, fields] (or [a ResultSetHeader, fields] for a statement without rows).
+      if ((trx as { client?: { dialect?: unknown } }).client?.dialect === "mysql") {
+        const rows = (result as unknown[])[0];
+        return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : [];
+      }
       // pg answers a result with rows; better-sqlite3 answers the rows themselves.
-      const result = (await trx.raw(text, params as Knex.RawBinding[])) as { rows?: Record<string, unknown>[] } | Record<string, unknown>[];
-      return Array.isArray(result) ? result : (result.rows ?? []);
+      const answer = result as { rows?: Record<string, unknown>[] } | Record<string, unknown>[];
+      return Array.isArray(answer) ? answer : (answer.rows ?? []);
     },
   };
 }

@@ -1,6 +1,7 @@
 // Enqueue inside a Kysely transaction: the message commits or rolls back with the app's own Kysely
 // writes. Works on the dialect the store uses (PostgresDialect for the PostgreSQL store,
-// SqliteDialect on the store's SQLite file). Kysely is an optional peer dependency.
+// MysqlDialect over a mysql2 pool for the MariaDB store, SqliteDialect on the store's SQLite
+// file). Kysely is an optional peer dependency.
 
 import { type Kysely, sql } from "kysely";
 import { NotInTransactionError } from "../outbox/errors.js";

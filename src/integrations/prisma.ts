@@ -1,7 +1,8 @@
 // Enqueue inside a Prisma interactive transaction (Prisma 7 with its driver adapters:
-// @prisma/adapter-pg for the PostgreSQL store, @prisma/adapter-better-sqlite3 on the store's
-// SQLite file): the message commits or rolls back with the app's own Prisma writes. Prisma is an
-// optional peer dependency; nothing of it is loaded here.
+// @prisma/adapter-pg for the PostgreSQL store, @prisma/adapter-mariadb (provider "mysql") for the
+// MariaDB store, @prisma/adapter-better-sqlite3 on the store's SQLite file): the message commits
+// or rolls back with the app's own Prisma writes. Prisma is an optional peer dependency; nothing
+// of it is loaded here.
 
 import { NotInTransactionError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
@@ -12,8 +13,8 @@ export interface PrismaTransactionClient {
   $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T>;
 }
 
-/** The provider Prisma reports: postgresql numbers its parameters ($1), sqlite takes them in order (?). */
-const PLACEHOLDERS: Readonly<Record<string, ForeignTransaction["placeholders"]>> = { postgresql: "numbered", sqlite: "question" };
+/** The provider Prisma reports: postgresql numbers its parameters ($1), mysql (MariaDB) and sqlite take them in order (?). */
+const PLACEHOLDERS: Readonly<Record<string, ForeignTransaction["placeholders"]>> = { postgresql: "numbered", mysql: "question", sqlite: "question" };
 
 /** A Prisma interactive transaction client as a ForeignTransaction. */
 export function fromPrisma(tx: PrismaTransactionClient): ForeignTransaction {
@@ -24,7 +25,7 @@ export function fromPrisma(tx: PrismaTransactionClient): ForeignTransaction {
     problem: () => {
       if (typeof client?.$queryRawUnsafe !== "function") return "this is not a Prisma client";
       if (provider === undefined || !(provider in PLACEHOLDERS))
-        return `Wassal runs on Prisma's postgresql and sqlite providers (this client's is ${provider ?? "unknown"})`;
+        return `Wassal runs on Prisma's postgresql, mysql (MariaDB) and sqlite providers (this client's is ${provider ?? "unknown"})`;
       // A transaction client has no $connect; the PrismaClient itself has.
       if (typeof client.$connect === "function")
         return "this is the PrismaClient, not a transaction: call enqueue inside prisma.$transaction(async (tx) => …) with its tx";
@@ -41,10 +42,18 @@ export function fromPrisma(tx: PrismaTransactionClient): ForeignTransaction {
           });
         }
         // Prisma wraps the database's error; its code (23505, SQLITE_CONSTRAINT_UNIQUE…) is what the
-        // store recognises, e.g. a dedupe key already taken.
-        const original = (error as { meta?: { driverAdapterError?: { cause?: { originalCode?: unknown } } } } | null)?.meta?.driverAdapterError?.cause;
+        // store recognises, e.g. a dedupe key already taken. MariaDB's is a number (1062), which the
+        // store reads as errno, with the server's own message (naming the index).
+        const original = (error as { meta?: { driverAdapterError?: { cause?: { originalCode?: unknown; originalMessage?: unknown } } } } | null)?.meta
+          ?.driverAdapterError?.cause;
         if (typeof original?.originalCode === "string") {
-          throw Object.assign(new Error(error instanceof Error ? error.message.trim() : String(error), { cause: error }), { code: original.originalCode });
+          const text = error instanceof Error ? error.message.trim() : String(error);
+          const server = typeof original.originalMessage === "string" ? original.originalMessage : "";
+          const mysql = provider === "mysql" && /^\d+$/.test(original.originalCode);
+          throw Object.assign(new Error(mysql && server !== "" && !text.includes(server) ? `${text}: ${server}` : text, { cause: error }), {
+            code: original.originalCode,
+            ...(mysql ? { errno: Number(original.originalCode) } : {}),
+          });
         }
         throw error;
       }

@@ -1,7 +1,7 @@
 // Enqueue inside a TypeORM transaction: the message commits or rolls back with the app's own
-// TypeORM writes, on the driver the store uses ("postgres" for the PostgreSQL store,
-// "better-sqlite3" on the store's SQLite file). TypeORM is an optional peer dependency; nothing of
-// it is loaded here.
+// TypeORM writes, on the driver the store uses ("postgres" for the PostgreSQL store, "mariadb" or
+// "mysql" over mysql2 for the MariaDB store, "better-sqlite3" on the store's SQLite file). TypeORM
+// is an optional peer dependency; nothing of it is loaded here.
 
 import type { EntityManager } from "typeorm";
 import type { OutboxStore } from "../outbox/store.js";
@@ -14,7 +14,7 @@ import type { ForeignTransaction, JsonValue, NewMessage, OutboxMessage } from ".
 export function fromTypeOrm(manager: EntityManager): ForeignTransaction {
   const type = (manager?.connection?.options as { type?: string } | undefined)?.type;
   return {
-    // node-postgres numbers parameters; the SQLite drivers take them in order.
+    // node-postgres numbers parameters; mysql2 and the SQLite drivers take them in order.
     placeholders: type === "postgres" ? "numbered" : "question",
     problem: () => {
       if (type === undefined) return "this is not a TypeORM EntityManager";
@@ -25,7 +25,7 @@ export function fromTypeOrm(manager: EntityManager): ForeignTransaction {
       return null;
     },
     query: async (sql, params) => {
-      // postgres answers the rows; the SQLite drivers answer the rows of a statement that returns rows.
+      // postgres and mysql2 answer the rows; the SQLite drivers answer the rows of a statement that returns rows.
       const result = (await manager.query(sql, [...params])) as unknown;
       if (Array.isArray(result)) return result as Record<string, unknown>[];
       return ((result as { records?: Record<string, unknown>[] }).records ?? []) as Record<string, unknown>[];

@@ -1,6 +1,7 @@
-// Enqueue from the app's own data layer: Kysely, Knex, TypeORM and Prisma on both stores, Drizzle
-// on PostgreSQL. Prisma's clients are generated here first (prisma generate, with no engine
-// download: a generated client needs none with a driver adapter).
+// Enqueue from the app's own data layer: Kysely, Knex, TypeORM and Prisma on every store (SQLite,
+// PostgreSQL, MariaDB), Drizzle on PostgreSQL and MariaDB. Prisma's clients are generated here
+// first (prisma generate, with no engine download: a generated client needs none with a driver
+// adapter).
 // Each library writes a business row in its own transaction and enqueues through its integration:
 // a commit keeps both, a rollback or a thrown error keeps neither, and a call outside a
 // transaction, or on one that has already ended, gets NotInTransactionError and writes nothing.
@@ -9,11 +10,15 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
+import { PrismaMariaDb } from "@prisma/adapter-mariadb";
 import { PrismaPg } from "@prisma/adapter-pg";
 import Database from "better-sqlite3";
+import { sql } from "drizzle-orm";
+import { drizzle as drizzleMysql } from "drizzle-orm/mysql2";
 import { drizzle } from "drizzle-orm/node-postgres";
 import knex, { type Knex } from "knex";
-import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
+import { Kysely, MysqlDialect, PostgresDialect, SqliteDialect } from "kysely";
+import mysql2, { type Connection, createPool, type Pool, type PoolOptions } from "mysql2";
 import pg from "pg";
 import { DataSource, type EntityManager } from "typeorm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -25,13 +30,16 @@ import { fromTypeOrm } from "../../src/integrations/typeorm.js";
 import { DuplicateMessageError, NotInTransactionError } from "../../src/outbox/errors.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { ForeignTransaction, NewMessage } from "../../src/outbox/types.js";
+import { MariaDbOutboxStore } from "../../src/stores/mariadb/mariadb-outbox-store.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
-import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { ROOT } from "../support/cli.js";
+import { type FreshDatabase, freshDatabase, mariadbAvailable } from "../support/mariadb.js";
+import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
 
 /** One data-access library on one store: its transaction, its business write, its integration. */
 interface Layer {
@@ -95,7 +103,14 @@ async function sqliteLayers(): Promise<Layer[]> {
   return layers;
 }
 
-function typeOrmLayer(name: string, store: OutboxStore<unknown> & { close(): Promise<void> }, source: DataSource, table: string, placeholder: string): Layer {
+function typeOrmLayer(
+  name: string,
+  store: OutboxStore<unknown> & { close(): Promise<void> },
+  source: DataSource,
+  table: string,
+  placeholder: string,
+  after: () => Promise<void> = async () => undefined,
+): Layer {
   return {
     name,
     store,
@@ -107,8 +122,12 @@ function typeOrmLayer(name: string, store: OutboxStore<unknown> & { close(): Pro
     root: source.manager,
     orders: async () => ((await source.query(`SELECT id FROM ${table} ORDER BY id`)) as { id: string }[]).map((r) => r.id),
     close: async () => {
-      await source.destroy();
-      await store.close();
+      try {
+        await source.destroy();
+        await store.close();
+      } finally {
+        await after();
+      }
     },
   };
 }
@@ -197,6 +216,143 @@ async function postgresLayers(): Promise<Layer[]> {
   return layers;
 }
 
+/**
+ * A keyed enqueue on MariaDB needs a READ COMMITTED transaction, and the store asks the session's
+ * level (SELECT @@tx_isolation). KNOWN, for the MariaDB store: a transaction opened at READ
+ * COMMITTED by a one-shot SET TRANSACTION ISOLATION LEVEL (what Kysely's setIsolationLevel, Knex's
+ * and Drizzle's isolationLevel, TypeORM's transaction("READ COMMITTED", …) and Prisma's
+ * isolationLevel send) still shows the session's REPEATABLE-READ there, and is refused with
+ * InvalidArgumentError. So each library's connections here default to READ COMMITTED instead.
+ */
+const READ_COMMITTED = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/** mysql2 with pools whose new connections read committed data (see READ_COMMITTED). */
+function readCommittedPool(options: PoolOptions): Pool {
+  const pool = createPool(options);
+  pool.on("connection", (connection) => {
+    // Queued before the connection's first use; a connection that cannot take it is not used.
+    connection.query(READ_COMMITTED, (error) => {
+      if (error) connection.destroy();
+    });
+  });
+  return pool;
+}
+
+/**
+ * Each library on a MariaDB store of its own, in a fresh database (dropped when the layer closes)
+ * with its orders table, through mysql2 (Prisma: its mariadb adapter, on the mariadb package).
+ */
+async function mariadbLayers(): Promise<Layer[]> {
+  const layers: Layer[] = [];
+  const open = async () => {
+    const database = await freshDatabase();
+    const store = await MariaDbOutboxStore.connect({ url: database.url });
+    await store.migrate();
+    await store.pool.query("CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY)");
+    return { database, store };
+  };
+  /** Closes the layer's own library, then the store, then drops the database. */
+  const closing = (database: FreshDatabase, store: MariaDbOutboxStore, library: () => Promise<void>) => async () => {
+    try {
+      await library();
+      await store.close();
+    } finally {
+      await database.drop();
+    }
+  };
+  {
+    const { database, store } = await open();
+    const db = new Kysely<{ orders: { id: string } }>({
+      dialect: new MysqlDialect({ pool: readCommittedPool({ uri: database.url, connectionLimit: 2 }) }),
+    });
+    layers.push({
+      name: "kysely on mariadb",
+      store: store as OutboxStore<unknown>,
+      transaction: (work) => db.transaction().execute((trx) => work(trx)),
+      insertOrder: async (tx, id) => {
+        await (tx as typeof db).insertInto("orders").values({ id }).execute();
+      },
+      foreign: (tx) => fromKysely(tx as typeof db),
+      root: db,
+      orders: async () => (await db.selectFrom("orders").select("id").orderBy("id").execute()).map((r) => r.id),
+      close: closing(database, store, () => db.destroy()),
+    });
+  }
+  {
+    const { database, store } = await open();
+    const db = knex({
+      client: "mysql2",
+      connection: database.url,
+      pool: {
+        min: 0,
+        max: 2,
+        afterCreate: (connection: Connection, done: (error: Error | null, connection: Connection) => void) => {
+          connection.query(READ_COMMITTED, (error) => done(error, connection));
+        },
+      },
+    });
+    layers.push(knexLayer("knex on mariadb", store as OutboxStore<unknown>, db, { close: closing(database, store, async () => undefined) }));
+  }
+  {
+    const { database, store } = await open();
+    const pool = readCommittedPool({ uri: database.url, connectionLimit: 2 }).promise();
+    const db = drizzleMysql({ client: pool });
+    type Tx = Parameters<Parameters<typeof db.transaction>[0]>[0];
+    layers.push({
+      name: "drizzle on mariadb",
+      store: store as OutboxStore<unknown>,
+      transaction: (work) => db.transaction((tx) => work(tx)),
+      insertOrder: async (tx, id) => {
+        await (tx as Tx).execute(sql`INSERT INTO orders (id) VALUES (${id})`);
+      },
+      foreign: (tx) => fromDrizzle(tx as Tx),
+      root: db,
+      orders: async () => ((await pool.query("SELECT id FROM orders ORDER BY id"))[0] as { id: string }[]).map((r) => r.id),
+      close: closing(database, store, () => pool.end()),
+    });
+  }
+  {
+    const { database, store } = await open();
+    // TypeORM loads mysql2 itself when the mysql package is absent; it is handed here only for its pools' READ_COMMITTED.
+    // KNOWN, for the MariaDB store: TypeORM's default bigNumberStrings: true answers BIGINT columns
+    // as decimal text, and the store's fromForeignRow (src/stores/rows.ts) reads a time column in
+    // that text as an Invalid Date (createdAt, availableAt of what enqueueIn returns). Until it
+    // reads them, the layer asks for numbers.
+    const source = new DataSource({
+      type: "mariadb",
+      url: database.url,
+      bigNumberStrings: false,
+      extra: { connectionLimit: 2 },
+      driver: { ...mysql2, createPool: readCommittedPool },
+    });
+    await source.initialize();
+    layers.push(typeOrmLayer("typeorm on mariadb", store as OutboxStore<unknown>, source, "orders", "?", () => database.drop()));
+  }
+  {
+    const { database, store } = await open();
+    const PrismaClient = await prismaClientClass("mysql");
+    const prisma = new PrismaClient({ adapter: new PrismaMariaDb(prismaMariaDbConfig(database.url)) });
+    layers.push(prismaLayer("prisma on mariadb", store as OutboxStore<unknown>, prisma, "orders", "?", () => database.drop()));
+  }
+  return layers;
+}
+
+/** The mariadb package's pool options for a test database's URL (mysql://user[:password]@host[:port]/database). */
+function prismaMariaDbConfig(url: string) {
+  const parsed = new URL(url);
+  const user = decodeURIComponent(parsed.username);
+  const password = decodeURIComponent(parsed.password);
+  return {
+    host: parsed.hostname,
+    port: parsed.port === "" ? 3306 : Number(parsed.port),
+    ...(user === "" ? {} : { user }),
+    ...(password === "" ? {} : { password }),
+    database: parsed.pathname.slice(1),
+    connectionLimit: 2,
+    initSql: READ_COMMITTED,
+  };
+}
+
 /** What the tests use of a generated PrismaClient. */
 interface PrismaLike extends PrismaTransactionClient {
   $transaction<T>(work: (tx: PrismaTransactionClient & { $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number> }) => Promise<T>): Promise<T>;
@@ -209,7 +365,7 @@ interface PrismaLike extends PrismaTransactionClient {
  * node_modules, which the generated code imports from) and returns its PrismaClient class.
  * PRISMA_SCHEMA_ENGINE_BINARY names any file: generate then downloads no engine.
  */
-async function prismaClientClass(provider: "postgresql" | "sqlite"): Promise<new (options: { adapter: unknown }) => PrismaLike> {
+async function prismaClientClass(provider: "postgresql" | "mysql" | "sqlite"): Promise<new (options: { adapter: unknown }) => PrismaLike> {
   const dir = tempDir("wassal-prisma-");
   symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"), "dir");
   mkdirSync(join(dir, "prisma"));
@@ -229,7 +385,14 @@ async function prismaClientClass(provider: "postgresql" | "sqlite"): Promise<new
   return module.PrismaClient;
 }
 
-function prismaLayer(name: string, store: OutboxStore<unknown>, prisma: PrismaLike, table: string, placeholder: string): Layer {
+function prismaLayer(
+  name: string,
+  store: OutboxStore<unknown>,
+  prisma: PrismaLike,
+  table: string,
+  placeholder: string,
+  after: () => Promise<void> = async () => undefined,
+): Layer {
   type Tx = Parameters<Parameters<PrismaLike["$transaction"]>[0]>[0];
   return {
     name,
@@ -242,8 +405,12 @@ function prismaLayer(name: string, store: OutboxStore<unknown>, prisma: PrismaLi
     root: prisma,
     orders: async () => (await prisma.$queryRawUnsafe<{ id: string }[]>(`SELECT id FROM ${table} ORDER BY id`)).map((r) => r.id),
     close: async () => {
-      await prisma.$disconnect();
-      await store.close();
+      try {
+        await prisma.$disconnect();
+        await store.close();
+      } finally {
+        await after();
+      }
     },
   };
 }
@@ -271,6 +438,7 @@ beforeAll(async () => {
     const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: TEST_DATABASE_URL, max: 2 }) });
     layers.push(prismaLayer("prisma on postgres", store as OutboxStore<unknown>, prisma, `${schema}.orders`, "$1"));
   }
+  if (MARIADB) layers.push(...(await mariadbLayers()));
 }, 240_000);
 
 afterAll(async () => {
@@ -285,6 +453,7 @@ describe("enqueue from the app's data layer", () => {
       "typeorm on sqlite",
       "prisma on sqlite",
       ...(PG ? ["kysely on postgres", "knex on postgres", "drizzle on postgres", "typeorm on postgres", "prisma on postgres"] : []),
+      ...(MARIADB ? ["kysely on mariadb", "knex on mariadb", "drizzle on mariadb", "typeorm on mariadb", "prisma on mariadb"] : []),
     ]);
   });
 
