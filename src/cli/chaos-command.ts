@@ -81,7 +81,11 @@ export function chaosCommand(): Command {
   chaos.addCommand(
     new Command("run")
       .description("start workers against one store, create payments at a steady rate, inject faults, then check the invariants (exit 0 only if all hold)")
-      .addOption(new Option("--store <sqlite|url>", '"sqlite" (a temporary file), or a postgres:// or mariadb:// URL (a temporary schema or database there)').default("sqlite"))
+      .addOption(
+        new Option("--store <sqlite|url>", '"sqlite" (a temporary file), or a postgres:// or mariadb:// URL (a temporary schema or database there)').default(
+          "sqlite",
+        ),
+      )
       .option("--workers <n>", "worker processes", integer(1, 64), d.workers)
       .option("--payments <n>", "payments to create", integer(1, 10_000_000), d.payments)
       .option("--rate <n>", "payments created per second", integer(1, 1_000_000), d.rate)
@@ -183,7 +187,11 @@ export function chaosCommand(): Command {
       .description(
         "end to end: enqueue at a steady rate, relays publish to a broker of the run's own (NATS JetStream, RabbitMQ or Redis Streams), consumer processes apply each message through the inbox; kill and pause relays and consumers, restart the broker; then check every message had exactly one effect, in each key's order",
       )
-      .addOption(new Option("--store <sqlite|url>", '"sqlite" (temporary files), or a postgres:// or mariadb:// URL (temporary schemas or databases there)').default("sqlite"))
+      .addOption(
+        new Option("--store <sqlite|url>", '"sqlite" (temporary files), or a postgres:// or mariadb:// URL (temporary schemas or databases there)').default(
+          "sqlite",
+        ),
+      )
       .addOption(
         new Option(
           "--broker <name>",
