@@ -1,4 +1,4 @@
-// The reads the dashboard uses to stay small whatever a payload's size, on both stores: a
+// The reads the dashboard uses to stay small whatever a payload's size, on every store: a
 // message's state without payload and headers, and its payload and headers as stored JSON text cut
 // to a number of characters, with the whole text's size in bytes.
 
@@ -6,12 +6,20 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
+import { MariaDbOutboxStore } from "../../src/stores/mariadb/mariadb-outbox-store.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { freshDatabase, mariadbAvailable, type FreshDatabase } from "../support/mariadb.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
+/** The MariaDB backend's database, dropped when the file ends. */
+let mariadb: FreshDatabase | undefined;
+afterAll(async () => {
+  await mariadb?.drop();
+});
 const dir = tempDir("wassal-message-reads-");
 
 const backends = [
@@ -20,6 +28,14 @@ const backends = [
     name: "PostgreSQL",
     available: PG,
     open: async (): Promise<OutboxStore<unknown>> => PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema: freshSchema("wassal_message_reads") }),
+  },
+  {
+    name: "MariaDB",
+    available: MARIADB,
+    open: async (): Promise<OutboxStore<unknown>> => {
+      mariadb = await freshDatabase();
+      return MariaDbOutboxStore.connect({ url: mariadb.url });
+    },
   },
 ];
 

@@ -1,7 +1,7 @@
 // A `wassal worker` process that is SIGKILLed mid-batch loses nothing (its leases expire and
 // another worker finishes the work), and one that is stopped with SIGTERM either finishes its
 // in-flight messages within the grace period or releases them for another worker at once. A
-// second signal exits at once with 130. On a SQLite file and on a PostgreSQL schema.
+// second signal exits at once with 130. On a SQLite file, a PostgreSQL schema and a MariaDB database.
 //
 // Needs `npm run build` first (`npm test` does it).
 
@@ -11,11 +11,24 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSimulator } from "../../src/payments/provider-simulator.js";
 import { CLI, cliJson, killAll, requireBuiltCli, startCli, type CliProcess } from "../support/cli.js";
+import { mariadbAvailable } from "../support/mariadb.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { closeTargets, countsOf, expectSettled, logLines, newTarget, waitForRows, type MessageRow, type StoreKind, type Target } from "./harness.js";
+import {
+  closeTargets,
+  createTarget,
+  countsOf,
+  expectSettled,
+  logLines,
+  newTarget,
+  waitForRows,
+  type MessageRow,
+  type StoreKind,
+  type Target,
+} from "./harness.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
 const FILE_TMP = tempDir("wassal-wcli-crash-");
 const cwd = () => mkdtempSync(join(FILE_TMP, "cwd-"));
 const provider = new ProviderSimulator();
@@ -37,10 +50,10 @@ function worker(target: Target, dir: string, name: string, options: Record<strin
 
 const processing = (rows: readonly MessageRow[]) => rows.filter((r) => r.status === "processing");
 
-for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
-  describe.runIf(kind === "sqlite" || PG)(`${kind}: crashes and shutdowns`, () => {
+for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly StoreKind[]) {
+  describe.runIf(kind === "sqlite" || (kind === "postgres" ? PG : MARIADB))(`${kind}: crashes and shutdowns`, () => {
     it("SIGKILL mid-batch loses nothing: after the leases expire another worker finishes, and only the in-flight messages were tried twice", async () => {
-      const target = newTarget(kind, FILE_TMP);
+      const target = await createTarget(kind, FILE_TMP);
       const dir = cwd();
       const COUNT = 60;
       await seed(target, dir, COUNT);
@@ -98,7 +111,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("SIGTERM with handlers shorter than --grace-ms: exit 0 after they finish, their messages processed", async () => {
-      const target = newTarget(kind, FILE_TMP);
+      const target = await createTarget(kind, FILE_TMP);
       const dir = cwd();
       await seed(target, dir, 4);
       const a = worker(target, dir, "patient", { concurrency: 4, "provider-latency-ms": 1000, "grace-ms": 20_000, "lease-ms": 30_000 }, "info");
@@ -119,7 +132,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("SIGTERM with handlers longer than --grace-ms: exit 0, in-flight messages released to pending, and another worker takes them at once", async () => {
-      const target = newTarget(kind, FILE_TMP);
+      const target = await createTarget(kind, FILE_TMP);
       const dir = cwd();
       await seed(target, dir, 4);
       // Handlers that take 60 s (longer than the test may run) and leases of 10 minutes: what follows
@@ -158,7 +171,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("a second signal during a long shutdown exits at once with 130, leaving the leases to expire", async () => {
-      const target = newTarget(kind, FILE_TMP);
+      const target = await createTarget(kind, FILE_TMP);
       const dir = cwd();
       await seed(target, dir, 2);
       const a = worker(target, dir, "stubborn", { concurrency: 2, "provider-latency-ms": 20_000, "grace-ms": 60_000, "lease-ms": 30_000 }, "info");

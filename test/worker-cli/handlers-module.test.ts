@@ -1,4 +1,4 @@
-// `wassal worker --handlers <file>`: the app's own handlers, from a module, on both stores. The
+// `wassal worker --handlers <file>`: the app's own handlers, from a module, on every store. The
 // worker claims only the types its module handles, so another service's messages stay pending
 // (never dead-lettered by a stranger); `--types` widens or narrows that. A module may export a
 // function that receives the store, for handlers that write through its transaction. A module that
@@ -11,11 +11,13 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { killAll, requireBuiltCli, ROOT, runCli, startCli } from "../support/cli.js";
 import { expectNoStack } from "../support/assertions.js";
+import { mariadbAvailable } from "../support/mariadb.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { closeTargets, newTarget, waitForRows, type StoreKind } from "./harness.js";
+import { closeTargets, createTarget, newTarget, waitForRows, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
 const dir = tempDir("wassal-wcli-handlers-");
 
 beforeAll(requireBuiltCli);
@@ -26,32 +28,35 @@ afterAll(closeTargets);
 const SHIPPING = `
 export function handlers({ store }) {
   const sqlite = typeof store.db === "object";
+  const mariadb = store.kind === "mariadb";
   return {
     "order.ship": async (message) => ({
       summary: "shipped " + message.payload.orderId,
       finalize: (tx) =>
         sqlite
           ? tx.prepare("INSERT INTO shipped (order_id) VALUES (?)").run(message.payload.orderId)
-          : tx.query("INSERT INTO " + store.schema + ".shipped (order_id) VALUES ($1)", [message.payload.orderId]),
+          : mariadb
+            ? tx.query("INSERT INTO shipped (order_id) VALUES (?)", [message.payload.orderId])
+            : tx.query("INSERT INTO " + store.schema + ".shipped (order_id) VALUES ($1)", [message.payload.orderId]),
     }),
   };
 }
 `;
 
-for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
-  describe.runIf(kind === "sqlite" || PG)(`${kind}: wassal worker --handlers`, () => {
+for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly StoreKind[]) {
+  describe.runIf(kind === "sqlite" || (kind === "postgres" ? PG : MARIADB))(`${kind}: wassal worker --handlers`, () => {
     it("runs the module's handlers, committing their writes, and leaves another service's types pending; --types adds one to claim", async () => {
-      const target = newTarget(kind, dir);
+      const target = await createTarget(kind, dir);
       const module = join(dir, `shipping-${kind}.mjs`);
       writeFileSync(module, SHIPPING);
       const outbox = await target.open();
       const store = outbox.store;
-      const table = kind === "sqlite" ? "shipped" : `${(store as unknown as { schema: string }).schema}.shipped`;
+      const table = kind === "postgres" ? `${(store as unknown as { schema: string }).schema}.shipped` : "shipped";
       let ids: { ship: string; invoice: string };
       try {
         await store.migrate();
         await store.transaction(async (tx) => {
-          const sql = `CREATE TABLE ${table} (order_id TEXT PRIMARY KEY)`;
+          const sql = `CREATE TABLE ${table} (order_id ${kind === "mariadb" ? "VARCHAR(100)" : "TEXT"} PRIMARY KEY)`;
           if (kind === "sqlite") (tx as { exec(sql: string): void }).exec(sql);
           else await (tx as { query(sql: string): Promise<unknown> }).query(sql);
         });
@@ -77,8 +82,12 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
         const shipped =
           kind === "sqlite"
             ? (check.store as unknown as { db: { prepare(sql: string): { all(): unknown[] } } }).db.prepare(`SELECT order_id FROM ${table}`).all()
-            : (await (check.store as unknown as { pool: { query(sql: string): Promise<{ rows: unknown[] }> } }).pool.query(`SELECT order_id FROM ${table}`))
-                .rows;
+            : kind === "mariadb"
+              ? (
+                  await (check.store as unknown as { pool: { query(sql: string): Promise<[unknown[], unknown]> } }).pool.query(`SELECT order_id FROM ${table}`)
+                )[0]
+              : (await (check.store as unknown as { pool: { query(sql: string): Promise<{ rows: unknown[] }> } }).pool.query(`SELECT order_id FROM ${table}`))
+                  .rows;
         expect(shipped).toEqual([{ order_id: "o-1" }]);
       } finally {
         await check.close();

@@ -1,5 +1,5 @@
 // Shared by the `wassal worker` / `wassal outbox` end-to-end tests: reading a database (a SQLite
-// file or a PostgreSQL schema) directly to check what the CLI processes did, polling it with a
+// file, a PostgreSQL schema or a MariaDB database) directly to check what the CLI processes did, polling it with a
 // deadline, and reading what they printed. Starting and stopping the processes is
 // test/support/cli.ts's.
 //
@@ -8,11 +8,13 @@
 import { existsSync, mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import type mysql from "mysql2/promise";
 import pg from "pg";
 import { expect } from "vitest";
 import { openOutbox, type OpenedOutbox } from "../../src/stores/open-outbox.js";
 import type { StatusCounts } from "../../src/outbox/types.js";
 import type { CliProcess } from "../support/cli.js";
+import { freshDatabase, mariadbConnection, type FreshDatabase } from "../support/mariadb.js";
 import { freshSchema, TEST_DATABASE_URL } from "../support/postgres.js";
 import { until } from "../support/wait.js";
 
@@ -34,9 +36,9 @@ export function logLines(stderr: string): { level: number; msg: string; event?: 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Databases: a SQLite file or a PostgreSQL schema, read directly.
+// Databases: a SQLite file, a PostgreSQL schema or a MariaDB database, read directly.
 
-export type StoreKind = "sqlite" | "postgres";
+export type StoreKind = "sqlite" | "postgres" | "mariadb";
 
 export interface MessageRow {
   readonly id: string;
@@ -110,8 +112,26 @@ export async function closeTargets(): Promise<void> {
 }
 
 /** A new, empty database: a SQLite file under `dir`, or a fresh schema (dropped when the file ends). */
-export function newTarget(kind: StoreKind, dir: string): Target {
+export function newTarget(kind: Exclude<StoreKind, "mariadb">, dir: string): Target {
   const target = kind === "sqlite" ? sqliteTarget(join(mkdtempSync(join(dir, "db-")), "outbox.db")) : postgresTarget(freshSchema("wassal_wcli"));
+  targets.push(target);
+  return target;
+}
+
+/**
+ * newTarget for any store, MariaDB too: a fresh MariaDB database (created here, since the
+ * commands need it to exist, and dropped by closeTargets).
+ */
+export async function createTarget(kind: StoreKind, dir: string): Promise<Target> {
+  if (kind !== "mariadb") return newTarget(kind, dir);
+  const database = await freshDatabase();
+  let target: Target;
+  try {
+    target = mariadbTarget(database, await mariadbConnection(database.name));
+  } catch (error) {
+    await database.drop();
+    throw error;
+  }
   targets.push(target);
   return target;
 }
@@ -191,6 +211,35 @@ function postgresTarget(schema: string): Target {
     },
     open: () => openOutbox(TEST_DATABASE_URL, { schema, maxConnections: 2 }),
     close: () => pool.end(),
+  };
+}
+
+function mariadbTarget(database: FreshDatabase, connection: mysql.Connection): Target {
+  connection.on("error", () => undefined);
+  const query = async <T>(sql: string, values: unknown[] = []): Promise<T[]> => (await connection.query(sql, values))[0] as T[];
+  const exists = async (table: string) =>
+    (await query("SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [database.name, table])).length > 0;
+  return {
+    kind: "mariadb",
+    db: database.url,
+    args: ["--db", database.url],
+    async messages() {
+      if (!(await exists("outbox_messages"))) return [];
+      return (await query<RawMessage>(`SELECT ${MESSAGE_COLUMNS} FROM outbox_messages ORDER BY id`)).map(toMessage);
+    },
+    async counts() {
+      if (!(await exists("outbox_messages"))) return toCounts([]);
+      return toCounts(await query<{ status: string; n: number | string }>("SELECT status, count(*) AS n FROM outbox_messages GROUP BY status"));
+    },
+    async payments() {
+      if (!(await exists("payments"))) return [];
+      return query<PaymentRow>("SELECT idempotency_key AS `key`, payment_status AS status, transaction_id AS transactionId FROM payments ORDER BY id");
+    },
+    open: () => openOutbox(database.url, { maxConnections: 2 }),
+    async close() {
+      await connection.end().catch(() => undefined);
+      await database.drop();
+    },
   };
 }
 

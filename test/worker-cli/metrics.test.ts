@@ -1,7 +1,7 @@
 // `wassal worker --metrics-port`: Prometheus metrics over HTTP from a real worker process, checked
 // against the work it did. The port is found by the test (listen on 0, close, reuse), since the
 // worker does not print the port it picked for --metrics-port 0 unless it logs at info level.
-// On a SQLite file and on a PostgreSQL schema.
+// On a SQLite file, a PostgreSQL schema and a MariaDB database.
 //
 // Needs `npm run build` first (`npm test` does it).
 
@@ -11,12 +11,14 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { errorLine } from "../support/assertions.js";
 import { cliOk, killAll, requireBuiltCli, startCli } from "../support/cli.js";
+import { mariadbAvailable } from "../support/mariadb.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { until } from "../support/wait.js";
-import { closeTargets, logLines, newTarget, type StoreKind } from "./harness.js";
+import { closeTargets, createTarget, logLines, newTarget, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
 const FILE_TMP = tempDir("wassal-wcli-metrics-");
 const cwd = () => mkdtempSync(join(FILE_TMP, "cwd-"));
 
@@ -44,10 +46,10 @@ async function scrape(url: string): Promise<{ status: number; type: string | nul
   }
 }
 
-for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
-  describe.runIf(kind === "sqlite" || PG)(`${kind}: worker metrics`, () => {
+for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly StoreKind[]) {
+  describe.runIf(kind === "sqlite" || (kind === "postgres" ? PG : MARIADB))(`${kind}: worker metrics`, () => {
     it("GET /metrics reports claims, completions, handler durations and the queue by state, matching the work done", async () => {
-      const target = newTarget(kind, FILE_TMP);
+      const target = await createTarget(kind, FILE_TMP);
       const dir = cwd();
       const COUNT = 25;
       await cliOk(["payments", "seed", ...target.args, "--count", String(COUNT)], { cwd: dir });

@@ -1,7 +1,7 @@
 // `wassal outbox stats | dead | redrive | purge`, in text and with --json, against what a real
 // `wassal worker` process left behind: dead messages with clear errors (an unknown message type, a
 // malformed payment payload) while the worker carries on with the rest, redrive by id and --all,
-// purge in batches, and leases per owner. On a SQLite file and on a PostgreSQL schema.
+// purge in batches, and leases per owner. On a SQLite file, a PostgreSQL schema and a MariaDB database.
 //
 // Needs `npm run build` first (`npm test` does it).
 
@@ -10,12 +10,14 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSimulator } from "../../src/payments/provider-simulator.js";
 import { cliJson, cliOk, killAll, requireBuiltCli, runCli, SCRIPT_AVAILABLE, startCli, startCliOnTerminal } from "../support/cli.js";
+import { mariadbAvailable } from "../support/mariadb.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { until } from "../support/wait.js";
-import { closeTargets, expectSettled, logLines, newTarget, waitForRows, type MessageRow, type StatsJson, type StoreKind, type Target } from "./harness.js";
+import { closeTargets, createTarget, expectSettled, logLines, waitForRows, type MessageRow, type StatsJson, type StoreKind, type Target } from "./harness.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
 const FILE_TMP = tempDir("wassal-wcli-admin-");
 const cwd = () => mkdtempSync(join(FILE_TMP, "cwd-"));
 const provider = new ProviderSimulator();
@@ -34,8 +36,8 @@ interface DeadJson {
 
 const count = (rows: readonly MessageRow[], status: string) => rows.filter((r) => r.status === status).length;
 
-for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
-  describe.runIf(kind === "sqlite" || PG)(`${kind}: wassal outbox`, () => {
+for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly StoreKind[]) {
+  describe.runIf(kind === "sqlite" || (kind === "postgres" ? PG : MARIADB))(`${kind}: wassal outbox`, () => {
     // One outbox for the sequence below (each step starts from where the previous one left it).
     let target: Target;
     let dir: string;
@@ -43,7 +45,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     let malformedId: string;
 
     it("a worker marks an unknown type and a malformed payload dead at their first attempt (retrying cannot fix them), with clear errors, and keeps processing the rest", async () => {
-      target = newTarget(kind, FILE_TMP);
+      target = await createTarget(kind, FILE_TMP);
       dir = cwd();
       // Two messages the CLI cannot make, enqueued through the library, ahead of the payments.
       const outbox = await target.open();
@@ -118,7 +120,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       ]);
       expect(stats.counts).toEqual({ pending: 0, processing: 0, processed: 35, dead: 2 });
       expect(stats).toMatchObject({ oldestPendingCreatedAt: null, oldestPendingAgeMs: null, leasesByOwner: [], expiredLeases: 0 });
-      expect(stats.db).toContain(kind === "sqlite" ? target.db : "(schema ");
+      expect(stats.db).toContain(kind === "postgres" ? "(schema " : target.db);
       expect(Number.isNaN(Date.parse(stats.now))).toBe(false);
 
       const lines = text.trimEnd().split("\n");
@@ -279,7 +281,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("purge --inbox-before: retention for the inbox's ids, reported; recent ids stay", async () => {
-      const fresh = newTarget(kind, FILE_TMP);
+      const fresh = await createTarget(kind, FILE_TMP);
       const outbox = await fresh.open();
       try {
         await outbox.store.transaction(async (tx) => {
@@ -302,7 +304,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("show <id>: the whole message with its envelope, in text and --json; an absent id exits 2", async () => {
-      const fresh = newTarget(kind, FILE_TMP);
+      const fresh = await createTarget(kind, FILE_TMP);
       const outbox = await fresh.open();
       let id: string;
       try {
@@ -343,7 +345,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("blocked-keys lists a key a dead message holds; unblock --skip and --redrive free it; a key not blocked exits 2", async () => {
-      const fresh = newTarget(kind, FILE_TMP);
+      const fresh = await createTarget(kind, FILE_TMP);
       const outbox = await fresh.open();
       let deadId: string;
       try {
@@ -384,7 +386,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
     });
 
     it("stats: leases held and expired per owner, in text and --json", async () => {
-      const fresh = newTarget(kind, FILE_TMP);
+      const fresh = await createTarget(kind, FILE_TMP);
       const outbox = await fresh.open();
       try {
         await outbox.store.transaction(async (tx) => {

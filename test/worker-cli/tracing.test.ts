@@ -4,7 +4,7 @@
 // worker --handlers test/fixtures/traced-handlers.mjs), which writes its finished spans to a file.
 // The handler's span continues the request's trace: its parent chain reaches the enqueue span and
 // the request, and a message the handler enqueues carries the trace on to a second handler. The
-// worker flushes the spans as it stops. On a SQLite file and on a PostgreSQL schema.
+// worker flushes the spans as it stops. On a SQLite file, a PostgreSQL schema and a MariaDB database.
 //
 // Needs `npm run build` first (`npm test` does it).
 
@@ -15,12 +15,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { otelTracing } from "../../src/observability/tracing.js";
 import { openOutbox } from "../../src/stores/open-outbox.js";
 import { killAll, requireBuiltCli, ROOT, startCli } from "../support/cli.js";
+import { mariadbAvailable } from "../support/mariadb.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { registerSdk } from "../tracing/support.js";
-import { closeTargets, logLines, newTarget, type StoreKind, waitForRows } from "./harness.js";
+import { closeTargets, createTarget, logLines, type StoreKind, waitForRows } from "./harness.js";
 
 const PG = await postgresAvailable();
+const MARIADB = await mariadbAvailable();
 const dir = tempDir("wassal-wcli-tracing-");
 const INSTRUMENTATION = join(ROOT, "test", "fixtures", "otel-instrumentation.mjs");
 const HANDLERS = join(ROOT, "test", "fixtures", "traced-handlers.mjs");
@@ -63,11 +65,11 @@ function ancestry(spans: readonly WrittenSpan[], span: WrittenSpan): string[] {
   return names;
 }
 
-for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[]) {
-  describe.runIf(kind === "sqlite" || PG)(`${kind}: wassal worker with an OpenTelemetry SDK preloaded`, () => {
+for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly StoreKind[]) {
+  describe.runIf(kind === "sqlite" || (kind === "postgres" ? PG : MARIADB))(`${kind}: wassal worker with an OpenTelemetry SDK preloaded`, () => {
     it("continues the enqueuing request's trace in the worker process: enqueue → process → the handler's spans → the next message", async () => {
       exporter.reset();
-      const target = newTarget(kind, dir);
+      const target = await createTarget(kind, dir);
       const schema = target.args[3];
       const outbox = await openOutbox(target.db, { ...(schema === undefined ? {} : { schema, maxConnections: 2 }), tracing: otelTracing() });
       const request = app.startSpan("POST /orders", { kind: SpanKind.SERVER });

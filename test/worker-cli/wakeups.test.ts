@@ -1,6 +1,7 @@
 // A message committed by another process wakes an idle worker at once, on both stores: through
 // LISTEN/NOTIFY on PostgreSQL, through the wake file on SQLite (the -wal watch, for commits made
-// through other libraries, is test/stores/sqlite-commit-watch.test.ts). The worker polls only
+// through other libraries, is test/stores/sqlite-commit-watch.test.ts). Not on MariaDB: its store
+// has no cross-process wake-ups (crossProcessWakeups: false), so another process's commit waits for the poll. The worker polls only
 // once a minute here, so only a wake-up can get the message handled within the test's time.
 //
 // Needs `npm run build` first (`npm test` does it).
