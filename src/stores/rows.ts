@@ -64,9 +64,20 @@ export function toHeaders(value: unknown, isText: boolean): Readonly<Record<stri
 export function fromForeignRow(row: Readonly<Record<string, unknown>> | undefined): MessageRow {
   if (row === undefined) throw new Error("the insert returned no row");
   const plain: Record<string, unknown> = {};
-  for (const [column, value] of Object.entries(row)) plain[column] = typeof value === "bigint" && column !== "id" ? Number(value) : value;
+  for (const [column, value] of Object.entries(row)) {
+    // A BIGINT time may come as a BigInt, or as decimal text (TypeORM's mysql2 default, bigNumberStrings).
+    plain[column] =
+      typeof value === "bigint" && column !== "id"
+        ? Number(value)
+        : typeof value === "string" && MILLISECOND_COLUMNS.has(column) && /^\d+$/.test(value)
+          ? Number(value)
+          : value;
+  }
   return plain as unknown as MessageRow;
 }
+
+/** The columns a store may keep as epoch milliseconds (SQLite, MariaDB). */
+const MILLISECOND_COLUMNS: ReadonlySet<string> = new Set(["created_at", "available_at", "locked_until", "processed_at"]);
 
 /** Orders rows by id (a 64-bit integer as a number, a BigInt or decimal text): an INSERT's RETURNING promises no order. */
 export function byId(a: { readonly id: unknown }, b: { readonly id: unknown }): number {

@@ -217,12 +217,10 @@ async function postgresLayers(): Promise<Layer[]> {
 }
 
 /**
- * A keyed enqueue on MariaDB needs a READ COMMITTED transaction, and the store asks the session's
- * level (SELECT @@tx_isolation). KNOWN, for the MariaDB store: a transaction opened at READ
- * COMMITTED by a one-shot SET TRANSACTION ISOLATION LEVEL (what Kysely's setIsolationLevel, Knex's
- * and Drizzle's isolationLevel, TypeORM's transaction("READ COMMITTED", …) and Prisma's
- * isolationLevel send) still shows the session's REPEATABLE-READ there, and is refused with
- * InvalidArgumentError. So each library's connections here default to READ COMMITTED instead.
+ * A keyed enqueue on MariaDB needs a READ COMMITTED session, which the store checks
+ * (SELECT @@tx_isolation): MariaDB shows no level set for one transaction alone (a one-shot SET
+ * TRANSACTION ISOLATION LEVEL, what each library's isolation option sends), so the README tells
+ * users to give their connections that default, as each library's connections here do.
  */
 const READ_COMMITTED = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
 
@@ -314,14 +312,10 @@ async function mariadbLayers(): Promise<Layer[]> {
   {
     const { database, store } = await open();
     // TypeORM loads mysql2 itself when the mysql package is absent; it is handed here only for its pools' READ_COMMITTED.
-    // KNOWN, for the MariaDB store: TypeORM's default bigNumberStrings: true answers BIGINT columns
-    // as decimal text, and the store's fromForeignRow (src/stores/rows.ts) reads a time column in
-    // that text as an Invalid Date (createdAt, availableAt of what enqueueIn returns). Until it
-    // reads them, the layer asks for numbers.
+    // TypeORM's defaults (bigNumberStrings: true) answer BIGINT times as decimal text, which the store reads as numbers.
     const source = new DataSource({
       type: "mariadb",
       url: database.url,
-      bigNumberStrings: false,
       extra: { connectionLimit: 2 },
       driver: { ...mysql2, createPool: readCommittedPool },
     });
