@@ -699,7 +699,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       this.transaction(async (conn): Promise<RedriveCount> => {
         const now = await this.#time(conn);
         const ids = messageIds === "all" ? [] : messageIds.map(rowId);
-        const [keyRows] = messageIds === "all" ? await conn.query<Rows>(SQL.keysOfDeadAll) : await conn.query<Rows>(SQL.keysOfDead, [ids]);
+        const [keyRows] = await conn.query<Rows>(SQL.keysOfDead, messageIds === "all" ? [1, [0]] : [0, ids]);
         const keys = keyRows.map((row) => String(row.ordering_key));
         await this.#lockKeys(conn, keys);
         let result: RedriveCount;
