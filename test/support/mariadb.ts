@@ -17,11 +17,13 @@ export function mariadbUrlFor(database: string): string {
 /** A connection of its own to the test server (no database selected unless `database` is given), for the test's own SQL. */
 export async function mariadbConnection(database?: string): Promise<mysql.Connection> {
   const url = new URL(TEST_MARIADB_URL);
+  const user = decodeURIComponent(url.username);
+  const password = decodeURIComponent(url.password);
   return mysql.createConnection({
     host: url.hostname,
     port: url.port === "" ? 3306 : Number(url.port),
-    user: decodeURIComponent(url.username) || undefined,
-    password: decodeURIComponent(url.password) || undefined,
+    ...(user === "" ? {} : { user }),
+    ...(password === "" ? {} : { password }),
     ...(database === undefined ? {} : { database }),
     supportBigNumbers: true,
     connectTimeout: 5000,
