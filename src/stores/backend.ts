@@ -7,14 +7,14 @@ import type { Tracing } from "../outbox/tracing.js";
 import type { Synchronous } from "./sqlite/open-database.js";
 
 export interface OpenOutboxOptions {
-  /** PostgreSQL schema (default "wassal"). */
+  /** PostgreSQL schema (default "wassal"). MariaDB keeps the tables in the database its URL names. */
   readonly schema?: string;
   /** SQLite durability (default FULL). */
   readonly synchronous?: Synchronous;
   readonly clock?: Clock;
   /** Pool size of a server store. */
   readonly maxConnections?: number;
-  /** The name a server shows for this process's connections (pg_stat_activity). */
+  /** The name a server shows for this process's connections (pg_stat_activity; MariaDB's program_name connect attribute). */
   readonly applicationName?: string;
   /** Refuse a SQLite path that does not exist yet (for commands that only read or repair). */
   readonly mustExist?: boolean;
@@ -40,7 +40,7 @@ export interface UnopenedOutbox {
 }
 
 export interface StoreBackend {
-  /** The store's kind ("sqlite", "postgres"): OutboxStore.kind of what it opens. */
+  /** The store's kind ("sqlite", "postgres", "mariadb"): OutboxStore.kind of what it opens. */
   readonly name: string;
   /** How a --db string for it looks, for help and errors ("postgres://user@host:5432/db"). */
   readonly shape: string;

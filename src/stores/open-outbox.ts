@@ -13,7 +13,7 @@ export type { OpenOutboxOptions, StoreBackend } from "./backend.js";
 export { BACKENDS, backendFor } from "./backends.js";
 
 export interface OpenedOutbox {
-  /** The backend's name: "sqlite" or "postgres". */
+  /** The backend's name: "sqlite", "postgres" or "mariadb". */
   readonly kind: string;
   /** The path, or the URL without its password. */
   readonly location: string;

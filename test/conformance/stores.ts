@@ -2,7 +2,7 @@
 // `storeFactories`, so each behaviour is checked once per store, with the store's name in the
 // describe title. To add a store, add one factory to ALL_STORES below.
 //
-// WASSAL_TEST_STORES=sqlite,postgres picks which stores run (comma-separated names; default: all);
+// WASSAL_TEST_STORES=sqlite,postgres,mariadb picks which stores run (comma-separated names; default: all);
 // one that names an unknown store, or leaves none that can run here, fails the file.
 //
 // A factory builds a fresh, empty, migrated database per test and hands back a StoreHarness:
@@ -23,6 +23,9 @@ import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite
 import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
 import pg from "pg";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { MariaDbOutboxStore, type MariaDbTx } from "../../src/stores/mariadb/mariadb-outbox-store.js";
+import type mysql from "mysql2/promise";
+import { freshDatabase, mariadbAvailable, mariadbConnection } from "../support/mariadb.js";
 import { selectRunnable } from "../support/selection.js";
 
 /** One database under test, with helpers for what only the store's own SQL can do. */
@@ -213,8 +216,83 @@ const postgresFactory: StoreFactory = {
   },
 };
 
+const mariadbFactory: StoreFactory = {
+  name: "mariadb",
+  available: mariadbAvailable,
+  async create(clock: ManualClock): Promise<StoreHarness<MariaDbTx>> {
+    // Each test gets a database of its own, dropped when the harness closes.
+    const database = await freshDatabase();
+    const open = async (): Promise<MariaDbOutboxStore> => {
+      const store = await MariaDbOutboxStore.connect({ url: database.url, clock, maxConnections: 4, audit: true });
+      await store.migrate();
+      return store;
+    };
+    let current = await open();
+    await current.pool.query("CREATE TABLE business_effects (`key` VARCHAR(255) NOT NULL) ENGINE=InnoDB");
+    const others: MariaDbOutboxStore[] = [];
+    const loose: mysql.PoolConnection[] = [];
+    const count = async (connection: mysql.Connection): Promise<Record<string, number>> => {
+      const [rows] = await connection.query<mysql.RowDataPacket[]>("SELECT `key`, COUNT(*) AS n FROM business_effects GROUP BY `key`");
+      return Object.fromEntries(rows.map((r) => [String(r.key), Number(r.n)]));
+    };
+    let closed = false;
+    return {
+      get store() {
+        return current;
+      },
+      async reopen() {
+        await current.close();
+        current = await open();
+        return current;
+      },
+      async connect() {
+        const other = await open();
+        others.push(other);
+        return other;
+      },
+      async outsideTransaction() {
+        const connection = await current.pool.getConnection();
+        loose.push(connection);
+        return connection;
+      },
+      foreign: (tx) => ({
+        placeholders: "question",
+        problem: () => null,
+        query: async (sql, params) => {
+          const [result] = await tx.query(sql, params as unknown[]);
+          return Array.isArray(result) ? (result as Record<string, unknown>[]) : [];
+        },
+      }),
+      async businessWrite(tx, key) {
+        await tx.query("INSERT INTO business_effects (`key`) VALUES (?)", [key]);
+      },
+      async countBusinessRows(key) {
+        // A separate connection sees only what was committed.
+        const reader = await mariadbConnection(database.name);
+        try {
+          return (await count(reader))[key] ?? 0;
+        } finally {
+          await reader.end();
+        }
+      },
+      async openBusinessRowsReader() {
+        const reader = await mariadbConnection(database.name);
+        return { counts: () => count(reader), close: () => reader.end() };
+      },
+      async close() {
+        if (closed) return;
+        closed = true;
+        for (const connection of loose) connection.release();
+        for (const other of others) await other.close();
+        await current.close();
+        await database.drop();
+      },
+    };
+  },
+};
+
 /** Every store the suite knows. */
-export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory];
+export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory, mariadbFactory];
 
 /**
  * The stores WASSAL_TEST_STORES selects that can run here. A selection that names an unknown store

@@ -18,10 +18,10 @@
 // (every message keyed, failures often fatal, so keys are blocked, skipped, redriven and purged).
 //
 // Environment:
-//   WASSAL_TEST_STORES=sqlite|postgres  which stores run (default: both; see test/conformance/stores.ts)
+//   WASSAL_TEST_STORES=sqlite|postgres|mariadb  which stores run (default: all; see test/conformance/stores.ts)
 //   WASSAL_MODEL_MIX=all|dead-keys      which mix runs (default: both)
 //   WASSAL_MODEL_RUNS=n                 sequences per store and mix (default: SQLite 200 "all" and 150 "dead-keys",
-//                                       PostgreSQL 50 and 40; up to 40 commands each, 80 in "dead-keys")
+//                                       PostgreSQL and MariaDB 50 and 40; up to 40 commands each, 80 in "dead-keys")
 //   WASSAL_MODEL_SEED=s                 the seed (default: random, printed when the test starts)
 //   WASSAL_MODEL_PATH=p                 with the seed, replays one (shrunk) counterexample
 //   WASSAL_MODEL_REPLAY_PATH=r          with seed and path, the commands' replayPath
@@ -38,6 +38,7 @@ import { checkState, commandArb, type Mix, newWorld, type Real } from "./lease-c
 const SETTINGS: Record<string, Record<Mix, { numRuns: number; maxCommands: number }>> = {
   sqlite: { all: { numRuns: 200, maxCommands: 40 }, "dead-keys": { numRuns: 150, maxCommands: 80 } },
   postgres: { all: { numRuns: 50, maxCommands: 40 }, "dead-keys": { numRuns: 40, maxCommands: 80 } },
+  mariadb: { all: { numRuns: 50, maxCommands: 40 }, "dead-keys": { numRuns: 40, maxCommands: 80 } },
 };
 const MIXES: readonly Mix[] = ["all", "dead-keys"];
 

@@ -13,7 +13,7 @@ function inFreshProcess<T>(code: string): T {
   // so whatever imports them puts their files in the CommonJS module cache).
   const prelude = `import { createRequire } from "node:module";
     const cache = createRequire(import.meta.url).cache;
-    const drivers = () => ["better-sqlite3", "pg"].filter((name) => Object.keys(cache).some((file) => file.includes("/node_modules/" + name + "/")));`;
+    const drivers = () => ["better-sqlite3", "pg", "mysql2"].filter((name) => Object.keys(cache).some((file) => file.includes("/node_modules/" + name + "/")));`;
   const result = spawnSync(process.execPath, ["--input-type=module", "-e", `${prelude}\n${code}`], {
     cwd: ROOT,
     env: childEnv(),
@@ -26,7 +26,7 @@ function inFreshProcess<T>(code: string): T {
 
 describe("entry points", () => {
   beforeAll(() => {
-    for (const entry of ["index.js", "sqlite.js", "postgres.js", "observability.js", "lab.js", "relay.js"]) requireBuilt(entry);
+    for (const entry of ["index.js", "sqlite.js", "postgres.js", "mariadb.js", "observability.js", "lab.js", "relay.js"]) requireBuilt(entry);
   });
 
   it("no entry point loads a database driver on import; opening a store loads its own driver alone", () => {
@@ -34,6 +34,7 @@ describe("entry points", () => {
       await import("wassal");
       const { PostgresOutboxStore } = await import("wassal/postgres");
       await import("wassal/sqlite");
+      await import("wassal/mariadb");
       const imported = drivers();
       await PostgresOutboxStore.connect({ url: "postgres://127.0.0.1:1/none", connectTimeoutMs: 1000 }).catch(() => undefined);
       console.log(JSON.stringify({ imported, opened: drivers() }));`);
@@ -44,6 +45,15 @@ describe("entry points", () => {
       await new SqliteOutboxStore({ path: ":memory:" }).close();
       console.log(JSON.stringify(drivers()));`);
     expect(sqliteUser).toEqual(["better-sqlite3"]);
+    const mariadbUser = inFreshProcess<{ imported: string[]; opened: string[] }>(`
+      await import("wassal");
+      await import("wassal/postgres");
+      await import("wassal/sqlite");
+      const { MariaDbOutboxStore } = await import("wassal/mariadb");
+      const imported = drivers();
+      await MariaDbOutboxStore.connect({ url: "mariadb://127.0.0.1:1/none", connectTimeoutMs: 1000 }).catch(() => undefined);
+      console.log(JSON.stringify({ imported, opened: drivers() }));`);
+    expect(mariadbUser).toEqual({ imported: [], opened: ["mysql2"] });
   });
 
   it("the root exports the core, including UnrecoverableError, and none of the stores, the domain or the lab", () => {
@@ -58,6 +68,7 @@ describe("entry points", () => {
     for (const outside of [
       "SqliteOutboxStore",
       "PostgresOutboxStore",
+      "MariaDbOutboxStore",
       "openOutbox",
       "PaymentsService",
       "ProviderSimulator",
@@ -75,6 +86,7 @@ describe("entry points", () => {
       console.log(JSON.stringify({
         sqlite: await names("wassal/sqlite"),
         postgres: await names("wassal/postgres"),
+        mariadb: await names("wassal/mariadb"),
         observability: await names("wassal/observability"),
         lab: await names("wassal/lab"),
         relay: await names("wassal/relay"),
@@ -91,6 +103,7 @@ describe("entry points", () => {
     expect(out.prisma).toEqual(["enqueue", "fromPrisma"]);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["PostgresOutboxStore"]);
+    expect(out.mariadb).toEqual(["MariaDbOutboxStore"]);
     expect(out.observability).toEqual(["createLogger", "logEvents", "otelTracing", "outboxMetrics", "relayMetrics", "serveMetrics"]);
     expect(out.relay).toEqual(
       expect.arrayContaining(["Relay", "NatsPublisher", "WebhookPublisher", "PermanentPublishError", "BrokerUnavailableError", "router"]),

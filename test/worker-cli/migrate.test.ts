@@ -70,6 +70,7 @@ describe("wassal migrate", () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('scheme "postgress:"');
     expect(result.stderr).toContain("postgres://");
+    expect(result.stderr).toContain("mariadb://");
     expect(result.stderr).not.toContain("hunter2");
     expect(result.stderr).not.toMatch(/better-sqlite3/);
   });

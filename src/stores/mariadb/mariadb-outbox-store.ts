@@ -178,7 +178,7 @@ function sortedKeys(keys: readonly string[]): string[] {
 function checkKeyIsolation(isolation: string): void {
   if (isolation !== "READ-COMMITTED") {
     throw new InvalidArgumentError(
-      `messages with an ordering key need a READ COMMITTED transaction on MariaDB (this one is ${isolation}): open the transaction at that level (SET TRANSACTION ISOLATION LEVEL READ COMMITTED before it starts)`,
+      `messages with an ordering key need a READ COMMITTED transaction on MariaDB (this connection's session is ${isolation}): set the session's level (SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED) on the connections that enqueue them; MariaDB does not show a level set for the next transaction alone, so the session's is what is checked`,
     );
   }
 }
@@ -699,7 +699,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       this.transaction(async (conn): Promise<RedriveCount> => {
         const now = await this.#time(conn);
         const ids = messageIds === "all" ? [] : messageIds.map(rowId);
-        const [keyRows] = messageIds === "all" ? await conn.query<Rows>(SQL.keysOfDeadAll) : await conn.query<Rows>(SQL.keysOfDead, [ids]);
+        const [keyRows] = await conn.query<Rows>(SQL.keysOfDead, messageIds === "all" ? [1, [0]] : [0, ids]);
         const keys = keyRows.map((row) => String(row.ordering_key));
         await this.#lockKeys(conn, keys);
         let result: RedriveCount;

@@ -56,7 +56,9 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
   key_seq       BIGINT,
   headers       MEDIUMTEXT   CHECK (headers IS NULL OR JSON_TYPE(headers) = 'OBJECT'),
   destination   VARCHAR(255),
-  payload       LONGTEXT     NOT NULL CHECK (JSON_VALID(payload)),
+  -- JSON text, checked by the library before it is written: no JSON_VALID check here, since
+  -- MariaDB's JSON functions refuse nesting deeper than 32 levels, and a payload may nest 100.
+  payload       LONGTEXT     NOT NULL,
   status        VARCHAR(10)  NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'processing', 'processed', 'dead')),
   created_at    BIGINT       NOT NULL,
   available_at  BIGINT       NOT NULL,
@@ -481,12 +483,11 @@ export const SQL = {
       WHERE m.id IN (?) AND m.status = 'dead'`,
 
   /**
-   * Params: ids (an array, expanded; or every dead message with keysOfDeadAll): the keys of the
-   * keyed dead messages among them, sorted, for lockKeys before a redrive decides whether each
+   * Params: 1 for every dead message (else 0), ids (an array, expanded; [0] with 1): the keys of
+   * the keyed dead messages among them, sorted, for lockKeys before a redrive decides whether each
    * rejoins its key as holder or behind one.
    */
-  keysOfDead: `SELECT DISTINCT ordering_key FROM outbox_messages WHERE status = 'dead' AND ordering_key IS NOT NULL AND id IN (?) ORDER BY 1`,
-  keysOfDeadAll: `SELECT DISTINCT ordering_key FROM outbox_messages WHERE status = 'dead' AND ordering_key IS NOT NULL ORDER BY 1`,
+  keysOfDead: `SELECT DISTINCT ordering_key FROM outbox_messages WHERE status = 'dead' AND ordering_key IS NOT NULL AND (? = 1 OR id IN (?)) ORDER BY 1`,
 
   /** Params: limit. Dead messages that hold their key (blocking the messages behind it), oldest death first, with how many wait. */
   blockedKeys: `SELECT m.ordering_key, m.id, m.type, m.last_error, m.available_at AS died_at,

@@ -628,6 +628,8 @@ export function outboxSql(schema: string) {
       return claimSql(ofTypes, limit);
     },
 
+    // claimedRows: (none) the claim's UPDATE … RETURNING hands the claimed rows back itself (MariaDB reads them back)
+
     /** $1 now, $2 id: the message's holder, row-locked for the rest of the transaction. */
     lockHolder: `WITH ${CLOCK}
       SELECT m.status, m.locked_by, m.locked_until, m.lease_token, m.key_state, m.available_at <= clock.t AS due, clock.t AS now
@@ -703,6 +705,8 @@ export function outboxSql(schema: string) {
      * (for completions without business writes, which cannot fail one by one).
      */
     completeBulk: completeBulkSql(false),
+
+    // completeBulkLock: (none) the bulk completion's RETURNING says which leases it completed (MariaDB locks and reads them first)
 
     /** As completeBulk, and the completed messages' ordering keys handed on in the same statement (wassal_hand_on). */
     completeBulkHandOn: completeBulkSql(true),
@@ -825,6 +829,8 @@ export function outboxSql(schema: string) {
       SELECT count(*)::int AS moved FROM moved`,
 
     // auditRedriveSome: (none) as auditRedriveAll
+
+    // lockDead: (none) redriveSome's RETURNING says which messages moved (MariaDB locks and reads them first)
 
     /** $1 now, $2 audit?, $3 ids: the ids that moved. */
     redriveSome: `WITH ${CLOCK},

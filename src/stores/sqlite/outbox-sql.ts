@@ -300,6 +300,7 @@ export const SQL = {
               WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('pending', 'processing') AND key_state = 0 AND available_at <= @now
               RETURNING ${CLAIMED_COLUMNS}`,
 
+  // claimedRows: (none) the claim's UPDATE … RETURNING hands the claimed rows back itself (MariaDB reads them back)
   // lockHolder: (none) the claim's BEGIN IMMEDIATE already keeps every other writer out
 
   /** The conditional claim: re-checks claimability, so it can never take a held message. */
@@ -355,6 +356,7 @@ export const SQL = {
    * JSON array of [id, token]. Returns the leases it completed; the others were lost.
    */
   // completeBulkHandOn: (none) completeBulk is followed by handOn in the same write-locked transaction, at no round-trip cost
+  // completeBulkLock: (none) completeBulk's RETURNING says which leases it completed (MariaDB locks and reads them first)
   completeBulk: `UPDATE outbox_messages
                  SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
                  FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(@pairs)) AS done
@@ -447,6 +449,7 @@ export const SQL = {
                 WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'dead' RETURNING id`,
 
   // keysOfDead: (none) BEGIN IMMEDIATE already keeps enqueues of the same keys out while a redrive decides
+  // lockDead: (none) redriveSome's RETURNING says which messages moved (MariaDB locks and reads them first)
 
   /** Dead messages that hold their key (blocking the messages behind it), oldest death first, with how many wait. */
   blockedKeys: `SELECT m.ordering_key AS key, m.id, m.type, m.last_error, m.available_at AS died_at,
