@@ -23,11 +23,11 @@ export function run(command: string, args: readonly string[], cwd: string, env: 
   return result.stdout;
 }
 
-/** The consumer, and its CommonJS twin: the part below "// main" wrapped in an async function. */
-function writeConsumer(dir: string): void {
-  const source = readFileSync(join(CONSUMER, "consumer.mts"), "utf8");
+/** The consumer (`file`, as consumer.mts), and its CommonJS twin: the part below "// main" wrapped in an async function. */
+function writeConsumer(dir: string, file: string): void {
+  const source = readFileSync(join(CONSUMER, file), "utf8");
   const [head, main] = source.split("// main\n");
-  if (head === undefined || main === undefined) throw new Error("consumer.mts has no // main line");
+  if (head === undefined || main === undefined) throw new Error(`${file} has no // main line`);
   writeFileSync(join(dir, "consumer.mts"), source);
   writeFileSync(
     join(dir, "consumer.cts"),
@@ -36,8 +36,8 @@ function writeConsumer(dir: string): void {
   writeFileSync(join(dir, "tsconfig.json"), readFileSync(join(CONSUMER, "tsconfig.json")));
 }
 
-/** A fresh project with the tarball and `extra` installed; returns its folder. */
-export function project(tarball: string, name: string, extra: readonly string[], { ignoreScripts = false } = {}): string {
+/** A fresh project with the tarball and `extra` installed, and the consumer `consumer` (in test/package/consumer/); returns its folder. */
+export function project(tarball: string, name: string, extra: readonly string[], { ignoreScripts = false, consumer = "consumer.mts" } = {}): string {
   const dir = join(tempDir("wassal-consumer-"), name);
   mkdirSync(dir);
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name, private: true, version: "1.0.0" }));
@@ -56,7 +56,7 @@ export function project(tarball: string, name: string, extra: readonly string[],
     ],
     dir,
   );
-  writeConsumer(dir);
+  writeConsumer(dir, consumer);
   run(process.execPath, [TSC, "-p", "."], dir);
   return dir;
 }

@@ -1,13 +1,15 @@
 // The package as a user installs it: `npm pack`, the tarball installed into a fresh project, a
 // consumer type-checked with strict settings and run, as ES module and as CommonJS, on each store.
 // The PostgreSQL project installs pg alone: it compiles nothing native, and asking it for the
-// SQLite store gets the named error saying what to install. publint and arethetypeswrong check the
+// SQLite store gets the named error saying what to install; so does the MariaDB project, which
+// installs mysql2 alone and runs the README's MariaDB lines. publint and arethetypeswrong check the
 // package's manifest and types.
 
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { requireBuilt, ROOT } from "../support/cli.js";
+import { freshDatabase, mariadbAvailable } from "../support/mariadb.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { BIN, consume, devVersion, packTarball, project, run } from "./consumer-support.js";
 
@@ -76,6 +78,28 @@ describe("the packed package", () => {
       expect(report.otherStore).toBe(
         "MissingClientError: the SQLite store needs the package better-sqlite3, which is not installed: run npm install better-sqlite3",
       );
+    }
+  }, 240_000);
+
+  it("on MariaDB with mysql2 alone: the README's lines type-check and run as ESM and as CommonJS, and the SQLite store names the package to install", async (context) => {
+    if (!(await mariadbAvailable())) return context.skip();
+    const dir = project(tarball, "consumer-mariadb", [`mysql2@${devVersion("mysql2")}`], { consumer: "consumer-mariadb.mts" });
+    expect(existsSync(join(dir, "node_modules", "better-sqlite3"))).toBe(false);
+    expect(existsSync(join(dir, "node_modules", "pg"))).toBe(false);
+    for (const module of ["esm", "cjs"] as const) {
+      const database = await freshDatabase();
+      try {
+        const report = consume(dir, module === "esm" ? "consumer.mjs" : "consumer.cjs", { CONSUMER_DB: database.url });
+        expect(report).toEqual({
+          module,
+          store: "mariadb",
+          status: "processed",
+          handled: ['{"orderId":"order-1"}'],
+          otherStore: "MissingClientError: the SQLite store needs the package better-sqlite3, which is not installed: run npm install better-sqlite3",
+        });
+      } finally {
+        await database.drop();
+      }
     }
   }, 240_000);
 });
