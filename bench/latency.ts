@@ -2,7 +2,9 @@
 // time it was enqueued (committed): the enqueuer and one worker in this process ("in-process"),
 // or the worker in a process of its own ("other process", bench/latency-child.ts), which only a
 // wake-up across processes reaches before its next poll (LISTEN/NOTIFY on PostgreSQL, the watch
-// on the -wal file on SQLite).
+// on the -wal file on SQLite). MariaDB has no such wake-up (its store wakes only the listeners of
+// the enqueuing process): there the other process's worker finds each message at its next poll,
+// every LATENCY_POLL_MS, so that row measures the polling.
 
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -22,6 +24,9 @@ export interface LatencyResult {
 const nowMs = () => performance.timeOrigin + performance.now();
 
 export type WorkerPlace = "in-process" | "other process";
+
+/** The measured worker's poll interval: the longest a message waits when no wake-up reaches its worker. */
+export const LATENCY_POLL_MS = 1_000;
 
 interface LatencyOptions {
   schema?: string;
@@ -66,12 +71,12 @@ async function otherProcess(db: string, options: LatencyOptions): Promise<Latenc
   return summary(JSON.parse(last.value) as number[]);
 }
 
-/** The measured worker (wake-up on, polling every second): each handler start records how long after its enqueue it came. */
+/** The measured worker (wake-up on, polling every LATENCY_POLL_MS): each handler start records how long after its enqueue it came. */
 export async function startLatencyWorker(store: Awaited<ReturnType<typeof openOutbox>>["store"], samples: number[]): Promise<Worker<unknown>> {
   const worker = new Worker({
     store,
     concurrency: 10,
-    pollIntervalMs: 1_000,
+    pollIntervalMs: LATENCY_POLL_MS,
     handlers: {
       "bench.latency": async (message) => {
         samples.push(nowMs() - (message.payload as { t: number }).t);
