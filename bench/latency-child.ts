@@ -1,4 +1,4 @@
-// The worker of the cross-process latency run: a Wassal Worker (wake-up on, polling every second)
+// The worker of the cross-process latency run: a Wassal Worker (wake-up on, polling every LATENCY_POLL_MS, 1 s)
 // in a process of its own, recording for each message how long after its enqueue (committed in the
 // parent) its handler started. Prints "ready" once claiming, then, after `count` messages (or 30 s
 // without one), the samples as one JSON line.

@@ -11,13 +11,19 @@
 // epoch milliseconds, as Wassal's does; SQLite: the payload and headers parsed from their JSON
 // text, as Wassal's store does), and the completion is guarded by each row's lease token (one
 // statement for the batch, the (id, token) pairs joined as Wassal's bulk completion joins them),
-// returning the ids it completed; a lost one stops the loop with an error. The gap between the two
-// loops is the protocol's own cost; the gap from guarded to Wassal is the library's.
+// returning the ids it completed; a lost one stops the loop with an error. On MariaDB (no UPDATE …
+// RETURNING) the claim is a transaction, the due rows locked by SELECT … FOR UPDATE SKIP LOCKED
+// (the guarded loop reading the handler's columns there), then one UPDATE of their ids; the
+// guarded completion is one UPDATE matching the (id, token) pairs, its affected rows the count.
+// The gap between the two loops is the protocol's own cost; the gap from guarded to Wassal is the
+// library's.
 
 import Database from "better-sqlite3";
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import pg from "pg";
 import { readyThenGo, report } from "./child-report.js";
-import { rawClaimSql, rawGuardedCompleteSql } from "./raw-sql.js";
+import { mariadbConnection } from "./mariadb.js";
+import { MARIADB_RAW, rawClaimSql, rawGuardedCompleteSql } from "./raw-sql.js";
 
 const [db, schema, synchronous, batchText, mode = "bare"] = process.argv.slice(2);
 if (!db || !schema || (mode !== "bare" && mode !== "guarded")) throw new Error("usage: raw-child <db> <schema> <synchronous> <batch> [bare|guarded]");
@@ -47,6 +53,39 @@ if (db.startsWith("postgres")) {
     processed += rows.length;
   }
   await client.end();
+} else if (/^(mysql|mariadb):/.test(db)) {
+  const connection = await mariadbConnection(db);
+  await connection.query(MARIADB_RAW.session);
+  const candidates = guarded ? MARIADB_RAW.candidatesGuarded : MARIADB_RAW.candidates;
+  type Claimed = RowDataPacket & { id: number; lease_token: number; payload?: string; headers?: string | null };
+  for (;;) {
+    const now = Date.now();
+    await connection.query("BEGIN");
+    const [rows] = await connection.query<Claimed[]>(candidates, [now, batch]);
+    if (rows.length === 0) {
+      await connection.query("COMMIT");
+      break;
+    }
+    const ids = rows.map((r) => r.id);
+    const [claimed] = await connection.query<ResultSetHeader>(MARIADB_RAW.claim, [now + 30_000, now + 30_000, ids]);
+    await connection.query("COMMIT");
+    if (claimed.affectedRows !== rows.length) throw new Error(`raw-child: claimed ${claimed.affectedRows} of ${rows.length} locked rows`);
+    if (guarded) {
+      // The handler's payload and headers parsed, and the lease's token the claim gave each row.
+      const leases = rows.map((r) => ({
+        ...r,
+        payload: JSON.parse(r.payload ?? "null") as unknown,
+        headers: r.headers ? (JSON.parse(r.headers) as unknown) : null,
+        lease_token: r.lease_token + 1,
+      }));
+      const [done] = await connection.query<ResultSetHeader>(MARIADB_RAW.completeGuarded, [Date.now(), ids, leases.map((l) => [l.id, l.lease_token])]);
+      if (done.affectedRows !== rows.length) throw new Error(`raw-child: ${rows.length - done.affectedRows} of ${rows.length} leases lost`);
+    } else {
+      await connection.query(MARIADB_RAW.complete, [Date.now(), ids]);
+    }
+    processed += rows.length;
+  }
+  await connection.end();
 } else {
   const sqlite = new Database(db, { timeout: 10_000 });
   sqlite.pragma("journal_mode = WAL");

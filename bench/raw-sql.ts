@@ -1,5 +1,5 @@
 // The raw loops' PostgreSQL statements (raw-child.ts), shared with the statements section
-// (statements.ts), which runs the equal-work pair on one connection.
+// (statements.ts), which runs the equal-work pair on one connection; and their MariaDB statements.
 
 const ms = (column: string) => `floor(extract(epoch FROM m.${column}) * 1000)::float8`;
 
@@ -22,3 +22,33 @@ export function rawGuardedCompleteSql(schema: string): string {
          FROM unnest($1::bigint[], $2::int[]) AS w(id, token)
          WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing' RETURNING m.id`;
 }
+
+/**
+ * The raw loops' MariaDB statements (raw-child.ts). MariaDB has no UPDATE … RETURNING and no
+ * SKIP LOCKED on an UPDATE, so a claim is a transaction: the due rows locked by a SELECT … FOR
+ * UPDATE SKIP LOCKED over the claimable range (claim_at, the generated column the claimable index
+ * covers, as Wassal's claim reads it), then one UPDATE of those ids. Times are epoch milliseconds,
+ * as Wassal's MariaDB columns hold them.
+ */
+export const MARIADB_RAW = {
+  /** Params: now, limit. The bare loop's candidates: their ids. */
+  candidates: "SELECT id FROM outbox_messages WHERE claim_at <= ? ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED",
+  /**
+   * Params: now, limit. The equal-work loop's candidates: what a handler and the lease need, read
+   * with the lock (the claim that follows sets the lease end and adds one to the token and the
+   * attempts, so the loop knows them without reading the rows again; Wassal reads them back).
+   */
+  candidatesGuarded: `SELECT id, type, dedupe_key, ordering_key, CONVERT(headers USING utf8mb4) AS headers, destination,
+      CONVERT(payload USING utf8mb4) AS payload, created_at, lease_token, attempts, last_error
+    FROM outbox_messages WHERE claim_at <= ? ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
+  /** Params: lease end, lease end, ids (an array, expanded). */
+  claim: `UPDATE outbox_messages SET status = 'processing', locked_by = 'raw', locked_until = ?, available_at = ?,
+      lease_token = lease_token + 1, attempts = attempts + 1 WHERE id IN (?)`,
+  /** Params: now, ids (an array, expanded). */
+  complete: "UPDATE outbox_messages SET status = 'processed', processed_at = ?, locked_until = NULL WHERE id IN (?) AND status = 'processing'",
+  /** Params: now, ids, (id, token) pairs (arrays, expanded). One statement; its affected rows are the leases it completed. */
+  completeGuarded: `UPDATE outbox_messages SET status = 'processed', processed_at = ?, locked_until = NULL, last_error = NULL
+      WHERE id IN (?) AND (id, lease_token) IN (?) AND status = 'processing'`,
+  /** Each connection's session, as the MariaDB store sets its own: READ COMMITTED, UTC. */
+  session: "SET SESSION tx_isolation = 'READ-COMMITTED', SESSION time_zone = '+00:00'",
+} as const;

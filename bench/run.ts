@@ -54,8 +54,15 @@
 // - PostgreSQL server, user + system µs: every process of the server on this machine, backends
 //   that lived only during the run included, from /proc (server-cpu.ts). The whole server: another
 //   client's work in the same window counts too; "–" for SQLite, or when the server is elsewhere.
+//   MariaDB server: the mariadbd process (its connections are threads), from /proc alike.
 // - whole machine busy µs (/proc/stat, over the timed part): everything, the kernel's interrupt
 //   time and any other load included; minus the two above it bounds what neither accounts for.
+// MariaDB (--stores mariadb, --mariadb <url>): each run in a database of its own, created before
+// it and dropped after it, its tables analysed after seeding as PostgreSQL's are. It has no
+// LISTEN/NOTIFY: a worker in another process learns of new messages by its poll, which the
+// latency section's "other process" row measures. Its sections: throughput (its raw loops
+// included), payments, keys, enqueue and latency; not yet scale, relay, dashboard or statements.
+//
 // And the write-ahead log each PostgreSQL row wrote per message, in a table of its own (records,
 // full-page images, bytes; server-wal.ts, measured where the server's CPU is): work, not time.
 
@@ -71,13 +78,14 @@ import pg from "pg";
 import { PaymentsService, ProviderSimulator, openLabOutbox, openOutbox } from "wassal/lab";
 import { type DashboardFigures, dashboardBench, dashboardRows } from "./dashboard.js";
 import { enqueueRate } from "./enqueue.js";
-import { measureLatency } from "./latency.js";
+import { LATENCY_POLL_MS, measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
 import { postgresBinaries, PRIVATE_SETTINGS, type PrivatePostgres, startPrivatePostgres } from "./private-postgres.js";
 import { HISTORY_KEYS, RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
 import { statementCosts } from "./statements.js";
-import { backendCpuUs, locatePostmaster, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
+import { analyzeMariaDb, locateMariadbd, mariadbScratch, mariadbServer } from "./mariadb.js";
+import { backendCpuUs, locatePostmaster, processCpu, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { openWalReader, walBetween } from "./server-wal.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
@@ -96,6 +104,11 @@ interface Settings {
   postgresUrl: string;
   /** The PostgreSQL server's settings that shape the figures (postgresServer), null without PostgreSQL. */
   postgresServer: Record<string, string | null> | null;
+  /** The MariaDB server of the mariadb runs (each run a database of its own there), and its settings that shape the figures (null without MariaDB). */
+  mariadbUrl: string;
+  mariadbServer: Record<string, string | null> | null;
+  /** The latency section's worker: its poll interval (the longest wait for a message no wake-up reaches), ms. */
+  latencyPollMs: number;
   /** The relay section: ordering keys of its keyed rows, and processed messages in the table of its history rows (0: none). */
   relayKeys: number;
   relayHistory: number;
@@ -105,7 +118,7 @@ interface Settings {
 
 interface Config {
   readonly system: "wassal" | "raw" | Peer;
-  readonly store: string; // sqlite-FULL | sqlite-NORMAL | postgres
+  readonly store: string; // sqlite-FULL | sqlite-NORMAL | postgres | mariadb
   readonly processes: number;
   readonly batch: number;
   /** Wassal only: completions share commits (the worker's default). */
@@ -131,7 +144,9 @@ interface Config {
  * it (private-postgres.ts); the other sections leave it out.
  */
 const PRIVATE_STORE = "postgres-autovacuum";
-const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", PRIVATE_STORE] as const;
+const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", "mariadb", PRIVATE_STORE] as const;
+/** The sections the mariadb store is measured in (scale and the relay write or read PostgreSQL's or SQLite's tables themselves; the dashboard's run is not yet checked on it). */
+const MARIADB_SECTIONS: readonly string[] = ["throughput", "payments", "keys", "enqueue", "latency"];
 const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "dashboard"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
@@ -150,6 +165,11 @@ const ENQUEUE_BATCH = 100;
  * completions commit one by one (no group commit) uses as many as it may.
  */
 const PG_CONNECTIONS = 80;
+/**
+ * The same for MariaDB, whose server here allows 151 connections (max_connections): 80 for the
+ * run's workers, the rest for the bench's own and for any other client.
+ */
+const MARIADB_CONNECTIONS = 80;
 /** Messages of the commit-bound rows (see Config.messages). */
 const COMMIT_BOUND_MESSAGES = 2_000;
 /**
@@ -336,7 +356,10 @@ async function prepare(
   let db: string;
   let schema = "-";
   let dir: string | undefined;
-  if (store === "postgres" || store === PRIVATE_STORE) {
+  let dropDatabase: (() => Promise<void>) | undefined;
+  if (store === "mariadb") {
+    ({ db, drop: dropDatabase } = await mariadbScratch(settings.mariadbUrl));
+  } else if (store === "postgres" || store === PRIVATE_STORE) {
     const url = store === "postgres" ? settings.postgresUrl : settings.privatePostgres?.url;
     if (url === undefined) throw new Error(`${store}: the private cluster is not running`);
     db = url;
@@ -345,8 +368,14 @@ async function prepare(
     dir = mkdtempSync(join(tmpdir(), "wassal-bench-"));
     db = join(dir, "bench.db");
   }
-  const parallel = store === "postgres" ? (content === "payments" ? 8 : 4) : 1;
-  const outbox = await openLabOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", maxConnections: parallel });
+  const parallel = store === "postgres" || store === "mariadb" ? (content === "payments" ? 8 : 4) : 1;
+  let outbox: Awaited<ReturnType<typeof openLabOutbox>>;
+  try {
+    outbox = await openLabOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", maxConnections: parallel });
+  } catch (error) {
+    await dropDatabase?.();
+    throw error;
+  }
   try {
     if (content === "payments") {
       const service = new PaymentsService({ store: outbox.store, repository: outbox.payments, provider: new ProviderSimulator({ latencyMs: 0 }) });
@@ -362,14 +391,18 @@ async function prepare(
         }),
       );
     }
-  } finally {
+  } catch (error) {
     await outbox.close();
+    await dropDatabase?.();
+    throw error;
   }
+  await outbox.close();
   return {
     db,
     schema,
     cleanup: async () => {
       if (dir) rmSync(dir, { recursive: true, force: true });
+      await dropDatabase?.();
       if (schema !== "-") {
         const client = new pg.Client({ connectionString: db });
         await client.connect();
@@ -458,11 +491,12 @@ async function race(
   script: string,
   args: readonly string[],
   count: number,
-  server: { readonly postmaster: number; readonly url: string } | null,
+  server: { readonly postmaster: number; readonly url: string } | { readonly mariadbd: number } | null,
 ): Promise<{ seconds: number; reports: ChildReport[]; cpu: RunCpu }> {
-  const postmaster = server?.postmaster ?? null;
+  const postmaster = server !== null && "postmaster" in server ? server.postmaster : null;
+  const mariadbd = server !== null && "mariadbd" in server ? server.mariadbd : null;
   // Connected before the baseline, so its backend is neither waited for nor started within the run.
-  const walReader = server === null ? null : await openWalReader(server.url);
+  const walReader = server !== null && "url" in server ? await openWalReader(server.url) : null;
   try {
     const baseline = postmaster === null ? [] : serverChildren(postmaster);
     const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
@@ -480,7 +514,7 @@ async function race(
     const exited = children.map((child) => new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))));
     await Promise.all(ready);
     const walBefore = (await walReader?.read()) ?? null;
-    const serverBefore = postmaster === null ? null : serverCpu(postmaster);
+    const serverBefore = postmaster !== null ? serverCpu(postmaster) : mariadbd !== null ? processCpu(mariadbd) : null;
     const machineBefore = machineBusyUs();
     const started = performance.now();
     for (const child of children) child.stdin.end("go\n");
@@ -493,6 +527,9 @@ async function race(
     if (postmaster !== null && serverBefore) {
       await settleBackends(postmaster, baseline);
       serverAfter = serverCpu(postmaster);
+    } else if (mariadbd !== null && serverBefore) {
+      // A connection's thread ends with it, and its time stays in the process's.
+      serverAfter = processCpu(mariadbd);
     }
     const wal = walBetween(walBefore, (await walReader?.read()) ?? null);
     const serverTime =
@@ -548,7 +585,12 @@ async function leftBehind(db: string, schema: string): Promise<string> {
 /** CPU µs per message of one run (RunCpu divided by the messages), and the share of the run SQLite's write lock was held (0–1 per process). */
 type CpuPerMessage = RunCpu & { lockBeforeCommitUs: number | null; lockBusy: number | null; lockBusyBeforeCommit: number | null };
 
-async function runOnce(config: Config, all: Settings, postmaster: number | null): Promise<{ rate: number; maxRssMb: number; cpu: CpuPerMessage }> {
+async function runOnce(
+  config: Config,
+  all: Settings,
+  postmaster: number | null,
+  mariadbd: number | null,
+): Promise<{ rate: number; maxRssMb: number; cpu: CpuPerMessage }> {
   const system = config.system;
   const settings = { ...all, messages: config.messages ?? all.messages };
   const { db, schema, cleanup } = isPeer(system)
@@ -556,9 +598,20 @@ async function runOnce(config: Config, all: Settings, postmaster: number | null)
     : await prepare(config.store, settings, config.payments ? "payments" : "noop", config.keys);
   if (config.store === "postgres") await analyze(settings.postgresUrl);
   try {
+    if (config.store === "mariadb") await analyzeMariaDb(db);
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
-    const connections = config.store === "postgres" ? Math.floor(PG_CONNECTIONS / config.processes) : 2;
-    const server = config.store === "postgres" && postmaster !== null ? { postmaster, url: settings.postgresUrl } : null;
+    const connections =
+      config.store === "postgres"
+        ? Math.floor(PG_CONNECTIONS / config.processes)
+        : config.store === "mariadb"
+          ? Math.floor(MARIADB_CONNECTIONS / config.processes)
+          : 2;
+    const server =
+      config.store === "postgres" && postmaster !== null
+        ? { postmaster, url: settings.postgresUrl }
+        : config.store === "mariadb" && mariadbd !== null
+          ? { mariadbd }
+          : null;
     const { seconds, reports, cpu } = isPeer(system)
       ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes, server)
       : config.payments
@@ -641,6 +694,11 @@ async function main(): Promise<void> {
     )
     .option("--no-peers", "leave out the peer job queues (pg-boss, graphile-worker, plainjob)")
     .option("--postgres <url>", "PostgreSQL for the postgres runs", process.env.WASSAL_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test")
+    .option(
+      "--mariadb <url>",
+      "MariaDB for the mariadb runs: each run creates a database of its own on that server and drops it afterwards (the URL's own database is only connected to)",
+      process.env.WASSAL_TEST_MARIADB_URL ?? "mysql://root@127.0.0.1:3306/test",
+    )
     .option("--relay-keys <n>", "relay section: the ordering keys its keyed rows spread their messages over, round-robin", positive("--relay-keys"), 30)
     .option(
       "--relay-history <n>",
@@ -660,6 +718,7 @@ async function main(): Promise<void> {
     stores: string[];
     sections: string[];
     postgres: string;
+    mariadb: string;
     peers: boolean;
     relayKeys: number;
     relayHistory?: number;
@@ -677,6 +736,9 @@ async function main(): Promise<void> {
     stores: options.stores,
     postgresUrl: options.postgres,
     postgresServer: null,
+    mariadbUrl: options.mariadb,
+    mariadbServer: null,
+    latencyPollMs: LATENCY_POLL_MS,
     relayKeys: options.relayKeys,
     relayHistory: options.relayHistory ?? (options.quick ? 10_000 : 100_000),
     privatePostgres: null,
@@ -696,6 +758,18 @@ async function main(): Promise<void> {
       settings.stores = settings.stores.filter((s) => s !== "postgres");
     }
   }
+  if (settings.stores.includes("mariadb")) {
+    if (!/^(mysql|mariadb):\/\/[^/]+\/./.test(settings.mariadbUrl))
+      refuse(`--mariadb takes mysql://user@host:3306/database (got ${JSON.stringify(settings.mariadbUrl)})`);
+    settings.mariadbServer = await mariadbServer(settings.mariadbUrl);
+    if (settings.mariadbServer === null) {
+      process.stderr.write(`bench: MariaDB at ${settings.mariadbUrl} is unreachable; leaving it out\n`);
+      settings.stores = settings.stores.filter((s) => s !== "mariadb");
+    } else {
+      const without = options.sections.filter((section) => !MARIADB_SECTIONS.includes(section));
+      if (without.length > 0) process.stderr.write(`bench: the ${without.join(", ")} section(s) do not measure MariaDB yet; they leave it out\n`);
+    }
+  }
   if (settings.stores.includes(PRIVATE_STORE) && !run("relay")) {
     if (program.getOptionValueSource("stores") === "cli")
       process.stderr.write(`bench: ${PRIVATE_STORE} is measured in the relay section only, which --sections leaves out; leaving it out\n`);
@@ -703,6 +777,8 @@ async function main(): Promise<void> {
   }
   /** The stores of every section but the relay's: the private cluster serves the relay section alone. */
   const stores = settings.stores.filter((s) => s !== PRIVATE_STORE);
+  /** The stores of a section: MariaDB only in those that measure it (MARIADB_SECTIONS). */
+  const storesOf = (section: (typeof SECTIONS)[number]) => stores.filter((s) => s !== "mariadb" || MARIADB_SECTIONS.includes(section));
   const configs: Config[] = [];
   for (const store of stores) {
     for (const processes of settings.processes) {
@@ -763,9 +839,12 @@ async function main(): Promise<void> {
   process.stdout.write(`settings: ${JSON.stringify({ ...settings, node: process.version, cpus: (await import("node:os")).cpus().length })}\n`);
   // Latency first, on a quiet machine: the throughput runs leave the disk flushing for a while.
   // One run per store (the percentiles come from thousands of samples).
-  const latencyRows: string[] = ["| store | worker | rate /s | messages | p50 ms | p95 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|---|"];
+  const latencyRows: string[] = [
+    "| store | worker | rate /s asked | rate /s reached | messages | p50 ms | p95 ms | p99 ms | max ms |",
+    "|---|---|---|---|---|---|---|---|---|",
+  ];
   const latency: Record<string, Record<string, unknown>> = {};
-  for (const store of run("latency") ? stores : []) {
+  for (const store of run("latency") ? storesOf("latency") : []) {
     const rate = 500;
     const seconds = options.quick ? 2 : 10;
     latency[store] = {};
@@ -781,9 +860,11 @@ async function main(): Promise<void> {
         });
         (latency[store] as Record<string, unknown>)[place] = result;
         latencyRows.push(
-          `| ${store} | ${place} | ${rate} | ${result.messages} | ${result.p50.toFixed(2)} | ${result.p95.toFixed(2)} | ${result.p99.toFixed(2)} | ${result.max.toFixed(2)} |`,
+          `| ${store} | ${place} | ${rate} | ${Math.round(result.enqueued)} | ${result.messages} | ${result.p50.toFixed(2)} | ${result.p95.toFixed(2)} | ${result.p99.toFixed(2)} | ${result.max.toFixed(2)} |`,
         );
-        process.stderr.write(`latency ${store} (${place}): p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms\n`);
+        process.stderr.write(
+          `latency ${store} (${place}): p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms (enqueued at ${Math.round(result.enqueued)}/s)\n`,
+        );
       } finally {
         await prepared.cleanup();
       }
@@ -795,10 +876,14 @@ async function main(): Promise<void> {
   const postmaster = settings.stores.includes("postgres") && (configs.length > 0 || run("statements")) ? await locatePostmaster(settings.postgresUrl) : null;
   if (settings.stores.includes("postgres") && configs.length > 0 && postmaster === null)
     process.stderr.write("bench: PostgreSQL does not run on this machine (or not in this PID namespace); its server CPU is not measured\n");
+  // MariaDB's likewise: the mariadbd process listening on the URL's port (mariadb.ts).
+  const mariadbd = settings.stores.includes("mariadb") && configs.length > 0 ? locateMariadbd(settings.mariadbUrl) : null;
+  if (settings.stores.includes("mariadb") && configs.length > 0 && mariadbd === null)
+    process.stderr.write("bench: MariaDB does not run on this machine (or its mariadbd is not in this PID namespace); its server CPU is not measured\n");
   const samples = new Map<Config, { rates: number[]; rss: number[]; cpu: CpuPerMessage[] }>(configs.map((c) => [c, { rates: [], rss: [], cpu: [] }]));
   for (let rep = 1; rep <= settings.reps; rep += 1) {
     for (const config of configs) {
-      const { rate, maxRssMb, cpu } = await runOnce(config, settings, postmaster);
+      const { rate, maxRssMb, cpu } = await runOnce(config, settings, postmaster, mariadbd);
       samples.get(config)?.rates.push(rate);
       samples.get(config)?.rss.push(maxRssMb);
       samples.get(config)?.cpu.push(cpu);
@@ -839,7 +924,7 @@ async function main(): Promise<void> {
       },
     };
   });
-  /** CPU µs per message, medians: "user + system" of the workers, of the PostgreSQL server ("–": not measured), the whole machine. */
+  /** CPU µs per message, medians: "user + system" of the workers, of the database server ("–": not measured), the whole machine. */
   /** "user + system" medians, rounded; "–" when not measured. */
   const pair = (user: Spread | null, system: Spread | null) => (user && system ? `${Math.round(user.median)} + ${Math.round(system.median)}` : "–");
   const cpuCells = (r: (typeof rows)[number]) => {
@@ -847,7 +932,7 @@ async function main(): Promise<void> {
     return `${pair(c.workerUser, c.workerSystem)} | ${pair(c.serverUser, c.serverSystem)} | ${c.machine ? Math.round(c.machine.median) : "–"}`;
   };
   const CPU_HEADER =
-    "worker processes CPU µs/msg, user + sys | PostgreSQL server CPU µs/msg, user + sys (all its processes, /proc) | whole machine busy µs/msg (incl. anything else running)";
+    "worker processes CPU µs/msg, user + sys | server CPU µs/msg, user + sys (/proc: PostgreSQL all its processes, MariaDB its mariadbd) | whole machine busy µs/msg (incl. anything else running)";
   /** The no-op Wassal row at batch 100 (or `batch`) with group commit: what the ratios compare against. */
   const wassalBestRow = (store: string, processes: number, batch = BATCH) =>
     rows.find(
@@ -870,7 +955,7 @@ async function main(): Promise<void> {
         o.config.processes === r.config.processes &&
         o.config.messages === r.config.messages,
     );
-  /** A row's CPU µs per message, workers and PostgreSQL server together (user + sys), medians; "–" when not measured. */
+  /** A row's CPU µs per message, workers and database server together (user + sys), medians; "–" when not measured. */
   const totalCpu = (r: (typeof rows)[number] | undefined) => {
     const c = r?.cpuPerMessageUs;
     if (!c?.workerUser || !c.workerSystem) return "–";
@@ -1033,8 +1118,9 @@ async function main(): Promise<void> {
   }
 
   if (run("latency")) {
-    lines.push(...(lines.length > 0 ? [""] : []), "Enqueue → handler start, wake-up on:", "", ...latencyRows);
-    process.stdout.write(`\n${latencyRows.join("\n")}\n`);
+    const heading = `Enqueue → handler start, wake-up on, the worker polling every ${settings.latencyPollMs} ms (its wake-up: PostgreSQL LISTEN/NOTIFY, also across processes; SQLite a watch on the commit, also across processes; MariaDB none across processes, so its "other process" row is the poll's):`;
+    lines.push(...(lines.length > 0 ? [""] : []), heading, "", ...latencyRows);
+    process.stdout.write(`\n${heading}\n\n${latencyRows.join("\n")}\n`);
   }
   // Scale: claim latency with little and with much processed history (FULL durability is not the
   // point here, so SQLite runs NORMAL).
@@ -1052,7 +1138,7 @@ async function main(): Promise<void> {
     { history: 10_000, keys: true },
     { history: big, keys: true },
   ];
-  for (const store of run("scale") ? stores.filter((s) => s !== "sqlite-FULL") : []) {
+  for (const store of run("scale") ? storesOf("scale").filter((s) => s !== "sqlite-FULL") : []) {
     const prepared = await Promise.all(variants.map(() => prepareEmpty(store, settings)));
     let results: Spread[];
     try {
@@ -1122,7 +1208,7 @@ async function main(): Promise<void> {
       if (await tcpReachable(port)) brokers.push(broker);
       else process.stderr.write(`bench: ${broker} is unreachable on 127.0.0.1:${port}; leaving it out of the relay section\n`);
     }
-    let relayStores = settings.stores.filter((s) => s !== "sqlite-FULL");
+    let relayStores = settings.stores.filter((s) => s !== "sqlite-FULL" && s !== "mariadb");
     const sharedPostmaster = relayStores.includes("postgres") ? await locatePostmaster(settings.postgresUrl) : null;
     let privatePostgres: PrivatePostgres | null = null;
     if (relayStores.includes(PRIVATE_STORE)) {
@@ -1196,7 +1282,7 @@ async function main(): Promise<void> {
   // (SQLite in NORMAL: its sync mode plays no part in reads), against issue 37's targets.
   const dashboard: Record<string, DashboardFigures> = {};
   const dashboardTable = ["| store | measure | figure | target | |", "|---|---|---|---|---|"];
-  for (const store of run("dashboard") ? stores.filter((s) => s !== "sqlite-FULL") : []) {
+  for (const store of run("dashboard") ? storesOf("dashboard").filter((s) => s !== "sqlite-FULL") : []) {
     const prepared = await prepareEmpty(store, settings);
     try {
       const figures = await dashboardBench({

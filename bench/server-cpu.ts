@@ -8,6 +8,8 @@
 // USER_HZ (10 ms) per process, and the user/system split is the kernel's sampled estimate; only a
 // server on this machine, in this PID namespace (elsewhere: null, and the tables show "–").
 //
+// The MariaDB server (mariadb runs) is one process: its own time, every thread's (processCpu).
+//
 // Also any process's CPU time by name (processesNamed, listeningOn, processTicks): the brokers of
 // the relay section, which the bench does not start.
 
@@ -83,6 +85,16 @@ export function serverCpu(postmaster: number): CpuTime | null {
   const own = stat(postmaster);
   if (!own) return null;
   return { userUs: (children.utime + own.utime + own.cutime) * TICK_US, systemUs: (children.stime + own.stime + own.cstime) * TICK_US };
+}
+
+/**
+ * One process's own CPU time so far, every thread's (utime and stime of /proc/<pid>/stat): the
+ * MariaDB server, one process whose connections are threads (so nothing is reaped, unlike the
+ * postmaster's backends); null when it is gone. Ticks of USER_HZ, as serverCpu.
+ */
+export function processCpu(pid: number): CpuTime | null {
+  const s = stat(pid);
+  return s === null ? null : { userUs: s.utime * TICK_US, systemUs: s.stime * TICK_US };
 }
 
 /**

@@ -42,19 +42,25 @@ const lock = writeLockSince(outbox.store);
 // empty claim near the end, it cost a 4-process run of 100,000 messages 1.5 s of server time).
 // Should keyed work stay unfinished yet unclaimable for 10 s, give up: the parent then reports
 // what was left.
-const idle = new Promise<void>((resolve) => {
+// Once done, no more looks: a count started while the worker stops would meet the closed pool.
+const idle = new Promise<void>((resolve, reject) => {
   let looking = false;
+  let done = false;
   let stuckSince: number | undefined;
+  const finish = () => {
+    done = true;
+    resolve();
+  };
   outbox.store.events.subscribe((event) => {
-    if (event.type !== "claim-empty" || worker.inFlight !== 0 || looking) return;
-    if (keyed === "-") return resolve();
+    if (event.type !== "claim-empty" || worker.inFlight !== 0 || looking || done) return;
+    if (keyed === "-") return finish();
     looking = true;
-    void outbox.store.countByStatus().then((counts) => {
+    outbox.store.countByStatus().then((counts) => {
       looking = false;
-      if (counts.pending === 0 && counts.processing === 0) return resolve();
+      if (counts.pending === 0 && counts.processing === 0) return finish();
       stuckSince ??= Date.now();
-      if (Date.now() - stuckSince > 10_000) resolve();
-    });
+      if (Date.now() - stuckSince > 10_000) finish();
+    }, reject);
   });
   outbox.store.events.subscribe((event) => {
     if (event.type === "claim-won") stuckSince = undefined;
