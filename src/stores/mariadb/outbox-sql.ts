@@ -157,7 +157,8 @@ function available(): string {
  * numbers; outbox-002 the audit trail with refused writes; outbox-008 the inbox; outbox-012 the
  * keys' turns and numbers; outbox-013 the inbox's key order). MariaDB's DDL commits as it goes,
  * so a migration that fails part way leaves its earlier statements done: each statement here is
- * one that a rerun after a fix can follow (CREATE … IF NOT EXISTS).
+ * one that a rerun after a fix can follow (CREATE … IF NOT EXISTS). outbox-014 then adds what
+ * MariaDB lacked: enqueue in SQL (PostgreSQL's outbox-009), as a stored function.
  */
 export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
   {
@@ -266,6 +267,14 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
     statements: [enqueueRoutine()],
   },
 ];
+
+/**
+ * A migration as a script for the mariadb client (wassal migrate --print-sql): each statement ends
+ * with `;`, except a stored routine's, whose body holds `;` itself: it goes between DELIMITER lines.
+ */
+export function migrationScript(statements: readonly string[]): string {
+  return statements.map((s) => (/^CREATE (FUNCTION|PROCEDURE)\b/.test(s) ? `DELIMITER //\n${s} //\nDELIMITER ;` : `${s};`)).join("\n");
+}
 
 /** What migrate.ts runs around the migrations: its lock, its bookkeeping table. */
 export const MIGRATION_SQL = {
