@@ -1,4 +1,4 @@
-// wassal_enqueue(...) on MariaDB: the library's enqueue as a stored function that any client or
+// wassal_enqueue(...) on MariaDB: the library's enqueue as a stored procedure that any client or
 // language calls in its own transaction (the mariadb client, a trigger). It commits or rolls back
 // with the caller's writes, keeps each ordering key's order (taking the key's turn as the store
 // does), and checks its arguments as the library does. Workers find its messages by polling.
@@ -22,9 +22,10 @@ describe.runIf(MARIADB)("mariadb: enqueue from SQL", () => {
   /** Another client, as another language's driver or the mariadb client would be: it knows only SQL. */
   let client: mysql.Connection;
 
-  /** SELECT wassal_enqueue(...) through `on` (the client by default): the new id. */
+  /** CALL wassal_enqueue(...) through `on` (the client by default): the new id, from the OUT argument. */
   async function enqueue(args: readonly unknown[], on: mysql.Connection = client): Promise<string> {
-    const [rows] = await on.query<Rows>("SELECT wassal_enqueue(?, ?, ?, ?, ?, ?, ?) AS id", [...args]);
+    await on.query("CALL wassal_enqueue(?, ?, ?, ?, ?, ?, ?, @wassal_id)", [...args]);
+    const [rows] = await on.query<Rows>("SELECT @wassal_id AS id");
     return String(rows[0]?.id);
   }
 
@@ -103,7 +104,7 @@ describe.runIf(MARIADB)("mariadb: enqueue from SQL", () => {
 
   it("works from a trigger: each order row enqueues its event in the same transaction", async () => {
     await client.query(
-      "CREATE TRIGGER order_created AFTER INSERT ON orders FOR EACH ROW DO wassal_enqueue('order.created', JSON_OBJECT('id', NEW.id, 'total', NEW.total), CONCAT('created-', NEW.id), NEW.id, NULL, NULL, NULL)",
+      "CREATE TRIGGER order_created AFTER INSERT ON orders FOR EACH ROW CALL wassal_enqueue('order.created', JSON_OBJECT('id', NEW.id, 'total', NEW.total), CONCAT('created-', NEW.id), NEW.id, NULL, NULL, NULL, @wassal_trigger_id)",
     );
     try {
       await client.query("INSERT INTO orders VALUES ('o-3', 10), ('o-4', 20)");
@@ -130,7 +131,7 @@ describe.runIf(MARIADB)("mariadb: enqueue from SQL", () => {
       expect(await claimedOf("acct-9"), "the next one waits while this one is processing").toEqual([]);
       await store.complete(leases[0]!);
     }
-    // The key's queue emptied: the function's next message of the key goes on from 5.
+    // The key's queue emptied: the procedure's next message of the key goes on from 5.
     await enqueue(["statement.line", "5", null, "acct-9", null, null, null]);
     const last = await claimedOf("acct-9");
     expect(last.map((l) => [l.message.payload, l.message.keySeq])).toEqual([[5, 5]]);

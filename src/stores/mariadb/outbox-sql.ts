@@ -43,20 +43,22 @@ const waitsBehind = (key: string) => `EXISTS (SELECT 1 FROM outbox_messages k WH
 const ROUTINE_TEXT = "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin";
 
 /**
- * wassal_enqueue(type, payload, dedupe_key, ordering_key, headers, destination, available_at_ms):
- * the library's enqueue as a stored function (outbox-014), for any client or language inside its
+ * wassal_enqueue(type, payload, dedupe_key, ordering_key, headers, destination, available_at_ms, OUT id):
+ * the library's enqueue as a stored procedure (outbox-014), for any client or language inside its
  * own transaction. Its limits are the library's (validate.ts); a bad argument raises SQLSTATE
  * 22023 naming it, a dedupe key taken the duplicate-key error (1062). The literals hold no
  * backslash, so the server's sql_mode (NO_BACKSLASH_ESCAPES) cannot change a pattern.
  *
  * The key's turn and the key's state are the store's keyed enqueue (lockKeys, then enqueue's
- * waits and key_seq), with one difference MariaDB makes: the statements of a function share one
- * snapshot, opened by the statement's first plain read, so the turn is taken before anything is
- * read. Called as a statement of its own (SELECT wassal_enqueue(…), SET @id = …, DO …) or from a
- * trigger of an INSERT … VALUES, the snapshot is opened after the turn, as the store's is. A
- * statement that read other tables first (SELECT wassal_enqueue(…) FROM orders, INSERT … SELECT)
- * would have it opened before: a key's holder completed while the call waited for the turn
- * would still be seen, and the message would wait behind it forever.
+ * waits and key_seq). A procedure, not a function: a CALLed procedure's statements each read what
+ * committed before them (READ COMMITTED), so the read after the key's turn sees a holder that
+ * completed while the call waited; a function's statements share the calling statement's
+ * snapshot, which `SELECT wassal_enqueue(…) FROM orders` would open before the wait (the message
+ * would then wait behind a finished holder for ever). And creating a function that writes is
+ * refused on a server with binary logging on unless log_bin_trust_function_creators is set,
+ * which would stop store.migrate() there; creating a procedure is not. From a trigger, the
+ * procedure's statements belong to the triggering statement: the turn is still taken before the
+ * first read, so a row trigger of an INSERT … VALUES is safe, one of an INSERT … SELECT is not.
  */
 function enqueueRoutine(): string {
   const bad = (condition: string, message: string) => `  IF ${condition} THEN
@@ -77,17 +79,18 @@ function enqueueRoutine(): string {
   const control = (expr: string) => `REPLACE(${expr}, CHAR(9 USING utf8mb4), '') REGEXP '[[:cntrl:]]'`;
   const headersRule =
     "wassal enqueue: headers must be a JSON object of at most 64 string values (at most 4096 characters, no control characters) whose distinct names are tokens (1 to 100 letters, digits, !#$%&''*+-.^_`|~)";
-  return `CREATE FUNCTION IF NOT EXISTS wassal_enqueue(
+  return `CREATE PROCEDURE IF NOT EXISTS wassal_enqueue(
   type            ${ROUTINE_TEXT},
   payload         ${ROUTINE_TEXT},
   dedupe_key      ${ROUTINE_TEXT},
   ordering_key    ${ROUTINE_TEXT},
   headers         ${ROUTINE_TEXT},
   destination     ${ROUTINE_TEXT},
-  available_at_ms BIGINT
-) RETURNS BIGINT
+  available_at_ms BIGINT,
+  OUT message_id  BIGINT
+)
   NOT DETERMINISTIC MODIFIES SQL DATA SQL SECURITY INVOKER
-  COMMENT 'Wassal: enqueue in the caller''s transaction; returns the message id. Seven positional arguments (MariaDB has no named or default ones): NULL for an absent one. payload and headers are JSON text; available_at_ms is epoch milliseconds (UTC), NULL for now. An ordering key needs a READ COMMITTED session.'
+  COMMENT 'Wassal: enqueue in the caller''s transaction; the message id comes back in the last (OUT) argument. Seven positional arguments (MariaDB has no named or default ones): NULL for an absent one. payload and headers are JSON text; available_at_ms is epoch milliseconds (UTC), NULL for now. An ordering key needs a READ COMMITTED session.'
 BEGIN
   DECLARE now_ms BIGINT DEFAULT ${NOW_MS};
   DECLARE waits BOOLEAN DEFAULT FALSE;
@@ -141,7 +144,7 @@ ${bad(
   INSERT INTO outbox_messages (type, dedupe_key, headers, destination, payload, available_at, created_at, ordering_key, key_state, key_seq)
   VALUES (type, dedupe_key, headers, destination, payload, COALESCE(available_at_ms, now_ms), now_ms, ordering_key, waits,
           CASE WHEN ordering_key IS NOT NULL AND NOT waits THEN ${nextSeqOf("ordering_key")} END);
-  RETURN LAST_INSERT_ID();
+  SET message_id = LAST_INSERT_ID();
 END`;
 }
 
@@ -158,7 +161,7 @@ function available(): string {
  * keys' turns and numbers; outbox-013 the inbox's key order). MariaDB's DDL commits as it goes,
  * so a migration that fails part way leaves its earlier statements done: each statement here is
  * one that a rerun after a fix can follow (CREATE … IF NOT EXISTS). outbox-014 then adds what
- * MariaDB lacked: enqueue in SQL (PostgreSQL's outbox-009), as a stored function.
+ * MariaDB lacked: enqueue in SQL (PostgreSQL's outbox-009), as a stored procedure.
  */
 export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
   {
@@ -262,7 +265,7 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
   },
   {
     // enqueue in SQL, for any client, language or trigger inside its own transaction: a stored
-    // function, the same checks and key order as the library's enqueue (see enqueueRoutine).
+    // procedure, the same checks and key order as the library's enqueue (see enqueueRoutine).
     name: "outbox-014-sql-enqueue",
     statements: [enqueueRoutine()],
   },
