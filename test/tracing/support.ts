@@ -8,8 +8,10 @@ import { expect } from "vitest";
 import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { Tracing } from "../../src/outbox/tracing.js";
+import { MariaDbOutboxStore } from "../../src/stores/mariadb/mariadb-outbox-store.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore } from "../../src/stores/sqlite/sqlite-outbox-store.js";
+import { mariadbUrlFor } from "../support/mariadb.js";
 import { TEST_DATABASE_URL } from "../support/postgres.js";
 import { waitUntil } from "../worker/support.js";
 
@@ -33,6 +35,9 @@ export async function tracedStore(store: OutboxStore<unknown>, clock: ManualCloc
       tracing,
       maxConnections: 4,
     })) as OutboxStore<unknown>;
+  }
+  if (store instanceof MariaDbOutboxStore) {
+    return (await MariaDbOutboxStore.connect({ url: mariadbUrlFor(store.database), clock, audit: true, tracing, maxConnections: 4 })) as OutboxStore<unknown>;
   }
   throw new Error(`no traced twin for a ${store.kind} store`);
 }

@@ -65,7 +65,7 @@ import {
 } from "../rows.js";
 import { type MariaDbConnectOptions, type MariaDbTarget, openMariaDbPool, parseMariaDbUrl } from "./connect.js";
 import { applyMariaDbMigrations, recordedMigrations, refuseNewerMariaDb } from "./migrate.js";
-import { OUTBOX_MIGRATIONS, SQL, type MariaDbClaimedRow, type MariaDbMigration } from "./outbox-sql.js";
+import { migrationScript, OUTBOX_MIGRATIONS, SQL, type MariaDbClaimedRow, type MariaDbMigration } from "./outbox-sql.js";
 
 /**
  * The transaction handle on MariaDB: a mysql2/promise connection of the store's pool, inside a
@@ -213,7 +213,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
   readonly #wakeKey: string;
   /** The connections inside one of this store's transactions, each with what to run after its commit. */
   readonly #open = new Map<MariaDbTx, Set<() => void>>();
-  readonly #migrations: readonly Migration[] = OUTBOX_MIGRATIONS.map((m) => ({ name: m.name, sql: m.statements.map((s) => `${s};`).join("\n") }));
+  readonly #migrations: readonly Migration[] = OUTBOX_MIGRATIONS.map((m) => ({ name: m.name, sql: migrationScript(m.statements) }));
   #closed = false;
 
   readonly #wake = (): void => {

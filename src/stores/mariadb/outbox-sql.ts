@@ -33,6 +33,126 @@ const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP
 /** The table options of every table: InnoDB, and text compared byte for byte (keys are case- and space-sensitive). */
 const TABLE_OPTIONS = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin";
 
+/** The number a key's next holder takes when the key is free: the one its last hand-on remembered, else 1. */
+const nextSeqOf = (key: string) => `COALESCE((SELECT n.next_seq FROM outbox_keys n WHERE n.ordering_key = ${key}), 1)`;
+
+/** Whether a keyed message waits behind its key (a holder or a queue), as enqueue decides it. */
+const waitsBehind = (key: string) => `EXISTS (SELECT 1 FROM outbox_messages k WHERE k.live_key = ${key} AND k.key_state IN (0, 1))`;
+
+/** A routine's text argument, compared as the tables compare text (utf8mb4, byte by byte); LONGTEXT, so an over-long one reaches the length check. */
+const ROUTINE_TEXT = "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin";
+
+/**
+ * wassal_enqueue(type, payload, dedupe_key, ordering_key, headers, destination, available_at_ms, OUT id):
+ * the library's enqueue as a stored procedure (outbox-014), for any client or language inside its
+ * own transaction. Its limits are the library's (validate.ts); a bad argument raises SQLSTATE
+ * 22023 naming it, a dedupe key taken the duplicate-key error (1062). The literals hold no
+ * backslash, so the server's sql_mode (NO_BACKSLASH_ESCAPES) cannot change a pattern.
+ *
+ * The key's turn and the key's state are the store's keyed enqueue (lockKeys, then enqueue's
+ * waits and key_seq). A procedure, not a function: a CALLed procedure's statements each read what
+ * committed before them (READ COMMITTED), so the read after the key's turn sees a holder that
+ * completed while the call waited; a function's statements share the calling statement's
+ * snapshot, which `SELECT wassal_enqueue(…) FROM orders` would open before the wait (the message
+ * would then wait behind a finished holder for ever). And creating a function that writes is
+ * refused on a server with binary logging on unless log_bin_trust_function_creators is set,
+ * which would stop store.migrate() there; creating a procedure is not. From a trigger, the
+ * procedure's statements belong to the triggering statement: the turn is still taken before the
+ * first read, so a row trigger of an INSERT … VALUES is safe, one of an INSERT … SELECT is not.
+ */
+function enqueueRoutine(): string {
+  const bad = (condition: string, message: string) => `  IF ${condition} THEN
+    SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = '${message}';
+  END IF;`;
+  /** A text argument as checkText takes it: non-empty (not only spaces), bounded, without NUL. */
+  const text = (arg: string, max: number, required: boolean) => {
+    const wrong = `${arg} REGEXP '^[[:space:]]*$' OR CHAR_LENGTH(${arg}) > ${max}`;
+    return [
+      bad(
+        required ? `${arg} IS NULL OR ${wrong}` : `${arg} IS NOT NULL AND (${wrong})`,
+        `wassal enqueue: ${arg} must be a non-empty string of at most ${max} characters`,
+      ),
+      bad(`LOCATE(CHAR(0 USING utf8mb4), ${arg}) > 0`, `wassal enqueue: ${arg} contains a NUL character (U+0000)`),
+    ].join("\n");
+  };
+  /** Control characters other than tab (validate.ts's CONTROL), NUL included. */
+  const control = (expr: string) => `REPLACE(${expr}, CHAR(9 USING utf8mb4), '') REGEXP '[[:cntrl:]]'`;
+  const headersRule =
+    "wassal enqueue: headers must be a JSON object of at most 64 string values (at most 4096 characters, no control characters) whose distinct names are tokens (1 to 100 letters, digits, !#$%&''*+-.^_`|~)";
+  return `CREATE PROCEDURE IF NOT EXISTS wassal_enqueue(
+  type            ${ROUTINE_TEXT},
+  payload         ${ROUTINE_TEXT},
+  dedupe_key      ${ROUTINE_TEXT},
+  ordering_key    ${ROUTINE_TEXT},
+  headers         ${ROUTINE_TEXT},
+  destination     ${ROUTINE_TEXT},
+  available_at_ms BIGINT,
+  OUT message_id  BIGINT
+)
+  NOT DETERMINISTIC MODIFIES SQL DATA SQL SECURITY INVOKER
+  COMMENT 'Wassal: enqueue in the caller''s transaction; the message id comes back in the last (OUT) argument. Seven positional arguments (MariaDB has no named or default ones): NULL for an absent one. payload and headers are JSON text; available_at_ms is epoch milliseconds (UTC), NULL for now. An ordering key needs a READ COMMITTED session.'
+BEGIN
+  DECLARE now_ms BIGINT DEFAULT ${NOW_MS};
+  DECLARE waits BOOLEAN DEFAULT FALSE;
+  DECLARE header_names LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE header_name ${ROUTINE_TEXT};
+  DECLARE header_value LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE i INT DEFAULT 0;
+  DECLARE refusal VARCHAR(512) CHARACTER SET utf8mb4;
+${text("type", 200, true)}
+${bad("payload IS NULL", "wassal enqueue: payload must be JSON text, not NULL (use ''null'' for a JSON null)")}
+${bad("NOT JSON_VALID(payload)", "wassal enqueue: payload must be valid JSON text nested at most 31 levels deep (MariaDB''s JSON functions stop at 32)")}
+${bad(
+  "payload REGEXP REPLACE('(^|[^X])(XX)*Xu0000', 'X', REPEAT(CHAR(92 USING utf8mb4), 2))",
+  "wassal enqueue: payload contains a NUL character (U+0000), which no store can hold",
+)}
+${text("dedupe_key", 1000, false)}
+${text("ordering_key", 255, false)}
+${text("destination", 255, false)}
+${bad(`destination IS NOT NULL AND ${control("destination")}`, "wassal enqueue: destination contains a control character")}
+${bad(available(), "wassal enqueue: available_at_ms must be epoch milliseconds (UTC) between the years 1 and 9999, or NULL for now")}
+  IF headers IS NOT NULL THEN
+${bad("NOT JSON_VALID(headers) OR NOT (JSON_TYPE(headers) <=> 'OBJECT') OR JSON_LENGTH(headers) > 64", headersRule).replace(/^/gm, "  ")}
+    SET header_names = JSON_KEYS(headers);
+    -- Each name once: JSON_KEYS lists a repeated name once.
+${bad("JSON_LENGTH(header_names) <> JSON_LENGTH(headers)", headersRule).replace(/^/gm, "  ")}
+    WHILE i < JSON_LENGTH(header_names) DO
+      SET header_name = JSON_UNQUOTE(JSON_EXTRACT(header_names, CONCAT('$[', i, ']')));
+      SET header_value = JSON_EXTRACT(headers, CONCAT('$.', JSON_QUOTE(header_name)));
+      -- A token: (?s) and (?!.) so that a trailing newline does not pass for the end.
+${bad(
+  `NOT (header_name REGEXP '(?s)^[!#$%&''*+.^_\`|~0-9A-Za-z-]{1,100}(?!.)') OR NOT (JSON_TYPE(header_value) <=> 'STRING') OR CHAR_LENGTH(JSON_UNQUOTE(header_value)) > 4096 OR ${control("JSON_UNQUOTE(header_value)")}`,
+  headersRule,
+).replace(/^/gm, "    ")}
+      SET i = i + 1;
+    END WHILE;
+    -- No headers are stored as none, as the library stores them.
+    IF JSON_LENGTH(headers) = 0 THEN
+      SET headers = NULL;
+    END IF;
+  END IF;
+  IF ordering_key IS NOT NULL THEN
+    -- The store's rule (checkKeyIsolation), and its words.
+    IF @@tx_isolation <> 'READ-COMMITTED' THEN
+      SET refusal = CONCAT('wassal enqueue: messages with an ordering key need a READ COMMITTED transaction on MariaDB (this connection''s session is ', @@tx_isolation, '): set the session''s level (SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED) on the connections that enqueue them; MariaDB does not show a level set for the next transaction alone, so the session''s is what is checked');
+      SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = refusal;
+    END IF;
+    -- The key's turn (lockKeys), before the first read: see above.
+    INSERT INTO outbox_keys (ordering_key) VALUES (ordering_key) ON DUPLICATE KEY UPDATE next_seq = next_seq;
+    SET waits = ${waitsBehind("ordering_key")};
+  END IF;
+  INSERT INTO outbox_messages (type, dedupe_key, headers, destination, payload, available_at, created_at, ordering_key, key_state, key_seq)
+  VALUES (type, dedupe_key, headers, destination, payload, COALESCE(available_at_ms, now_ms), now_ms, ordering_key, waits,
+          CASE WHEN ordering_key IS NOT NULL AND NOT waits THEN ${nextSeqOf("ordering_key")} END);
+  SET message_id = LAST_INSERT_ID();
+END`;
+}
+
+/** available_at_ms outside what checkTime accepts (years 1 to 9999, UTC). */
+function available(): string {
+  return `available_at_ms IS NOT NULL AND (available_at_ms < ${Date.parse("0001-01-01T00:00:00.000Z")} OR available_at_ms > ${Date.UTC(9999, 11, 31, 23, 59, 59, 999)})`;
+}
+
 /**
  * The outbox's migrations on MariaDB. MariaDB came after the other stores had reached
  * outbox-013: each table is created in its final form, under the name of the migration that first
@@ -40,7 +160,8 @@ const TABLE_OPTIONS = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nop
  * numbers; outbox-002 the audit trail with refused writes; outbox-008 the inbox; outbox-012 the
  * keys' turns and numbers; outbox-013 the inbox's key order). MariaDB's DDL commits as it goes,
  * so a migration that fails part way leaves its earlier statements done: each statement here is
- * one that a rerun after a fix can follow (CREATE … IF NOT EXISTS).
+ * one that a rerun after a fix can follow (CREATE … IF NOT EXISTS). outbox-014 then adds what
+ * MariaDB lacked: enqueue in SQL (PostgreSQL's outbox-009), as a stored procedure.
  */
 export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
   {
@@ -142,7 +263,21 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
 ) ${TABLE_OPTIONS}`,
     ],
   },
+  {
+    // enqueue in SQL, for any client, language or trigger inside its own transaction: a stored
+    // procedure, the same checks and key order as the library's enqueue (see enqueueRoutine).
+    name: "outbox-014-sql-enqueue",
+    statements: [enqueueRoutine()],
+  },
 ];
+
+/**
+ * A migration as a script for the mariadb client (wassal migrate --print-sql): each statement ends
+ * with `;`, except a stored routine's, whose body holds `;` itself: it goes between DELIMITER lines.
+ */
+export function migrationScript(statements: readonly string[]): string {
+  return statements.map((s) => (/^CREATE (FUNCTION|PROCEDURE)\b/.test(s) ? `DELIMITER //\n${s} //\nDELIMITER ;` : `${s};`)).join("\n");
+}
 
 /** What migrate.ts runs around the migrations: its lock, its bookkeeping table. */
 export const MIGRATION_SQL = {
@@ -189,12 +324,6 @@ const STATE_COLUMNS =
 /** What a claim reads back: the columns a claim does not set itself (as on SQLite). */
 const CLAIMED_COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, ${PAYLOAD}, created_at, lease_token, attempts, last_error`;
 const AUDIT_COLUMNS = "message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until, operation";
-
-/** The number a key's next holder takes when the key is free: the one its last hand-on remembered, else 1. */
-const nextSeqOf = (key: string) => `COALESCE((SELECT n.next_seq FROM outbox_keys n WHERE n.ordering_key = ${key}), 1)`;
-
-/** Whether a keyed message waits behind its key (a holder or a queue), as enqueue decides it. */
-const waitsBehind = (key: string) => `EXISTS (SELECT 1 FROM outbox_messages k WHERE k.live_key = ${key} AND k.key_state IN (0, 1))`;
 
 /**
  * What a redriven message's key_state becomes: a skipped one (2) rejoins its key's order, behind
