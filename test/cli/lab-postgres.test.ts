@@ -234,7 +234,12 @@ describe("--db postgres://… that cannot be used (no server needed)", () => {
     ],
     ["a port beyond 65535", "postgres://postgres@127.0.0.1:99999/test", /^wassal: malformed PostgreSQL URL .*127\.0\.0\.1:99999/],
     ["a URL naming no host", "postgresql://", /^wassal: PostgreSQL URL postgresql:\/\/ names no host/],
-    ["a host that is a broken percent-escape", "postgres://%zz", /^wassal: cannot connect to PostgreSQL at postgres:\/\/%zz: host %zz not found$/],
+    ["a host that is a broken percent-escape", "postgres://%zz/test", /^wassal: cannot connect to PostgreSQL at postgres:\/\/%zz\/test: host %zz not found$/],
+    [
+      "a URL naming no database (pg would pick the one named like the user)",
+      "postgres://postgres@127.0.0.1:5432",
+      /^wassal: PostgreSQL URL postgres:\/\/postgres@127\.0\.0\.1:5432 names no database; name it after the host: postgres:\/\/user@host:5432\/DATABASE/,
+    ],
     [
       "a refused connection (port 1)",
       "postgres://postgres@127.0.0.1:1/test",

@@ -53,6 +53,13 @@ export function checkPostgresUrl(url: string): URL {
   if (parsed.port !== "" && !(Number(parsed.port) > 0 && Number(parsed.port) < 65536)) {
     throw new InvalidArgumentError(`PostgreSQL URL ${redactUrl(url)} has an invalid port`);
   }
+  // Without a database pg connects to the one named like the user (often "postgres"), and
+  // Wassal's tables would land there unnoticed.
+  if (parsed.pathname.length <= 1) {
+    throw new InvalidArgumentError(
+      `PostgreSQL URL ${redactUrl(url)} names no database; name it after the host: postgres://user@host:5432/DATABASE (without one, pg would use the database named like the user)`,
+    );
+  }
   return parsed;
 }
 
