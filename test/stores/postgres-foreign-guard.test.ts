@@ -48,4 +48,27 @@ describe.runIf(PG)("postgres: the foreign transaction guard", () => {
     await client.query("COMMIT");
     expect((await store.listMessages()).map((m) => [m.id, m.payload])).toEqual([[kept.id, 4]]);
   });
+
+  it("an enqueue that outlives its transaction (not awaited) is NotInTransactionError, not the raw 25P01, and writes nothing", async () => {
+    const before = (await store.listMessages()).length;
+    // The transaction is open for the guard's savepoint and ends right after it, before the
+    // savepoint's release: what an un-awaited enqueue meets when the callback returns and commits.
+    let calls = 0;
+    const endsAfterGuard: ForeignTransaction = {
+      placeholders: "numbered",
+      problem: () => null,
+      query: async (text, params) => {
+        calls += 1;
+        const rows = (await client.query(text, [...params])).rows;
+        if (calls === 1) await client.query("COMMIT");
+        return rows;
+      },
+    };
+    await client.query("BEGIN");
+    const attempt = store.enqueueIn(endsAfterGuard, { type: "t", payload: 5 });
+    await expect(attempt).rejects.toBeInstanceOf(NotInTransactionError);
+    await expect(attempt).rejects.toThrow("await enqueue inside the transaction");
+    expect(calls).toBe(2);
+    expect((await store.listMessages()).length).toBe(before);
+  });
 });

@@ -225,6 +225,12 @@ function checkKeyIsolation(isolation: string | undefined): void {
 }
 
 /** The PostgreSQL driver: runs the statements of outbox-sql.ts over a connection pool. */
+/** NotInTransactionError for the database's 25P01 (no transaction block), on the error or on the cause a library wrapped it in; else the error itself. */
+function notInTransaction(error: unknown, message: string): unknown {
+  const code = (error as { code?: unknown } | null)?.code ?? (error as { cause?: { code?: unknown } } | null)?.cause?.code;
+  return code === "25P01" ? new NotInTransactionError(message, { cause: error }) : error;
+}
+
 export class PostgresDriver implements OutboxDriver<PostgresTx> {
   readonly capabilities: DriverCapabilities = { parallelCommits: true, databaseClock: true, crossProcessWakeups: true };
   readonly ownTransactionHint = "on a pg client after BEGIN";
@@ -440,15 +446,21 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     try {
       await run(this.#sql.foreignGuard, []);
     } catch (error) {
-      // Libraries wrap the database's error (Drizzle, Prisma): its code is on it or its cause.
-      const code = (error as { code?: unknown } | null)?.code ?? (error as { cause?: { code?: unknown } } | null)?.cause?.code;
-      if (code !== "25P01") throw error;
-      throw new NotInTransactionError(
+      throw notInTransaction(
+        error,
         "enqueue needs an open transaction so the message commits with your business write: the database ran this outside a transaction block (was the transaction already committed or rolled back?); nothing was written",
-        { cause: error },
       );
     }
-    await run(this.#sql.foreignGuardRelease, []);
+    try {
+      await run(this.#sql.foreignGuardRelease, []);
+    } catch (error) {
+      // The transaction was open for the savepoint and had ended by its release: the caller's code
+      // went on (and committed or rolled back) without waiting for enqueue.
+      throw notInTransaction(
+        error,
+        "enqueue needs an open transaction, and this one ended while enqueue ran: await enqueue inside the transaction (an enqueue not awaited runs after the commit); nothing was written",
+      );
+    }
     return run;
   }
 
