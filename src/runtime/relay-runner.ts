@@ -38,10 +38,12 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   const { logger } = options;
   const target = publisherTarget(options.to, {
     ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
-    onStatus: (status) =>
-      status === "disconnect"
-        ? logger.warn({ broker: options.to }, "broker connection lost; reconnecting")
-        : logger.info({ broker: options.to, status }, "broker connected"),
+    onStatus: (status) => {
+      if (status === "disconnect") logger.warn({ broker: options.to }, "broker connection lost; reconnecting");
+      else if (status === "connect" || status === "reconnect") logger.info({ broker: options.to, status }, "broker connected");
+      // Anything else is a failure ("connect failed: …"): said as one, never as connected.
+      else logger.warn({ broker: options.to, status }, "broker unreachable; trying again");
+    },
   });
   const defaultDestination = options.routes.default ?? target.defaultDestination;
   const routes: Routes = { ...options.routes, ...(defaultDestination === undefined ? {} : { default: defaultDestination }) };

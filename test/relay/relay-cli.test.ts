@@ -11,6 +11,7 @@ import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openOutbox } from "../../src/stores/open-outbox.js";
 import { errorLine } from "../support/assertions.js";
+import { freePort, releasePort } from "../../src/chaos/ports.js";
 import { killAll, requireBuiltCli, runCli, startCli, type CliResult } from "../support/cli.js";
 import { requireService } from "../support/services.js";
 import { tempDir } from "../support/temp.js";
@@ -72,6 +73,24 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     const line = usageError(await runCli(["relay", "--db", db, "--to", "http://127.0.0.1:9/h", "--webhook-secret", SECRET], { cwd: dir }));
     expect(line).toContain("missing.db");
     expect(existsSync(db)).toBe(false);
+  });
+
+  it("a broker that does not answer is logged as unreachable, never as connected", async () => {
+    const dir = cwd();
+    const db = join(dir, "app.db");
+    await (await openOutbox(db)).close();
+    const port = await freePort();
+    try {
+      const relay = startCli(["relay", "--db", db, "--to", `nats://127.0.0.1:${port}`, "--destination", "orders.{type}"], { cwd: dir });
+      await relay.waitForStderr("broker unreachable; trying again");
+      relay.signal("SIGTERM");
+      await relay.waitForExit(15_000);
+      const messages = logLines(relay.stderr()).map((l) => l.msg);
+      expect(messages).toContain("broker unreachable; trying again");
+      expect(messages).not.toContain("broker connected");
+    } finally {
+      releasePort(port);
+    }
   });
 
   it("--route without '=' names the expected form", async () => {
