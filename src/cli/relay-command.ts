@@ -17,6 +17,7 @@ interface RelayCommandOptions extends RunnerFlags {
   webhookSecret?: string;
   idPrefix?: string;
   maxInFlight: number;
+  audit?: boolean;
   logLevel: LevelWithSilent;
 }
 
@@ -47,7 +48,11 @@ export function relayCommand(): Command {
     .addOption(new Option("--webhook-secret <whsec_…>", "Standard Webhooks signing secret, required for http(s)").env("WASSAL_WEBHOOK_SECRET"))
     .option("--id-prefix <text>", "put in front of each message id the broker deduplicates on (give each outbox sharing a broker its own)")
     .option("--name <name>", "owner name written on the relay's leases (default: host-pid-random)")
-    .option("--max-in-flight <n>", "messages published and awaiting the broker's acknowledgement at once", integer(1, 1000), 256);
+    .option("--max-in-flight <n>", "messages published and awaiting the broker's acknowledgement at once", integer(1, 1000), 256)
+    .option(
+      "--audit",
+      "keep the audit trail (every claim, completion, retry, dead message and release with its token), so the dashboard draws relayed messages' timelines",
+    );
   return withOptions(
     command,
     runnerOptions({
@@ -71,6 +76,7 @@ export function relayCommand(): Command {
           ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
           ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),
           maxInFlight: options.maxInFlight,
+          ...(options.audit ? { audit: true } : {}),
           logger,
         });
         const { relay } = running;

@@ -200,7 +200,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     if (read === undefined) return null;
     const unaudited =
       trail.length === 0 && read.message.attempts > 0
-        ? "This message was claimed, but no audit rows were written for it: its workers ran without the audit trail (Worker option audit: true, or wassal worker --audit), so its lease history cannot be drawn."
+        ? "This message was claimed, but no audit rows were written for it: the workers or relays that claimed it ran without the audit trail (Worker option audit: true, wassal worker --audit, or wassal relay --audit), so its lease history cannot be drawn."
         : null;
     return messageFragment(ctxOf(), read.message, read.preview, trail, unaudited);
   };

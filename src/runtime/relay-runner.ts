@@ -21,6 +21,8 @@ export interface RelayRunnerOptions extends RunnerOptions {
   readonly webhookSecret?: string;
   readonly idPrefix?: string;
   readonly maxInFlight?: number;
+  /** Keep the audit trail (outbox_audit), as the worker's --audit does. */
+  readonly audit?: boolean;
 }
 
 export interface RunningRelay {

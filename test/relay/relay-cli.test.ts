@@ -161,4 +161,37 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
     expect(messages).toContain("relay started");
     expect(messages).toContain("relay stopped");
   });
+
+  it("--audit keeps the audit trail of what it relays (the dashboard's timelines); without it, none", async () => {
+    for (const audit of [true, false]) {
+      const dir = cwd();
+      const db = join(dir, "app.db");
+      const outbox = await openOutbox(db);
+      try {
+        await outbox.store.transaction(async (tx) => {
+          for (let n = 0; n < 3; n += 1) await outbox.store.enqueue(tx, { type: "order.audited", payload: { n } });
+        });
+      } finally {
+        await outbox.close();
+      }
+      const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--destination", `${stream}.{type}`, ...(audit ? ["--audit"] : [])], { cwd: dir });
+      const check = await openOutbox(db, { mustExist: true });
+      try {
+        await until("all processed", async () => (await check.store.countByStatus()).processed === 3, { timeoutMs: 15_000, intervalMs: 20 });
+        relay.signal("SIGTERM");
+        expect(await relay.waitForExit(15_000)).toMatchObject({ code: 0 });
+        const actions = (await check.store.auditTrail()).map((entry) => entry.action);
+        expect(
+          actions.filter((a) => a === "claim"),
+          `--audit ${audit}`,
+        ).toHaveLength(audit ? 3 : 0);
+        expect(
+          actions.filter((a) => a === "complete"),
+          `--audit ${audit}`,
+        ).toHaveLength(audit ? 3 : 0);
+      } finally {
+        await check.close();
+      }
+    }
+  });
 });
