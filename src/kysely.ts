@@ -1,3 +1,3 @@
 // "wassal/kysely": enqueue inside a Kysely transaction (see src/integrations/kysely.ts).
 
-export { enqueue, fromKysely } from "./integrations/kysely.js";
+export { enqueue, fromKysely, type KyselyTransaction } from "./integrations/kysely.js";

@@ -3,7 +3,7 @@
 // MysqlDialect over a mysql2 pool for the MariaDB store, SqliteDialect on the store's SQLite
 // file). Kysely is an optional peer dependency.
 
-import { type Kysely, sql } from "kysely";
+import { type QueryExecutorProvider, sql } from "kysely";
 import { NotInTransactionError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { ForeignTransaction, JsonValue, NewMessage, OutboxMessage } from "../outbox/types.js";
@@ -16,8 +16,18 @@ interface MaybeControlled {
   readonly isRolledBack?: boolean;
 }
 
+/**
+ * What Wassal uses of a Kysely transaction: something raw SQL runs on, and whether it is one. A
+ * `Transaction<DB>` or `ControlledTransaction<DB>` of any schema is one, as is a `Kysely<DB>`
+ * (refused at run time: not a transaction). Not generic over the schema: inferring `DB` from a
+ * `Transaction<DB>` against `Kysely<DB>` failed on one-table schemas (TS2345 under TypeScript 5.9).
+ */
+export interface KyselyTransaction extends QueryExecutorProvider {
+  readonly isTransaction: boolean;
+}
+
 /** A Kysely transaction (from db.transaction().execute, or db.startTransaction) as a ForeignTransaction. */
-export function fromKysely<DB>(trx: Kysely<DB>): ForeignTransaction {
+export function fromKysely(trx: KyselyTransaction): ForeignTransaction {
   const state = trx as unknown as MaybeControlled;
   return {
     placeholders: "question",
@@ -48,9 +58,9 @@ export function fromKysely<DB>(trx: Kysely<DB>): ForeignTransaction {
 }
 
 /** Enqueues `message` inside the Kysely transaction `trx`, on `store` (see OutboxStore.enqueueIn). */
-export function enqueue<DB, P extends JsonValue>(
+export function enqueue<P extends JsonValue>(
   store: Pick<OutboxStore<unknown>, "enqueueIn">,
-  trx: Kysely<DB>,
+  trx: KyselyTransaction,
   message: NewMessage<P>,
 ): Promise<OutboxMessage<P>> {
   return store.enqueueIn(fromKysely(trx), message);
