@@ -45,19 +45,22 @@ export function outboxCommand(): Command {
 
   outbox.addCommand(
     common(new Command("stats"))
-      .description("counts by state, oldest pending message, leases held and expired per owner")
+      .description("counts by state, pending messages per type (the 20 most numerous), oldest pending message, leases held and expired per owner")
       .action(async (options: Common) => {
         await withOutbox(options.db, storeOptions(options, "read"), async ({ store, location }) => {
           const stats = await store.stats();
+          const pendingByType = await store.pendingByType({ limit: 20 });
           const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
           if (options.json) {
-            printJson({ db: location, ...stats, oldestPendingAgeMs });
+            printJson({ db: location, ...stats, pendingByType, oldestPendingAgeMs });
             return;
           }
           const c = stats.counts;
           const lines = [
             `outbox ${location} at ${stats.now.toISOString()}`,
             `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`,
+            `  pending by type:${pendingByType.length === 0 ? " none" : ""}`,
+            ...pendingByType.map((t) => `    ${field(t.type)}: ${t.count}`),
             `  oldest pending: ${oldestPendingAgeMs === null ? "none" : `${age(oldestPendingAgeMs)} old`}`,
             `  expired leases: ${stats.expiredLeases}`,
             `  leases by owner:${stats.leasesByOwner.length === 0 ? " none" : ""}`,

@@ -8,6 +8,7 @@
 
 import type {
   AuditEntry,
+  TypeCount,
   BlockedKey,
   ForeignTransaction,
   InboxBlockedKey,
@@ -299,6 +300,8 @@ export interface OutboxDriver<Tx> {
   onNewMessages(params: { readonly wake: () => void }): Promise<() => Promise<void>>;
   leaseStats(): Promise<LeaseStats>;
   countByStatus(): Promise<Partial<StatusCounts>>;
+  /** Pending messages per type, the most numerous first (then by type), at most `limit` types. */
+  pendingByType(params: { readonly limit: number }): Promise<readonly TypeCount[]>;
   /** Moves dead messages back to pending: how many moved, and for a list of ids, which. */
   redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<RedriveCount>;
   /** Deletes one batch of processed messages, dead messages or audit rows from before `before`, oldest first; returns how many. */

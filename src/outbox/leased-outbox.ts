@@ -53,6 +53,7 @@ import {
   type RetryScheduled,
   type StatusCounts,
   type UnblockAction,
+  type TypeCount,
 } from "./types.js";
 import { payloadText } from "./payload.js";
 import {
@@ -870,6 +871,14 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   async countByStatus(): Promise<StatusCounts> {
     const counts = Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, 0])) as StatusCounts;
     return { ...counts, ...(await this.#driver.countByStatus()) };
+  }
+
+  async pendingByType(options: { readonly limit?: number } = {}): Promise<TypeCount[]> {
+    const limit = options.limit ?? 20;
+    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > 1000) {
+      throw new InvalidArgumentError(`limit must be a whole number from 1 to 1000 (got ${String(limit)})`);
+    }
+    return [...(await this.#driver.pendingByType({ limit }))];
   }
 
   describeSchema(): Promise<string> {

@@ -6,6 +6,7 @@
 import type { DriverCapabilities, Migration } from "./driver.js";
 import type { EventHub } from "./events.js";
 import type {
+  TypeCount,
   AuditEntry,
   BlockedKey,
   ClaimMessageResult,
@@ -222,6 +223,11 @@ export interface OutboxStore<Tx> {
   /** As listMessages, without payloads and headers. */
   listMessageStates(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<MessageState[]>;
   countByStatus(): Promise<StatusCounts>;
+  /**
+   * Pending messages per type, the most numerous first, at most `limit` types (default 20, at most
+   * 1000): which types wait, for `wassal outbox stats`. It reads every pending row: not for a hot path.
+   */
+  pendingByType(options?: { readonly limit?: number }): Promise<TypeCount[]>;
   /** The schema as the database reports it (DDL text), for reports and support. */
   describeSchema(): Promise<string>;
 

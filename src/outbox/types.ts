@@ -266,6 +266,12 @@ export interface OutboxStats {
   readonly expiredLeases: number;
 }
 
+/** How many messages of one type are in some state (OutboxStore.pendingByType). */
+export interface TypeCount {
+  readonly type: string;
+  readonly count: number;
+}
+
 export interface PurgeOptions {
   /** Rows deleted per transaction (default 1000), so no lock is held for long. */
   readonly batchSize?: number;

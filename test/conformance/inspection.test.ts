@@ -34,6 +34,25 @@ describeEachStore("inspection", (factory) => {
     expect(await store.countByStatus()).toEqual({ pending: 2, processing: 1, processed: 1, dead: 1 });
   });
 
+  it("counts pending messages per type, the most numerous first, then by type, up to a limit", async () => {
+    const { store } = ctx();
+    expect(await store.pendingByType()).toEqual([]);
+    await oneOfEach(store); // one pending message of the default type; the others are not pending
+    for (const type of ["order.placed", "order.placed", "order.placed", "b.two", "b.two", "a.two", "a.two"]) await enqueueMessage(store, { type });
+    const defaultType = (await store.listMessages({ status: ["pending"] }))[0]!.type;
+    expect(await store.pendingByType()).toEqual([
+      { type: "order.placed", count: 3 },
+      { type: "a.two", count: 2 },
+      { type: "b.two", count: 2 },
+      { type: defaultType, count: 1 },
+    ]);
+    expect(await store.pendingByType({ limit: 2 })).toEqual([
+      { type: "order.placed", count: 3 },
+      { type: "a.two", count: 2 },
+    ]);
+    for (const limit of [0, 1001, 1.5]) await expect(store.pendingByType({ limit })).rejects.toThrow(/limit must be a whole number from 1 to 1000/);
+  });
+
   it("lists every message in enqueue order when no filter is given", async () => {
     const { store } = ctx();
     const all = await oneOfEach(store);

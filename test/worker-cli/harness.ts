@@ -296,4 +296,5 @@ export interface StatsJson {
   oldestPendingAgeMs: number | null;
   leasesByOwner: { owner: string; held: number; expired: number }[];
   expiredLeases: number;
+  pendingByType: { type: string; count: number }[];
 }

@@ -45,6 +45,7 @@ import type {
   MessageText,
   OutboxMessage,
   StatusCounts,
+  TypeCount,
 } from "../../outbox/types.js";
 import { questionToNumbered } from "../placeholders.js";
 import {
@@ -685,6 +686,11 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       oldestPendingCreatedAt: oldest === null || oldest === undefined ? null : new Date(Number(oldest)),
       owners: owners.map((o) => ({ owner: String(o.owner), held: Number(o.held), expired: Number(o.expired) })),
     };
+  }
+
+  async pendingByType(params: { limit: number }): Promise<TypeCount[]> {
+    const [rows] = await this.pool.query<Rows>(SQL.pendingByType, [params.limit]);
+    return rows.map((r) => ({ type: String(r.type), count: Number(r.n) }));
   }
 
   async countByStatus(): Promise<Partial<StatusCounts>> {

@@ -580,6 +580,9 @@ export const SQL = {
 
   countByStatus: "SELECT status, COUNT(*) AS n FROM outbox_messages GROUP BY status",
 
+  /** Params: limit. Pending messages per type, the most numerous first. */
+  pendingByType: "SELECT type, COUNT(*) AS n FROM outbox_messages WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT ?",
+
   oldestPending: "SELECT MIN(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'",
 
   /** Params: now, now. */

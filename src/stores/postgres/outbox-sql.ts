@@ -809,6 +809,9 @@ export function outboxSql(schema: string) {
 
     countByStatus: `SELECT status, count(*)::int AS n FROM ${table} GROUP BY status`,
 
+    /** $1 limit: pending messages per type, the most numerous first. */
+    pendingByType: `SELECT type, count(*)::int AS n FROM ${table} WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT $1`,
+
     oldestPending: `SELECT min(created_at) AS oldest FROM ${table} WHERE status = 'pending'`,
 
     /** $1 now. */

@@ -40,6 +40,7 @@ import type {
   MessageText,
   OutboxMessage,
   StatusCounts,
+  TypeCount,
 } from "../../outbox/types.js";
 import {
   byId,
@@ -737,6 +738,11 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const now = (await this.pool.query<{ now: Date }>(this.#sql.clockNow, [this.#now()])).rows[0]?.now ?? new Date();
     const owners = (await this.pool.query<{ owner: string; held: number; expired: number }>(this.#sql.leasesByOwner, [now])).rows;
     return { now, oldestPendingCreatedAt: oldest, owners };
+  }
+
+  async pendingByType(params: { limit: number }): Promise<TypeCount[]> {
+    const { rows } = await this.pool.query<{ type: string; n: number }>(this.#sql.pendingByType, [params.limit]);
+    return rows.map((r) => ({ type: r.type, count: r.n }));
   }
 
   async countByStatus(): Promise<Partial<StatusCounts>> {

@@ -425,6 +425,9 @@ export const SQL = {
 
   countByStatus: `SELECT status, count(*) AS n FROM outbox_messages GROUP BY status`,
 
+  /** @limit: pending messages per type, the most numerous first. */
+  pendingByType: `SELECT type, count(*) AS n FROM outbox_messages WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT @limit`,
+
   oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
 
   leasesByOwner: `SELECT locked_by AS owner, sum(locked_until > @now) AS held, sum(locked_until <= @now) AS expired

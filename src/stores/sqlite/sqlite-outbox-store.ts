@@ -40,6 +40,7 @@ import type {
   NewMessage,
   OutboxMessage,
   StatusCounts,
+  TypeCount,
 } from "../../outbox/types.js";
 import {
   byId,
@@ -620,6 +621,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       const owners = this.#stmt("leasesByOwner").all({ now }) as { owner: string; held: number; expired: number }[];
       return { now: new Date(now), oldestPendingCreatedAt: oldest === null ? null : new Date(oldest), owners };
     });
+  }
+
+  pendingByType(params: { limit: number }): Promise<TypeCount[]> {
+    return this.writeLock.serial(() =>
+      (this.#stmt("pendingByType").all({ limit: params.limit }) as { type: string; n: number }[]).map((r) => ({ type: r.type, count: r.n })),
+    );
   }
 
   async countByStatus(): Promise<Partial<StatusCounts>> {
