@@ -60,6 +60,7 @@ export type {
   RetryDecision,
   RetryScheduled,
   StatusCounts,
+  TypeCount,
   UnblockAction,
 } from "./outbox/types.js";
 export { MESSAGE_STATUSES } from "./outbox/types.js";
