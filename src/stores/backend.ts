@@ -39,6 +39,20 @@ export interface UnopenedOutbox {
   readonly missing: string;
 }
 
+/** What a server store's connect takes of the open options (those given; none undefined, for exactOptionalPropertyTypes). */
+export function serverConnectOptions(
+  options: OpenOutboxOptions,
+): Pick<OpenOutboxOptions, "clock" | "maxConnections" | "applicationName" | "audit" | "tracing" | "readOnly"> {
+  return {
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
+    ...(options.audit === undefined ? {} : { audit: options.audit }),
+    ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
+    ...(options.readOnly ? { readOnly: true } : {}),
+  };
+}
+
 export interface StoreBackend {
   /** The store's kind ("sqlite", "postgres", "mariadb"): OutboxStore.kind of what it opens. */
   readonly name: string;

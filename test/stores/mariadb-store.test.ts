@@ -16,6 +16,7 @@ import {
 } from "../../src/outbox/errors.js";
 import type { ForeignTransaction } from "../../src/outbox/types.js";
 import { checkSession } from "../../src/stores/mariadb/connect.js";
+import { openOutbox } from "../../src/stores/open-outbox.js";
 import { MariaDbOutboxStore } from "../../src/stores/mariadb/mariadb-outbox-store.js";
 import { OUTBOX_MIGRATIONS } from "../../src/stores/mariadb/outbox-sql.js";
 import { type FreshDatabase, freshDatabase, mariadbAvailable, mariadbConnection, TEST_MARIADB_URL } from "../support/mariadb.js";
@@ -86,6 +87,12 @@ describe.skipIf(!MARIADB)("the MariaDB store", () => {
     }
     await expect(MariaDbOutboxStore.connect({ url: `mysql://${base.host}/app?ssl=true` })).rejects.toThrow(/query parameters/);
     await expect(MariaDbOutboxStore.connect({ url: "mariadb://root:hunter2@[::1/app" })).rejects.toThrow(InvalidArgumentError);
+  });
+
+  it("refuses --schema (openOutbox's schema), which a MariaDB URL's database replaces, instead of ignoring it", async () => {
+    const refused = await openOutbox(TEST_MARIADB_URL, { schema: "wassal" }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(InvalidArgumentError);
+    expect((refused as Error).message).toMatch(/--schema is PostgreSQL's: on MariaDB the URL names the database/);
   });
 
   it("names a database that does not exist, and how to create it", async () => {

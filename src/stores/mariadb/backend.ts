@@ -3,7 +3,8 @@
 // holds Wassal's tables; --schema does not apply.
 
 import type { OutboxStore } from "../../outbox/store.js";
-import type { StoreBackend } from "../backend.js";
+import { InvalidArgumentError } from "../../outbox/errors.js";
+import { type StoreBackend, serverConnectOptions } from "../backend.js";
 import { isMariaDbUrl, redactUrl } from "./connect.js";
 import { MariaDbOutboxStore } from "./mariadb-outbox-store.js";
 
@@ -12,15 +13,13 @@ export const mariadbBackend: StoreBackend = {
   shape: "mariadb://user@host:3306/database",
   matches: isMariaDbUrl,
   async open(db, options) {
-    const store = await MariaDbOutboxStore.connect({
-      url: db,
-      ...(options.clock === undefined ? {} : { clock: options.clock }),
-      ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
-      ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
-      ...(options.audit === undefined ? {} : { audit: options.audit }),
-      ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
-      ...(options.readOnly ? { readOnly: true } : {}),
-    });
+    // A MariaDB schema is a database, which the URL names: a --schema would be silently ignored.
+    if (options.schema !== undefined) {
+      throw new InvalidArgumentError(
+        `--schema is PostgreSQL's: on MariaDB the URL names the database holding Wassal's tables (mariadb://user@host:3306/DATABASE); leave --schema out (got ${JSON.stringify(options.schema)})`,
+      );
+    }
+    const store = await MariaDbOutboxStore.connect({ url: db, ...serverConnectOptions(options) });
     return {
       store: store as OutboxStore<unknown>,
       location: redactUrl(db),

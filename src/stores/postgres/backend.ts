@@ -1,7 +1,7 @@
 // The PostgreSQL backend of the one opener: postgres:// and postgresql:// URLs.
 
 import type { OutboxStore } from "../../outbox/store.js";
-import type { StoreBackend } from "../backend.js";
+import { type StoreBackend, serverConnectOptions } from "../backend.js";
 import { isPostgresUrl, redactUrl } from "./connect.js";
 import { PostgresOutboxStore } from "./postgres-outbox-store.js";
 
@@ -13,12 +13,7 @@ export const postgresBackend: StoreBackend = {
     const store = await PostgresOutboxStore.connect({
       url: db,
       ...(options.schema === undefined ? {} : { schema: options.schema }),
-      ...(options.clock === undefined ? {} : { clock: options.clock }),
-      ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
-      ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
-      ...(options.audit === undefined ? {} : { audit: options.audit }),
-      ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
-      ...(options.readOnly ? { readOnly: true } : {}),
+      ...serverConnectOptions(options),
     });
     return {
       store: store as OutboxStore<unknown>,
