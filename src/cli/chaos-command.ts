@@ -1,7 +1,7 @@
 // `wassal chaos`: run workers under faults and check the invariants afterwards (`run`), or check
 // a database someone else ran (`check`).
 
-import { Command, Option } from "commander";
+import { Command, InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
 import { checkInvariants, renderInvariants } from "../chaos/invariant-checker.js";
 import {
   CHAOS_BROKERS,
@@ -100,6 +100,12 @@ export function chaosCommand(): Command {
         "a server store: end the workers' connections this often (PostgreSQL: pg_terminate_backend on their application name; MariaDB: KILL on every connection to the run's database); 0: never",
         integer(0),
         d.killConnectionsEveryMs,
+      )
+      .addOption(
+        // The flag's old name, kept only to say its new one.
+        new Option("--pg-terminate-every <ms>").hideHelp().argParser(() => {
+          throw new CommanderInvalidArgument("it was renamed: use --kill-connections-every <ms> (it applies to every server store)");
+        }),
       )
       .option("--pg-restart", "PostgreSQL: restart the server once, mid-run (needs root and a local cluster; disturbs anything else using it)")
       .option("--sqlite-lock-every <ms>", "SQLite: a competing writer holds the write lock this often; 0: never", integer(0), d.sqliteLockEveryMs)

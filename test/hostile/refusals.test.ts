@@ -80,6 +80,14 @@ describe("a refused command leaves every file as it was", () => {
       expect(run.stderr).toMatch(new RegExp(`^wassal: cannot save reports in ${reports}/Reports/Session-15: .*\\(nothing was run\\)`));
     }
   });
+
+  it("chaos run's old --pg-terminate-every is refused at once, naming its new name, with nothing run", async () => {
+    const cwd = mkdtempSync(join(dir, "cwd-"));
+    const run = await runCli(["chaos", "run", "--pg-terminate-every", "600"], { cwd, timeoutMs: 30_000 });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/--pg-terminate-every .*renamed: use --kill-connections-every <ms>/);
+    expect(readdirSync(cwd)).toEqual([]);
+  });
 });
 
 // A full disk, for real: a small tmpfs, mounted here (root only). Under CI it must run.
