@@ -21,10 +21,21 @@ export {
   StoreReadOnlyError,
   UnknownMessageTypeError,
   UnrecoverableError,
+  UnroutedTypesError,
   UnsupportedPayloadError,
   WassalError,
 } from "./outbox/errors.js";
+export { SUBSCRIBER_SEPARATOR, subscriberCopy, type Subscriptions, subscriptions } from "./outbox/fan-out.js";
 export { EventHub, type EventListener, type OutboxEvent, type OutboxEventType } from "./outbox/events.js";
+export {
+  type DeliveryLike,
+  type MessageOptions,
+  type MessageTypes,
+  messageTypes,
+  type TypedDelivery,
+  type TypedHandler,
+  type TypedMessage,
+} from "./outbox/message-types.js";
 export { processLease, type Handler, type HandlerResult, type ProcessOptions } from "./outbox/process-lease.js";
 export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js";
 export type { OutboxStore } from "./outbox/store.js";
@@ -70,3 +81,4 @@ export { MissingClientError } from "./outbox/optional.js";
 export { finalizeTogether, type TogetherWriter } from "./outbox/write-together.js";
 export type { ClaimTrace, EnqueueTrace, ProcessTrace, SettleOperation, SettleResult, Tracing } from "./outbox/tracing.js";
 export { defaultWorkerName, type TypeSettings, Worker, type WorkerOptions } from "./outbox/worker.js";
+export type { HandlerMap, HandlersContext } from "./runtime/handlers-module.js";

@@ -31,6 +31,7 @@ const USAGE_CODES = new Set([
   "KEY_NOT_BLOCKED",
   "MISSING_CLIENT",
   "HANDLERS_MODULE",
+  "UNROUTED_TYPES",
 ]);
 
 /** Commander's errors (an invalid option value is echoed) go through the one writer too; help is ours, written as it is. */

@@ -6,7 +6,7 @@ import type { LevelWithSilent } from "pino";
 import { createLogger } from "../observability/logging.js";
 import { PUBLISHER_SCHEMES } from "../relay/open-publisher.js";
 import { startRelay } from "../runtime/relay-runner.js";
-import { integer } from "./options.js";
+import { integer, typeList } from "./options.js";
 import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
@@ -14,6 +14,7 @@ interface RelayCommandOptions extends RunnerFlags {
   to: string;
   destination?: string;
   route: Record<string, string>;
+  types?: string[];
   webhookSecret?: string;
   idPrefix?: string;
   maxInFlight: number;
@@ -45,6 +46,11 @@ export function relayCommand(): Command {
       "where a message goes when it has no destination of its own and no --route: a subject, or a URL; {type} stands for its type (default for webhooks: the --to URL)",
     )
     .option("--route <type=destination>", "send messages of <type> to <destination> (repeatable)", route, {})
+    .option(
+      "--types <list>",
+      "comma-separated message types to take (default: every type with --destination, else the --route types); each needs a route. Leave your workers' types out: a type two processes take is split between them",
+      typeList,
+    )
     .addOption(new Option("--webhook-secret <whsec_…>", "Standard Webhooks signing secret, required for http(s)").env("WASSAL_WEBHOOK_SECRET"))
     .option("--id-prefix <text>", "put in front of each message id the broker deduplicates on (give each outbox sharing a broker its own)")
     .option("--name <name>", "owner name written on the relay's leases (default: host-pid-random)")
@@ -64,7 +70,7 @@ export function relayCommand(): Command {
   )
     .addHelpText(
       "after",
-      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
+      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nWhat it takes: --types; else every type when there is a --destination (for webhooks, the --to URL); else the --route types. It prints them at start ("takes"). A relay and a worker on one outbox must not take the same type: each message goes to one of them. To send a message to both, enqueue it to named subscribers (subscriptions() in the library) and give each its copies' types (order.placed@relay).\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
     .action(async (options: RelayCommandOptions) => {
       const logger = createLogger(options.logLevel);
@@ -73,6 +79,7 @@ export function relayCommand(): Command {
           ...runnerSettings(options),
           to: options.to,
           routes: { byType: options.route, ...(options.destination === undefined ? {} : { default: options.destination }) },
+          ...(options.types === undefined ? {} : { types: options.types }),
           ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
           ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),
           maxInFlight: options.maxInFlight,
@@ -85,6 +92,7 @@ export function relayCommand(): Command {
             relay: relay.name,
             db: running.location,
             broker: running.broker,
+            takes: relay.types ?? "every type",
             maxInFlight: relay.worker.concurrency,
             metrics: running.metricsUrl,
             tracing: running.tracing,

@@ -108,6 +108,7 @@ export function workerCommand(): Command {
             worker: worker.name,
             db: running.location,
             types: worker.types,
+            takes: worker.types ?? "every type",
             concurrency: worker.concurrency,
             leaseMs: worker.leaseMs,
             metrics: running.metricsUrl,

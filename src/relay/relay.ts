@@ -10,12 +10,13 @@
 // is lost, or the relay stops. A broker that refuses a message for good sends it dead.
 
 import { type Clock, systemClock } from "../outbox/clock.js";
-import { InvalidArgumentError } from "../outbox/errors.js";
+import { InvalidArgumentError, UnroutedTypesError } from "../outbox/errors.js";
 import type { Handler } from "../outbox/process-lease.js";
 import type { RetryPolicy } from "../outbox/retry.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { Tracing } from "../outbox/tracing.js";
 import type { OutboxMessage } from "../outbox/types.js";
+import { checkTypes } from "../outbox/validate.js";
 import { Worker } from "../outbox/worker.js";
 import { BrokerUnavailableError, type OutgoingMessage, type Publisher, type Routes, router } from "./publisher.js";
 
@@ -24,6 +25,11 @@ export interface RelayOptions<Tx> {
   readonly publisher: Publisher;
   /** Where each message goes (its own destination first; see Routes). */
   readonly routes?: Routes;
+  /**
+   * The message types this relay takes (default: every type). Each needs a route (a `byType`
+   * entry or the default), or the relay is refused: a message with nowhere to go would be dead.
+   */
+  readonly types?: readonly string[];
   /**
    * Put in front of every message id the broker deduplicates on (default ""). Give each outbox
    * that publishes to the same broker its own prefix, or their ids collide.
@@ -88,6 +94,19 @@ export function outgoing(message: OutboxMessage, destination: string, idPrefix: 
   };
 }
 
+/**
+ * The types a relay takes, checked against its routes: `types` when given, each with a route (or
+ * a default route), else UnroutedTypesError; undefined (every type) when not given.
+ */
+export function routedTypes(types: readonly string[] | undefined, routes: Routes | undefined): readonly string[] | undefined {
+  if (types === undefined) return undefined;
+  const checked = checkTypes(types);
+  if (routes?.default !== undefined) return checked;
+  const unrouted = checked.filter((type) => !Object.hasOwn(routes?.byType ?? {}, type));
+  if (unrouted.length > 0) throw new UnroutedTypesError(unrouted);
+  return checked;
+}
+
 export class Relay<Tx> {
   readonly worker: Worker<Tx>;
   readonly publisher: Publisher;
@@ -104,6 +123,7 @@ export class Relay<Tx> {
     if (typeof idPrefix !== "string" || idPrefix.length > 100)
       throw new InvalidArgumentError(`idPrefix must be a string of at most 100 characters (got ${JSON.stringify(idPrefix)})`);
     const route = router(options.routes);
+    const types = routedTypes(options.types, options.routes);
     const clock = options.clock ?? systemClock;
     const firstBackoff = positiveInteger("unavailableBackoffMs", options.unavailableBackoffMs ?? 250);
     const onEvent = options.onEvent ?? (() => undefined);
@@ -138,6 +158,7 @@ export class Relay<Tx> {
       store: options.store,
       handlers: {},
       defaultHandler: publish,
+      ...(types === undefined ? {} : { types }),
       concurrency: positiveInteger("maxInFlight", options.maxInFlight ?? 256),
       ...(options.name === undefined ? {} : { name: options.name }),
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
@@ -152,6 +173,11 @@ export class Relay<Tx> {
 
   get name(): string {
     return this.worker.name;
+  }
+
+  /** The types this relay takes, or null for every type. */
+  get types(): readonly string[] | null {
+    return this.worker.types;
   }
 
   /** Starts claiming and publishing. */

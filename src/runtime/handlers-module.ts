@@ -5,7 +5,7 @@
 // export `perType`: settings of some types (concurrency, retry, maxProcessingMs; see the Worker).
 
 import { existsSync } from "node:fs";
-import { resolve } from "node:path";
+import { extname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Logger } from "pino";
 import { WassalError } from "../outbox/errors.js";
@@ -29,7 +29,18 @@ export interface HandlersContext {
   readonly settings?: Readonly<Record<string, unknown>>;
 }
 
+/** What a handlers module exports: message type → handler. */
 export type HandlerMap = Readonly<Record<string, Handler<unknown>>>;
+
+const TYPESCRIPT = new Set([".ts", ".mts", ".cts"]);
+
+/**
+ * Whether this Node strips TypeScript's types when it imports a .ts file: Node 22.18+, 23.6+ and
+ * 24 do by default; 22.6+ with --experimental-strip-types (process.features.typescript says).
+ */
+export function stripsTypes(features: { readonly typescript?: unknown } = process.features as { readonly typescript?: unknown }): boolean {
+  return features.typescript === "strip" || features.typescript === "transform";
+}
 
 const EXPECTED = "expected a default export or an export named handlers: an object of message type → handler function, or a function (context) => that object";
 
@@ -62,6 +73,12 @@ export interface HandlersModule {
 export async function importHandlers(file: string): Promise<(context: HandlersContext) => Promise<HandlersModule>> {
   const path = resolve(file);
   if (!existsSync(path)) throw new HandlersModuleError(file, `no such file (${path}); give the path of a JavaScript module that exports handlers`);
+  if (TYPESCRIPT.has(extname(path).toLowerCase()) && !stripsTypes()) {
+    throw new HandlersModuleError(
+      file,
+      `is TypeScript, and this Node (${process.version}) does not strip types: run the worker on Node 22.18+, 23.6+ or 24 (or 22.6+ with NODE_OPTIONS=--experimental-strip-types), or compile the module to JavaScript first`,
+    );
+  }
   let loaded: Record<string, unknown>;
   try {
     loaded = (await import(pathToFileURL(path).href)) as Record<string, unknown>;

@@ -5,9 +5,11 @@ import { defaultWorkerName } from "../outbox/worker.js";
 import { checkMetricsAddress, relayMetrics } from "../observability/metrics.js";
 import { publisherTarget } from "../relay/open-publisher.js";
 import type { Routes } from "../relay/publisher.js";
-import { Relay } from "../relay/relay.js";
+import { Relay, routedTypes } from "../relay/relay.js";
+import { InvalidArgumentError } from "../outbox/errors.js";
 import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
+import { findNearMisses, nearMissText } from "./near-miss.js";
 import { type Observed, observe, type RunnerOptions } from "./observed.js";
 
 /** The log line of a re-publish the broker recognised (after a relay stopped between its ack and the completion). */
@@ -21,6 +23,11 @@ export interface RelayRunnerOptions extends RunnerOptions {
   readonly webhookSecret?: string;
   readonly idPrefix?: string;
   readonly maxInFlight?: number;
+  /**
+   * The types to take. Default: every type when there is a default destination; else the routed
+   * types (a relay with neither is refused).
+   */
+  readonly types?: readonly string[];
   /** Keep the audit trail (outbox_audit), as the worker's --audit does. */
   readonly audit?: boolean;
 }
@@ -49,6 +56,14 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   });
   const defaultDestination = options.routes.default ?? target.defaultDestination;
   const routes: Routes = { ...options.routes, ...(defaultDestination === undefined ? {} : { default: defaultDestination }) };
+  // What it takes, checked before anything opens: a type with nowhere to go is refused.
+  const routed = Object.keys(routes.byType ?? {});
+  if (options.types === undefined && routes.default === undefined && routed.length === 0) {
+    throw new InvalidArgumentError(
+      "the relay has nowhere to send messages: give --destination <template> (it then takes every type), --route <type>=<destination> (it takes those types), or both",
+    );
+  }
+  const types = routedTypes(options.types ?? (routes.default === undefined ? routed : undefined), routes);
   const name = options.name ?? defaultWorkerName();
   // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded with node --import).
   const tracing = registeredOtelTracing();
@@ -65,6 +80,7 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
       store,
       publisher,
       routes,
+      ...(types === undefined ? {} : { types }),
       name,
       ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),
       ...(options.maxInFlight === undefined ? {} : { maxInFlight: options.maxInFlight }),
@@ -87,8 +103,8 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
         }
       },
     });
-    if (routes.default === undefined && Object.keys(routes.byType ?? {}).length === 0) {
-      logger.warn("no --destination and no --route: only messages enqueued with their own destination can be published; the rest go dead (NoRouteError)");
+    for (const miss of await findNearMisses(store, relay.types)) {
+      logger.warn({ type: miss.type, meant: miss.meant, pending: miss.pending }, nearMissText(miss));
     }
     await relay.start();
     const opened = publisher;

@@ -10,10 +10,11 @@
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
-import { CLI, requireBuilt, ROOT } from "../support/cli.js";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { CLI, killAll, requireBuilt, ROOT, startCli } from "../support/cli.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
+import { closeTargets, createTarget, waitForRows } from "../worker-cli/harness.js";
 import { consume, devVersion, packTarball, project, run } from "./consumer-support.js";
 
 const PG = await postgresAvailable();
@@ -66,6 +67,25 @@ function sqliteBindingFor(version: string, nodeHome: string): string {
 
 let tarball = "";
 
+afterEach(killAll);
+afterAll(closeTargets);
+
+/** A handlers module in TypeScript: its annotations and interface must be stripped to run; its type import is erased. */
+const TS_HANDLERS = `import type { HandlerMap } from "wassal";
+
+interface OrderPlaced {
+  readonly orderId: string;
+}
+
+const handlers: HandlerMap = {
+  "order.placed": async (message) => {
+    const order = message.payload as OrderPlaced;
+    return { summary: \`placed \${order.orderId}\` satisfies string };
+  },
+};
+export default handlers;
+`;
+
 beforeAll(() => {
   requireBuilt("index.js");
   tarball = packTarball().tarball;
@@ -104,6 +124,30 @@ for (const version of VERSIONS) {
         expect(report).toMatchObject({ module, store: "postgres", status: "processed", handled: ['{"orderId":"order-1"}'] });
       }
     }, 300_000);
+
+    it.runIf(PG)(
+      "runs a TypeScript handlers module (wassal worker --handlers handlers.ts), its types stripped by Node",
+      async () => {
+        const dir = tempDir("wassal-ts-handlers-");
+        const module = join(dir, "handlers.ts");
+        writeFileSync(module, TS_HANDLERS);
+        const target = await createTarget("postgres", dir);
+        const outbox = await target.open();
+        let id: string;
+        try {
+          await outbox.store.migrate();
+          id = await outbox.store.transaction(async (tx) => (await outbox.store.enqueue(tx, { type: "order.placed", payload: { orderId: "o-1" } })).id);
+        } finally {
+          await outbox.close();
+        }
+        const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "info"], { cwd: dir, node: node.bin });
+        await waitForRows(target, "order.placed processed", (rows) => rows.find((r) => r.id === id)?.status === "processed", [worker]);
+        worker.signal("SIGTERM");
+        expect((await worker.waitForExit(20_000)).code).toBe(0);
+        expect(worker.stderr()).not.toMatch(/"level":50/);
+      },
+      120_000,
+    );
 
     it.runIf(PG)(
       "runs the PostgreSQL lab: every scenario passes",

@@ -93,6 +93,26 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     }
   });
 
+  it("a relay with nowhere to send (no --destination, no --route) is refused", async () => {
+    const dir = cwd();
+    const db = join(dir, "never.db");
+    const line = usageError(await runCli(["relay", "--db", db, "--to", NATS_URL], { cwd: dir }));
+    expect(line).toBe(
+      "wassal: the relay has nowhere to send messages: give --destination <template> (it then takes every type), --route <type>=<destination> (it takes those types), or both",
+    );
+    expect(existsSync(db)).toBe(false);
+  });
+
+  it("--types with a type that has no route is refused, naming it", async () => {
+    const dir = cwd();
+    const db = join(dir, "never.db");
+    const line = usageError(
+      await runCli(["relay", "--db", db, "--to", NATS_URL, "--types", "order.paid,order.shipped", "--route", "order.paid=orders.paid"], { cwd: dir }),
+    );
+    expect(line).toMatch(/^wassal: the relay takes "order\.shipped" but has no route for it: give each a route \(--route <type>=<destination>/);
+    expect(existsSync(db)).toBe(false);
+  });
+
   it("--route without '=' names the expected form", async () => {
     const dir = cwd();
     const line = usageError(await runCli(["relay", "--db", join(dir, "x.db"), "--to", NATS_URL, "--route", "order.paid"], { cwd: dir }));
@@ -114,6 +134,8 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     ]) {
       expect(run.stdout).toContain(text);
     }
+    expect(run.stdout).toMatch(/--types <list>/);
+    expect(run.stdout).toContain("What it takes:");
   });
 });
 
@@ -160,6 +182,37 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
     const messages = logLines(relay.stderr()).map((l) => l.msg);
     expect(messages).toContain("relay started");
     expect(messages).toContain("relay stopped");
+  });
+
+  it("takes only the types it routes when it has no --destination, printing them; a worker's type stays pending", async () => {
+    const dir = cwd();
+    const db = join(dir, "app.db");
+    const outbox = await openOutbox(db);
+    let placedIds: string[] = [];
+    try {
+      placedIds = await outbox.store.transaction(async (tx) => {
+        const placed: string[] = [];
+        for (let n = 0; n < 3; n += 1) {
+          await outbox.store.enqueue(tx, { type: "order.paid", payload: { n } });
+          placed.push((await outbox.store.enqueue(tx, { type: "order.placed", payload: { n } })).id);
+        }
+        return placed;
+      });
+    } finally {
+      await outbox.close();
+    }
+    const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--route", `order.paid=${stream}.routed`, "--log-level", "info"], { cwd: dir });
+    const check = await openOutbox(db, { mustExist: true });
+    try {
+      await until("the paid ones relayed", async () => (await check.store.countByStatus()).processed === 3, { timeoutMs: 15_000, intervalMs: 20 });
+      const started = logLines(relay.stderr()).find((line) => line.msg === "relay started");
+      expect(started?.takes).toEqual(["order.paid"]);
+      for (const id of placedIds) expect(await check.store.getMessage(id)).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
+      relay.signal("SIGTERM");
+      expect(await relay.waitForExit(15_000)).toMatchObject({ code: 0 });
+    } finally {
+      await check.close();
+    }
   });
 
   it("--audit keeps the audit trail of what it relays (the dashboard's timelines); without it, none", async () => {

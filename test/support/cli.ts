@@ -44,6 +44,8 @@ export interface CliOptions {
   readonly unprivileged?: boolean;
   /** Node's own options before the CLI's path (e.g. ["--import", "./instrumentation.mjs"]). */
   readonly nodeArgs?: readonly string[];
+  /** The Node binary to run the CLI with (default: this process's). */
+  readonly node?: string;
 }
 
 const IS_ROOT = process.getuid?.() === 0;
@@ -54,7 +56,7 @@ export const UNPRIVILEGED_AVAILABLE = !IS_ROOT || SETPRIV !== undefined;
 
 function command(args: readonly string[], options: CliOptions): [string, string[]] {
   const node = [...(options.nodeArgs ?? []), CLI, ...args];
-  if (!options.unprivileged || !IS_ROOT) return [process.execPath, node];
+  if (!options.unprivileged || !IS_ROOT) return [options.node ?? process.execPath, node];
   if (SETPRIV === undefined) throw new Error("running as root without setpriv (util-linux): cannot drop the capability that ignores file permissions");
   return [SETPRIV, ["--bounding-set=-all", "--inh-caps=-all", process.execPath, ...node]];
 }

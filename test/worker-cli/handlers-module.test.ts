@@ -14,7 +14,7 @@ import { expectNoStack } from "../support/assertions.js";
 import { mariadbAvailable } from "../support/mariadb.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { closeTargets, createTarget, newTarget, waitForRows, type StoreKind } from "./harness.js";
+import { closeTargets, createTarget, logLines, newTarget, waitForRows, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
 const MARIADB = await mariadbAvailable();
@@ -119,6 +119,30 @@ describe("wassal worker: the payments demo is a handlers module too", () => {
   });
 });
 
+describe("wassal worker --handlers: a mistyped type", () => {
+  it("warns at start, naming the pending type it is likely meant to be and how many wait", async () => {
+    const target = newTarget("sqlite", dir);
+    const module = join(dir, "typo.mjs");
+    writeFileSync(module, 'export default { "order.placd": async () => ({}) };\n');
+    const outbox = await target.open();
+    try {
+      await outbox.store.migrate();
+      await outbox.store.transaction(async (tx) => {
+        for (let n = 0; n < 3; n += 1) await outbox.store.enqueue(tx, { type: "order.placed", payload: { n } });
+      });
+    } finally {
+      await outbox.close();
+    }
+    const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "info"], { cwd: dir });
+    await worker.waitForStderr(/"worker started"/);
+    worker.signal("SIGTERM");
+    expect((await worker.waitForExit(20_000)).code).toBe(0);
+    const warning = logLines(worker.stderr()).find((line) => line.level === 40 && line.type === "order.placd");
+    expect(warning).toMatchObject({ msg: "order.placd: did you mean order.placed? 3 pending (nothing of order.placd is)", meant: "order.placed", pending: 3 });
+    expect(worker.stderr()).toContain('"takes":["order.placd"]');
+  });
+});
+
 describe("wassal worker --handlers: a handler past its maximum processing time", () => {
   it("fails the attempt with ProcessingTimeoutError (the module's perType) and the worker carries on", async () => {
     const target = newTarget("sqlite", dir);
@@ -201,13 +225,19 @@ describe("wassal worker --handlers: bad input", () => {
       [],
       /^wassal: perType\["order\.ship"\]\.concurrency must be a whole number >= 1 \(got 0\)$/,
     ],
+    [
+      "a TypeScript module on a Node that does not strip types (this Node 20; Node 22/24 run it: test/package/node-versions.test.ts)",
+      'export default { "order.ship": async (message: { payload: unknown }) => ({}) };\n',
+      [],
+      /^wassal: --handlers .*\.ts: is TypeScript, and this Node \(v20\.[0-9.]+\) does not strip types: run the worker on Node 22\.18\+, 23\.6\+ or 24 /,
+    ],
     ["an empty --types entry", 'export default { "order.ship": async () => ({}) };\n', ["--types", "a,,b"], /--types.*give message types separated by commas/],
   ];
   for (const [what, source, extra, expected] of cases) {
     it(`${what}: exits 2 with one line, and starts no worker`, async () => {
-      const module = join(dir, `bad-${what.replaceAll(" ", "-")}.mjs`);
+      const module = join(dir, `bad-${what.replaceAll(" ", "-").replace(/[^\w-]/g, "")}${what.startsWith("a TypeScript") ? ".ts" : ".mjs"}`);
       if (source !== "") writeFileSync(module, source);
-      const db = join(dir, `bad-${what.replaceAll(" ", "-")}.db`);
+      const db = join(dir, `bad-${what.replaceAll(" ", "-").replace(/[^\w-]/g, "")}.db`);
       const args = extra[0] === "--handlers" ? extra : ["--handlers", module, ...extra];
       const result = await runCli(["worker", "--db", db, ...args], { cwd: dir });
       expect(result.code, result.stderr).toBe(2);

@@ -181,7 +181,7 @@ describe("sqlite: --metrics-host", () => {
 
   it("is refused before the database is opened: a worker or relay given a new file creates nothing", async () => {
     const dir = cwd();
-    for (const command of [["worker"], ["relay", "--to", "nats://127.0.0.1:4222"]]) {
+    for (const command of [["worker"], ["relay", "--to", "nats://127.0.0.1:4222", "--destination", "orders.{type}"]]) {
       const db = join(dir, `${command[0]}.db`);
       const w = startCli([...command, "--db", db, "--metrics-port", "0", "--metrics-host", "192.0.2.1", "--log-level", "warn"], { cwd: dir });
       const exit = await w.waitForExit(10_000);
