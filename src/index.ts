@@ -27,6 +27,17 @@ export {
 export { EventHub, type EventListener, type OutboxEvent, type OutboxEventType } from "./outbox/events.js";
 export { processLease, type Handler, type HandlerResult, type ProcessOptions } from "./outbox/process-lease.js";
 export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js";
+export {
+  DEFAULT_RETENTION_INTERVAL_MS,
+  MIN_INBOX_RETENTION_MS,
+  RETENTION_KINDS,
+  startRetention,
+  type Retention,
+  type RetentionAges,
+  type RetentionKind,
+  type RetentionOptions,
+  type RetentionPass,
+} from "./outbox/retention.js";
 export type { OutboxStore } from "./outbox/store.js";
 export type {
   AuditAction,
