@@ -16,7 +16,12 @@ const HOUR = 3_600_000;
 
 /** Enqueues `count` messages in one transaction and completes them: `count` processed rows, processed now. */
 async function processed(store: OutboxStore<unknown>, count: number): Promise<void> {
-  await store.transaction((tx) => store.enqueueMany(tx, Array.from({ length: count }, (_, n) => ({ type: "test.done", payload: { n } }))));
+  await store.transaction((tx) =>
+    store.enqueueMany(
+      tx,
+      Array.from({ length: count }, (_, n) => ({ type: "test.done", payload: { n } })),
+    ),
+  );
   const leases = await store.claim("test-worker", { limit: count, leaseMs: 60_000 });
   expect(leases).toHaveLength(count);
   await store.completeMany(leases.map((lease) => ({ lease })));

@@ -33,7 +33,12 @@ afterEach(killAll);
 afterAll(closeTargets);
 
 async function processed(store: OutboxStore<unknown>, count: number): Promise<void> {
-  await store.transaction((tx) => store.enqueueMany(tx, Array.from({ length: count }, (_, n) => ({ type: "test.done", payload: { n } }))));
+  await store.transaction((tx) =>
+    store.enqueueMany(
+      tx,
+      Array.from({ length: count }, (_, n) => ({ type: "test.done", payload: { n } })),
+    ),
+  );
   const leases = await store.claim("seeder", { limit: count, leaseMs: 60_000 });
   await store.completeMany(leases.map((lease) => ({ lease })));
 }
@@ -126,18 +131,7 @@ describe("built-in retention", () => {
     const target = await seeded();
     const dir = cwd();
     const relay = startCli(
-      [
-        "relay",
-        ...target.args,
-        "--to",
-        NATS_URL,
-        "--destination",
-        "retention.{type}",
-        "--retain-processed",
-        "90m",
-        "--log-level",
-        "info",
-      ],
+      ["relay", ...target.args, "--to", NATS_URL, "--destination", "retention.{type}", "--retain-processed", "90m", "--log-level", "info"],
       { cwd: dir },
     );
     const purged = await logLine(relay, "retention purged old rows");
