@@ -38,6 +38,17 @@ export {
 } from "./outbox/message-types.js";
 export { processLease, type Handler, type HandlerResult, type ProcessOptions } from "./outbox/process-lease.js";
 export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js";
+export {
+  DEFAULT_RETENTION_INTERVAL_MS,
+  MIN_INBOX_RETENTION_MS,
+  RETENTION_KINDS,
+  startRetention,
+  type Retention,
+  type RetentionAges,
+  type RetentionKind,
+  type RetentionOptions,
+  type RetentionPass,
+} from "./outbox/retention.js";
 export type { OutboxStore } from "./outbox/store.js";
 export type {
   AuditAction,

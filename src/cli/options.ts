@@ -33,6 +33,15 @@ export function parseDuration(value: string): number {
   return ms;
 }
 
+/** A duration as parseDuration takes it, at least `min` ms (`shown` says the least one, e.g. "1h"; `why`, why so). */
+export function minDuration(min: number, shown: string, why = ""): (value: string) => number {
+  return (value) => {
+    const ms = parseDuration(value);
+    if (ms < min) throw new CommanderInvalidArgument(`expected a duration of at least ${shown}${why}, such as 30s, 15m, 12h, 7d or 2w`);
+    return ms;
+  };
+}
+
 /** A share between 0 and 1, e.g. 0.05. */
 export function share(value: string): number {
   const n = Number(value);

@@ -8,6 +8,7 @@ import { PUBLISHER_SCHEMES } from "../relay/open-publisher.js";
 import { startRelay } from "../runtime/relay-runner.js";
 import { integer, typeList } from "./options.js";
 import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
+import { retentionInEffect } from "./retention-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
 interface RelayCommandOptions extends RunnerFlags {
@@ -96,6 +97,7 @@ export function relayCommand(): Command {
             maxInFlight: relay.worker.concurrency,
             metrics: running.metricsUrl,
             tracing: running.tracing,
+            retention: retentionInEffect(options),
           },
           "relay started",
         );

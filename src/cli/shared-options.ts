@@ -4,6 +4,7 @@ import { Option } from "commander";
 import { LOG_LEVELS } from "../observability/logging.js";
 import { BACKENDS, type OpenOutboxOptions } from "../stores/open-outbox.js";
 import { integer, oneOf } from "./options.js";
+import { type RetentionFlags, retentionOptions, retentionSettings } from "./retention-options.js";
 
 /**
  * How a command uses the database: "read" only looks (opened read-only, never migrated), "repair"
@@ -38,7 +39,7 @@ export function synchronousOption(): Option {
 
 /**
  * The options of a long-running claimer (the worker, the relay): leases, polling, retries,
- * shutdown, metrics and logs. `what` says, for the help texts, its name, when a lease is renewed
+ * shutdown, metrics, logs and retention. `what` says, for the help texts, its name, when a lease is renewed
  * ("a handler runs"), what may finish at shutdown, and what --max-attempts counts.
  */
 export function runnerOptions(what: { readonly name: string; readonly work: string; readonly inFlight: string; readonly attempts: string }): Option[] {
@@ -55,6 +56,7 @@ export function runnerOptions(what: { readonly name: string; readonly work: stri
       "127.0.0.1",
     ),
     new Option("--log-level <level>", "log level (JSON lines on stderr)").argParser(oneOf(LOG_LEVELS)).default("info"),
+    ...retentionOptions(),
   ];
 }
 
@@ -63,8 +65,8 @@ export function withOptions<C extends { addOption(option: Option): C }>(command:
   return options.reduce((c, option) => c.addOption(option), command);
 }
 
-/** What runnerOptions (with --db, --schema, --synchronous and --name) parsed to. */
-export interface RunnerFlags {
+/** What runnerOptions (with --db, --schema, --synchronous and --name) parsed to, the --retain-* flags included. */
+export interface RunnerFlags extends RetentionFlags {
   db: string;
   schema?: string;
   synchronous?: "FULL" | "NORMAL";
@@ -80,6 +82,7 @@ export interface RunnerFlags {
 
 /** The settings every runner takes, from its flags. */
 export function runnerSettings(flags: RunnerFlags) {
+  const retention = retentionSettings(flags);
   return {
     db: flags.db,
     ...(flags.schema === undefined ? {} : { schema: flags.schema }),
@@ -90,5 +93,6 @@ export function runnerSettings(flags: RunnerFlags) {
     pollIntervalMs: flags.pollMs,
     retry: { maxAttempts: flags.maxAttempts, baseDelayMs: flags.retryBaseMs },
     shutdownGraceMs: flags.graceMs,
+    ...(retention === undefined ? {} : { retention }),
   };
 }

@@ -8,6 +8,7 @@ import { startPaymentsWorker } from "../runtime/payments-worker.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { integer, share as rate, typeList } from "./options.js";
 import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
+import { retentionInEffect } from "./retention-options.js";
 import { runUntilSignal } from "./until-signal.js";
 
 interface WorkerOptions extends RunnerFlags {
@@ -113,6 +114,7 @@ export function workerCommand(): Command {
             leaseMs: worker.leaseMs,
             metrics: running.metricsUrl,
             tracing: running.tracing,
+            retention: retentionInEffect(options),
           },
           "worker started",
         );

@@ -138,6 +138,32 @@ export function relayMetrics(registry: Registry): (event: RelayMetricEvent) => v
   };
 }
 
+/** What retention reports of a pass: rows deleted per kind, and whether it failed. */
+export interface RetentionMetricPass {
+  readonly deleted: Readonly<Partial<Record<"processed" | "dead" | "audit" | "inbox", number>>>;
+  readonly failed: boolean;
+}
+
+/** Registers the built-in retention's counters on `registry`; returns the function that counts each pass. */
+export function retentionMetrics(registry: Registry, kinds: readonly string[]): (pass: RetentionMetricPass) => void {
+  const purged = new Counter({
+    name: "wassal_retention_purged_total",
+    help: "Rows the built-in retention deleted, by kind (processed, dead, audit, inbox).",
+    labelNames: ["kind"],
+    registers: [registry],
+  });
+  const failures = new Counter({
+    name: "wassal_retention_failures_total",
+    help: "Retention passes that failed (the next interval tries again).",
+    registers: [registry],
+  });
+  for (const kind of kinds) purged.inc({ kind }, 0);
+  return (pass) => {
+    for (const [kind, n] of Object.entries(pass.deleted)) if (n !== undefined && n > 0) purged.inc({ kind }, n);
+    if (pass.failed) failures.inc();
+  };
+}
+
 /** Serves `registry` at http://host:port/metrics. Resolves once listening. */
 const METRICS_NAMES = { what: "metrics", portFlag: "--metrics-port", hostFlag: "--metrics-host" } as const;
 

@@ -277,6 +277,11 @@ export interface PurgeOptions {
   readonly batchSize?: number;
   /** Called after each batch with the number deleted so far. */
   readonly onProgress?: (deletedSoFar: number) => void;
+  /**
+   * Stops the purge once aborted: the batch in progress commits, no further one starts, and the
+   * purge resolves to the number deleted so far (an already aborted signal deletes nothing).
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** What a redrive did. */

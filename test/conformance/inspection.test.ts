@@ -150,6 +150,29 @@ describeEachStore("retention", (factory) => {
     expect(audit.every((e) => e.at >= cutoff)).toBe(true);
   });
 
+  it("a purge stops after the batch in progress once its signal aborts, and an aborted one deletes nothing", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessages(store, clock, 5);
+    await store.completeMany((await store.claim("worker-a", { limit: 5, leaseMs: 60_000 })).map((lease) => ({ lease })));
+    clock.advance(1);
+    const stop = new AbortController();
+    const progress: number[] = [];
+    const deleted = await store.purgeProcessed(clock.now(), {
+      batchSize: 2,
+      signal: stop.signal,
+      onProgress: (n) => {
+        progress.push(n);
+        stop.abort(); // during the first batch's report: no second batch starts
+      },
+    });
+    expect(deleted).toBe(2);
+    expect(progress).toEqual([2]);
+    expect((await store.countByStatus()).processed).toBe(3);
+    expect(await store.purgeProcessed(clock.now(), { signal: AbortSignal.abort() })).toBe(0);
+    expect((await store.countByStatus()).processed).toBe(3);
+    expect(await store.purgeProcessed(clock.now(), { batchSize: 2 })).toBe(3);
+  });
+
   it("frees a purged message's dedupe key: a new message may take it", async () => {
     const { store, clock } = ctx();
     await enqueueMessage(store, { dedupeKey: "order-1" });

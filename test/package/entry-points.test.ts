@@ -63,7 +63,17 @@ describe("entry points", () => {
       console.log(JSON.stringify({ names: Object.keys(core).sort(), unrecoverable: error instanceof core.WassalError && error.name === "UnrecoverableError" }));`);
     expect(out.unrecoverable).toBe(true);
     expect(out.names).toEqual(
-      expect.arrayContaining(["Worker", "processLease", "ManualClock", "systemClock", "EventHub", "CompletionBatcher", "UnrecoverableError", "LeaseLostError"]),
+      expect.arrayContaining([
+        "Worker",
+        "processLease",
+        "ManualClock",
+        "systemClock",
+        "EventHub",
+        "CompletionBatcher",
+        "UnrecoverableError",
+        "LeaseLostError",
+        "startRetention",
+      ]),
     );
     for (const outside of [
       "SqliteOutboxStore",
