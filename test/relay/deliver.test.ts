@@ -135,7 +135,16 @@ describe("deliver", () => {
       const b = { ...broker(), stopping: () => true, giveBack: () => void b.calls.push("give back") };
       const stats = fresh();
       let tries = 0;
-      await deliver(keyed, b, orderedInbox(100), async () => void (tries += 1), retry, stats);
+      await deliver(
+        keyed,
+        b,
+        orderedInbox(100),
+        async () => {
+          tries += 1;
+        },
+        retry,
+        stats,
+      );
       expect(b.calls).toEqual(["give back"]);
       expect(tries).toBe(0);
       expect(stats).toEqual(fresh());
