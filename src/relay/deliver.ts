@@ -10,6 +10,10 @@
 // wait, or in another consumer's hands) is held back: parked in the consumer's hands where it can
 // go on with the messages behind it (NATS, Redis Streams: parking.ts), else held in place for a
 // while and then handed back to the broker (RabbitMQ, whose consumer takes one message at a time).
+//
+// Stopping: once a consumer stops, no try of the handler starts (not a new message, not another
+// try of a failing one); a wait between tries ends at once, and the message goes back to the broker
+// unapplied (`giveBack`), or stays unacknowledged. Its tries start again from one wherever it comes.
 
 import { InvalidArgumentError } from "../outbox/errors.js";
 import type { Inbox } from "./inbox.js";
@@ -73,6 +77,54 @@ export interface ConsumerRetry {
   readonly onLate?: (message: DeliveredMessage) => void;
 }
 
+/** How a consumer stops (every broker's). */
+export interface ConsumerShutdown {
+  /**
+   * How long `stop()` waits at most for a handler already running to finish (default 10 000 ms).
+   * Past it, `stop()` returns anyway: the run goes on in the background, its message is left
+   * unacknowledged, and the broker delivers it again (the inbox absorbs it if that run committed).
+   */
+  readonly shutdownGraceMs?: number;
+}
+
+/** The grace a consumer's `stop()` waits for the handler in hand, checked. */
+export function checkGrace(graceMs: number | undefined, name = "shutdownGraceMs"): number {
+  const grace = graceMs ?? 10_000;
+  if (!Number.isFinite(grace) || grace < 0) throw new InvalidArgumentError(`${name} must be a number of milliseconds >= 0 (got ${String(grace)})`);
+  return grace;
+}
+
+/** Waits `ms`, or less: until `signal` is aborted. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** True when `work` settles within `ms`; false when the time ran out first (`work` goes on). */
+export async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const over = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([
+      work.then(
+        () => true as const,
+        () => true as const,
+      ),
+      over,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** What the broker lets a consumer do with the message in hand. */
 export interface Acknowledger {
   ack(): Promise<void> | void;
@@ -80,15 +132,25 @@ export interface Acknowledger {
   giveUp(reason: string): Promise<void> | void;
   /** Tell the broker the message is still being worked on (optional). */
   working?(): void;
-  /** True once the consumer is stopping: a message waiting on its database is left to redelivery. */
+  /**
+   * True once the consumer is stopping: no try of the handler starts after that; the message is
+   * handed back with `giveBack` (or, without it, left unacknowledged for redelivery).
+   */
   stopping?(): boolean;
+  /** Aborted when the consumer stops: a wait between tries (or for the database) ends at once. */
+  readonly signal?: AbortSignal;
   /**
    * Puts an early message aside to be tried again later, without holding up the messages behind it
    * (NATS and Redis Streams park it in the consumer's hands). Without it, an early message is held
    * in place, its key checked again and again, and after a while handed back with `giveBack`.
    */
   defer?(): Promise<void> | void;
-  /** Hands a message held in place back to the broker now (RabbitMQ: reject with requeue); without it, it is left unacknowledged. */
+  /**
+   * Hands a message back to the broker now, unapplied, to be delivered again at once (NATS: nak;
+   * RabbitMQ: reject with requeue): an early one held in place too long, or one the consumer stops
+   * before it could apply it. Without it, the message is left unacknowledged (redelivered after
+   * the broker's ack wait, or resumed by the same consumer name).
+   */
   giveBack?(): Promise<void> | void;
   /** True for a message this consumer held back before (parked, now tried again): not counted or reported as early again. */
   readonly heldBefore?: boolean;
@@ -148,8 +210,18 @@ export async function deliver<Tx>(
     }
   };
   let heldSince: number | undefined;
-  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  const signal = broker.signal;
+  const pause = (ms: number) => sleep(ms, signal);
+  // Stopping: no try starts any more; the message goes back unapplied (or is left unacknowledged).
+  const handBack = async () => {
+    try {
+      await broker.giveBack?.();
+    } catch {
+      // the connection went away: the broker delivers it again after its ack wait
+    }
+  };
   for (let attempt = 1, delay = retry.delayMs, holdDelay = 50; ; ) {
+    if (broker.stopping?.()) return handBack();
     try {
       const received = await inbox.handle(message, async (tx) => {
         try {
@@ -171,7 +243,7 @@ export async function deliver<Tx>(
           }
         }
         if (broker.defer !== undefined) return void (await broker.defer());
-        if (broker.stopping?.() || performance.now() - heldSince >= HOLD_IN_PLACE_MS) return void (await broker.giveBack?.());
+        if (broker.stopping?.() || performance.now() - heldSince >= HOLD_IN_PLACE_MS) return handBack();
         // Held in place: its predecessor may be in another consumer's hands right now.
         broker.working?.();
         await pause(holdDelay);
@@ -195,7 +267,7 @@ export async function deliver<Tx>(
         // The consumer's own database failed (down, busy): nothing was applied and the handler is
         // not to blame. Try again without spending an attempt, until it works or the consumer stops.
         report(caught, false);
-        if (broker.stopping?.()) return; // left unacknowledged: the broker delivers it again
+        if (broker.stopping?.()) return handBack();
         broker.working?.();
         await pause(delay);
         delay = Math.min(delay * 2, 30_000);
@@ -217,7 +289,7 @@ export async function deliver<Tx>(
               break;
             } catch (recordError) {
               report(recordError, false);
-              if (broker.stopping?.()) return; // left unacknowledged: delivered again, and tried again then
+              if (broker.stopping?.()) return handBack(); // delivered again, and tried again then
               broker.working?.();
               await pause(wait);
             }
@@ -231,6 +303,7 @@ export async function deliver<Tx>(
         return;
       }
       attempt += 1;
+      if (broker.stopping?.()) return handBack(); // tried again by whoever takes it next
       broker.working?.();
       await pause(delay);
       delay = Math.min(delay * 2, 30_000);

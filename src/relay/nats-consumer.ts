@@ -18,6 +18,13 @@
 // runs, is kept alive with `working()` a few times per ack wait, and the durable consumer it
 // creates lets at most `maxAckPending` messages be outstanding, so nothing it holds is redelivered
 // while it is alive and well.
+//
+// Stopping (`stop()`): it stops taking messages at once (the pull ends; a message the client still
+// delivers is handed back), hands back every message it holds that no handler runs for (queued,
+// parked, and one between two tries of a failing handler: no try starts after stop), each with a nak,
+// so that the next consumer gets it at once, unapplied; waits for a handler already running up to
+// the grace (`shutdownGraceMs`, or `stop({ graceMs })`), and closes the connection. A run still
+// going past the grace is left: its message, unacknowledged, comes again after the ack wait.
 
 import type { JsMsg } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -25,7 +32,9 @@ import { InvalidArgumentError } from "../outbox/errors.js";
 import { importOptional } from "../outbox/optional.js";
 import {
   type ConsumerRetry,
+  type ConsumerShutdown,
   type ConsumerStats,
+  checkGrace,
   checkRetry,
   type DeliveredMessage,
   type DeliveryHandler,
@@ -33,11 +42,12 @@ import {
   keySeqOf,
   newConsumerStats,
   parseBody,
+  settlesWithin,
 } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { Parking } from "./parking.js";
 
-export interface NatsConsumerOptions<Tx> extends ConsumerRetry {
+export interface NatsConsumerOptions<Tx> extends ConsumerRetry, ConsumerShutdown {
   readonly servers: string | readonly string[];
   readonly stream: string;
   /** The durable consumer's name; created (explicit acks) if it does not exist. */
@@ -82,6 +92,8 @@ export class NatsConsumer<Tx> {
   readonly stats: ConsumerStats = newConsumerStats();
   /** The durable consumer's ack wait, as the server has it. */
   readonly ackWaitMs: number;
+  /** How long `stop()` waits for a handler already running, unless told otherwise. */
+  readonly shutdownGraceMs: number;
   readonly #nc: NatsConnection;
   readonly #messages: { stop(): void; close(): Promise<unknown> };
   /** Received, not yet handled: kept alive with working() until their turn. */
@@ -94,6 +106,8 @@ export class NatsConsumer<Tx> {
   #wake: (() => void) | undefined;
   #room: (() => void) | undefined;
   #stopping = false;
+  readonly #stopSignal = new AbortController();
+  #stopped: Promise<void> | undefined;
   #reading = true;
   readonly #heartbeat: NodeJS.Timeout;
   readonly #loop: Promise<void>;
@@ -105,8 +119,10 @@ export class NatsConsumer<Tx> {
     retry: { maxAttempts: number; delayMs: number },
     ackWaitMs: number,
     queueLimit: number,
+    graceMs: number,
   ) {
     this.#nc = nc;
+    this.shutdownGraceMs = graceMs;
     this.#messages = messages;
     this.ackWaitMs = ackWaitMs;
     // Three heartbeats per ack wait: one lost or late still leaves two.
@@ -143,6 +159,8 @@ export class NatsConsumer<Tx> {
           giveUp: (reason: string) => m.term(reason),
           working: () => m.working(),
           stopping: () => this.#stopping,
+          signal: this.#stopSignal.signal,
+          giveBack: () => m.nak(), // stopping before it was applied: to the next consumer at once
           heldBefore: tries > 0,
           defer: () => {
             if (message.key === null || message.keySeq === null || tries >= PARK_TRIES) m.nak(HAND_BACK_MS);
@@ -204,6 +222,7 @@ export class NatsConsumer<Tx> {
     if (!Number.isSafeInteger(maxAckPending) || maxAckPending < 1)
       throw new InvalidArgumentError(`maxAckPending must be a whole number >= 1 (got ${String(maxAckPending)})`);
     const retry = checkRetry(options);
+    const graceMs = checkGrace(options.shutdownGraceMs);
     if (typeof options.handle !== "function") throw new InvalidArgumentError("NatsConsumer needs handle: (message, tx) => void");
     const transport = await importOptional<typeof import("@nats-io/transport-node")>("@nats-io/transport-node", "a NATS consumer");
     const jetstream = await importOptional<typeof import("@nats-io/jetstream")>("@nats-io/jetstream", "a NATS consumer");
@@ -224,30 +243,44 @@ export class NatsConsumer<Tx> {
       const queueLimit = pending > 0 ? Math.min(pending + 1, QUEUE_LIMIT) : QUEUE_LIMIT;
       const consumer = await jetstream.jetstream(nc).consumers.get(options.stream, options.durable);
       const messages = await consumer.consume({ max_messages: Math.min(100, queueLimit) });
-      return new NatsConsumer(nc, messages, options, retry, serverAckWaitMs, queueLimit);
+      return new NatsConsumer(nc, messages, options, retry, serverAckWaitMs, queueLimit, graceMs);
     } catch (error) {
       await nc.close();
       throw error;
     }
   }
 
-  /** Stops taking messages, lets the one in hand finish, hands the ones still queued back (to be delivered again at once), and closes the connection. */
-  async stop(): Promise<void> {
+  /**
+   * Stops taking messages at once and hands back (nak: to the next consumer at once, unapplied)
+   * every message held that no handler runs for, a failing one between two tries included: no
+   * handler call starts after this. Waits for a handler already running up to `graceMs` (default
+   * `shutdownGraceMs`); past it, returns anyway, leaving that message unacknowledged (it comes
+   * again after the ack wait). Closes the connection. Safe to call more than once.
+   */
+  stop(options: { readonly graceMs?: number } = {}): Promise<void> {
+    this.#stopped ??= this.#shutdown(checkGrace(options.graceMs ?? this.shutdownGraceMs, "graceMs"));
+    return this.#stopped;
+  }
+
+  async #shutdown(graceMs: number): Promise<void> {
     this.#stopping = true;
+    this.#stopSignal.abort();
     this.#messages.stop();
     this.#room?.();
     this.#wake?.();
-    for (const m of [...this.#queue.splice(0), ...this.#parking.clear()]) m.nak();
-    await this.#loop.catch(() => undefined);
-    // A parked message being tried as the loop ended may have been parked again, and ones taken out
-    // to be tried were left: back at once too.
-    for (const m of [...this.#retrying.splice(0), ...this.#parking.clear()]) {
-      try {
-        m.nak();
-      } catch {
-        // the connection is down: redelivered after the ack wait
+    const handBack = (held: JsMsg[]) => {
+      for (const m of held) {
+        try {
+          m.nak();
+        } catch {
+          // the connection is down: redelivered after the ack wait
+        }
       }
-    }
+    };
+    handBack([...this.#queue.splice(0), ...this.#retrying.splice(0), ...this.#parking.clear()]);
+    await settlesWithin(this.#loop, graceMs);
+    // A parked message being tried as the loop ended may have been parked again: back at once too.
+    handBack([...this.#queue.splice(0), ...this.#retrying.splice(0), ...this.#parking.clear()]);
     clearInterval(this.#heartbeat);
     await this.#nc.close();
   }

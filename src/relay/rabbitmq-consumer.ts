@@ -4,12 +4,20 @@
 // acked without running the handler. A handler that keeps failing is rejected without requeue
 // (to the queue's dead-letter exchange, if it has one) after maxAttempts. A lost connection is
 // opened again with backoff, and consuming goes on. See deliver.ts.
+//
+// Stopping (`stop()`): it cancels its consumption at once; a message between two tries of a failing
+// handler (or not yet started) is rejected with requeue, back in its place for the next consumer,
+// unapplied: no handler call starts after stop. It waits for a handler already running up to the
+// grace (`shutdownGraceMs`, or `stop({ graceMs })`), then closes the connection, which puts any
+// message still unacknowledged back in the queue.
 
 import type { Channel, ChannelModel, ConsumeMessage } from "amqplib";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import {
   type ConsumerRetry,
+  type ConsumerShutdown,
   type ConsumerStats,
+  checkGrace,
   checkRetry,
   type DeliveredMessage,
   type DeliveryHandler,
@@ -17,11 +25,13 @@ import {
   keySeqOf,
   newConsumerStats,
   parseBody,
+  settlesWithin,
+  sleep,
 } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { importOptional } from "../outbox/optional.js";
 
-export interface RabbitMqConsumerOptions<Tx> extends ConsumerRetry {
+export interface RabbitMqConsumerOptions<Tx> extends ConsumerRetry, ConsumerShutdown {
   readonly url: string;
   /** The queue to consume (it must exist). */
   readonly queue: string;
@@ -50,6 +60,8 @@ function delivered(m: ConsumeMessage, queue: string): DeliveredMessage {
 
 export class RabbitMqConsumer {
   readonly stats: ConsumerStats = newConsumerStats();
+  /** How long `stop()` waits for a handler already running, unless told otherwise. */
+  readonly shutdownGraceMs: number;
   readonly #amqp: typeof import("amqplib");
   readonly #options: RabbitMqConsumerOptions<unknown>;
   readonly #retry: { maxAttempts: number; delayMs: number };
@@ -58,10 +70,18 @@ export class RabbitMqConsumer {
   #tag = "";
   #current: Promise<void> = Promise.resolve();
   #stopping = false;
+  readonly #stopSignal = new AbortController();
+  #stopped: Promise<void> | undefined;
   #loop: Promise<void> = Promise.resolve();
 
-  private constructor(amqp: typeof import("amqplib"), options: RabbitMqConsumerOptions<unknown>, retry: { maxAttempts: number; delayMs: number }) {
+  private constructor(
+    amqp: typeof import("amqplib"),
+    options: RabbitMqConsumerOptions<unknown>,
+    retry: { maxAttempts: number; delayMs: number },
+    graceMs: number,
+  ) {
     this.#amqp = amqp;
+    this.shutdownGraceMs = graceMs;
     this.#options = options;
     this.#retry = retry;
   }
@@ -70,8 +90,9 @@ export class RabbitMqConsumer {
   static async start<Tx>(options: RabbitMqConsumerOptions<Tx>): Promise<RabbitMqConsumer> {
     if (typeof options.handle !== "function") throw new InvalidArgumentError("RabbitMqConsumer needs handle: (message, tx) => void");
     const retry = checkRetry(options);
+    const graceMs = checkGrace(options.shutdownGraceMs);
     const amqp = await importOptional<typeof import("amqplib")>("amqplib", "a RabbitMQ consumer");
-    const consumer = new RabbitMqConsumer(amqp, options as RabbitMqConsumerOptions<unknown>, retry);
+    const consumer = new RabbitMqConsumer(amqp, options as RabbitMqConsumerOptions<unknown>, retry, graceMs);
     const { closed } = await consumer.#connect(); // the first connection must work: a bad URL or queue is an error now
     consumer.#loop = consumer.#reconnecting(closed);
     return consumer;
@@ -120,8 +141,10 @@ export class RabbitMqConsumer {
       ack: () => channel.ack(m),
       giveUp: () => channel.nack(m, false, false),
       stopping: () => this.#stopping,
+      signal: this.#stopSignal.signal,
       // An early message (its key waits for an earlier one) held in place too long goes back to
-      // its place in the queue, ahead of what came after it.
+      // its place in the queue, ahead of what came after it; so does one the consumer stops before
+      // it could apply it.
       giveBack: () => channel.nack(m, false, true),
     };
     await deliver(message, acknowledger, options.inbox, options.handle, this.#retry, this.stats, options);
@@ -137,18 +160,32 @@ export class RabbitMqConsumer {
           if (this.#stopping) await this.#model?.close().catch(() => undefined); // stopped while connecting
           break;
         } catch {
-          await new Promise((resolve) => setTimeout(resolve, delay));
+          await sleep(delay, this.#stopSignal.signal);
         }
       }
       if (this.#stopping) return;
     }
   }
 
-  /** Stops consuming, lets the message in hand finish, and closes the connection (unacked messages go back to the queue). */
-  async stop(): Promise<void> {
+  /**
+   * Stops consuming at once: no handler call starts after this (a message between two tries of a
+   * failing handler goes back to its place in the queue, unapplied). Waits for a handler already
+   * running up to `graceMs` (default `shutdownGraceMs`), then closes the connection: a message
+   * still unacknowledged goes back to the queue. Safe to call more than once.
+   */
+  stop(options: { readonly graceMs?: number } = {}): Promise<void> {
+    this.#stopped ??= this.#shutdown(checkGrace(options.graceMs ?? this.shutdownGraceMs, "graceMs"));
+    return this.#stopped;
+  }
+
+  async #shutdown(graceMs: number): Promise<void> {
     this.#stopping = true;
-    await this.#channel?.cancel(this.#tag).catch(() => undefined);
-    await this.#current;
+    this.#stopSignal.abort();
+    const finished = this.#channel
+      ?.cancel(this.#tag)
+      .catch(() => undefined)
+      .then(() => this.#current);
+    await settlesWithin(finished ?? this.#current, graceMs);
     await this.#model?.close().catch(() => undefined);
     await this.#loop;
   }

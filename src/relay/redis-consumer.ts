@@ -7,12 +7,20 @@
 // earlier number is parked (still pending, so a restart resumes it in order), tried again soon and
 // at once when a message of its key is applied, while the entries behind it go on (parking.ts).
 // See deliver.ts.
+//
+// Stopping (`stop()`): it reads nothing more, and no handler call starts after it (not another try
+// of a failing one: a wait between tries ends at once); what it had read and not applied stays
+// pending in the group, resumed by the next start with the same consumer name. It waits for a
+// handler already running up to the grace (`shutdownGraceMs`, or `stop({ graceMs })`), then closes
+// the connection.
 
 import type { RedisClientType } from "redis";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import {
   type ConsumerRetry,
+  type ConsumerShutdown,
   type ConsumerStats,
+  checkGrace,
   checkRetry,
   type DeliveredMessage,
   type DeliveryHandler,
@@ -20,12 +28,14 @@ import {
   keySeqOf,
   newConsumerStats,
   parseBody,
+  settlesWithin,
+  sleep,
 } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { Parking } from "./parking.js";
 import { importOptional } from "../outbox/optional.js";
 
-export interface RedisStreamsConsumerOptions<Tx> extends ConsumerRetry {
+export interface RedisStreamsConsumerOptions<Tx> extends ConsumerRetry, ConsumerShutdown {
   readonly url: string;
   readonly stream: string;
   /** The consumer group (created at the stream's start if missing). */
@@ -63,16 +73,22 @@ export class RedisStreamsConsumer {
   /** Entries held back because their key waited for an earlier number: tried again when due (they stay pending meanwhile). */
   readonly #parking = new Parking<Entry>();
   readonly #client: RedisClientType;
+  /** How long `stop()` waits for a handler already running, unless told otherwise. */
+  readonly shutdownGraceMs: number;
   #stopping = false;
+  readonly #stopSignal = new AbortController();
+  #stopped: Promise<void> | undefined;
   #loop: Promise<void> = Promise.resolve();
 
-  private constructor(client: RedisClientType) {
+  private constructor(client: RedisClientType, graceMs: number) {
     this.#client = client;
+    this.shutdownGraceMs = graceMs;
   }
 
   static async start<Tx>(options: RedisStreamsConsumerOptions<Tx>): Promise<RedisStreamsConsumer> {
     if (typeof options.handle !== "function") throw new InvalidArgumentError("RedisStreamsConsumer needs handle: (message, tx) => void");
     const retry = checkRetry(options);
+    const graceMs = checkGrace(options.shutdownGraceMs);
     const redis = await importOptional<typeof import("redis")>("redis", "a Redis Streams consumer");
     const client = redis.createClient({ url: options.url }) as RedisClientType;
     client.on("error", () => undefined);
@@ -85,7 +101,7 @@ export class RedisStreamsConsumer {
       await client.close().catch(() => undefined);
       throw error;
     }
-    const consumer = new RedisStreamsConsumer(client);
+    const consumer = new RedisStreamsConsumer(client, graceMs);
     consumer.#loop = consumer.#run(options, retry);
     return consumer;
   }
@@ -99,6 +115,7 @@ export class RedisStreamsConsumer {
         ack,
         giveUp: ack,
         stopping: () => this.#stopping,
+        signal: this.#stopSignal.signal,
         heldBefore: tries > 0,
         // Its key waits for an earlier number: parked, still pending.
         defer: () => {
@@ -134,7 +151,7 @@ export class RedisStreamsConsumer {
         from = "0";
         this.#parking.clear();
         failures += 1;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** failures, 2_000)));
+        await sleep(Math.min(50 * 2 ** failures, 2_000), this.#stopSignal.signal);
         continue;
       }
       if (pending && entries.length === 0) {
@@ -153,10 +170,21 @@ export class RedisStreamsConsumer {
     }
   }
 
-  /** Stops reading, lets the entry in hand finish, and closes the connection. */
-  async stop(): Promise<void> {
+  /**
+   * Stops reading at once: no handler call starts after this (an entry between two tries of a
+   * failing handler stays pending, unapplied, for the next start with this consumer name). Waits
+   * for a handler already running up to `graceMs` (default `shutdownGraceMs`), then closes the
+   * connection. Safe to call more than once.
+   */
+  stop(options: { readonly graceMs?: number } = {}): Promise<void> {
+    this.#stopped ??= this.#shutdown(checkGrace(options.graceMs ?? this.shutdownGraceMs, "graceMs"));
+    return this.#stopped;
+  }
+
+  async #shutdown(graceMs: number): Promise<void> {
     this.#stopping = true;
-    await this.#loop.catch(() => undefined);
+    this.#stopSignal.abort();
+    await settlesWithin(this.#loop, graceMs);
     await this.#client.close().catch(() => undefined);
   }
 }

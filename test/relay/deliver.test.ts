@@ -123,11 +123,31 @@ describe("deliver", () => {
     });
 
     it("held in place by a stopping consumer, it is given back to the broker at once", async () => {
-      const b = { ...broker(), stopping: () => true, giveBack: () => void b.calls.push("give back") };
+      let asked = 0; // the consumer stops once the first try has begun: the message is held in place
+      const b = { ...broker(), stopping: () => asked++ > 0, giveBack: () => void b.calls.push("give back") };
       const stats = fresh();
       await deliver(keyed, b, orderedInbox(100), async () => undefined, retry, stats);
       expect(b.calls).toEqual(["give back"]);
       expect(stats.early).toBe(1);
+    });
+
+    it("taken by a consumer already stopping, it is given back without a try", async () => {
+      const b = { ...broker(), stopping: () => true, giveBack: () => void b.calls.push("give back") };
+      const stats = fresh();
+      let tries = 0;
+      await deliver(
+        keyed,
+        b,
+        orderedInbox(100),
+        async () => {
+          tries += 1;
+        },
+        retry,
+        stats,
+      );
+      expect(b.calls).toEqual(["give back"]);
+      expect(tries).toBe(0);
+      expect(stats).toEqual(fresh());
     });
   });
 

@@ -15,6 +15,7 @@ import { PermanentPublishError } from "../../src/relay/publisher.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
 import { PrivateServer } from "../support/private-server.js";
+import { stopTests } from "./consumer-stop.js";
 import { requireService } from "../support/services.js";
 import { advanceUntil, useRelays } from "./support.js";
 import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
@@ -318,6 +319,25 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
         await consumer.stop();
         await store.close();
       }
+    });
+  });
+
+  describe("stopping the consumer", () => {
+    stopTests({
+      async fresh() {
+        const stream = await freshStream(jsm);
+        streams.push(stream);
+        // The durable, made here with a 1 s ack wait: a message left unacknowledged comes back soon.
+        await jsm.consumers.add(stream, { durable_name: "stopping", ack_policy: AckPolicy.Explicit, ack_wait: 1_000 * 1_000_000 });
+        return stream;
+      },
+      async publish(stream, count) {
+        const js = jetstream(nc);
+        for (let n = 1; n <= count; n += 1) await js.publish(`${stream}.t`, JSON.stringify({ n }), { msgID: `${stream}-${n}` });
+      },
+      start: (stream, options) => NatsConsumer.start({ servers: NATS_URL, stream, durable: "stopping", maxAttempts: 5, ...options }),
+      holds: async (stream, count) => (await jsm.consumers.info(stream, "stopping")).num_ack_pending === count,
+      redeliveryMs: 1_000,
     });
   });
 

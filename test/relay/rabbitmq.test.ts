@@ -13,6 +13,7 @@ import { RabbitMqConsumer } from "../../src/relay/rabbitmq-consumer.js";
 import type { RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
 import { requireService } from "../support/services.js";
+import { stopTests } from "./consumer-stop.js";
 import { useRelays, waitForRetry } from "./support.js";
 import { waitForSleepers, waitForStatus, waitUntil } from "../worker/support.js";
 
@@ -170,6 +171,26 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
       // A confirm can come before the delivery to the queue's consumer.
       await waitUntil("the delivery", () => received.length > 0);
       expect(received.map((m) => m.properties.messageId)).toEqual([after.id]);
+    });
+  });
+
+  describe("stopping the consumer", () => {
+    const queues: string[] = [];
+    afterAll(async () => {
+      for (const queue of queues) await admin.deleteQueue(queue).catch(() => undefined);
+    });
+    stopTests({
+      async fresh() {
+        // Not exclusive, not auto-deleted: it outlives the consumer stopped, for the next one.
+        const { queue } = await admin.assertQueue(`wassal-test-${randomBytes(4).toString("hex")}-stop`, { durable: false });
+        queues.push(queue);
+        return queue;
+      },
+      async publish(queue, count) {
+        for (let n = 1; n <= count; n += 1) admin.sendToQueue(queue, Buffer.from(JSON.stringify({ n })), { messageId: `${queue}-${n}` });
+        await waitUntil("the queue holds them", async () => (await admin.checkQueue(queue)).messageCount === count);
+      },
+      start: (queue, options) => RabbitMqConsumer.start({ url: AMQP_URL, queue, maxAttempts: 5, ...options }),
     });
   });
 

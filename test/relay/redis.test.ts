@@ -15,6 +15,7 @@ import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
 import { PrivateServer } from "../support/private-server.js";
 import { requireService } from "../support/services.js";
+import { stopTests } from "./consumer-stop.js";
 import { advanceUntil, useRelays } from "./support.js";
 import { waitForStatus, waitUntil } from "../worker/support.js";
 
@@ -207,6 +208,17 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
       await consumer.stop();
       await store.close();
     }
+  });
+
+  describe("stopping the consumer", () => {
+    stopTests({
+      fresh: async () => newStream(),
+      async publish(stream, count) {
+        for (let n = 1; n <= count; n += 1) await client.xAdd(stream, "*", { id: `${stream}-${n}`, type: "t", headers: "{}", body: JSON.stringify({ n }) });
+      },
+      // The same group and consumer name: the next one resumes the entries this one left pending.
+      start: (stream, options) => RedisStreamsConsumer.start({ url: REDIS_URL, stream, group: "g", consumer: "c1", maxAttempts: 5, ...options }),
+    });
   });
 
   describeEachStore("the relay while its Redis server is away", (factory) => {
