@@ -763,7 +763,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
           : attempt,
       ),
     );
-    if (before === null) throw new MessageNotFoundError(`no outbox message has id ${id}; nothing was cancelled (find messages with: wassal outbox find <text>)`);
+    if (before === null) throw new MessageNotFoundError(`no outbox message has id ${id}; nothing was cancelled (browse the messages on the dashboard's messages page, or look one up with store.findMessages)`);
     if (!deleted) {
       if (before.status === "processing") throw new MessageRunningError(id, before.lockedBy, before.lockedUntil);
       if (before.status === "processed" || before.status === "dead") throw new MessageNotPendingError(id, before.status);
