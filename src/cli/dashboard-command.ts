@@ -41,7 +41,11 @@ export function dashboardCommand(): Command {
         "require this secret (at least 16 characters) from every request: an Authorization: Bearer header, or a cookie set by opening /?token=<secret>",
       ).env("WASSAL_DASHBOARD_TOKEN"),
     )
-    .option("--allow-actions", "show and accept actions: redrive a dead message, redrive or skip a blocked key's message (default: read-only)", false)
+    .option(
+      "--allow-actions",
+      "show and accept actions: redrive a dead message, cancel a pending one, redrive or skip a blocked key's message (default: read-only)",
+      false,
+    )
     .option("--poll-ms <ms>", "how often the outbox is read for live updates", integer(100, 60_000), 1000)
     .addHelpText(
       "after",

@@ -88,9 +88,7 @@ export interface ClaimMessageAttempt {
 /** What cancel saw: the message before (null: no such message), and whether it was deleted. */
 export interface CancelAttempt {
   readonly at: Date;
-  readonly before:
-    | (MessageHolder & { readonly type: string; readonly key: string | null; readonly keySeq: number | null; readonly holdsKey: boolean })
-    | null;
+  readonly before: (MessageHolder & { readonly type: string; readonly key: string | null; readonly keySeq: number | null; readonly holdsKey: boolean }) | null;
   readonly deleted: boolean;
 }
 

@@ -763,13 +763,24 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
           : attempt,
       ),
     );
-    if (before === null) throw new MessageNotFoundError(`no outbox message has id ${id}; nothing was cancelled (browse the messages on the dashboard's messages page, or look one up with store.findMessages)`);
+    if (before === null)
+      throw new MessageNotFoundError(
+        `no outbox message has id ${id}; nothing was cancelled (browse the messages on the dashboard's messages page, or look one up with store.findMessages)`,
+      );
     if (!deleted) {
       if (before.status === "processing") throw new MessageRunningError(id, before.lockedBy, before.lockedUntil);
       if (before.status === "processed" || before.status === "dead") throw new MessageNotPendingError(id, before.status);
       throw new Error(`cancel: message ${id} was ${before.status} and yet not deleted`);
     }
-    return { outcome: "cancelled", messageId: id, type: before.type, key: before.key, handedOn: before.holdsKey && before.key !== null, reason: reason ?? null, at };
+    return {
+      outcome: "cancelled",
+      messageId: id,
+      type: before.type,
+      key: before.key,
+      handedOn: before.holdsKey && before.key !== null,
+      reason: reason ?? null,
+      at,
+    };
   }
 
   async pageMessages(query: PageQuery = {}): Promise<MessagePage> {
@@ -777,7 +788,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (status !== undefined && !MESSAGE_STATUSES.includes(status)) {
       throw new InvalidArgumentError(`status must be one of ${MESSAGE_STATUSES.join(", ")} (got ${shown(status)})`);
     }
-    if (order !== undefined && order !== "newest" && order !== "oldest") throw new InvalidArgumentError(`order must be "newest" or "oldest" (got ${shown(order)})`);
+    if (order !== undefined && order !== "newest" && order !== "oldest")
+      throw new InvalidArgumentError(`order must be "newest" or "oldest" (got ${shown(order)})`);
     if (after !== undefined && before !== undefined) throw new InvalidArgumentError("give after (the next page) or before (the previous page), not both");
     const size = limit ?? 50;
     if (typeof size !== "number" || !Number.isInteger(size) || size < 1 || size > 1000) {
@@ -793,8 +805,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const from = cursor === undefined ? null : checkMessageId(cursor);
     // In the page's order, "after" a cursor is below it when the newest come first, above it otherwise.
     const forward = before === undefined;
-    const bounds = (id: string | null, onward: boolean) =>
-      onward === newest ? { above: null, below: id } : { above: id, below: null };
+    const bounds = (id: string | null, onward: boolean) => (onward === newest ? { above: null, below: id } : { above: id, below: null });
     const rows = await this.#driver.pageMessages({ ...filter, ...bounds(from, forward), ascending: forward !== newest, limit: size + 1 });
     const more = rows.length > size;
     const page = rows.slice(0, size);

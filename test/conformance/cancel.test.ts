@@ -22,7 +22,11 @@ const label = (lease: Lease) => (lease.message.payload as { label: string }).lab
 /** Claims and completes until nothing is claimable: each claimed message as "label#keySeq", in claim order. */
 async function drain(store: OutboxStore<unknown>): Promise<string[]> {
   const seen: string[] = [];
-  for (let leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS }); leases.length > 0; leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS })) {
+  for (
+    let leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS });
+    leases.length > 0;
+    leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS })
+  ) {
     seen.push(...leases.map((lease) => `${label(lease)}#${lease.message.keySeq ?? "-"}`));
     await store.completeMany(leases.map((lease) => ({ lease })));
   }

@@ -419,7 +419,10 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect([text.code, text.stdout]).toEqual([1, ""]);
       expect(text.stderr).toMatch(new RegExp(`^wassal: message ${id.run} not cancelled: message ${id.run} is running \\(leased by "ops"`));
       const bad = await runCli(["outbox", "cancel", ...fresh.args, "abc"], { cwd: here });
-      expect([bad.code, bad.stderr.split("\n")[0]]).toEqual([2, 'wassal: a message id must be a whole number from 1 to 9223372036854775807 written in decimal (got "abc")']);
+      expect([bad.code, bad.stderr.split("\n")[0]]).toEqual([
+        2,
+        'wassal: a message id must be a whole number from 1 to 9223372036854775807 written in decimal (got "abc")',
+      ]);
       const rows = await fresh.messages();
       expect(rows.map((r) => [r.id, r.status])).toEqual([
         [id.a2, "pending"],

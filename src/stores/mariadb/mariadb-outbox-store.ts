@@ -612,7 +612,9 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     const [written] = await tx.query<Written>(SQL.cancel, [id]);
     const deleted = written.affectedRows === 1;
     if (deleted && params.audit) {
-      await this.#audit(tx, [[id, Number(row.lease_token), params.owner, "dead", now, row.status, row.locked_by, row.locked_until === null ? null : Number(row.locked_until), null]]);
+      await this.#audit(tx, [
+        [id, Number(row.lease_token), params.owner, "dead", now, row.status, row.locked_by, row.locked_until === null ? null : Number(row.locked_until), null],
+      ]);
     }
     return { at: new Date(now), before: toCancelTarget(row), deleted };
   }

@@ -522,7 +522,8 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const row = statement(params.tx, SQL.cancelTarget).get({ id }) as CancelRow | undefined;
     if (row === undefined) return { at: new Date(now), before: null, deleted: false };
     const deleted = statement(params.tx, SQL.cancel).run({ id }).changes === 1;
-    if (deleted) this.#audit(params.audit, id, row.lease_token, params.owner, "dead", now, {
+    if (deleted)
+      this.#audit(params.audit, id, row.lease_token, params.owner, "dead", now, {
         status: row.status,
         owner: row.locked_by,
         lockedUntil: row.locked_until as number | null,
