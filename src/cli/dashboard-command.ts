@@ -65,7 +65,7 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
       const { checkDashboardAddress, startDashboard } = await import("../dashboard/dashboard.js");
       await checkDashboardAddress(options.host, options.port, options.token); // before the database is opened
       const logger = createLogger("info");
-      // Audited: a redrive or an unblocked key done here is in the audit trail, like any other.
+      // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
       const outbox = await openOutbox(options.db, { ...storeOptions(options, "repair"), audit: true });
       await runUntilSignal(
         logger,
