@@ -41,7 +41,11 @@ export function dashboardCommand(): Command {
         "require this secret (at least 16 characters) from every request: an Authorization: Bearer header, or a cookie set by opening /?token=<secret>",
       ).env("WASSAL_DASHBOARD_TOKEN"),
     )
-    .option("--allow-actions", "show and accept actions: redrive a dead message, redrive or skip a blocked key's message (default: read-only)", false)
+    .option(
+      "--allow-actions",
+      "show and accept actions: redrive a dead message, cancel a pending one, redrive or skip a blocked key's message (default: read-only)",
+      false,
+    )
     .option("--poll-ms <ms>", "how often the outbox is read for live updates", integer(100, 60_000), 1000)
     .addHelpText(
       "after",
@@ -61,7 +65,7 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
       const { checkDashboardAddress, startDashboard } = await import("../dashboard/dashboard.js");
       await checkDashboardAddress(options.host, options.port, options.token); // before the database is opened
       const logger = createLogger("info");
-      // Audited: a redrive or an unblocked key done here is in the audit trail, like any other.
+      // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
       const outbox = await openOutbox(options.db, { ...storeOptions(options, "repair"), audit: true });
       await runUntilSignal(
         logger,

@@ -1,8 +1,8 @@
-// `wassal outbox`: operate an outbox on either store: stats, dead messages, redrive, purge.
+// `wassal outbox`: operate an outbox on either store: stats, dead messages, redrive, cancel, purge.
 
 import { Command } from "commander";
-import type { OutboxMessage } from "../outbox/types.js";
-import { InvalidArgumentError, MessageNotFoundError } from "../outbox/errors.js";
+import type { Cancelled, OutboxMessage } from "../outbox/types.js";
+import { InvalidArgumentError, MessageNotFoundError, MessageNotPendingError, MessageRunningError } from "../outbox/errors.js";
 import { checkMessageId } from "../outbox/validate.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
@@ -41,7 +41,7 @@ const PURGED: Record<PurgeKind, readonly [one: string, many: string, when: strin
 };
 
 export function outboxCommand(): Command {
-  const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead messages, redrive, purge");
+  const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead messages, redrive, cancel, purge");
 
   outbox.addCommand(
     common(new Command("stats"))
@@ -188,6 +188,46 @@ export function outboxCommand(): Command {
             const why = status === "missing" ? "no such message" : `it is ${status}, and only dead messages are redriven`;
             err(`wassal: message ${messageId} not moved: ${why}\n`);
           }
+        });
+      }),
+  );
+
+  outbox.addCommand(
+    common(new Command("cancel"))
+      .description("cancel pending messages: each is deleted (never delivered); one that held its ordering key hands the key on to the next")
+      .argument("<ids...>", "ids of pending messages to cancel (browse them on the dashboard's messages page, filtered by status pending)")
+      .option("--reason <text>", "why, recorded in the audit trail when it is on (at most 180 characters)")
+      .addHelpText(
+        "after",
+        "\nOnly a pending message is cancelled. A running (leased) one is refused: wait for its attempt to end. A processed or\n" +
+          "dead one is refused too (purge it, or skip a dead key holder with: wassal outbox unblock <key> --skip).\n" +
+          "Exits 0 when every id was cancelled, 1 when one was not (each refusal is printed), 2 on bad input.",
+      )
+      .action(async (ids: string[], options: Common & { reason?: string }) => {
+        // Checked before the database is opened, as all bad input is.
+        for (const id of ids) checkMessageId(id);
+        const unique = [...new Set(ids)];
+        await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
+          const cancelled: Cancelled[] = [];
+          const notCancelled: { messageId: string; code: string; error: string }[] = [];
+          for (const id of unique) {
+            try {
+              cancelled.push(await store.cancel(id, options.reason === undefined ? {} : { reason: options.reason }));
+            } catch (error) {
+              if (!(error instanceof MessageNotFoundError || error instanceof MessageRunningError || error instanceof MessageNotPendingError)) throw error;
+              notCancelled.push({ messageId: id, code: error.code, error: error.message });
+            }
+          }
+          if (notCancelled.length > 0) process.exitCode = EXIT.failed;
+          if (options.json) {
+            printJson({ cancelled, notCancelled });
+            return;
+          }
+          for (const c of cancelled) {
+            const key = c.key === null ? "" : c.handedOn ? `; key ${field(c.key)} handed on to its next message` : `; it waited behind key ${field(c.key)}`;
+            out(`message ${c.messageId} (${field(c.type)}) cancelled${key}\n`);
+          }
+          for (const n of notCancelled) err(`wassal: message ${n.messageId} not cancelled: ${n.error}\n`);
         });
       }),
   );

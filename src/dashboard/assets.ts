@@ -51,6 +51,13 @@ export const DASHBOARD_CSS = `
 body { font: 14px/1.45 system-ui, sans-serif; margin: 0; color: #1d2430; background: #fbfbfd; }
 header { display: flex; gap: 1rem; align-items: center; padding: .7rem 1.5rem; background: #1d2430; color: #fff; flex-wrap: wrap; }
 header a.brand { color: #fff; font-weight: 700; text-decoration: none; }
+header nav a { color: #cfd6e0; margin-right: .7rem; text-decoration: none; }
+header nav a:hover { color: #fff; text-decoration: underline; }
+form.filters { display: flex; gap: .8rem; flex-wrap: wrap; align-items: end; margin: .5rem 0 1rem; }
+form.filters input:not([type=number]) { width: 12rem; }
+nav.pages { display: flex; gap: 1.5rem; margin: 1rem 0; }
+nav.pages .page-none { color: #9aa3b0; }
+.notice { padding: .5rem .8rem; background: #e8f5ec; border-radius: 4px; }
 header .db { font-family: ui-monospace, monospace; font-size: .85rem; opacity: .85; }
 header .mode { font-size: .8rem; padding: .1rem .5rem; border-radius: 999px; background: #3b4452; }
 header form.search { margin-left: auto; display: flex; gap: .4rem; }

@@ -18,13 +18,24 @@ import { csrf } from "hono/csrf";
 import { HTTPException } from "hono/http-exception";
 import { secureHeaders } from "hono/secure-headers";
 import { streamSSE } from "hono/streaming";
-import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
+import { InvalidArgumentError, MessageNotFoundError, MessageNotPendingError, MessageRunningError, WassalError } from "../outbox/errors.js";
 import { checkListenAddress, listenOn } from "../observability/listen.js";
 import type { OutboxStore } from "../outbox/store.js";
+import { MESSAGE_STATUSES, type MessageStatus } from "../outbox/types.js";
 import { isMessageId } from "../outbox/validate.js";
 import { DASHBOARD_CSS, LIVE_JS } from "./assets.js";
 import type { MessagePreview } from "./pages.js";
-import { layout, messageFragment, overviewFragment, PREVIEW_CHARS, type PageContext, problemPage, searchFragment } from "./pages.js";
+import {
+  layout,
+  type ListQuery,
+  messageFragment,
+  messagesFragment,
+  overviewFragment,
+  PREVIEW_CHARS,
+  type PageContext,
+  problemPage,
+  searchFragment,
+} from "./pages.js";
 import { Pulse } from "./pulse.js";
 import { MessageWatch } from "./watch.js";
 
@@ -32,7 +43,7 @@ export interface DashboardOptions {
   readonly store: OutboxStore<unknown>;
   /** Shown in the header: which database this is (a path, or a URL without its password). */
   readonly database: string;
-  /** Show and accept actions (redrive a dead message, unblock a key). Default false: read-only. */
+  /** Show and accept actions (redrive a dead message, cancel a pending one, unblock a key). Default false: read-only. */
   readonly allowActions?: boolean;
   /** When set, every request must present it (Authorization: Bearer, or the cookie /?token= sets). */
   readonly token?: string;
@@ -93,6 +104,57 @@ class Previews {
       this.#kept.delete(oldest);
     }
   }
+}
+
+/** The parameters the messages page takes. */
+const LIST_PARAMETERS = ["status", "type", "key", "order", "limit", "after", "before", "cancelled"] as const;
+/** The most messages one page of the list shows. */
+const LIST_LIMIT = 500;
+
+/**
+ * The messages page's query, checked: a bad or unknown parameter is a problem naming it and what
+ * is valid (answered with 400). An empty value (a filter form's empty field) is no filter.
+ */
+export function parseListQuery(
+  params: URLSearchParams,
+): { readonly query: ListQuery; readonly after?: string; readonly before?: string; readonly cancelled: string | null } | { readonly problem: string } {
+  const given = new Map<string, string>();
+  for (const [name, value] of params) {
+    if (!(LIST_PARAMETERS as readonly string[]).includes(name)) {
+      return { problem: `Unknown parameter ${JSON.stringify(name)}: the messages page takes ${LIST_PARAMETERS.join(", ")}.` };
+    }
+    if (given.has(name)) return { problem: `Parameter ${JSON.stringify(name)} was given twice: give it once.` };
+    if (value !== "") given.set(name, value);
+  }
+  const status = given.get("status");
+  if (status !== undefined && !(MESSAGE_STATUSES as readonly string[]).includes(status)) {
+    return { problem: `Parameter "status" must be one of ${MESSAGE_STATUSES.join(", ")} (processing is a running, leased message), or left out for any.` };
+  }
+  const type = given.get("type");
+  if (type !== undefined && type.length > 200) return { problem: 'Parameter "type" must be a message type of at most 200 characters.' };
+  const key = given.get("key");
+  if (key !== undefined && key.length > 255) return { problem: 'Parameter "key" must be an ordering key of at most 255 characters.' };
+  const order = given.get("order") ?? "newest";
+  if (order !== "newest" && order !== "oldest") return { problem: 'Parameter "order" must be "newest" or "oldest".' };
+  const limitText = given.get("limit") ?? "50";
+  const limit = /^[0-9]{1,4}$/.test(limitText) ? Number(limitText) : Number.NaN;
+  if (!(limit >= 1 && limit <= LIST_LIMIT)) return { problem: `Parameter "limit" must be a whole number from 1 to ${LIST_LIMIT}.` };
+  for (const name of ["after", "before", "cancelled"] as const) {
+    const id = given.get(name);
+    if (id !== undefined && !isMessageId(id))
+      return { problem: `Parameter ${JSON.stringify(name)} must be a message id (a whole number, as the page's links give it).` };
+  }
+  const after = given.get("after");
+  const before = given.get("before");
+  if (after !== undefined && before !== undefined) return { problem: 'Give "after" (the next page) or "before" (the previous page), not both.' };
+  const query: ListQuery = {
+    ...(status === undefined ? {} : { status: status as MessageStatus }),
+    ...(type === undefined ? {} : { type }),
+    ...(key === undefined ? {} : { key }),
+    order,
+    limit,
+  };
+  return { query, ...(after === undefined ? {} : { after }), ...(before === undefined ? {} : { before }), cancelled: given.get("cancelled") ?? null };
 }
 
 /** The dashboard as a Hono app (mount it in your own server, or start it with startDashboard), its poller, and its per-message watch. */
@@ -218,6 +280,22 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     return c.html(layout(`Search: ${query}`, ctxOf(), { fragment: "", events: "" }, searchFragment(query, found, SEARCH_LIMIT)));
   });
 
+  app.get("/messages", async (c) => {
+    const parsed = parseListQuery(new URL(c.req.url).searchParams);
+    if ("problem" in parsed) return c.html(problemPage("400: bad request", parsed.problem), 400);
+    const { query, after, before, cancelled } = parsed;
+    const page = await store.pageMessages({
+      ...(query.status === undefined ? {} : { status: query.status }),
+      ...(query.type === undefined ? {} : { type: query.type }),
+      ...(query.key === undefined ? {} : { key: query.key }),
+      order: query.order,
+      limit: query.limit,
+      ...(after === undefined ? {} : { after }),
+      ...(before === undefined ? {} : { before }),
+    });
+    return c.html(layout("Messages", ctxOf(), { fragment: "", events: "" }, messagesFragment(ctxOf(), query, page, cancelled)));
+  });
+
   app.get("/messages/:id", async (c) => {
     const id = c.req.param("id");
     const view = await messageView(id);
@@ -279,9 +357,13 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
 
   // Actions: only with allowActions, only by POST with the page's CSRF token and a same-origin request.
   app.use("/messages/:id/redrive", csrf());
+  app.use("/messages/:id/cancel", csrf());
   app.use("/keys/:key/*", csrf());
   const refuse = (c: Context) =>
-    c.html(problemPage("403: actions are off", "This dashboard is read-only. Start it with --allow-actions to redrive messages and unblock keys."), 403);
+    c.html(
+      problemPage("403: actions are off", "This dashboard is read-only. Start it with --allow-actions to redrive or cancel messages and unblock keys."),
+      403,
+    );
   const checkCsrf = async (c: Context): Promise<boolean> => {
     const body = await c.req.parseBody();
     const given = typeof body.csrf === "string" ? body.csrf : "";
@@ -297,6 +379,20 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     const result = await store.redrive({ messageIds: [id] });
     if (result.moved === 0 && result.notMoved[0]?.status === "missing") return notFound(c, `There is no message with id ${id}.`);
     return c.redirect(`/messages/${id}`, 303);
+  });
+  app.post("/messages/:id/cancel", async (c) => {
+    if (!allowActions) return refuse(c);
+    if (!(await checkCsrf(c))) return badCsrf(c);
+    const id = c.req.param("id");
+    if (!isMessageId(id)) return notFound(c, `There is no message with id ${id}.`);
+    try {
+      await store.cancel(id, { reason: "dashboard" });
+    } catch (error) {
+      if (error instanceof MessageNotFoundError) return notFound(c, `There is no message with id ${id}.`);
+      if (error instanceof MessageRunningError || error instanceof MessageNotPendingError) return c.html(problemPage("409: not cancelled", error.message), 409);
+      throw error;
+    }
+    return c.redirect(`/messages?status=pending&cancelled=${id}`, 303);
   });
   app.post("/keys/:key/:action", async (c) => {
     if (!allowActions) return refuse(c);

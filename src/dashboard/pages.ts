@@ -6,7 +6,7 @@ import { html, raw } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { renderTimelineSvg, timelineFromAudit, timelineLegend } from "../observability/timeline.js";
 import { escapeHtml } from "../observability/escape-html.js";
-import type { AuditEntry, BlockedKey, JsonText, MessageState, MessageStatus, MessageText, OutboxMessage, OutboxStats } from "../outbox/types.js";
+import type { AuditEntry, BlockedKey, JsonText, MessagePage, MessageState, MessageStatus, MessageText, OutboxMessage, OutboxStats } from "../outbox/types.js";
 import type { MinuteThroughput } from "./pulse.js";
 
 type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -43,6 +43,7 @@ export function layout(title: string, ctx: PageContext, live: { readonly fragmen
 <body>
 <header>
   <a class="brand" href="/">Wassal outbox</a>
+  <nav><a href="/">Overview</a> <a href="/messages">Messages</a></nav>
   <span class="db">${ctx.database}</span>
   <span class="mode">${ctx.csrfToken === null ? "read-only" : "actions allowed"}</span>
   <form class="search" method="get" action="/search" role="search">
@@ -172,6 +173,61 @@ ${found.map((m) => html`<tr data-message="${m.id}"><td>${messageLink(m)}</td><td
 }</section>`;
 }
 
+/** What the messages page lists: its filters, order and page size as the query gave them (absent: any, newest, 50). */
+export interface ListQuery {
+  readonly status?: MessageStatus;
+  readonly type?: string;
+  readonly key?: string;
+  readonly order: "newest" | "oldest";
+  readonly limit: number;
+}
+
+/** The messages page's address with these filters and a cursor (the filters kept, the defaults left out). */
+export function listHref(query: ListQuery, cursor: { readonly after?: string; readonly before?: string } = {}): string {
+  const params = new URLSearchParams();
+  if (query.status !== undefined) params.set("status", query.status);
+  if (query.type !== undefined) params.set("type", query.type);
+  if (query.key !== undefined) params.set("key", query.key);
+  if (query.order !== "newest") params.set("order", query.order);
+  if (query.limit !== 50) params.set("limit", String(query.limit));
+  if (cursor.after !== undefined) params.set("after", cursor.after);
+  if (cursor.before !== undefined) params.set("before", cursor.before);
+  const search = params.toString();
+  return search === "" ? "/messages" : `/messages?${search}`;
+}
+
+/** The messages page: a filter form, one page of messages (each linking to its page), and links to the next and previous pages. */
+export function messagesFragment(ctx: PageContext, query: ListQuery, page: MessagePage, cancelled: string | null): Html {
+  const option = (value: string, label: string, chosen: string | undefined) =>
+    html`<option value="${value}"${chosen === value ? raw(" selected") : ""}>${label}</option>`;
+  return html`<section class="messages-list">
+<h1>Messages</h1>
+${cancelled === null ? "" : html`<p class="notice" role="status">Message #${cancelled} was cancelled (deleted; it will not be delivered).</p>`}
+<form class="filters" method="get" action="/messages">
+  <label>status <select name="status">${option("", "any", query.status ?? "")}${STATUSES.map((s) => option(s, s === "processing" ? "processing (running)" : s, query.status))}</select></label>
+  <label>type <input name="type" value="${query.type ?? ""}" maxlength="200"></label>
+  <label>ordering key <input name="key" value="${query.key ?? ""}" maxlength="255"></label>
+  <label>order <select name="order">${option("newest", "newest first", query.order)}${option("oldest", "oldest first", query.order)}</select></label>
+  <label>per page <input name="limit" type="number" min="1" max="500" value="${query.limit}"></label>
+  <button type="submit">List</button>
+</form>
+${
+  page.messages.length === 0
+    ? html`<p class="empty">No message matches.</p>`
+    : html`<table class="messages"><thead><tr><th>message</th><th>status</th><th>type</th><th>key</th><th>created</th><th>attempts</th><th>owner</th><th></th></tr></thead><tbody>
+${page.messages.map(
+  (m) =>
+    html`<tr data-message="${m.id}" data-status="${m.status}"><td>${messageLink(m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.key ?? ""}${m.keySeq === null ? "" : ` #${m.keySeq}`}</td><td>${time(m.createdAt)}</td><td>${m.attempts}</td><td>${m.lockedBy ?? ""}</td><td>${m.status === "pending" ? actionForm(ctx, `/messages/${m.id}/cancel`, "Cancel") : m.status === "dead" ? actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive") : ""}</td></tr>`,
+)}
+</tbody></table>`
+}
+<nav class="pages">
+${page.previous === null ? html`<span class="page-none">Previous</span>` : html`<a class="page-previous" rel="prev" href="${listHref(query, { before: page.previous })}">Previous</a>`}
+${page.next === null ? html`<span class="page-none">Next</span>` : html`<a class="page-next" rel="next" href="${listHref(query, { after: page.next })}">Next</a>`}
+</nav>
+</section>`;
+}
+
 const AUDIT_LABEL: Record<AuditEntry["action"], string> = {
   claim: "claimed",
   complete: "completed",
@@ -288,6 +344,7 @@ export function messageFragment(ctx: PageContext, message: MessageState, preview
   return html`<section class="message" data-message="${message.id}" data-status="${message.status}">
 <h1>Message #${message.id} ${statusBadge(message.status)}</h1>
 ${message.status === "dead" ? actionForm(ctx, `/messages/${message.id}/redrive`, "Redrive this message") : ""}
+${message.status === "pending" ? actionForm(ctx, `/messages/${message.id}/cancel`, "Cancel this message") : ""}
 <dl class="fields">${fields.map(([name, value]) => html`<dt>${name}</dt><dd>${value}</dd>`)}</dl>
 ${message.lastError === null ? "" : html`<h2>Last error</h2><pre class="last-error">${message.lastError}</pre>`}
 <h2>Ownership timeline</h2>

@@ -85,6 +85,13 @@ export interface ClaimMessageAttempt {
   readonly lease: Lease | null;
 }
 
+/** What cancel saw: the message before (null: no such message), and whether it was deleted. */
+export interface CancelAttempt {
+  readonly at: Date;
+  readonly before: (MessageHolder & { readonly type: string; readonly key: string | null; readonly keySeq: number | null; readonly holdsKey: boolean }) | null;
+  readonly deleted: boolean;
+}
+
 /** One named migration: stable forever, e.g. "outbox-001-create", and the SQL it runs. */
 export interface Migration {
   readonly name: string;
@@ -275,6 +282,14 @@ export interface OutboxDriver<Tx> {
     readonly key: string;
     readonly messageId: string | null;
   }): MaybePromise<{ readonly id: string; readonly keySeq: number | null } | null>;
+  /**
+   * Inside `tx`: deletes the message if it is pending, after taking its key's turn where needed (a
+   * waiting message's key first, as a hand-on takes it; a holder's row first, as a completion
+   * does), writing a "dead" audit row with owner `owner` when auditing. Reports the message as it
+   * was (null: no such message) and whether it was deleted; the protocol hands a deleted holder's
+   * key on in the same transaction.
+   */
+  cancel(params: { readonly tx: Tx; readonly messageId: string; readonly owner: string; readonly audit: boolean }): MaybePromise<CancelAttempt>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 
@@ -334,6 +349,19 @@ export interface OutboxDriver<Tx> {
   getMessageText(params: { readonly messageId: string; readonly maxChars: number | null }): Promise<MessageText | undefined>;
   /** Messages whose id (when `id` is given), dedupe key or ordering key equals `text`, by id, at most `limit`. */
   findMessages(params: { readonly id: string | null; readonly text: string; readonly limit: number }): Promise<OutboxMessage[]>;
+  /**
+   * One page of messages, by id: those of `status`, `type` and ordering `key` (each null: any)
+   * with an id above `above` and below `below` (null: no bound), ascending or descending, at most `limit`.
+   */
+  pageMessages(params: {
+    readonly status: MessageStatus | null;
+    readonly type: string | null;
+    readonly key: string | null;
+    readonly above: string | null;
+    readonly below: string | null;
+    readonly ascending: boolean;
+    readonly limit: number;
+  }): Promise<MessageState[]>;
   listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;
   listMessageStates(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<MessageState[]>;
   describeSchema(): Promise<string>;

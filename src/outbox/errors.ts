@@ -151,6 +151,38 @@ export class MessageNotFoundError extends WassalError {
   }
 }
 
+/** store.cancel was given a message that is running: leased by a worker now (status processing). */
+export class MessageRunningError extends WassalError {
+  override name = "MessageRunningError";
+  readonly messageId: string;
+  readonly lockedBy: string | null;
+  constructor(messageId: string, lockedBy: string | null, lockedUntil: Date | null) {
+    super(
+      "MESSAGE_RUNNING",
+      `message ${messageId} is running (leased by ${JSON.stringify(lockedBy)}${lockedUntil === null ? "" : ` until ${lockedUntil.toISOString()}`}), so it cannot be cancelled: only a pending message can. Nothing was changed; wait for its attempt to end (if it fails and goes back to pending, cancel it then; if it dies, purge or skip it)`,
+    );
+    this.messageId = messageId;
+    this.lockedBy = lockedBy;
+  }
+}
+
+/** store.cancel was given a message that is finished (processed or dead): there is nothing to cancel. */
+export class MessageNotPendingError extends WassalError {
+  override name = "MessageNotPendingError";
+  readonly messageId: string;
+  readonly status: "processed" | "dead";
+  constructor(messageId: string, status: "processed" | "dead") {
+    super(
+      "MESSAGE_NOT_PENDING",
+      status === "processed"
+        ? `message ${messageId} was already processed, so it cannot be cancelled (only a pending message can); nothing was changed (processed messages go with: wassal outbox purge --processed-before …)`
+        : `message ${messageId} is dead, so it cannot be cancelled (only a pending message can); nothing was changed: purge it (wassal outbox purge --dead-before …), or if it blocks its key, skip it (wassal outbox unblock <key> --skip)`,
+    );
+    this.messageId = messageId;
+    this.status = status;
+  }
+}
+
 /** A message with the same dedupe key already exists. */
 export class DuplicateMessageError extends WassalError {
   override name = "DuplicateMessageError";

@@ -14,7 +14,16 @@ import type {
   PurgeTarget,
 } from "./driver.js";
 import { LeaseSet, turnAfter } from "./driver.js";
-import { DuplicateMessageError, InvalidArgumentError, KeyNotBlockedError, NotInTransactionError, NotMigratedError } from "./errors.js";
+import {
+  DuplicateMessageError,
+  InvalidArgumentError,
+  KeyNotBlockedError,
+  MessageNotFoundError,
+  MessageNotPendingError,
+  MessageRunningError,
+  NotInTransactionError,
+  NotMigratedError,
+} from "./errors.js";
 import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import type { EnqueueTrace, Tracing } from "./tracing.js";
@@ -23,6 +32,7 @@ import {
   MESSAGE_STATUSES,
   type AuditEntry,
   type BlockedKey,
+  type Cancelled,
   type ClaimMessageResult,
   type ClaimOptions,
   type Completed,
@@ -42,7 +52,9 @@ import {
   type MessageState,
   type MessageStatus,
   type MessageText,
+  type MessagePage,
   type NewMessage,
+  type PageQuery,
   type OutboxMessage,
   type OutboxStats,
   type PurgeOptions,
@@ -82,6 +94,9 @@ import {
   shown,
   withAddedHeaders,
 } from "./validate.js";
+
+/** The longest reason a cancel takes (it is kept in the audit row's owner, 200 characters on MariaDB). */
+export const MAX_CANCEL_REASON = 180;
 
 // How the protocol reports each outcome on the event stream, written once so that every store
 // reports the same events for the same outcome.
@@ -731,6 +746,82 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       notMoved.push({ messageId, status: holder?.status ?? "missing" });
     }
     return { moved, notMoved };
+  }
+
+  async cancel(messageId: string, options: { readonly reason?: string } = {}): Promise<Cancelled> {
+    const id = checkMessageId(messageId);
+    const { reason } = checkObject(options, "cancel options ({ reason? })");
+    if (reason !== undefined && (typeof reason !== "string" || reason.length > MAX_CANCEL_REASON)) {
+      throw new InvalidArgumentError(`a cancel's reason must be text of at most ${MAX_CANCEL_REASON} characters (got ${shown(reason)})`);
+    }
+    const owner = reason === undefined || reason === "" ? "cancel" : `cancel: ${reason}`;
+    const { at, before, deleted } = await this.#driver.transaction((tx) =>
+      andThen(this.#driver.cancel({ tx, messageId: id, owner, audit: this.#audit }), (attempt) =>
+        // A holder's number was never used (it was not delivered): the next holder takes it, as after a skip.
+        attempt.deleted && attempt.before?.holdsKey === true && attempt.before.key !== null
+          ? andThen(this.#driver.handOn({ tx, keys: [{ key: attempt.before.key, nextSeq: attempt.before.keySeq }] }), () => attempt)
+          : attempt,
+      ),
+    );
+    if (before === null)
+      throw new MessageNotFoundError(
+        `no outbox message has id ${id}; nothing was cancelled (browse the messages on the dashboard's messages page, or look one up with store.findMessages)`,
+      );
+    if (!deleted) {
+      if (before.status === "processing") throw new MessageRunningError(id, before.lockedBy, before.lockedUntil);
+      if (before.status === "processed" || before.status === "dead") throw new MessageNotPendingError(id, before.status);
+      throw new Error(`cancel: message ${id} was ${before.status} and yet not deleted`);
+    }
+    return {
+      outcome: "cancelled",
+      messageId: id,
+      type: before.type,
+      key: before.key,
+      handedOn: before.holdsKey && before.key !== null,
+      reason: reason ?? null,
+      at,
+    };
+  }
+
+  async pageMessages(query: PageQuery = {}): Promise<MessagePage> {
+    const { status, type, key, order, after, before, limit } = checkObject(query, "pageMessages query ({ status, type, key, order, after, before, limit })");
+    if (status !== undefined && !MESSAGE_STATUSES.includes(status)) {
+      throw new InvalidArgumentError(`status must be one of ${MESSAGE_STATUSES.join(", ")} (got ${shown(status)})`);
+    }
+    if (order !== undefined && order !== "newest" && order !== "oldest")
+      throw new InvalidArgumentError(`order must be "newest" or "oldest" (got ${shown(order)})`);
+    if (after !== undefined && before !== undefined) throw new InvalidArgumentError("give after (the next page) or before (the previous page), not both");
+    const size = limit ?? 50;
+    if (typeof size !== "number" || !Number.isInteger(size) || size < 1 || size > 1000) {
+      throw new InvalidArgumentError(`limit must be a whole number from 1 to 1000 (got ${shown(size)})`);
+    }
+    const newest = order !== "oldest";
+    const filter = {
+      status: status ?? null,
+      type: type === undefined ? null : checkMessageType(type),
+      key: key === undefined ? null : checkOrderingKey(key),
+    };
+    const cursor = after ?? before;
+    const from = cursor === undefined ? null : checkMessageId(cursor);
+    // In the page's order, "after" a cursor is below it when the newest come first, above it otherwise.
+    const forward = before === undefined;
+    const bounds = (id: string | null, onward: boolean) => (onward === newest ? { above: null, below: id } : { above: id, below: null });
+    const rows = await this.#driver.pageMessages({ ...filter, ...bounds(from, forward), ascending: forward !== newest, limit: size + 1 });
+    const more = rows.length > size;
+    const page = rows.slice(0, size);
+    if (!forward) page.reverse();
+    const first = page[0];
+    const last = page[page.length - 1];
+    if (first === undefined || last === undefined) {
+      // An empty page: from a cursor, the way back is the cursor itself.
+      return { messages: [], next: forward || from === null ? null : from, previous: !forward || from === null ? null : from };
+    }
+    // A page reached by a cursor has the cursor's side behind it only if a message is still there: look once.
+    const beyond = async (id: string, onward: boolean) =>
+      (await this.#driver.pageMessages({ ...filter, ...bounds(id, onward), ascending: onward !== newest, limit: 1 })).length > 0;
+    const hasNext = forward ? more : await beyond(last.id, true);
+    const hasPrevious = forward ? from !== null && (await beyond(first.id, false)) : more;
+    return { messages: page, next: hasNext ? last.id : null, previous: hasPrevious ? first.id : null };
   }
 
   purgeProcessed(before: Date, options: PurgeOptions = {}): Promise<number> {

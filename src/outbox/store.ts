@@ -7,6 +7,9 @@ import type { DriverCapabilities, Migration } from "./driver.js";
 import type { EventHub } from "./events.js";
 import type {
   TypeCount,
+  Cancelled,
+  MessagePage,
+  PageQuery,
   AuditEntry,
   BlockedKey,
   ClaimMessageResult,
@@ -149,6 +152,19 @@ export interface OutboxStore<Tx> {
   redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<RedriveResult>;
 
   /**
+   * Cancels a pending message: deletes its row, so it is never delivered (its dedupe key is free
+   * again). A message that held its ordering key hands the key on as a skip does: the next message
+   * of the key takes its number, so the numbers a consumer sees keep no gap; one waiting behind its
+   * key leaves the key as it was. With the audit trail on, a "dead" row with owner "cancel" (or
+   * "cancel: <reason>") records it. One transaction; a claim at the same moment either wins (the
+   * cancel is refused as running) or finds nothing. Throws MessageNotFoundError for an unknown id,
+   * MessageRunningError for a leased message (status processing), MessageNotPendingError for a
+   * processed or dead one; nothing is changed then.
+   */
+  cancel(messageId: string, options?: { readonly reason?: string }): Promise<Cancelled>;
+
+  /**
+   * Deletes processed messages processed before `before`  /**
    * Deletes processed messages processed before `before`, in short batches. Returns how many.
    * A deleted message's dedupe key is free again: a later enqueue with that key is accepted.
    */
@@ -222,6 +238,12 @@ export interface OutboxStore<Tx> {
   listMessages(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<OutboxMessage[]>;
   /** As listMessages, without payloads and headers. */
   listMessageStates(filter?: { readonly status?: readonly MessageStatus[]; readonly limit?: number }): Promise<MessageState[]>;
+  /**
+   * A page of messages without payloads and headers, for browsing: filtered by status, type and
+   * ordering key, newest or oldest first, paged by a keyset cursor (a message id: `after` a page's
+   * `next`, `before` a page's `previous`), so messages added meanwhile do not shift the pages.
+   */
+  pageMessages(query?: PageQuery): Promise<MessagePage>;
   countByStatus(): Promise<StatusCounts>;
   /**
    * Pending messages per type, the most numerous first, at most `limit` types (default 20, at most

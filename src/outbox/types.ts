@@ -340,3 +340,45 @@ export interface ForeignTransaction {
   /** Runs one statement, with its parameters, inside the transaction and resolves to its rows. */
   query(sql: string, params: readonly unknown[]): Promise<readonly Record<string, unknown>[]>;
 }
+
+/**
+ * A pending message cancelled (store.cancel): its row is deleted, so it is never delivered, its
+ * dedupe key is free again, and its ordering key moved on as if it had been skipped (the next
+ * message of the key takes the cancelled one's number, so the numbers a consumer sees have no gap).
+ */
+export interface Cancelled {
+  readonly outcome: "cancelled";
+  readonly messageId: string;
+  readonly type: string;
+  /** Its ordering key, or null. */
+  readonly key: string | null;
+  /** True when it held its key (the key was handed on to the next message waiting, if any). */
+  readonly handedOn: boolean;
+  readonly reason: string | null;
+  readonly at: Date;
+}
+
+/** A page of messages (store.pageMessages), in the order asked for, with the cursors to the next and the previous page. */
+export interface MessagePage {
+  readonly messages: readonly MessageState[];
+  /** Pass as `after` for the next page (null: this is the last page). */
+  readonly next: string | null;
+  /** Pass as `before` for the previous page (null: this is the first page). */
+  readonly previous: string | null;
+}
+
+/** What store.pageMessages lists: filters, order and a keyset cursor (a message id from a page's `next` or `previous`). */
+export interface PageQuery {
+  readonly status?: MessageStatus;
+  readonly type?: string;
+  /** The ordering key. */
+  readonly key?: string;
+  /** "newest" first (the default) or "oldest" first, by id. */
+  readonly order?: "newest" | "oldest";
+  /** The messages after this id in the page's order (a page's `next`). */
+  readonly after?: string;
+  /** The messages before this id in the page's order (a page's `previous`). */
+  readonly before?: string;
+  /** Messages per page, 1 to 1000 (default 50). */
+  readonly limit?: number;
+}

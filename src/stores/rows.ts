@@ -196,3 +196,26 @@ export function toAuditEntry(row: AuditRow): AuditEntry {
     operation: row.operation as LeaseOperation | null,
   };
 }
+
+/** What a cancel reads of its message first (cancelTarget): its holder, type, key and place in the key. */
+export interface CancelRow extends HolderRow {
+  type: string;
+  ordering_key: string | null;
+  key_seq: number | string | null;
+}
+
+/** The message as a cancel found it, for CancelAttempt.before. */
+export function toCancelTarget(
+  row: CancelRow,
+): MessageHolder & { readonly type: string; readonly key: string | null; readonly keySeq: number | null; readonly holdsKey: boolean } {
+  return {
+    status: row.status as MessageStatus,
+    lockedBy: row.locked_by,
+    lockedUntil: toDateOrNull(row.locked_until),
+    leaseToken: Number(row.lease_token),
+    type: row.type,
+    key: row.ordering_key,
+    keySeq: row.key_seq === null ? null : Number(row.key_seq),
+    holdsKey: row.ordering_key !== null && Number(row.key_state ?? 0) === 0,
+  };
+}

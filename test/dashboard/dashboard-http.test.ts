@@ -193,6 +193,137 @@ describe("dashboard access", () => {
   });
 });
 
+describe("the messages page and cancel", () => {
+  const listClock = new ManualClock(new Date("2026-12-02T09:00:00.000Z"));
+  let listStore: SqliteOutboxStore;
+  const made: Record<string, string> = {};
+  beforeAll(async () => {
+    listStore = new SqliteOutboxStore({ path: join(dir, "list.db"), audit: true, clock: listClock });
+    await listStore.migrate();
+    const enqueue = (label: string, extra: object = {}) =>
+      listStore.transaction((tx) => listStore.enqueue(tx, { type: "order.placed", payload: { label }, ...extra }));
+    for (let n = 1; n <= 5; n += 1) made[`m${n}`] = (await enqueue(`m${n}`)).id;
+    made.k1 = (await enqueue("k1", { key: "customer-1" })).id;
+    made.k2 = (await enqueue("k2", { key: "customer-1" })).id;
+    made.evil = (await listStore.transaction((tx) => listStore.enqueue(tx, { type: EVIL, key: `k${EVIL}`, payload: { html: EVIL } }))).id;
+    const [running] = await listStore.claim("Worker-L", { limit: 1, leaseMs: 60_000 }); // m1
+    made.running = (running as Lease).messageId;
+  });
+  afterAll(async () => {
+    await listStore.close();
+  });
+  const listApp = (options: { allowActions?: boolean } = {}) =>
+    dashboardApp({ store: listStore, database: "list.db", now: () => listClock.now().getTime(), ...options }).app;
+  const rowIds = (page: string) => [...page.matchAll(/<tr data-message="(\d+)" data-status="(\w+)">/g)].map((m) => m[1]);
+  const link = (page: string, rel: "next" | "prev") => new RegExp(`rel="${rel}" href="([^"]+)"`).exec(page)?.[1]?.replaceAll("&amp;", "&");
+
+  it("is linked from every page's header, and lists the newest first, each row linking to its message page", async () => {
+    expect(await (await get(listApp(), "/")).text()).toContain('<a href="/messages">Messages</a>');
+    const response = await get(listApp(), "/messages");
+    expect(response.status).toBe(200);
+    const page = await response.text();
+    expect(rowIds(page)).toEqual([made.evil, made.k2, made.k1, made.m5, made.m4, made.m3, made.m2, made.m1]);
+    expect(page).toContain(`<a class="message-link" href="/messages/${made.k1}">#${made.k1}</a>`);
+    expect(page).not.toMatch(/<form class="action"/); // read-only
+  });
+
+  it("filters by status, type and key, oldest first when asked", async () => {
+    expect(rowIds(await (await get(listApp(), "/messages?status=processing")).text())).toEqual([made.running]);
+    expect(rowIds(await (await get(listApp(), "/messages?key=customer-1&order=oldest")).text())).toEqual([made.k1, made.k2]);
+    expect(rowIds(await (await get(listApp(), `/messages?type=${encodeURIComponent(EVIL)}`)).text())).toEqual([made.evil]);
+    expect(rowIds(await (await get(listApp(), "/messages?status=pending&type=order.placed&key=&order=oldest")).text())).toEqual([
+      made.m2,
+      made.m3,
+      made.m4,
+      made.m5,
+      made.k1,
+      made.k2,
+    ]);
+  });
+
+  it("pages by a cursor: next and previous links keep the filters", async () => {
+    const first = await (await get(listApp(), "/messages?status=pending&limit=2")).text();
+    expect(rowIds(first)).toEqual([made.evil, made.k2]);
+    expect(first).toContain('<span class="page-none">Previous</span>');
+    const nextHref = link(first, "next");
+    expect(nextHref).toBe(`/messages?status=pending&limit=2&after=${made.k2}`);
+    const second = await (await get(listApp(), nextHref!)).text();
+    expect(rowIds(second)).toEqual([made.k1, made.m5]);
+    const third = await (await get(listApp(), link(second, "next")!)).text();
+    expect(rowIds(third)).toEqual([made.m4, made.m3]);
+    const back = await (await get(listApp(), link(third, "prev")!)).text();
+    expect(rowIds(back)).toEqual([made.k1, made.m5]);
+    const last = await (await get(listApp(), link(third, "next")!)).text();
+    expect(rowIds(last)).toEqual([made.m2]);
+    expect(last).toContain('<span class="page-none">Next</span>');
+  });
+
+  it("escapes hostile types and keys, in the rows and in the filter form", async () => {
+    const page = await (await get(listApp(), `/messages?type=${encodeURIComponent(EVIL)}&key=${encodeURIComponent(`k${EVIL}`)}`)).text();
+    expect(rowIds(page)).toEqual([made.evil]);
+    expect(page).not.toContain("<script>window");
+    expect(page).not.toContain('<img src=x onerror="alert(1)">');
+    expect(page).toContain("&lt;script&gt;window.__pwned = 1&lt;/script&gt;");
+    expect(page).toMatch(/<input name="type" value="&lt;script&gt;window.__pwned = 1&lt;\/script&gt;&lt;img src=x onerror=&quot;alert\(1\)&quot;&gt;"/);
+  });
+
+  it("answers a bad query parameter with 400 naming it and what is valid", async () => {
+    const cases: [string, RegExp][] = [
+      ["status=cancelled", /Parameter &quot;status&quot; must be one of pending, processing, processed, dead/],
+      ["order=sideways", /Parameter &quot;order&quot; must be &quot;newest&quot; or &quot;oldest&quot;/],
+      ["limit=0", /Parameter &quot;limit&quot; must be a whole number from 1 to 500/],
+      ["limit=abc", /Parameter &quot;limit&quot; must be a whole number from 1 to 500/],
+      ["after=abc", /Parameter &quot;after&quot; must be a message id/],
+      ["after=1&before=2", /Give &quot;after&quot; \(the next page\) or &quot;before&quot; \(the previous page\), not both/],
+      ["sort=id", /Unknown parameter &quot;sort&quot;: the messages page takes status, type, key, order, limit, after, before, cancelled/],
+      ["status=dead&status=pending", /Parameter &quot;status&quot; was given twice/],
+      [`type=${"t".repeat(201)}`, /Parameter &quot;type&quot; must be a message type of at most 200 characters/],
+    ];
+    for (const [query, expected] of cases) {
+      const response = await get(listApp(), `/messages?${query}`);
+      expect(response.status, query).toBe(400);
+      expect(await response.text(), query).toMatch(expected);
+    }
+  });
+
+  it("with actions on, cancels a pending message from its page or its row (CSRF-guarded); a running one is refused with 409", async () => {
+    const form = (body: Record<string, string>, headers: Record<string, string> = {}) => ({
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://127.0.0.1", ...headers },
+      body: new URLSearchParams(body).toString(),
+    });
+    expect((await listApp().request(`http://127.0.0.1/messages/${made.m5}/cancel`, form({ csrf: "x" }))).status).toBe(403);
+    const acting = listApp({ allowActions: true });
+    const messagePage = await (await get(acting, `/messages/${made.m5}`)).text();
+    expect(messagePage).toContain(`action="/messages/${made.m5}/cancel"`);
+    expect(await (await get(acting, `/messages/${made.running}`)).text()).not.toContain("/cancel");
+    const listPage = await (await get(acting, "/messages")).text();
+    expect(listPage).toContain(`action="/messages/${made.k1}/cancel"`);
+    expect(listPage).not.toContain(`action="/messages/${made.running}/cancel"`);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(messagePage)?.[1];
+    expect((await acting.request(`http://127.0.0.1/messages/${made.m5}/cancel`, form({ csrf: "forged" }))).status).toBe(403);
+    const crossSite = await acting.request(`http://127.0.0.1/messages/${made.m5}/cancel`, form({ csrf: csrf! }, { origin: "http://evil.example" }));
+    expect(crossSite.status).toBe(403);
+    expect((await listStore.getMessage(made.m5 as string))?.status).toBe("pending"); // nothing was done
+    const done = await acting.request(`http://127.0.0.1/messages/${made.m5}/cancel`, form({ csrf: csrf! }));
+    expect(done.status).toBe(303);
+    expect(done.headers.get("location")).toBe(`/messages?status=pending&cancelled=${made.m5}`);
+    expect(await listStore.getMessage(made.m5 as string)).toBeUndefined();
+    expect(await listStore.auditTrail({ messageId: made.m5 as string })).toMatchObject([{ action: "dead", owner: "cancel: dashboard" }]);
+    const after = await (await get(acting, done.headers.get("location")!)).text();
+    expect(after).toContain(`Message #${made.m5} was cancelled`);
+    expect(rowIds(after)).not.toContain(made.m5);
+    // A cancelled key holder hands its key on: k2 becomes claimable.
+    expect((await acting.request(`http://127.0.0.1/messages/${made.k1}/cancel`, form({ csrf: csrf! }))).status).toBe(303);
+    const running = await acting.request(`http://127.0.0.1/messages/${made.running}/cancel`, form({ csrf: csrf! }));
+    expect(running.status).toBe(409);
+    expect(await running.text()).toMatch(/is running \(leased by &quot;Worker-L&quot;/);
+    expect((await acting.request("http://127.0.0.1/messages/999999/cancel", form({ csrf: csrf! }))).status).toBe(404);
+    const claimed = await listStore.claimMessage("w", made.k2 as string, { leaseMs: 1000 });
+    expect(claimed.outcome).toBe("claimed");
+  });
+});
+
 describe("wassal dashboard (the command)", () => {
   afterEach(killAll);
   const db = () => join(dir, "outbox.db");

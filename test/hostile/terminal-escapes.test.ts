@@ -39,6 +39,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
       const target = newTarget(kind, dir);
       const outbox = await target.open();
       let deadId = "";
+      let waitingId = "";
       try {
         const { store } = outbox;
         await store.transaction(async (tx) => {
@@ -51,7 +52,7 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
               headers: { "x-evil": "header\tvalue" },
             })
           ).id;
-          await store.enqueue(tx, { type: `evil.type${EVIL}`, payload: {}, key: `key${EVIL}` });
+          waitingId = (await store.enqueue(tx, { type: `evil.type${EVIL}`, payload: {}, key: `key${EVIL}` })).id;
         });
         const [lease] = await store.claim(`owner${EVIL}`, { limit: 1, leaseMs: 60_000 });
         await store.fail(lease as Lease, new Error(`error${EVIL}\nsecond line`), "dead");
@@ -79,6 +80,11 @@ for (const kind of ["sqlite", "postgres"] as const satisfies readonly StoreKind[
         expectInert(command.join(" "), run.stderr);
         expect(run.stdout, command.join(" ")).toMatch(/\\x1b|\\u202e/); // shown, as an escape
       }
+      // Cancelling the pending message names its hostile type and key, escaped.
+      const cancel = await runCli(["outbox", "cancel", waitingId, ...target.args], { cwd });
+      expect(cancel.code, cancel.stderr).toBe(0);
+      expectInert("outbox cancel", cancel.stdout);
+      expect(cancel.stdout).toContain("evil.type\\x1b]0;pwned");
       // The dead message's error stays on its line: its newline is shown, not obeyed.
       const dead = await runCli(["outbox", "dead", ...target.args], { cwd });
       expect(dead.stdout.trim().split("\n")).toHaveLength(1);

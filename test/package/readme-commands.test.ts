@@ -39,6 +39,8 @@ interface ReadmeLine {
 const EXCLUDED: Readonly<Record<string, string>> = {
   "npx wassal outbox unblock --db app.db order-42 --skip":
     "an example on a key a dead message holds: with none, it refuses (exit 2, naming `outbox blocked-keys`); test/cli covers it",
+  'npx wassal outbox cancel  --db app.db 44 45 --reason "order withdrawn"':
+    "an example on pending messages 44 and 45: whether they are still pending here depends on how far the workers above got; test/worker-cli/outbox-admin.test.ts covers it",
   "npx wassal outbox redrive --db app.db 42 43":
     "an example on dead messages 42 and 43: with them pending, it refuses (exit 2) and moves nothing; test/cli covers it",
 };

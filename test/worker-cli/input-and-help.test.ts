@@ -65,7 +65,7 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
     );
   });
 
-  it("outbox stats (and dead, redrive, purge, payments list) on a file that does not exist: exit 2, and the file is not created", async () => {
+  it("outbox stats (and dead, redrive, cancel, purge, payments list) on a file that does not exist: exit 2, and the file is not created", async () => {
     const dir = cwd();
     const missing = join(dir, "missing.db");
     const runs = await Promise.all(
@@ -73,6 +73,7 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
         ["outbox", "stats"],
         ["outbox", "dead"],
         ["outbox", "redrive", "--all"],
+        ["outbox", "cancel", "1"],
         ["outbox", "purge", "--processed-before", "1d"],
         ["payments", "list"],
       ].map((command) => runCli([...command, "--db", missing], { cwd: dir })),
@@ -94,6 +95,7 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
       [
         ["outbox", "stats"],
         ["outbox", "redrive", "--all"],
+        ["outbox", "cancel", "1"],
         ["payments", "list"],
       ].map((command) => runCli([...command, "--db", other], { cwd: dir })),
     );

@@ -386,6 +386,60 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect([neither.code, neither.stderr.split("\n")[0]]).toEqual([2, "wassal: choose one: --redrive or --skip"]);
     });
 
+    it("cancel <ids…>: deletes pending messages, hands a key holder's key on; running and unknown ids are refused (exit 1), bad ids exit 2", async () => {
+      const fresh = await createTarget(kind, FILE_TMP);
+      const here = cwd();
+      const outbox = await fresh.open();
+      const id: Record<string, string> = {};
+      try {
+        for (const label of ["a1", "a2", "u1", "u2", "run"]) {
+          const key = label.startsWith("a") ? "a" : undefined;
+          const message = await outbox.store.transaction((tx) =>
+            outbox.store.enqueue(tx, { type: "test.cancel", payload: { label }, ...(key === undefined ? {} : { key }) }),
+          );
+          id[label] = message.id;
+        }
+        const running = await outbox.store.claimMessage("ops", id.run as string, { leaseMs: 600_000 });
+        expect(running.outcome).toBe("claimed");
+      } finally {
+        await outbox.close();
+      }
+      expect(await cliOk(["outbox", "cancel", ...fresh.args, id.a1 as string, id.u1 as string, "--reason", "test"], { cwd: here })).toBe(
+        `message ${id.a1} (test.cancel) cancelled; key a handed on to its next message\nmessage ${id.u1} (test.cancel) cancelled\n`,
+      );
+      const json = await runCli(["outbox", "cancel", ...fresh.args, id.u2 as string, id.run as string, "999999", "--json"], { cwd: here });
+      expect(json.code).toBe(1);
+      const report = JSON.parse(json.stdout) as { cancelled: { messageId: string }[]; notCancelled: { messageId: string; code: string }[] };
+      expect(report.cancelled.map((c) => c.messageId)).toEqual([id.u2]);
+      expect(report.notCancelled.map((n) => [n.messageId, n.code])).toEqual([
+        [id.run, "MESSAGE_RUNNING"],
+        ["999999", "MESSAGE_NOT_FOUND"],
+      ]);
+      const text = await runCli(["outbox", "cancel", ...fresh.args, id.run as string], { cwd: here });
+      expect([text.code, text.stdout]).toEqual([1, ""]);
+      expect(text.stderr).toMatch(new RegExp(`^wassal: message ${id.run} not cancelled: message ${id.run} is running \\(leased by "ops"`));
+      const bad = await runCli(["outbox", "cancel", ...fresh.args, "abc"], { cwd: here });
+      expect([bad.code, bad.stderr.split("\n")[0]]).toEqual([
+        2,
+        'wassal: a message id must be a whole number from 1 to 9223372036854775807 written in decimal (got "abc")',
+      ]);
+      const rows = await fresh.messages();
+      expect(rows.map((r) => [r.id, r.status])).toEqual([
+        [id.a2, "pending"],
+        [id.run, "processing"],
+      ]);
+      // The key moved on: a2 is claimable now.
+      const after = await fresh.open();
+      try {
+        expect((await after.store.claim("w", { limit: 10, leaseMs: 1000 })).map((l) => l.messageId)).toEqual([id.a2]);
+      } finally {
+        await after.close();
+      }
+      const help = await cliOk(["outbox", "cancel", "--help"], { cwd: here });
+      expect(help).toMatch(/Only a pending message is cancelled/);
+      expect(help).toMatch(/--reason <text>/);
+    });
+
     it("stats: leases held and expired per owner, in text and --json", async () => {
       const fresh = await createTarget(kind, FILE_TMP);
       const outbox = await fresh.open();

@@ -15,6 +15,7 @@ import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import type {
   CheckedMessage,
+  CancelAttempt,
   ClaimMessageAttempt,
   DriverCapabilities,
   EnqueueManyParams,
@@ -52,6 +53,7 @@ import {
   byId,
   fromForeignRow,
   toAuditEntry,
+  toCancelTarget,
   toFoundHolder,
   toHeaders,
   toHolder,
@@ -59,6 +61,7 @@ import {
   toMessageState,
   toMessageText,
   type AuditRow,
+  type CancelRow,
   type HolderRow,
   type MessageRow,
   type MessageStateRow,
@@ -596,6 +599,26 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return { id: String(row.id), keySeq: row.key_seq === null ? null : Number(row.key_seq) };
   }
 
+  async cancel(params: { tx: MariaDbTx; messageId: string; owner: string; audit: boolean }): Promise<CancelAttempt> {
+    const { tx } = params;
+    const id = rowId(params.messageId);
+    // A waiting message's key turn first, as a hand-on takes it before promoting that message; a
+    // holder's row first, as a completion locks it before handing its key on (no circle either way).
+    const seen = (await tx.query<Rows>(SQL.cancelKey, [id]))[0][0];
+    if (seen !== undefined && seen.ordering_key !== null && Number(seen.key_state) === 1) await this.#lockKeys(tx, [String(seen.ordering_key)]);
+    const row = (await tx.query<Rows>(SQL.cancelTarget, [id]))[0][0] as unknown as CancelRow | undefined;
+    const now = await this.#time(tx);
+    if (row === undefined) return { at: new Date(now), before: null, deleted: false };
+    const [written] = await tx.query<Written>(SQL.cancel, [id]);
+    const deleted = written.affectedRows === 1;
+    if (deleted && params.audit) {
+      await this.#audit(tx, [
+        [id, Number(row.lease_token), params.owner, "dead", now, row.status, row.locked_by, row.locked_until === null ? null : Number(row.locked_until), null],
+      ]);
+    }
+    return { at: new Date(now), before: toCancelTarget(row), deleted };
+  }
+
   async rollbackSavepoint(params: { tx: MariaDbTx }): Promise<void> {
     await params.tx.query(SQL.rollbackToSavepoint);
   }
@@ -804,6 +827,34 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     if (status !== null && status.length === 0) return [];
     const [rows] =
       status === null ? await this.pool.query<Rows>(SQL.listStatesAll, [limit]) : await this.pool.query<Rows>(SQL.listStatesByStatus, [[...status], limit]);
+    return (rows as unknown as MessageStateRow[]).map(toMessageState);
+  }
+
+  async pageMessages(params: {
+    status: MessageStatus | null;
+    type: string | null;
+    key: string | null;
+    above: string | null;
+    below: string | null;
+    ascending: boolean;
+    limit: number;
+  }): Promise<MessageState[]> {
+    const { status, type, key, ascending, limit } = params;
+    const above = params.above === null ? null : rowId(params.above);
+    const below = params.below === null ? null : rowId(params.below);
+    const [rows] = await this.pool.query<Rows>(ascending ? SQL.pageAscending : SQL.pageDescending, [
+      status,
+      status,
+      type,
+      type,
+      key,
+      key,
+      above,
+      above,
+      below,
+      below,
+      limit,
+    ]);
     return (rows as unknown as MessageStateRow[]).map(toMessageState);
   }
 

@@ -352,6 +352,10 @@ const redrivenKeySeq = (targeted: string) => `CASE WHEN m.key_state <> 2 THEN m.
  */
 const BIN = (expr: string) => `CONVERT(${expr} USING utf8mb4) COLLATE utf8mb4_nopad_bin`;
 
+/** A browse's filters, each given twice (null for none): status, type, ordering key, ids above, ids below. */
+const PAGE_FILTER = `(? IS NULL OR status = ?) AND (? IS NULL OR type = ?) AND (? IS NULL OR ordering_key = ?)
+      AND (? IS NULL OR id > ?) AND (? IS NULL OR id < ?)`;
+
 export const SQL = {
   /**
    * Params: type, dedupe key, headers (JSON text or null), destination, payload (JSON text),
@@ -566,6 +570,12 @@ export const SQL = {
 
   listAll: `SELECT ${COLUMNS} FROM outbox_messages ORDER BY id LIMIT ?`,
 
+  /** Params: status, status, type, type, key, key, above, above, below, below (each pair null for any), limit: one page of a browse, ids ascending. */
+  pageAscending: `SELECT ${STATE_COLUMNS} FROM outbox_messages WHERE ${PAGE_FILTER} ORDER BY id LIMIT ?`,
+
+  /** As pageAscending, ids descending (the newest first). */
+  pageDescending: `SELECT ${STATE_COLUMNS} FROM outbox_messages WHERE ${PAGE_FILTER} ORDER BY id DESC LIMIT ?`,
+
   /**
    * Params: id (or null), text, text, limit: messages whose id, dedupe key (through its hash's
    * index) or ordering key is the text searched for.
@@ -636,6 +646,15 @@ export const SQL = {
    * nothing else changes a key's holder meanwhile). It stays dead and lets its key move on (key_state 2).
    */
   skipKeyHolder: "UPDATE outbox_messages SET key_state = 2 WHERE id = ? AND status = 'dead' AND key_state = 0",
+
+  /** Params: id. The message's ordering key and key state, read without a lock (a message's key never changes), so a cancel can take the key's turn first. */
+  cancelKey: "SELECT ordering_key, key_state FROM outbox_messages WHERE id = ?",
+
+  /** Params: id. What a cancel reads, row-locked for the rest of its transaction (a claim waits, or skips it). */
+  cancelTarget: "SELECT status, locked_by, locked_until, lease_token, key_state, type, ordering_key, key_seq FROM outbox_messages WHERE id = ? FOR UPDATE",
+
+  /** Params: id. Deletes the message if it is pending. */
+  cancel: "DELETE FROM outbox_messages WHERE id = ? AND status = 'pending'",
 
   /** Params: cutoff, batch size. One batch of retention: the oldest processed rows first, by id. */
   purgeProcessed: "DELETE FROM outbox_messages WHERE status = 'processed' AND processed_at < ? ORDER BY id LIMIT ?",

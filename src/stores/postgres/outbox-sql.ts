@@ -447,6 +447,10 @@ export function wakeChannel(schema: string): string {
   return `wassal_${schema}`.slice(0, 63);
 }
 
+/** A browse's filters ($1 status, $2 type, $3 ordering key, $4 above, $5 below), each null for none. */
+const PAGE_FILTER = `($1::text IS NULL OR status = $1::text) AND ($2::text IS NULL OR type = $2::text) AND ($3::text IS NULL OR ordering_key = $3::text)
+      AND ($4::bigint IS NULL OR id > $4::bigint) AND ($5::bigint IS NULL OR id < $5::bigint)`;
+
 export function outboxSql(schema: string) {
   const s = quoteIdent(schema);
   const table = `${s}.outbox_messages`;
@@ -798,6 +802,12 @@ export function outboxSql(schema: string) {
 
     listAll: `SELECT ${COLUMNS} FROM ${table} ORDER BY id LIMIT $1`,
 
+    /** $1 status, $2 type, $3 ordering key, $4 ids above, $5 ids below (each null: any), $6 limit: one page of a browse, ids ascending. */
+    pageAscending: `SELECT ${STATE_COLUMNS} FROM ${table} WHERE ${PAGE_FILTER} ORDER BY id LIMIT $6`,
+
+    /** As pageAscending, ids descending (the newest first). */
+    pageDescending: `SELECT ${STATE_COLUMNS} FROM ${table} WHERE ${PAGE_FILTER} ORDER BY id DESC LIMIT $6`,
+
     /** $1 id (or null), $2 text, $3 limit: messages whose id, dedupe key or ordering key is the text searched for. */
     findMessages: `SELECT ${COLUMNS} FROM ${table} WHERE id IN (
         SELECT id FROM ${table} WHERE id = $1::bigint
@@ -873,6 +883,17 @@ export function outboxSql(schema: string) {
       WHERE id = (SELECT id FROM ${table} WHERE ordering_key = $1 AND status = 'dead' AND key_state = 0 ORDER BY id LIMIT 1)
         AND ($2::bigint IS NULL OR id = $2::bigint) AND status = 'dead' AND key_state = 0
       RETURNING id::text AS id, key_seq`,
+
+    /** $1 id: the message's ordering key and key state, read without a lock (a message's key never changes), so a cancel can take the key's turn first. */
+    cancelKey: `SELECT ordering_key, key_state FROM ${table} WHERE id = $1`,
+
+    /** $1 now, $2 id: what a cancel reads, row-locked for the rest of its transaction (a claim waits, or skips it). */
+    cancelTarget: `WITH ${CLOCK}
+      SELECT m.status, m.locked_by, m.locked_until, m.lease_token, m.key_state, m.type, m.ordering_key, m.key_seq, clock.t AS now
+      FROM ${table} m, clock WHERE m.id = $2 FOR UPDATE OF m`,
+
+    /** $1 id: deletes the message if it is pending. */
+    cancel: `DELETE FROM ${table} WHERE id = $1 AND status = 'pending'`,
 
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeProcessed: `WITH batch AS MATERIALIZED (

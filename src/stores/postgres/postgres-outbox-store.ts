@@ -11,6 +11,7 @@ import { claimedLease } from "../../outbox/claimed-lease.js";
 import type { Clock } from "../../outbox/clock.js";
 import type {
   CheckedMessage,
+  CancelAttempt,
   ClaimMessageAttempt,
   DriverCapabilities,
   EnqueueManyParams,
@@ -47,12 +48,14 @@ import {
   fromForeignRow,
   toAuditEntry,
   toHeaders,
+  toCancelTarget,
   toFoundHolder,
   toHolder,
   toMessage,
   toMessageState,
   toMessageText,
   type AuditRow,
+  type CancelRow,
   type HolderRow,
   type MessageRow,
   type MessageStateRow,
@@ -636,6 +639,21 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return row === undefined ? null : { id: row.id, keySeq: row.key_seq === null ? null : Number(row.key_seq) };
   }
 
+  async cancel(params: { tx: PostgresTx; messageId: string; owner: string; audit: boolean }): Promise<CancelAttempt> {
+    const { tx, messageId } = params;
+    // A waiting message's key turn first, as a hand-on takes it before promoting that message; a
+    // holder's row first, as a completion locks it before handing its key on (no circle either way).
+    const seen = (await tx.query<{ ordering_key: string | null; key_state: number }>(this.#sql.cancelKey, [messageId])).rows[0];
+    if (seen?.ordering_key != null && seen.key_state === 1) await this.#lockKeys(tx, [seen.ordering_key]);
+    const row = (await tx.query<CancelRow & { now: Date }>(this.#sql.cancelTarget, [this.#now(), messageId])).rows[0];
+    if (row === undefined) return { at: this.#localNow(), before: null, deleted: false };
+    const deleted = ((await tx.query(this.#sql.cancel, [messageId])).rowCount ?? 0) === 1;
+    if (deleted && params.audit) {
+      await tx.query(this.#sql.audit, [messageId, row.lease_token, params.owner, "dead", row.now, row.status, row.locked_by, row.locked_until]);
+    }
+    return { at: row.now, before: toCancelTarget(row), deleted };
+  }
+
   /**
    * Takes the keys' turns (see lockKeys). Only under READ COMMITTED does the next statement see what
    * committed while it waited, which FIFO per key relies on: any other level is refused here.
@@ -830,6 +848,20 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
         ? await this.pool.query<MessageStateRow>(this.#sql.listStatesAll, [limit])
         : await this.pool.query<MessageStateRow>(this.#sql.listStatesByStatus, [limit, [...status]]);
     return rows.map(toMessageState);
+  }
+
+  async pageMessages(params: {
+    status: MessageStatus | null;
+    type: string | null;
+    key: string | null;
+    above: string | null;
+    below: string | null;
+    ascending: boolean;
+    limit: number;
+  }): Promise<MessageState[]> {
+    const { status, type, key, above, below, ascending, limit } = params;
+    const sql = ascending ? this.#sql.pageAscending : this.#sql.pageDescending;
+    return (await this.pool.query<MessageStateRow>(sql, [status, type, key, above, below, limit])).rows.map(toMessageState);
   }
 
   async findMessages(params: { id: string | null; text: string; limit: number }): Promise<OutboxMessage[]> {

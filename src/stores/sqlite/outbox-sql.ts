@@ -217,6 +217,10 @@ const STATE_COLUMNS =
  */
 const CLAIMED_COLUMNS = "id, type, dedupe_key, ordering_key, key_seq, headers, destination, payload, created_at, lease_token, attempts, last_error";
 
+/** A browse's filters, each null for none: status, type, ordering key, and the id range of the keyset cursor. */
+const PAGE_FILTER = `(@status IS NULL OR status = @status) AND (@type IS NULL OR type = @type) AND (@key IS NULL OR ordering_key = @key)
+                     AND (@above IS NULL OR id > @above) AND (@below IS NULL OR id < @below)`;
+
 export const SQL = {
   /**
    * A keyed message waits (key_state 1) when its key already has a holder or a queue; else it holds
@@ -414,6 +418,12 @@ export const SQL = {
 
   listAll: `SELECT ${COLUMNS} FROM outbox_messages ORDER BY id LIMIT @limit`,
 
+  /** One page of a browse, ids ascending: each filter (@status, @type, @key, @above, @below) null for none. */
+  pageAscending: `SELECT ${STATE_COLUMNS} FROM outbox_messages WHERE ${PAGE_FILTER} ORDER BY id LIMIT @limit`,
+
+  /** As pageAscending, ids descending (the newest first). */
+  pageDescending: `SELECT ${STATE_COLUMNS} FROM outbox_messages WHERE ${PAGE_FILTER} ORDER BY id DESC LIMIT @limit`,
+
   /** Messages whose id, dedupe key or ordering key is the text searched for (by the primary key, the dedupe key's index and, for unfinished messages, the key's). */
   findMessages: `SELECT ${COLUMNS} FROM outbox_messages WHERE id IN (
                    SELECT id FROM outbox_messages WHERE id = @id
@@ -474,6 +484,14 @@ export const SQL = {
                               ORDER BY id LIMIT 1)
                     AND (@id IS NULL OR id = @id)
                   RETURNING id, key_seq`,
+
+  // cancelKey: (none) BEGIN IMMEDIATE already serialises every writer: no key's turn to take before cancelTarget
+
+  /** What a cancel reads first, inside its write lock: the message's holder, type, key and place in its key. */
+  cancelTarget: `SELECT status, locked_by, locked_until, lease_token, key_state, type, ordering_key, key_seq FROM outbox_messages WHERE id = @id`,
+
+  /** Deletes the message if it is pending (a claim that won first left it processing: nothing is deleted). */
+  cancel: `DELETE FROM outbox_messages WHERE id = @id AND status = 'pending'`,
 
   /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */
   purgeProcessed: `DELETE FROM outbox_messages WHERE id IN (

@@ -8,6 +8,7 @@ import type Database from "better-sqlite3";
 import { claimedLease } from "../../outbox/claimed-lease.js";
 import { systemClock, type Clock } from "../../outbox/clock.js";
 import type {
+  CancelAttempt,
   CheckedMessage,
   ClaimMessageAttempt,
   DriverCapabilities,
@@ -46,6 +47,7 @@ import {
   byId,
   fromForeignRow,
   toAuditEntry,
+  toCancelTarget,
   toHeaders,
   toFoundHolder,
   toHolder,
@@ -53,6 +55,7 @@ import {
   toMessageState,
   toMessageText,
   type AuditRow,
+  type CancelRow,
   type HolderRow,
   type MessageRow,
   type MessageStateRow,
@@ -513,6 +516,21 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return row === undefined ? null : { id: String(row.id), keySeq: row.key_seq };
   }
 
+  cancel(params: { tx: SqliteTx; messageId: string; owner: string; audit: boolean }): CancelAttempt {
+    const id = rowId(params.messageId);
+    const now = this.now();
+    const row = statement(params.tx, SQL.cancelTarget).get({ id }) as CancelRow | undefined;
+    if (row === undefined) return { at: new Date(now), before: null, deleted: false };
+    const deleted = statement(params.tx, SQL.cancel).run({ id }).changes === 1;
+    if (deleted)
+      this.#audit(params.audit, id, row.lease_token, params.owner, "dead", now, {
+        status: row.status,
+        owner: row.locked_by,
+        lockedUntil: row.locked_until as number | null,
+      });
+    return { at: new Date(now), before: toCancelTarget(row), deleted };
+  }
+
   async rollbackSavepoint(): Promise<void> {
     this.#stmt("rollbackToSavepoint").run();
   }
@@ -739,6 +757,21 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       status === null ? this.#stmt("listAll").all({ limit }) : this.#stmt("listByStatus").all({ limit, statuses: JSON.stringify(status) }),
     );
     return (rows as MessageRow[]).map(message);
+  }
+
+  async pageMessages(params: {
+    status: MessageStatus | null;
+    type: string | null;
+    key: string | null;
+    above: string | null;
+    below: string | null;
+    ascending: boolean;
+    limit: number;
+  }): Promise<MessageState[]> {
+    const { ascending, above, below, ...filter } = params;
+    const bound = { ...filter, above: above === null ? null : rowId(above), below: below === null ? null : rowId(below) };
+    const rows = await this.writeLock.serial(() => this.#stmt(ascending ? "pageAscending" : "pageDescending").all(bound) as MessageStateRow[]);
+    return rows.map(toMessageState);
   }
 
   async describeSchema(): Promise<string> {

@@ -1,0 +1,160 @@
+// Cancelling a pending message (store.cancel), on every store: the row is deleted, so the message
+// is never delivered; a leased (running), processed or dead message, or an unknown id, is refused
+// with a named error and nothing changes. A cancelled key holder hands its key on as a skip does
+// (the next message takes its number: no gap in the key's numbers); a cancelled waiting message
+// leaves its key's order and numbers as they were. A cancel and a claim at the same time never
+// both succeed.
+
+import { expect, it } from "vitest";
+import { MessageNotFoundError, MessageNotPendingError, MessageRunningError } from "../../src/outbox/errors.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { Lease } from "../../src/outbox/types.js";
+import { claimNext, describeEachStore, enqueueMessage, useStoreHarness } from "./stores.js";
+
+const LEASE_MS = 1_000;
+
+async function enqueueKeyed(store: OutboxStore<unknown>, label: string, key?: string) {
+  return enqueueMessage(store, { payload: { label }, ...(key === undefined ? {} : { key }) });
+}
+
+const label = (lease: Lease) => (lease.message.payload as { label: string }).label;
+
+/** Claims and completes until nothing is claimable: each claimed message as "label#keySeq", in claim order. */
+async function drain(store: OutboxStore<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  for (
+    let leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS });
+    leases.length > 0;
+    leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS })
+  ) {
+    seen.push(...leases.map((lease) => `${label(lease)}#${lease.message.keySeq ?? "-"}`));
+    await store.completeMany(leases.map((lease) => ({ lease })));
+  }
+  return seen;
+}
+
+describeEachStore("cancel a pending message", (factory) => {
+  const ctx = useStoreHarness(factory);
+
+  it("deletes a pending message: it is never claimed, its dedupe key is free again, the others go on", async () => {
+    const { store } = ctx();
+    const doomed = await enqueueMessage(store, { payload: { label: "doomed" }, dedupeKey: "order-1" });
+    await enqueueKeyed(store, "other");
+    const done = await store.cancel(doomed.id, { reason: "customer withdrew" });
+    expect(done).toMatchObject({ outcome: "cancelled", messageId: doomed.id, type: "test.message", key: null, handedOn: false, reason: "customer withdrew" });
+    expect(await store.getMessage(doomed.id)).toBeUndefined();
+    expect(await drain(store)).toEqual(["other#-"]);
+    const again = await enqueueMessage(store, { payload: { label: "again" }, dedupeKey: "order-1" });
+    expect(again.id).not.toBe(doomed.id);
+  });
+
+  it("refuses a running (leased) message with MessageRunningError, changing nothing", async () => {
+    const { store } = ctx();
+    const message = await enqueueKeyed(store, "m");
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
+    const refused = await store.cancel(message.id).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(MessageRunningError);
+    expect((refused as MessageRunningError).code).toBe("MESSAGE_RUNNING");
+    expect((refused as Error).message).toMatch(/is running \(leased by "worker-a"/);
+    expect((await store.getMessage(message.id))?.status).toBe("processing");
+    expect((await store.complete(lease)).outcome).toBe("completed");
+  });
+
+  it("refuses a processed or a dead message with MessageNotPendingError, and an unknown id with MessageNotFoundError", async () => {
+    const { store } = ctx();
+    const processed = await enqueueKeyed(store, "p");
+    await store.complete(await claimNext(store, "w", LEASE_MS));
+    const dead = await enqueueKeyed(store, "d");
+    await store.fail(await claimNext(store, "w", LEASE_MS), new Error("boom"), "dead");
+    await expect(store.cancel(processed.id)).rejects.toMatchObject({ name: "MessageNotPendingError", status: "processed" });
+    await expect(store.cancel(dead.id)).rejects.toBeInstanceOf(MessageNotPendingError);
+    expect((await store.getMessage(dead.id))?.status).toBe("dead");
+    await expect(store.cancel("999999")).rejects.toBeInstanceOf(MessageNotFoundError);
+    await expect(store.cancel("not-an-id")).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+  });
+
+  it("a cancelled key holder hands its key on: the next message goes, numbered as the cancelled one was", async () => {
+    const { store } = ctx();
+    const a1 = await enqueueKeyed(store, "a1", "a");
+    await enqueueKeyed(store, "a2", "a");
+    await enqueueKeyed(store, "a3", "a");
+    expect(a1.keySeq).toBe(1);
+    expect(await store.cancel(a1.id)).toMatchObject({ key: "a", handedOn: true });
+    expect(await drain(store)).toEqual(["a2#1", "a3#2"]);
+  });
+
+  it("a holder that failed back to pending can be cancelled; the key moves on from its number", async () => {
+    const { store, clock } = ctx();
+    await enqueueKeyed(store, "a1", "a");
+    await store.complete(await claimNext(store, "w", LEASE_MS));
+    const a2 = await enqueueKeyed(store, "a2", "a");
+    await enqueueKeyed(store, "a3", "a");
+    await store.fail(await claimNext(store, "w", LEASE_MS), new Error("try later"), { retryInMs: 10 });
+    clock.advance(10);
+    await store.cancel(a2.id);
+    expect(await drain(store)).toEqual(["a3#2"]);
+  });
+
+  it("a cancelled waiting message leaves its key's order and numbers as they were", async () => {
+    const { store } = ctx();
+    await enqueueKeyed(store, "a1", "a");
+    const a2 = await enqueueKeyed(store, "a2", "a");
+    await enqueueKeyed(store, "a3", "a");
+    expect(await store.cancel(a2.id)).toMatchObject({ key: "a", handedOn: false });
+    expect(await drain(store)).toEqual(["a1#1", "a3#2"]);
+  });
+
+  it("the last message of a key cancelled: the key remembers the number for its next enqueue", async () => {
+    const { store } = ctx();
+    await enqueueKeyed(store, "a1", "a");
+    await store.complete(await claimNext(store, "w", LEASE_MS));
+    const a2 = await enqueueKeyed(store, "a2", "a");
+    expect(a2.keySeq).toBe(2);
+    await store.cancel(a2.id);
+    const a3 = await enqueueKeyed(store, "a3", "a");
+    expect(a3.keySeq).toBe(2);
+    expect(await drain(store)).toEqual(["a3#2"]);
+  });
+
+  it("a holder cancelled while a message of its key is enqueued on another connection: the key never stalls", async () => {
+    const { harness } = ctx();
+    const other = await harness.connect();
+    try {
+      const a1 = await enqueueKeyed(harness.store, "a1", "a");
+      await Promise.all([harness.store.cancel(a1.id), enqueueKeyed(other, "a2", "a")]);
+      expect(await drain(harness.store)).toEqual(["a2#1"]);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("records the cancel in the audit trail: a dead row by owner cancel, with the reason", async () => {
+    const { store } = ctx();
+    const plain = await enqueueKeyed(store, "m");
+    const reasoned = await enqueueKeyed(store, "n");
+    await store.cancel(plain.id);
+    await store.cancel(reasoned.id, { reason: "duplicate order" });
+    expect(await store.auditTrail({ messageId: plain.id })).toMatchObject([{ action: "dead", owner: "cancel", previousStatus: "pending" }]);
+    expect(await store.auditTrail({ messageId: reasoned.id })).toMatchObject([{ action: "dead", owner: "cancel: duplicate order" }]);
+    await expect(store.cancel(plain.id, { reason: "x".repeat(181) })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+  });
+
+  it("a cancel and a claim of the same message at the same time: exactly one wins", async () => {
+    const { harness } = ctx();
+    const other = await harness.connect();
+    try {
+      for (let round = 0; round < 10; round += 1) {
+        const message = await enqueueKeyed(harness.store, `m${round}`, round % 2 === 0 ? "k" : undefined);
+        const [cancel, claim] = await Promise.allSettled([harness.store.cancel(message.id), other.claimMessage("w", message.id, { leaseMs: LEASE_MS })]);
+        const claimed = claim.status === "fulfilled" && claim.value.outcome === "claimed";
+        const cancelled = cancel.status === "fulfilled";
+        expect(claimed !== cancelled, `round ${round}: cancelled ${cancelled}, claimed ${claimed}`).toBe(true);
+        if (!cancelled) expect((cancel as PromiseRejectedResult).reason).toBeInstanceOf(MessageRunningError);
+        if (claimed) await harness.store.complete((claim as PromiseFulfilledResult<{ outcome: "claimed"; lease: Lease }>).value.lease);
+        else expect(await harness.store.getMessage(message.id)).toBeUndefined();
+      }
+    } finally {
+      await other.close();
+    }
+  });
+});
