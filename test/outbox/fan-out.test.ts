@@ -51,7 +51,7 @@ describe("subscriptions (fan-out)", () => {
     const [first] = await s.claim("billing-worker", billing);
     expect(first).toMatchObject({ message: { type: "order.placed@billing", key: "o-1@billing", payload: { n: 1 } } });
     if (first === undefined) throw new Error("no claim");
-    expect(await s.fail(first, new Error("card declined"), "dead")).toMatchObject({ status: "dead" });
+    expect(await s.fail(first, new Error("card declined"), "dead")).toMatchObject({ outcome: "dead" });
     expect(await s.claim("billing-worker", billing)).toEqual([]);
 
     // The relay's copies go on, in their key's order, one at a time.
@@ -62,7 +62,7 @@ describe("subscriptions (fan-out)", () => {
       const [lease] = leases;
       if (lease === undefined) throw new Error("no claim");
       seen.push(lease.message.payload);
-      expect(await s.complete(lease)).toMatchObject({ status: "processed" });
+      expect(await s.complete(lease)).toMatchObject({ outcome: "completed" });
     }
     expect(seen).toEqual([{ n: 1 }, { n: 2 }]);
     expect(await s.pendingByType()).toEqual([{ type: "order.placed@billing", count: 1 }]);
