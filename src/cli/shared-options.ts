@@ -51,6 +51,16 @@ export function runnerOptions(what: { readonly name: string; readonly work: stri
     new Option("--grace-ms <ms>", `on shutdown, how long ${what.inFlight} may finish before their messages are released`)
       .argParser(integer(0, 3_600_000))
       .default(10_000),
+    new Option(
+      "--heartbeat-ms <ms>",
+      `how often the ${what.name} writes its heartbeat row and reaps peers whose heartbeat stopped (their leases freed at once); 0: no heartbeat`,
+    )
+      .argParser(integer(0, 3_600_000))
+      .default(2_000),
+    new Option(
+      "--owner-dead-after-ms <ms>",
+      `how long after its last heartbeat the ${what.name} counts as dead to its peers, so its messages wait about this long after a crash instead of a whole lease (default 10000, or 3 beats of max(--heartbeat-ms, --poll-ms) when longer)`,
+    ).argParser(integer(1, 86_400_000)),
     new Option("--metrics-port <port>", "serve Prometheus metrics on http://<metrics-host>:<port>/metrics (0 picks a free port)").argParser(integer(0, 65_535)),
     new Option("--metrics-host <address>", "the address the metrics server listens on (another one exposes the metrics beyond this machine)").default(
       "127.0.0.1",
@@ -76,6 +86,8 @@ export interface RunnerFlags extends RetentionFlags {
   maxAttempts: number;
   retryBaseMs: number;
   graceMs: number;
+  heartbeatMs: number;
+  ownerDeadAfterMs?: number;
   metricsPort?: number;
   metricsHost: string;
 }
@@ -94,5 +106,7 @@ export function runnerSettings(flags: RunnerFlags) {
     retry: { maxAttempts: flags.maxAttempts, baseDelayMs: flags.retryBaseMs },
     shutdownGraceMs: flags.graceMs,
     ...(retention === undefined ? {} : { retention }),
+    heartbeatMs: flags.heartbeatMs === 0 ? (false as const) : flags.heartbeatMs,
+    ...(flags.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: flags.ownerDeadAfterMs }),
   };
 }

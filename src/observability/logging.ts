@@ -27,6 +27,9 @@ export function logEvents(events: EventHub, logger: Logger): () => void {
       case "store-error":
         logger.error(data, type);
         break;
+      case "owners-reaped":
+        logger.info(data, "owners-reaped: their heartbeat stopped; their leases were expired for the next claim");
+        break;
       case "released":
       case "completed":
       case "processing-finished":

@@ -8,6 +8,8 @@
 
 import type {
   AuditEntry,
+  OwnerRecord,
+  ReapedOwner,
   TypeCount,
   BlockedKey,
   ForeignTransaction,
@@ -312,6 +314,26 @@ export interface OutboxDriver<Tx> {
     readonly refused: { readonly lease: Lease; readonly operation: LeaseOperation } | null;
   }): Promise<{ readonly at: Date; readonly holder: MessageHolder | null }>;
 
+  /**
+   * Upserts the owner's row (outbox_owners): heartbeat now, alive until now + `aliveMs` (the
+   * driver's clock); `takes` is JSON text (a list of types) or null; started_at is kept on update.
+   */
+  heartbeat(params: {
+    readonly owner: string;
+    readonly kind: string;
+    readonly takes: string | null;
+    readonly aliveMs: number;
+  }): Promise<{ readonly at: Date; readonly aliveUntil: Date }>;
+  /**
+   * In one transaction: deletes the rows of owners whose alive_until has passed and expires now
+   * the unexpired leases they hold (locked_until = available_at = now: claimable, exactly as an
+   * expired lease), so a peer's next claim takes them. Owners without a row are never touched.
+   */
+  reapOwners(): Promise<{ readonly at: Date; readonly reaped: readonly ReapedOwner[] }>;
+  /** Deletes the owner's row (a graceful stop): true when there was one. */
+  signOff(params: { readonly owner: string }): Promise<boolean>;
+  /** Every registered owner, by name; `takes` as stored (JSON text or null). */
+  listOwners(): Promise<readonly (Omit<OwnerRecord, "takes"> & { readonly takes: string | null })[]>;
   onNewMessages(params: { readonly wake: () => void }): Promise<() => Promise<void>>;
   leaseStats(): Promise<LeaseStats>;
   countByStatus(): Promise<Partial<StatusCounts>>;

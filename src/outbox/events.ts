@@ -52,6 +52,16 @@ export type OutboxEvent =
       readonly token: number | null;
       readonly attempt: number;
     }
+  /**
+   * `owner` reaped owners whose heartbeat stopped (see OutboxStore.reapDeadOwners): each one's row
+   * dropped and its unexpired leases expired at once, so the next claim takes them.
+   */
+  | {
+      readonly type: "owners-reaped";
+      readonly at: Date;
+      readonly owner: string;
+      readonly reaped: readonly { readonly owner: string; readonly expired: number }[];
+    }
   /** A store operation failed (lost connection, busy database); the worker backs off and carries on. */
   | { readonly type: "store-error"; readonly at: Date; readonly owner: string; readonly operation: string; readonly error: string }
   | {

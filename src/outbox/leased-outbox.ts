@@ -66,6 +66,9 @@ import {
   type StatusCounts,
   type UnblockAction,
   type TypeCount,
+  type HeartbeatOptions,
+  type OwnerRecord,
+  type ReapedOwner,
 } from "./types.js";
 import { payloadText } from "./payload.js";
 import {
@@ -86,7 +89,9 @@ import {
   checkOrderingKey,
   checkOwner,
   checkStatuses,
+  checkText,
   checkTime,
+  checkTypes,
   checkSearchText,
   describeError,
   isMessageId,
@@ -690,6 +695,43 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   onNewMessages(wake: () => void): Promise<() => Promise<void>> {
     return this.#driver.onNewMessages({ wake });
+  }
+
+  async heartbeat(owner: string, options: HeartbeatOptions): Promise<{ readonly at: Date; readonly aliveUntil: Date }> {
+    checkOwner(owner);
+    const { aliveMs, kind, takes } = checkObject(options, "heartbeat options ({ aliveMs, kind?, takes? })");
+    if (typeof aliveMs !== "number" || !Number.isInteger(aliveMs) || aliveMs < 1 || aliveMs > 2_147_483_647) {
+      throw new InvalidArgumentError(`heartbeat's aliveMs must be a whole number of milliseconds from 1 to 2147483647 (got ${shown(aliveMs)})`);
+    }
+    const checkedKind = kind === undefined ? "worker" : checkText(kind, "heartbeat's kind", 50);
+    const checkedTakes = takes === undefined || takes === null ? null : JSON.stringify(checkTypes(takes));
+    try {
+      return await this.#driver.heartbeat({ owner, kind: checkedKind, takes: checkedTakes, aliveMs });
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
+  }
+
+  async reapDeadOwners(reaper: string): Promise<ReapedOwner[]> {
+    checkOwner(reaper);
+    let result: { readonly at: Date; readonly reaped: readonly ReapedOwner[] };
+    try {
+      result = await this.#driver.reapOwners();
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
+    const reaped = [...result.reaped];
+    if (reaped.length > 0) publish(this.events, { type: "owners-reaped", at: result.at, owner: reaper, reaped });
+    return reaped;
+  }
+
+  async signOff(owner: string): Promise<boolean> {
+    checkOwner(owner);
+    return this.#driver.signOff({ owner });
+  }
+
+  async owners(): Promise<OwnerRecord[]> {
+    return (await this.#driver.listOwners()).map((row) => ({ ...row, takes: row.takes === null ? null : (JSON.parse(row.takes) as string[]) }));
   }
 
   async stats(): Promise<OutboxStats> {

@@ -10,6 +10,9 @@ import type {
   Cancelled,
   MessagePage,
   PageQuery,
+  HeartbeatOptions,
+  OwnerRecord,
+  ReapedOwner,
   AuditEntry,
   BlockedKey,
   ClaimMessageResult,
@@ -131,6 +134,27 @@ export interface OutboxStore<Tx> {
    * stays the fallback). Resolves to a function that stops listening.
    */
   onNewMessages(wake: () => void): Promise<() => Promise<void>>;
+
+  /**
+   * Registers `owner` as alive until `aliveMs` from now (the store's clock: the database's unless
+   * one was injected), upserting its row in outbox_owners. A Worker beats every heartbeatMs.
+   */
+  heartbeat(owner: string, options: HeartbeatOptions): Promise<{ readonly at: Date; readonly aliveUntil: Date }>;
+
+  /**
+   * Reaps every registered owner whose heartbeat stopped (its alive-until passed): drops its row
+   * and expires at once the leases it holds, so that the next claim (anyone's) takes them, a new
+   * token each, as it takes any expired lease; the dead owner's late completion is refused. Owners
+   * that never registered (a bare claim loop, an older Wassal) are never reaped. `reaper` names
+   * who asks, for the "owners-reaped" event.
+   */
+  reapDeadOwners(reaper: string): Promise<ReapedOwner[]>;
+
+  /** Drops `owner`'s row (a graceful stop, its leases completed or released): true when it had one. */
+  signOff(owner: string): Promise<boolean>;
+
+  /** The registered owners, by name. */
+  owners(): Promise<OwnerRecord[]>;
 
   /** Counts by state, the oldest pending message, leases held and expired per owner. */
   stats(): Promise<OutboxStats>;

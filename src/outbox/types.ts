@@ -266,6 +266,38 @@ export interface OutboxStats {
   readonly expiredLeases: number;
 }
 
+/**
+ * A running worker's registration (the outbox_owners table): its heartbeat keeps it alive until
+ * `aliveUntil`; past that, any peer's reapDeadOwners expires its leases at once and drops the row.
+ * Times are the store's clock (the database's, unless a clock was injected).
+ */
+export interface OwnerRecord {
+  readonly owner: string;
+  /** What it is: "worker", "relay", or what the caller said. */
+  readonly kind: string;
+  /** The message types it claims, or null for every type. */
+  readonly takes: readonly string[] | null;
+  readonly startedAt: Date;
+  readonly heartbeatAt: Date;
+  readonly aliveUntil: Date;
+}
+
+/** What OutboxStore.heartbeat registers: how long the owner stays alive without another beat, and what it is. */
+export interface HeartbeatOptions {
+  /** Milliseconds from this beat until the owner counts as dead (its leases then reclaimable at once). */
+  readonly aliveMs: number;
+  /** What it is (default "worker"). */
+  readonly kind?: string;
+  /** The message types it claims (default null: every type). */
+  readonly takes?: readonly string[] | null;
+}
+
+/** One owner whose heartbeat stopped, reaped: its row dropped and `expired` leases expired at once. */
+export interface ReapedOwner {
+  readonly owner: string;
+  readonly expired: number;
+}
+
 /** How many messages of one type are in some state (OutboxStore.pendingByType). */
 export interface TypeCount {
   readonly type: string;

@@ -34,7 +34,7 @@ export function checkObject<T>(value: T, what: string): NonNullable<T> {
 }
 
 /** A string stored in a text column: non-empty, bounded, and storable on every store (no NUL, no lone surrogate). */
-function checkText(value: unknown, what: string, maxLength: number): string {
+export function checkText(value: unknown, what: string, maxLength: number): string {
   if (typeof value !== "string" || value.trim() === "" || value.length > maxLength) {
     throw new InvalidArgumentError(`${what} must be a non-empty string of at most ${maxLength} characters (got ${shown(value)})`);
   }

@@ -37,7 +37,7 @@ import type { OutboxStore } from "./store.js";
 import type { ClaimTrace, ProcessTrace, Tracing } from "./tracing.js";
 import type { Completed, Finalize, Lease, LeaseLost, RetryDecision } from "./types.js";
 import { CompletionBatcher } from "./completion-batcher.js";
-import { checkLeaseMs, checkOwner, checkTypes, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
+import { checkLeaseMs, checkOwner, checkText, checkTypes, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
 
 export interface WorkerOptions<Tx> {
   readonly store: OutboxStore<Tx>;
@@ -93,6 +93,24 @@ export interface WorkerOptions<Tx> {
    * Default: none, at no cost.
    */
   readonly tracing?: Tracing;
+  /**
+   * How often the worker writes its heartbeat row (outbox_owners) and reaps the owners whose
+   * heartbeat stopped, expiring their leases at once, so that a killed process's messages wait
+   * about `ownerDeadAfterMs` instead of a whole lease. Default 2 000 ms; `false`: no row, no
+   * reaping (a crash then holds its messages until their leases expire). A worker given a clock of
+   * its own (a ManualClock: tests, the lab) beats only when heartbeatMs is given, since time that jumps makes any
+   * heartbeat look stopped. The beat rides the claim loop, which runs at least every
+   * pollIntervalMs, so a worker beats every max(heartbeatMs, pollIntervalMs).
+   */
+  readonly heartbeatMs?: number | false;
+  /**
+   * How long after its last heartbeat this worker counts as dead to its peers (default 10 000 ms,
+   * or 3 beats when pollIntervalMs or heartbeatMs is longer): each beat registers the worker as
+   * alive until then. At least 2 beats. Each worker says its own, so peers need not agree.
+   */
+  readonly ownerDeadAfterMs?: number;
+  /** What the worker's heartbeat row calls it (default "worker"; a Relay's says "relay"). */
+  readonly ownerKind?: string;
   readonly clock?: Clock;
   /** Source of jitter (default Math.random). */
   readonly random?: () => number;
@@ -322,6 +340,15 @@ export class Worker<Tx> {
   readonly pollIntervalMs: number;
   readonly retry: RetryPolicy;
   readonly shutdownGraceMs: number;
+  /** How often the worker beats (see WorkerOptions.heartbeatMs), or null when it does not. */
+  readonly heartbeatMs: number | null;
+  /** How long after its last beat its peers count it dead (see WorkerOptions.ownerDeadAfterMs). */
+  readonly ownerDeadAfterMs: number;
+  readonly #ownerKind: string;
+  /** The worker's clock time from which its next beat is due. */
+  #nextBeatAt = Number.NEGATIVE_INFINITY;
+  /** It wrote its heartbeat row (so a stop signs off). */
+  #registered = false;
   readonly #handlers: Readonly<Record<string, Handler<Tx>>>;
   readonly #defaultHandler: Handler<Tx> | undefined;
   /** What claims ask for: the types claimed, or undefined for every type. */
@@ -393,6 +420,19 @@ export class Worker<Tx> {
     if (!Number.isFinite(grace) || grace < 0) throw new InvalidArgumentError(`shutdownGraceMs must be a number of milliseconds >= 0 (got ${String(grace)})`);
     this.shutdownGraceMs = grace;
     this.#clock = options.clock ?? systemClock;
+    const beat = options.heartbeatMs ?? (this.#clock === systemClock ? 2_000 : false);
+    this.heartbeatMs = beat === false ? null : checkTimerMs("heartbeatMs", beat);
+    const period = Math.max(this.heartbeatMs ?? 0, this.pollIntervalMs);
+    if (options.ownerDeadAfterMs === undefined) this.ownerDeadAfterMs = Math.max(10_000, 3 * period);
+    else {
+      this.ownerDeadAfterMs = checkTimerMs("ownerDeadAfterMs", options.ownerDeadAfterMs);
+      if (this.heartbeatMs !== null && this.ownerDeadAfterMs < 2 * period) {
+        throw new InvalidArgumentError(
+          `ownerDeadAfterMs (${this.ownerDeadAfterMs}) must be at least twice the heartbeat (max of heartbeatMs ${this.heartbeatMs} and pollIntervalMs ${this.pollIntervalMs}), or a live worker's leases could be reaped: give it ${2 * period} or more`,
+        );
+      }
+    }
+    this.#ownerKind = checkText(options.ownerKind ?? "worker", "ownerKind", 50);
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;
     this.#keyMovesOnWhenDead = new Set(options.keyMovesOnWhenDead ?? []);
@@ -475,6 +515,40 @@ export class Worker<Tx> {
       // Their heartbeats stop with the abort, so nothing of ours touches the store after this,
       // even if a handler ignores its signal and runs on.
     }
+    if (this.#registered) {
+      // Every lease completed or released: the row goes, so no peer reaps a worker that left.
+      try {
+        await this.store.signOff(this.name);
+      } catch (error) {
+        this.#storeError("sign-off", error); // the row's alive-until passes, and a peer drops it
+      }
+    }
+  }
+
+  /**
+   * The worker's heartbeat, when due: its row says it is alive for ownerDeadAfterMs more, then
+   * the owners whose rows ran out are reaped (their leases expired now), and the loop claims again
+   * at once if any lease was freed. Runs in the claim loop, before its claim, so the worker is
+   * registered before its first lease. A failure is a store-error event; the loop carries on.
+   */
+  async #beat(): Promise<void> {
+    if (this.heartbeatMs === null) return;
+    const now = this.#clock.now().getTime();
+    if (now < this.#nextBeatAt) return;
+    this.#nextBeatAt = now + this.heartbeatMs;
+    try {
+      await this.store.heartbeat(this.name, { aliveMs: this.ownerDeadAfterMs, kind: this.#ownerKind, takes: this.#types ?? null });
+      this.#registered = true;
+    } catch (error) {
+      this.#storeError("heartbeat", error);
+      return;
+    }
+    try {
+      const reaped = await this.store.reapDeadOwners(this.name);
+      if (reaped.some((owner) => owner.expired > 0)) this.#woken = true;
+    } catch (error) {
+      this.#storeError("reap", error);
+    }
   }
 
   async #release(job: Job<Tx>): Promise<void> {
@@ -544,6 +618,8 @@ export class Worker<Tx> {
       // Cleared before looking: a wake-up that arrives while we claim (a new message, a slot
       // freeing) then cuts the following wait short instead of being lost.
       this.#woken = false;
+      await this.#beat();
+      if (this.#stopping) break;
       let free = this.concurrency - this.#running.size;
       let claimedAll = false;
       if (free > 0) {

@@ -55,6 +55,10 @@ export interface RelayOptions<Tx> {
   readonly onEvent?: (event: RelayEvent) => void;
   /** Traces each claim, publish (the processing span) and completion, as the Worker's option does. */
   readonly tracing?: Tracing;
+  /** The heartbeat that lets peers take a killed relay's messages early: the Worker's option (default 2 000 ms; false: none). */
+  readonly heartbeatMs?: number | false;
+  /** How long after its last heartbeat the relay counts as dead to its peers: the Worker's option (default 10 000 ms). */
+  readonly ownerDeadAfterMs?: number;
   readonly clock?: Clock;
 }
 
@@ -167,6 +171,9 @@ export class Relay<Tx> {
       ...(options.retry === undefined ? {} : { retry: options.retry }),
       ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
       ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
+      ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+      ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
+      ownerKind: "relay",
       clock,
     });
   }

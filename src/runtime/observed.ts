@@ -21,6 +21,9 @@ export interface RunnerOptions extends OpenOutboxOptions {
   readonly pollIntervalMs?: number;
   readonly retry?: Partial<RetryPolicy>;
   readonly shutdownGraceMs?: number;
+  /** Its heartbeat (Worker's heartbeatMs; false: none) and how long after the last one its peers count it dead. */
+  readonly heartbeatMs?: number | false;
+  readonly ownerDeadAfterMs?: number;
   /** Serve Prometheus metrics on this port when set, on metricsHost (default 127.0.0.1). */
   readonly metricsPort?: number;
   readonly metricsHost?: string;

@@ -89,6 +89,8 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
       ...(options.retry === undefined ? {} : { retry: options.retry }),
       ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+      ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+      ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
       ...(tracing === undefined ? {} : { tracing }),
     });
     for (const miss of await findNearMisses(store, worker.types)) {

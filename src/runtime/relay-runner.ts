@@ -88,6 +88,8 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
       ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
       ...(options.retry === undefined ? {} : { retry: options.retry }),
       ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+      ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+      ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
       ...(tracing === undefined ? {} : { tracing }),
       onEvent: (event) => {
         count(event);

@@ -30,6 +30,7 @@ const WASSAL_TABLES = [
   "outbox_messages",
   "outbox_audit",
   "outbox_keys",
+  "outbox_owners",
   "wassal_migrations",
   "wassal_inbox",
   "wassal_inbox_keys",

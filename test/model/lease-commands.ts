@@ -508,6 +508,34 @@ export function crash(owner: string): Step {
   );
 }
 
+/** The owner's heartbeat: it counts as alive for `aliveMs` more. */
+export function heartbeat(owner: string, aliveMs: number): Step {
+  return new Step(
+    `${owner} heartbeat(${aliveMs}ms)`,
+    () => true,
+    async (w, r) => {
+      await r.harness.store.heartbeat(owner, { aliveMs });
+      w.spec.heartbeat(owner, aliveMs);
+      return "alive";
+    },
+  );
+}
+
+/** A reap: owners whose heartbeat stopped lose their leases at once (each an expired lease from then on). */
+export function reap(): Step {
+  return new Step(
+    "reapDeadOwners",
+    () => true,
+    async (w, r) => {
+      const real = await r.harness.store.reapDeadOwners("reaper");
+      const model = w.spec.reap();
+      same(real, model, "reaped owners");
+      tally(r, `reap:${real.length === 0 ? "none" : real.some((o) => o.expired > 0) ? "leases" : "owners"}`);
+      return JSON.stringify(real);
+    },
+  );
+}
+
 export function advance(ms: number): Step {
   return new Step(
     `advance(${ms}ms)`,
@@ -641,6 +669,8 @@ export function commandArb(mix: Mix): fc.Arbitrary<Step> {
     },
     { weight: dead ? 2 : 1, arbitrary: fc.constantFrom(0, 0, 10, 30).map(purgeDead) },
     { weight: 1, arbitrary: owner.map(crash) },
+    { weight: 1, arbitrary: fc.tuple(owner, fc.constantFrom(5, 10, 20)).map(([o, ms]) => heartbeat(o, ms)) },
+    { weight: 1, arbitrary: fc.constant(null).map(reap) },
     { weight: dead ? 3 : 5, arbitrary: fc.oneof(fc.constantFrom(0, 1, 5, 10, 20), fc.integer({ min: 0, max: 40 })).map(advance) },
   );
 }

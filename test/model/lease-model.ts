@@ -123,6 +123,36 @@ export class LeaseModel {
     this.now += ms;
   }
 
+  /** Registered owners and when each stops counting as alive. */
+  readonly owners = new Map<string, number>();
+
+  heartbeat(owner: string, aliveMs: number): void {
+    this.owners.set(owner, this.now + aliveMs);
+  }
+
+  /**
+   * The owners whose alive time passed: dropped, and each one's unexpired leases expired now (an
+   * expired lease in every way after that). Owners in name order, with how many leases each lost.
+   */
+  reap(): { owner: string; expired: number }[] {
+    const dead = [...this.owners]
+      .filter(([, until]) => until <= this.now)
+      .map(([owner]) => owner)
+      .sort();
+    return dead.map((owner) => {
+      this.owners.delete(owner);
+      let expired = 0;
+      for (const m of this.messages.values()) {
+        if (m.status === "processing" && m.lockedBy === owner && m.lockedUntil !== null && m.lockedUntil > this.now) {
+          m.lockedUntil = this.now;
+          m.availableAt = this.now;
+          expired += 1;
+        }
+      }
+      return { owner, expired };
+    });
+  }
+
   enqueue(id: string, availableAt: number, key: string | null = null): void {
     const waits = key !== null && this.#queued(key).length > 0;
     this.messages.set(id, {

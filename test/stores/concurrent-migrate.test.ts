@@ -24,6 +24,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-010-audit-refused",
   "outbox-012-key-seq",
   "outbox-013-inbox-order",
+  "outbox-015-owners",
 ];
 
 describe("concurrent migrations", () => {

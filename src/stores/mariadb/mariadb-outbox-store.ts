@@ -45,6 +45,7 @@ import type {
   MessageStatus,
   MessageText,
   OutboxMessage,
+  ReapedOwner,
   StatusCounts,
   TypeCount,
 } from "../../outbox/types.js";
@@ -698,6 +699,45 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       listeners.delete(listener);
       if (listeners.size === 0 && wakeListeners.get(key) === listeners) wakeListeners.delete(key);
     };
+  }
+
+  async heartbeat(params: { owner: string; kind: string; takes: string | null; aliveMs: number }): Promise<{ at: Date; aliveUntil: Date }> {
+    const now = await this.#time(this.pool);
+    const until = now + params.aliveMs;
+    await this.pool.query<Written>(SQL.heartbeat, [params.owner, params.kind, params.takes, now, now, until]);
+    return { at: new Date(now), aliveUntil: new Date(until) };
+  }
+
+  reapOwners(): Promise<{ at: Date; reaped: ReapedOwner[] }> {
+    return this.transaction(async (conn) => {
+      const now = await this.#time(conn);
+      const [dead] = await conn.query<Rows>(SQL.deadOwners, [now]);
+      const names = dead.map((row) => String(row.name));
+      const reaped: ReapedOwner[] = [];
+      for (const owner of names) {
+        const [written] = await conn.query<Written>(SQL.expireLeasesOf, [now, now, owner, now]);
+        reaped.push({ owner, expired: written.affectedRows });
+      }
+      if (names.length > 0) await conn.query<Written>(SQL.deleteOwners, [names]);
+      return { at: new Date(now), reaped };
+    });
+  }
+
+  async signOff(params: { owner: string }): Promise<boolean> {
+    const [written] = await this.pool.query<Written>(SQL.signOff, [params.owner]);
+    return written.affectedRows > 0;
+  }
+
+  async listOwners(): Promise<{ owner: string; kind: string; takes: string | null; startedAt: Date; heartbeatAt: Date; aliveUntil: Date }[]> {
+    const [rows] = await this.pool.query<Rows>(SQL.listOwners);
+    return rows.map((r) => ({
+      owner: String(r.owner),
+      kind: String(r.kind),
+      takes: r.takes === null ? null : String(r.takes),
+      startedAt: new Date(Number(r.started_at)),
+      heartbeatAt: new Date(Number(r.heartbeat_at)),
+      aliveUntil: new Date(Number(r.alive_until)),
+    }));
   }
 
   async leaseStats(): Promise<LeaseStats> {

@@ -269,6 +269,22 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
     name: "outbox-014-sql-enqueue",
     statements: [enqueueRoutine()],
   },
+  {
+    // Running workers and relays, each kept alive by its heartbeat: an owner whose alive_until
+    // passes is dead, and a peer expires its leases at once instead of waiting for each lease to
+    // run out. takes: the message types it claims (a JSON list), NULL for every type.
+    name: "outbox-015-owners",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS outbox_owners (
+  name         VARCHAR(200) NOT NULL PRIMARY KEY,
+  kind         VARCHAR(50)  NOT NULL,
+  takes        MEDIUMTEXT,
+  started_at   BIGINT       NOT NULL,
+  heartbeat_at BIGINT       NOT NULL,
+  alive_until  BIGINT       NOT NULL
+) ${TABLE_OPTIONS}`,
+    ],
+  },
 ];
 
 /**
@@ -594,6 +610,29 @@ export const SQL = {
   pendingByType: "SELECT type, COUNT(*) AS n FROM outbox_messages WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT ?",
 
   oldestPending: "SELECT MIN(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'",
+
+  /** Params: owner, kind, takes (JSON text or null), now, now, alive until. The owner's heartbeat (started_at kept). */
+  heartbeat: `INSERT INTO outbox_owners (name, kind, takes, started_at, heartbeat_at, alive_until) VALUES (?, ?, ?, ?, ?, ?)
+      ON DUPLICATE KEY UPDATE kind = VALUES(kind), takes = VALUES(takes), heartbeat_at = VALUES(heartbeat_at), alive_until = VALUES(alive_until)`,
+
+  /** Params: now. The owners whose heartbeat stopped, row-locked until the transaction ends. */
+  deadOwners: "SELECT name FROM outbox_owners WHERE alive_until <= ? ORDER BY name FOR UPDATE",
+
+  /** Params: owners (an array, expanded): their rows dropped. */
+  deleteOwners: "DELETE FROM outbox_owners WHERE name IN (?)",
+
+  /**
+   * Params: now, now, owner, now: its unexpired leases expired now, as a lease that ran out
+   * (claimable at once; the next claim gives a new token and counts an attempt, as for any expired
+   * lease). One owner per statement, its affected rows the count (MariaDB's UPDATE returns no rows).
+   */
+  expireLeasesOf: `UPDATE outbox_messages SET locked_until = ?, available_at = ?
+      WHERE status = 'processing' AND locked_by = ? AND locked_until > ?`,
+
+  /** Params: owner. */
+  signOff: "DELETE FROM outbox_owners WHERE name = ?",
+
+  listOwners: "SELECT name AS owner, kind, takes, started_at, heartbeat_at, alive_until FROM outbox_owners ORDER BY name",
 
   /** Params: now, now. */
   leasesByOwner: `SELECT locked_by AS owner, CAST(SUM(locked_until > ?) AS SIGNED) AS held, CAST(SUM(locked_until <= ?) AS SIGNED) AS expired

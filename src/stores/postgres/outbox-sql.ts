@@ -215,6 +215,22 @@ CREATE TABLE ${s}.wassal_inbox_keys (
 CREATE INDEX wassal_inbox_keys_held ON ${s}.wassal_inbox_keys (held_since) WHERE held_seq IS NOT NULL;
 `,
     },
+    {
+      name: "outbox-015-owners",
+      sql: `
+-- Running workers and relays, each kept alive by its heartbeat: an owner whose alive_until passes
+-- is dead, and a peer expires its leases at once instead of waiting for each lease to run out.
+-- takes: the message types it claims (a JSON list), NULL for every type.
+CREATE TABLE ${s}.outbox_owners (
+  name         text        PRIMARY KEY,
+  kind         text        NOT NULL,
+  takes        text,
+  started_at   timestamptz NOT NULL,
+  heartbeat_at timestamptz NOT NULL,
+  alive_until  timestamptz NOT NULL
+);
+`,
+    },
   ];
 }
 
@@ -823,6 +839,36 @@ export function outboxSql(schema: string) {
     pendingByType: `SELECT type, count(*)::int AS n FROM ${table} WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT $1`,
 
     oldestPending: `SELECT min(created_at) AS oldest FROM ${table} WHERE status = 'pending'`,
+
+    /** $1 now, $2 owner, $3 kind, $4 takes (JSON text or null), $5 alive ms: the owner's heartbeat (started_at kept). */
+    heartbeat: `WITH ${CLOCK}
+      INSERT INTO ${s}.outbox_owners (name, kind, takes, started_at, heartbeat_at, alive_until)
+      SELECT $2, $3, $4, clock.t, clock.t, clock.t + $5 * interval '1 millisecond' FROM clock
+      ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, takes = excluded.takes,
+        heartbeat_at = excluded.heartbeat_at, alive_until = excluded.alive_until
+      RETURNING heartbeat_at AS now, alive_until`,
+
+    /** $1 now: the owners whose heartbeat stopped, deleted (row-locked until the transaction ends), and the time. */
+    deadOwners: `WITH ${CLOCK},
+      dead AS (DELETE FROM ${s}.outbox_owners o USING clock WHERE o.alive_until <= clock.t RETURNING o.name)
+      SELECT (SELECT coalesce(array_agg(name ORDER BY name), '{}') FROM dead) AS names, clock.t AS now FROM clock`,
+
+    // deleteOwners: (none) deadOwners deletes the rows it finds itself (DELETE … RETURNING)
+
+    /**
+     * $1 now, $2 owners: their unexpired leases expired now, as a lease that ran out (claimable at
+     * once; the next claim gives a new token and counts an attempt, as it does for any expired lease).
+     */
+    expireLeasesOf: `WITH ${CLOCK}
+      UPDATE ${table} m SET locked_until = clock.t, available_at = clock.t
+      FROM clock
+      WHERE m.status = 'processing' AND m.locked_by = ANY($2::text[]) AND m.locked_until > clock.t
+      RETURNING m.locked_by AS owner`,
+
+    /** $1 owner. */
+    signOff: `DELETE FROM ${s}.outbox_owners WHERE name = $1`,
+
+    listOwners: `SELECT name AS owner, kind, takes, started_at, heartbeat_at, alive_until FROM ${s}.outbox_owners ORDER BY name`,
 
     /** $1 now. */
     leasesByOwner: `WITH ${CLOCK}

@@ -40,6 +40,7 @@ import type {
   MessageStatus,
   MessageText,
   OutboxMessage,
+  ReapedOwner,
   StatusCounts,
   TypeCount,
 } from "../../outbox/types.js";
@@ -749,6 +750,38 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       client = undefined;
       await current?.end().catch(() => undefined);
     };
+  }
+
+  async heartbeat(params: { owner: string; kind: string; takes: string | null; aliveMs: number }): Promise<{ at: Date; aliveUntil: Date }> {
+    const { rows } = await this.pool.query<{ now: Date; alive_until: Date }>(this.#sql.heartbeat, [
+      this.#now(),
+      params.owner,
+      params.kind,
+      params.takes,
+      params.aliveMs,
+    ]);
+    const row = rows[0] as { now: Date; alive_until: Date };
+    return { at: row.now, aliveUntil: row.alive_until };
+  }
+
+  async reapOwners(): Promise<{ at: Date; reaped: ReapedOwner[] }> {
+    return this.transaction(async (tx) => {
+      const row = (await tx.query<{ names: string[]; now: Date }>(this.#sql.deadOwners, [this.#now()])).rows[0] as { names: string[]; now: Date };
+      if (row.names.length === 0) return { at: row.now, reaped: [] };
+      const expired = (await tx.query<{ owner: string }>(this.#sql.expireLeasesOf, [row.now, row.names])).rows;
+      return { at: row.now, reaped: row.names.map((owner) => ({ owner, expired: expired.filter((e) => e.owner === owner).length })) };
+    });
+  }
+
+  async signOff(params: { owner: string }): Promise<boolean> {
+    return ((await this.pool.query(this.#sql.signOff, [params.owner])).rowCount ?? 0) > 0;
+  }
+
+  async listOwners(): Promise<{ owner: string; kind: string; takes: string | null; startedAt: Date; heartbeatAt: Date; aliveUntil: Date }[]> {
+    const { rows } = await this.pool.query<{ owner: string; kind: string; takes: string | null; started_at: Date; heartbeat_at: Date; alive_until: Date }>(
+      this.#sql.listOwners,
+    );
+    return rows.map((r) => ({ owner: r.owner, kind: r.kind, takes: r.takes, startedAt: r.started_at, heartbeatAt: r.heartbeat_at, aliveUntil: r.alive_until }));
   }
 
   async leaseStats(): Promise<LeaseStats> {

@@ -175,6 +175,22 @@ CREATE TABLE wassal_inbox_keys (
 CREATE INDEX wassal_inbox_keys_held ON wassal_inbox_keys (held_since) WHERE held_seq IS NOT NULL;
 `,
   },
+  {
+    name: "outbox-015-owners",
+    sql: `
+-- Running workers and relays, each kept alive by its heartbeat: an owner whose alive_until passes
+-- is dead, and a peer expires its leases at once instead of waiting for each lease to run out.
+-- takes: the message types it claims (a JSON list), NULL for every type.
+CREATE TABLE outbox_owners (
+  name         TEXT    PRIMARY KEY,
+  kind         TEXT    NOT NULL,
+  takes        TEXT,
+  started_at   INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL,
+  alive_until  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`,
+  },
 ];
 
 /**
@@ -439,6 +455,30 @@ export const SQL = {
   pendingByType: `SELECT type, count(*) AS n FROM outbox_messages WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT @limit`,
 
   oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
+
+  /** The owner's heartbeat (started_at kept). */
+  heartbeat: `INSERT INTO outbox_owners (name, kind, takes, started_at, heartbeat_at, alive_until)
+              VALUES (@owner, @kind, @takes, @now, @now, @until)
+              ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, takes = excluded.takes,
+                heartbeat_at = excluded.heartbeat_at, alive_until = excluded.alive_until`,
+
+  /** The owners whose heartbeat stopped. */
+  deadOwners: `SELECT name FROM outbox_owners WHERE alive_until <= @now ORDER BY name`,
+
+  /** @owners (a JSON list): their rows dropped. */
+  deleteOwners: `DELETE FROM outbox_owners WHERE name IN (SELECT value FROM json_each(@owners))`,
+
+  /**
+   * @owners (a JSON list): their unexpired leases expired now, as a lease that ran out (claimable
+   * at once; the next claim gives a new token and counts an attempt, as for any expired lease).
+   */
+  expireLeasesOf: `UPDATE outbox_messages SET locked_until = @now, available_at = @now
+                   WHERE status = 'processing' AND locked_by IN (SELECT value FROM json_each(@owners)) AND locked_until > @now
+                   RETURNING locked_by AS owner`,
+
+  signOff: `DELETE FROM outbox_owners WHERE name = @owner`,
+
+  listOwners: `SELECT name AS owner, kind, takes, started_at, heartbeat_at, alive_until FROM outbox_owners ORDER BY name`,
 
   leasesByOwner: `SELECT locked_by AS owner, sum(locked_until > @now) AS held, sum(locked_until <= @now) AS expired
                   FROM outbox_messages WHERE status = 'processing' GROUP BY locked_by ORDER BY locked_by`,

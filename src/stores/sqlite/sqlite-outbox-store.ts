@@ -40,6 +40,7 @@ import type {
   MessageText,
   NewMessage,
   OutboxMessage,
+  ReapedOwner,
   StatusCounts,
   TypeCount,
 } from "../../outbox/types.js";
@@ -630,6 +631,46 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       return true;
     };
     return watchCommits(this.#fileKey, changed, () => this.db.open);
+  }
+
+  heartbeat(params: { owner: string; kind: string; takes: string | null; aliveMs: number }): Promise<{ at: Date; aliveUntil: Date }> {
+    return this.writeLock.runSync(() => {
+      const now = this.now();
+      const until = now + params.aliveMs;
+      this.#stmt("heartbeat").run({ owner: params.owner, kind: params.kind, takes: params.takes, now, until });
+      return { at: new Date(now), aliveUntil: new Date(until) };
+    });
+  }
+
+  reapOwners(): Promise<{ at: Date; reaped: ReapedOwner[] }> {
+    return this.writeLock.runSync(() => {
+      const now = this.now();
+      const names = (this.#stmt("deadOwners").all({ now }) as { name: string }[]).map((row) => row.name);
+      if (names.length === 0) return { at: new Date(now), reaped: [] };
+      const owners = JSON.stringify(names);
+      const expired = this.#stmt("expireLeasesOf").all({ owners, now }) as { owner: string }[];
+      this.#stmt("deleteOwners").run({ owners });
+      return { at: new Date(now), reaped: names.map((owner) => ({ owner, expired: expired.filter((e) => e.owner === owner).length })) };
+    });
+  }
+
+  signOff(params: { owner: string }): Promise<boolean> {
+    return this.writeLock.runSync(() => this.#stmt("signOff").run({ owner: params.owner }).changes > 0);
+  }
+
+  listOwners(): Promise<{ owner: string; kind: string; takes: string | null; startedAt: Date; heartbeatAt: Date; aliveUntil: Date }[]> {
+    return this.writeLock.serial(() =>
+      (
+        this.#stmt("listOwners").all() as { owner: string; kind: string; takes: string | null; started_at: number; heartbeat_at: number; alive_until: number }[]
+      ).map((r) => ({
+        owner: r.owner,
+        kind: r.kind,
+        takes: r.takes,
+        startedAt: new Date(r.started_at),
+        heartbeatAt: new Date(r.heartbeat_at),
+        aliveUntil: new Date(r.alive_until),
+      })),
+    );
   }
 
   async leaseStats(): Promise<LeaseStats> {
