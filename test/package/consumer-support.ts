@@ -2,7 +2,7 @@
 // into a fresh project, write and type-check the consumer there, and run it.
 
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../support/cli.js";
 import { childEnv } from "../support/env.js";
@@ -36,8 +36,8 @@ function writeConsumer(dir: string, file: string): void {
   writeFileSync(join(dir, "tsconfig.json"), readFileSync(join(CONSUMER, "tsconfig.json")));
 }
 
-/** A fresh project with the tarball and `extra` installed, and the consumer `consumer` (in test/package/consumer/); returns its folder. */
-export function project(tarball: string, name: string, extra: readonly string[], { ignoreScripts = false, consumer = "consumer.mts" } = {}): string {
+/** A fresh project with the tarball, @types/node and `extra` installed; returns its folder. */
+export function installedProject(tarball: string, name: string, extra: readonly string[], { ignoreScripts = false } = {}): string {
   const dir = join(tempDir("wassal-consumer-"), name);
   mkdirSync(dir);
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name, private: true, version: "1.0.0" }));
@@ -56,9 +56,70 @@ export function project(tarball: string, name: string, extra: readonly string[],
     ],
     dir,
   );
+  return dir;
+}
+
+/** A fresh project with the tarball and `extra` installed, and the consumer `consumer` (in test/package/consumer/); returns its folder. */
+export function project(tarball: string, name: string, extra: readonly string[], { ignoreScripts = false, consumer = "consumer.mts" } = {}): string {
+  const dir = installedProject(tarball, name, extra, { ignoreScripts });
   writeConsumer(dir, consumer);
   run(process.execPath, [TSC, "-p", "."], dir);
   return dir;
+}
+
+/** Installs `pkg` into the folder `dir` (once: a finished folder is kept; a half-made one is replaced), with `env` for the install. */
+export function installOnce(dir: string, pkg: string, env: Readonly<Record<string, string>> = {}): void {
+  if (existsSync(join(dir, "done"))) return;
+  const building = `${dir}.building-${process.pid}`;
+  rmSync(building, { recursive: true, force: true });
+  mkdirSync(building, { recursive: true });
+  writeFileSync(join(building, "package.json"), JSON.stringify({ name: "cache", private: true, allowScripts: { "better-sqlite3": true } }));
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", pkg], building, env);
+  writeFileSync(join(building, "done"), "");
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(building, dir);
+}
+
+/** A ```ts (or ```typescript) block of a Markdown file: where it starts, its code, and what its comment line says of it. */
+export interface CodeBlock {
+  /** The line of its opening fence (1-based). */
+  readonly line: number;
+  /** Its code as written (a block indented in a list loses that indent). */
+  readonly code: string;
+  /** `<!-- compiled with: NAME -->` on the line before: the declarations it assumes, in test/package/types/readme/NAME.mts. */
+  readonly context: string | null;
+  /** `<!-- not compiled: WHY -->` on the line before: why it is not compiled. */
+  readonly notCompiled: string | null;
+}
+
+/** The TypeScript code blocks of `markdown`. */
+export function typescriptBlocks(markdown: string): CodeBlock[] {
+  const lines = markdown.split("\n");
+  const blocks: CodeBlock[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^(\s*)```(ts|typescript)\s*$/.exec(lines[i] ?? "");
+    if (open === null) {
+      if (/^\s*```/.test(lines[i] ?? "")) {
+        // Another language's block: skip to its closing fence.
+        for (i++; i < lines.length && !/^\s*```\s*$/.test(lines[i] ?? ""); i++);
+      }
+      continue;
+    }
+    const indent = open[1] ?? "";
+    const start = i;
+    const code: string[] = [];
+    for (i++; i < lines.length && !/^\s*```\s*$/.test(lines[i] ?? ""); i++) code.push((lines[i] ?? "").replace(new RegExp(`^${indent}`), ""));
+    let before = start - 1;
+    while (before >= 0 && (lines[before] ?? "").trim() === "") before--;
+    const comment = (lines[before] ?? "").trim();
+    blocks.push({
+      line: start + 1,
+      code: `${code.join("\n")}\n`,
+      context: /^<!-- compiled with: ([\w-]+) -->$/.exec(comment)?.[1] ?? null,
+      notCompiled: /^<!-- not compiled: (.+) -->$/.exec(comment)?.[1] ?? null,
+    });
+  }
+  return blocks;
 }
 
 export interface Report {

@@ -7,7 +7,7 @@
 // (WASSAL_NODE_CACHE, default <tmp>/wassal-node-cache) so that a second run builds nothing; the
 // first run compiles better-sqlite3 12 for Node 22 (about a minute here).
 
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -15,25 +15,12 @@ import { CLI, killAll, requireBuilt, ROOT, startCli } from "../support/cli.js";
 import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
 import { closeTargets, createTarget, waitForRows } from "../worker-cli/harness.js";
-import { consume, devVersion, packTarball, project, run } from "./consumer-support.js";
+import { consume, devVersion, installOnce, packTarball, project, run } from "./consumer-support.js";
 
 const PG = await postgresAvailable();
 /** The newest 22 and 24 releases when this was written; bump them with the lock file's tools. */
 const VERSIONS = ["22.23.3", "24.21.0"] as const;
 const CACHE = process.env.WASSAL_NODE_CACHE ?? join(tmpdir(), "wassal-node-cache");
-
-/** Installs `pkg` into `dir` (once; a half-made folder is replaced), with `env` for the install. */
-function installOnce(dir: string, pkg: string, env: Readonly<Record<string, string>> = {}): void {
-  if (existsSync(join(dir, "done"))) return;
-  const building = `${dir}.building-${process.pid}`;
-  rmSync(building, { recursive: true, force: true });
-  mkdirSync(building, { recursive: true });
-  writeFileSync(join(building, "package.json"), JSON.stringify({ name: "cache", private: true, allowScripts: { "better-sqlite3": true } }));
-  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", pkg], building, env);
-  writeFileSync(join(building, "done"), "");
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(building, dir);
-}
 
 /** The Node binary of `version`, and the folder with its headers. */
 function nodeOf(version: string): { readonly bin: string; readonly home: string } {
