@@ -109,7 +109,12 @@ beforeAll(() => {
       if (!existsSync(file)) throw new Error(`README.md:${block.line} is compiled with "${block.context}", but ${file} does not exist`);
       context = readFileSync(file, "utf8");
     }
-    writeFileSync(join(dir, "readme", `readme-${block.line}.mts`), `${context}// README.md, the block at line ${block.line}:\n${block.code}`);
+    // A block that names its file on its first line (`// messages.ts`) is written as that file, so
+    // that another block's `import … from "./messages.js"` finds it; the others by their line.
+    const named = /^\/\/ ([\w-]+\.ts)\b/.exec(block.code)?.[1];
+    const file = named ?? `readme-${block.line}.mts`;
+    if (existsSync(join(dir, "readme", file))) throw new Error(`README.md:${block.line} names its file ${file}, which an earlier block named too`);
+    writeFileSync(join(dir, "readme", file), `${context}// README.md, the block at line ${block.line}:\n${block.code}`);
   }
   console.log(`README.md: ${readdirSync(join(dir, "readme")).length} TypeScript blocks compiled; not compiled: ${excluded.join("; ") || "none"}`);
 }, 300_000);
