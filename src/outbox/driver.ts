@@ -177,6 +177,17 @@ export function keysOf(messages: readonly CheckedMessage[]): string[] {
   return [...keys].sort();
 }
 
+/** One page's read (OutboxDriver.pageMessages): the filters (null: any), the id bounds (null: none), the direction and the size. */
+export interface PageBounds {
+  readonly status: MessageStatus | null;
+  readonly type: string | null;
+  readonly key: string | null;
+  readonly above: string | null;
+  readonly below: string | null;
+  readonly ascending: boolean;
+  readonly limit: number;
+}
+
 export interface OutboxDriver<Tx> {
   readonly capabilities: DriverCapabilities;
 
@@ -375,15 +386,7 @@ export interface OutboxDriver<Tx> {
    * One page of messages, by id: those of `status`, `type` and ordering `key` (each null: any)
    * with an id above `above` and below `below` (null: no bound), ascending or descending, at most `limit`.
    */
-  pageMessages(params: {
-    readonly status: MessageStatus | null;
-    readonly type: string | null;
-    readonly key: string | null;
-    readonly above: string | null;
-    readonly below: string | null;
-    readonly ascending: boolean;
-    readonly limit: number;
-  }): Promise<MessageState[]>;
+  pageMessages(params: PageBounds): Promise<MessageState[]>;
   listMessages(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<OutboxMessage[]>;
   listMessageStates(params: { readonly status: readonly MessageStatus[] | null; readonly limit: number | null }): Promise<MessageState[]>;
   describeSchema(): Promise<string>;

@@ -27,6 +27,7 @@ import type {
   PurgeTarget,
   RedriveCount,
   SavepointStep,
+  PageBounds,
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
@@ -870,15 +871,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return (rows as unknown as MessageStateRow[]).map(toMessageState);
   }
 
-  async pageMessages(params: {
-    status: MessageStatus | null;
-    type: string | null;
-    key: string | null;
-    above: string | null;
-    below: string | null;
-    ascending: boolean;
-    limit: number;
-  }): Promise<MessageState[]> {
+  async pageMessages(params: PageBounds): Promise<MessageState[]> {
     const { status, type, key, ascending, limit } = params;
     const above = params.above === null ? null : rowId(params.above);
     const below = params.below === null ? null : rowId(params.below);

@@ -22,6 +22,7 @@ import type {
   PurgeTarget,
   RedriveCount,
   SavepointStep,
+  PageBounds,
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, waitsInList } from "../../outbox/driver.js";
 import { DatabaseOpenError, InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
@@ -883,15 +884,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return rows.map(toMessageState);
   }
 
-  async pageMessages(params: {
-    status: MessageStatus | null;
-    type: string | null;
-    key: string | null;
-    above: string | null;
-    below: string | null;
-    ascending: boolean;
-    limit: number;
-  }): Promise<MessageState[]> {
+  async pageMessages(params: PageBounds): Promise<MessageState[]> {
     const { status, type, key, above, below, ascending, limit } = params;
     const sql = ascending ? this.#sql.pageAscending : this.#sql.pageDescending;
     return (await this.pool.query<MessageStateRow>(sql, [status, type, key, above, below, limit])).rows.map(toMessageState);

@@ -20,6 +20,7 @@ import type {
   PurgeTarget,
   RedriveCount,
   SavepointStep,
+  PageBounds,
 } from "../../outbox/driver.js";
 import { LeaseSet, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
@@ -800,15 +801,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return (rows as MessageRow[]).map(message);
   }
 
-  async pageMessages(params: {
-    status: MessageStatus | null;
-    type: string | null;
-    key: string | null;
-    above: string | null;
-    below: string | null;
-    ascending: boolean;
-    limit: number;
-  }): Promise<MessageState[]> {
+  async pageMessages(params: PageBounds): Promise<MessageState[]> {
     const { ascending, above, below, ...filter } = params;
     const bound = { ...filter, above: above === null ? null : rowId(above), below: below === null ? null : rowId(below) };
     const rows = await this.writeLock.serial(() => this.#stmt(ascending ? "pageAscending" : "pageDescending").all(bound) as MessageStateRow[]);
