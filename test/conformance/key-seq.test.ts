@@ -7,29 +7,9 @@
 import { expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { Lease } from "../../src/outbox/types.js";
-import { describeEachStore, enqueueMessage, mustGet, useStoreHarness } from "./stores.js";
+import { describeEachStore, drain, enqueueKeyed, label, mustGet, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
-
-async function enqueueKeyed(store: OutboxStore<unknown>, label: string, key?: string) {
-  return enqueueMessage(store, { payload: { label }, ...(key === undefined ? {} : { key }) });
-}
-
-const label = (lease: Lease) => (lease.message.payload as { label: string }).label;
-
-/** Claims and completes until nothing is claimable: each claimed message as "label#keySeq", in claim order. */
-async function drain(store: OutboxStore<unknown>): Promise<string[]> {
-  const seen: string[] = [];
-  for (
-    let leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS });
-    leases.length > 0;
-    leases = await store.claim("w", { limit: 10, leaseMs: LEASE_MS })
-  ) {
-    seen.push(...leases.map((lease) => `${label(lease)}#${lease.message.keySeq}`));
-    await store.completeMany(leases.map((lease) => ({ lease })));
-  }
-  return seen;
-}
 
 async function claimOne(store: OutboxStore<unknown>): Promise<Lease> {
   const [lease] = await store.claim("w", { limit: 1, leaseMs: LEASE_MS });

@@ -384,3 +384,21 @@ export async function mustGet(store: OutboxStore<unknown>, messageId: string): P
 export function at(ms: number): Date {
   return new Date(START.getTime() + ms);
 }
+
+/** Enqueues a message whose payload is `{ label }`, with the ordering key `key` if given. */
+export async function enqueueKeyed(store: OutboxStore<unknown>, label: string, key?: string) {
+  return enqueueMessage(store, { payload: { label }, ...(key === undefined ? {} : { key }) });
+}
+
+/** The label of a message enqueued by enqueueKeyed. */
+export const label = (lease: Lease) => (lease.message.payload as { label: string }).label;
+
+/** Claims and completes until nothing is claimable: each claimed message as "label#keySeq", in claim order. */
+export async function drain(store: OutboxStore<unknown>, leaseMs = 1_000): Promise<string[]> {
+  const seen: string[] = [];
+  for (let leases = await store.claim("w", { limit: 10, leaseMs }); leases.length > 0; leases = await store.claim("w", { limit: 10, leaseMs })) {
+    seen.push(...leases.map((lease) => `${label(lease)}#${lease.message.keySeq}`));
+    await store.completeMany(leases.map((lease) => ({ lease })));
+  }
+  return seen;
+}
