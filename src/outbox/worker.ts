@@ -502,6 +502,15 @@ export class Worker<Tx> {
     this.wake();
     await this.#loop;
     await this.#unsubscribe?.();
+    // The loop, and so the beat, has ended: one last beat covers the grace, or a peer could reap
+    // this worker while its handlers finish and run their messages a second time.
+    if (this.#registered && this.#running.size > 0) {
+      try {
+        await this.store.heartbeat(this.name, { aliveMs: graceMs + this.ownerDeadAfterMs, kind: this.#ownerKind, takes: this.#types ?? null });
+      } catch (error) {
+        this.#storeError("heartbeat", error);
+      }
+    }
     const all = Promise.all([...this.#running].map((job) => job.finished));
     const graceOver = new AbortController();
     const timer = this.#clock.sleep(graceMs, graceOver.signal).then(() => "grace-over" as const);

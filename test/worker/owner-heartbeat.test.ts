@@ -41,6 +41,41 @@ describeEachStore("worker owner heartbeat", (factory) => {
     expect(await store.owners()).toEqual([]);
   });
 
+  it("stays alive to its peers while it stops: a handler finishing in its grace is never reaped and run twice", async () => {
+    const { store, clock } = ctx();
+    const message = await enqueueMessage(store);
+    let release!: () => void;
+    const handlerDone = new Promise<void>((resolve) => (release = resolve));
+    let calls = 0;
+    const worker = await workers.start({
+      store,
+      clock,
+      name: "stopping",
+      handlers: {
+        "test.message": async () => {
+          calls += 1;
+          await handlerDone;
+        },
+      },
+      heartbeatMs: 1_000,
+      ownerDeadAfterMs: 3_000,
+      leaseMs: 30_000,
+      pollIntervalMs: 1_000,
+      wakeOnNewMessages: false,
+    });
+    await waitUntil("the handler runs", () => calls === 1);
+    const stopped = worker.stop({ graceMs: 20_000 });
+    // Well past its dead-after, within its grace: a peer's reap finds it alive, and nothing to claim.
+    await waitUntil("the last beat", async () => ((await store.owners())[0]?.aliveUntil.getTime() ?? 0) >= clock.now().getTime() + 20_000);
+    clock.advance(10_000);
+    expect(await store.reapDeadOwners("peer")).toEqual([]);
+    expect(await store.claim("peer", { limit: 1, leaseMs: 30_000 })).toEqual([]);
+    release();
+    await stopped;
+    expect(await store.getMessage(message.id)).toMatchObject({ status: "processed", lockedBy: "stopping", leaseToken: 1 });
+    expect(calls).toBe(1);
+  });
+
   it("keeps no heartbeat row when given a ManualClock without heartbeatMs, or heartbeatMs false", async () => {
     const { store, clock } = ctx();
     const message = await enqueueMessage(store);
