@@ -37,6 +37,20 @@ describeEachStore("owners' heartbeats and the reap of dead owners", (factory) =>
     expect((await store.owners()).map((o) => o.owner)).toEqual(["worker-1"]);
   });
 
+  it("never shortens an owner's alive time: a process sharing its name with shorter settings cannot make it look dead", async () => {
+    const { store, clock } = ctx();
+    await enqueueMessage(store);
+    await store.heartbeat("shared", { aliveMs: 60_000 });
+    const [lease] = await store.claim("shared", { limit: 1, leaseMs: LEASE_MS });
+    expect(lease).toBeDefined();
+    // The namesake beats with a 3 s alive time, then dies; the 60 s one is still alive at 10 s.
+    expect(await store.heartbeat("shared", { aliveMs: ALIVE_MS })).toEqual({ at: START, aliveUntil: new Date(START.getTime() + ALIVE_MS) });
+    clock.advance(10_000);
+    expect(await store.reapDeadOwners("peer")).toEqual([]);
+    expect(await store.claim("peer", { limit: 1, leaseMs: LEASE_MS })).toEqual([]);
+    expect((await store.owners())[0]?.aliveUntil).toEqual(new Date(START.getTime() + 60_000));
+  });
+
   it("refuses a heartbeat with a bad aliveMs, kind or types, naming the option", async () => {
     const { store } = ctx();
     await expect(store.heartbeat("w", { aliveMs: 0 })).rejects.toThrow(/aliveMs must be a whole number of milliseconds from 1/);

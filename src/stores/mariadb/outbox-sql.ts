@@ -613,7 +613,7 @@ export const SQL = {
 
   /** Params: owner, kind, takes (JSON text or null), now, now, alive until. The owner's heartbeat (started_at kept). */
   heartbeat: `INSERT INTO outbox_owners (name, kind, takes, started_at, heartbeat_at, alive_until) VALUES (?, ?, ?, ?, ?, ?)
-      ON DUPLICATE KEY UPDATE kind = VALUES(kind), takes = VALUES(takes), heartbeat_at = VALUES(heartbeat_at), alive_until = VALUES(alive_until)`,
+      ON DUPLICATE KEY UPDATE kind = VALUES(kind), takes = VALUES(takes), heartbeat_at = VALUES(heartbeat_at), alive_until = GREATEST(alive_until, VALUES(alive_until))`,
 
   /** Params: now. The owners whose heartbeat stopped, row-locked until the transaction ends. */
   deadOwners: "SELECT name FROM outbox_owners WHERE alive_until <= ? ORDER BY name FOR UPDATE",

@@ -840,13 +840,17 @@ export function outboxSql(schema: string) {
 
     oldestPending: `SELECT min(created_at) AS oldest FROM ${table} WHERE status = 'pending'`,
 
-    /** $1 now, $2 owner, $3 kind, $4 takes (JSON text or null), $5 alive ms: the owner's heartbeat (started_at kept). */
+    /**
+     * $1 now, $2 owner, $3 kind, $4 takes (JSON text or null), $5 alive ms: the owner's heartbeat
+     * (started_at kept; alive_until never shortened, so processes sharing a name with shorter
+     * settings cannot make a live one look dead).
+     */
     heartbeat: `WITH ${CLOCK}
-      INSERT INTO ${s}.outbox_owners (name, kind, takes, started_at, heartbeat_at, alive_until)
+      INSERT INTO ${s}.outbox_owners AS o (name, kind, takes, started_at, heartbeat_at, alive_until)
       SELECT $2, $3, $4, clock.t, clock.t, clock.t + $5 * interval '1 millisecond' FROM clock
       ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, takes = excluded.takes,
-        heartbeat_at = excluded.heartbeat_at, alive_until = excluded.alive_until
-      RETURNING heartbeat_at AS now, alive_until`,
+        heartbeat_at = excluded.heartbeat_at, alive_until = GREATEST(o.alive_until, excluded.alive_until)
+      RETURNING heartbeat_at AS now, heartbeat_at + $5 * interval '1 millisecond' AS alive_until`,
 
     /** $1 now: the owners whose heartbeat stopped, deleted (row-locked until the transaction ends), and the time. */
     deadOwners: `WITH ${CLOCK},

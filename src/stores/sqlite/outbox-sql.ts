@@ -456,11 +456,11 @@ export const SQL = {
 
   oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
 
-  /** The owner's heartbeat (started_at kept). */
+  /** The owner's heartbeat (started_at kept; alive_until never shortened: see the PostgreSQL store's). */
   heartbeat: `INSERT INTO outbox_owners (name, kind, takes, started_at, heartbeat_at, alive_until)
               VALUES (@owner, @kind, @takes, @now, @now, @until)
               ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, takes = excluded.takes,
-                heartbeat_at = excluded.heartbeat_at, alive_until = excluded.alive_until`,
+                heartbeat_at = excluded.heartbeat_at, alive_until = max(outbox_owners.alive_until, excluded.alive_until)`,
 
   /** The owners whose heartbeat stopped. */
   deadOwners: `SELECT name FROM outbox_owners WHERE alive_until <= @now ORDER BY name`,
