@@ -64,6 +64,7 @@ export type {
   CompletionRequest,
   CompletionResult,
   Finalize,
+  HeartbeatOptions,
   ForeignTransaction,
   InboxBlockedKey,
   InOrderMessage,
@@ -74,13 +75,16 @@ export type {
   MarkedDead,
   MessageHolder,
   MessagePage,
+  MessageState,
   MessageStatus,
   NewMessage,
   OutboxMessage,
   OutboxStats,
   OwnerLeases,
+  OwnerRecord,
   PageQuery,
   PurgeOptions,
+  ReapedOwner,
   RedriveResult,
   Released,
   Renewed,
@@ -93,6 +97,7 @@ export type {
 export { MESSAGE_STATUSES } from "./outbox/types.js";
 export { assertHeld, MAX_CLAIM_LIMIT, MAX_ENQUEUE_MANY, MAX_RETRY_DELAY_MS } from "./outbox/validate.js";
 export { MAX_PAYLOAD_DEPTH } from "./outbox/payload.js";
+export { MAX_CANCEL_REASON } from "./outbox/leased-outbox.js";
 export { MissingClientError } from "./outbox/optional.js";
 export { finalizeTogether, type TogetherWriter } from "./outbox/write-together.js";
 export type { ClaimTrace, EnqueueTrace, ProcessTrace, SettleOperation, SettleResult, Tracing } from "./outbox/tracing.js";

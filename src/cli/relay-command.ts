@@ -16,6 +16,7 @@ interface RelayCommandOptions extends RunnerFlags {
   destination?: string;
   route: Record<string, string>;
   types?: string[];
+  ownDestinations?: boolean;
   webhookSecret?: string;
   idPrefix?: string;
   maxInFlight: number;
@@ -48,6 +49,10 @@ export function relayCommand(): Command {
     )
     .option("--route <type=destination>", "send messages of <type> to <destination> (repeatable)", route, {})
     .option(
+      "--own-destinations",
+      "the messages are enqueued with a destination of their own: the types taken need no route, and without --types the relay takes every type (one without a destination and a route is then dead)",
+    )
+    .option(
       "--types <list>",
       "comma-separated message types to take (default: every type with --destination, else the --route types); each needs a route. Leave your workers' types out: a type two processes take is split between them",
       typeList,
@@ -71,7 +76,7 @@ export function relayCommand(): Command {
   )
     .addHelpText(
       "after",
-      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nWhat it takes: --types; else every type when there is a --destination (for webhooks, the --to URL); else the --route types. It prints them at start ("takes"). A relay and a worker on one outbox must not take the same type: each message goes to one of them. To send a message to both, enqueue it to named subscribers (subscriptions() in the library) and give each its copies' types (order.placed@relay).\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
+      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nWhat it takes: --types; else every type when there is a --destination (for webhooks, the --to URL) or --own-destinations; else the --route types. It prints them at start ("takes"). A relay and a worker on one outbox must not take the same type: each message goes to one of them. To send a message to both, enqueue it to named subscribers (subscriptions() in the library) and give each its copies' types (order.placed@relay).\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
     .action(async (options: RelayCommandOptions) => {
       const logger = createLogger(options.logLevel);
@@ -79,7 +84,11 @@ export function relayCommand(): Command {
         const running = await startRelay({
           ...runnerSettings(options),
           to: options.to,
-          routes: { byType: options.route, ...(options.destination === undefined ? {} : { default: options.destination }) },
+          routes: {
+            byType: options.route,
+            ...(options.destination === undefined ? {} : { default: options.destination }),
+            ...(options.ownDestinations ? { ownDestinations: true } : {}),
+          },
           ...(options.types === undefined ? {} : { types: options.types }),
           ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
           ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),

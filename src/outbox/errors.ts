@@ -207,20 +207,20 @@ export class UnrecoverableError extends WassalError {
   override name = "UnrecoverableError";
 }
 
-/** No handler is registered for a message's type: the message is dead, the worker carries on. */
 /** A relay told to take message types it has no route for: their messages would go dead. */
 export class UnroutedTypesError extends InvalidArgumentError {
   override name = "UnroutedTypesError";
   readonly types: readonly string[];
   constructor(types: readonly string[]) {
     super(
-      `the relay takes ${types.map((type) => JSON.stringify(type)).join(", ")} but has no route for ${types.length === 1 ? "it" : "them"}: give each a route (--route <type>=<destination>, routes.byType) or a default destination (--destination, routes.default); a message with nowhere to go would be dead at once`,
+      `the relay takes ${types.map((type) => JSON.stringify(type)).join(", ")} but has no route for ${types.length === 1 ? "it" : "them"}: give each a route (--route <type>=<destination>, routes.byType) or a default destination (--destination, routes.default), or, if their messages are enqueued with a destination of their own, say so (--own-destinations, routes.ownDestinations); a message with nowhere to go would be dead at once`,
       "UNROUTED_TYPES",
     );
     this.types = types;
   }
 }
 
+/** No handler is registered for a message's type: the message is dead, the worker carries on. */
 export class UnknownMessageTypeError extends WassalError {
   override name = "UnknownMessageTypeError";
   constructor(type: string, known: readonly string[]) {

@@ -144,7 +144,7 @@ export interface OutboxStore<Tx> {
   /**
    * Reaps every registered owner whose heartbeat stopped (its alive-until passed): drops its row
    * and expires at once the leases it holds, so that the next claim (anyone's) takes them, a new
-   * token each, as it takes any expired lease; the dead owner's late completion is refused. Owners
+   * token each, as it takes any expired lease; the dead owner's late completion is refused once a peer claimed it. Owners
    * that never registered (a bare claim loop, an older Wassal) are never reaped. `reaper` names
    * who asks, for the "owners-reaped" event.
    */
@@ -188,7 +188,6 @@ export interface OutboxStore<Tx> {
   cancel(messageId: string, options?: { readonly reason?: string }): Promise<Cancelled>;
 
   /**
-   * Deletes processed messages processed before `before`  /**
    * Deletes processed messages processed before `before`, in short batches. Returns how many.
    * A deleted message's dedupe key is free again: a later enqueue with that key is accepted.
    */

@@ -88,6 +88,12 @@ export class NoRouteError extends UnrecoverableError {
 export interface Routes {
   readonly byType?: Readonly<Record<string, string>>;
   readonly default?: string;
+  /**
+   * The messages carry their own destinations (set at enqueue): a type the relay takes needs no
+   * route, and without `types` the relay takes every type. A message without a destination of its
+   * own and without a route is then dead (NoRouteError).
+   */
+  readonly ownDestinations?: boolean;
 }
 
 function checkDestination(value: unknown, what: string): string {

@@ -100,12 +100,13 @@ export function outgoing(message: OutboxMessage, destination: string, idPrefix: 
 
 /**
  * The types a relay takes, checked against its routes: `types` when given, each with a route (or
- * a default route), else UnroutedTypesError; undefined (every type) when not given.
+ * a default route, or the routes' ownDestinations), else UnroutedTypesError; undefined (every
+ * type) when not given.
  */
 export function routedTypes(types: readonly string[] | undefined, routes: Routes | undefined): readonly string[] | undefined {
   if (types === undefined) return undefined;
   const checked = checkTypes(types);
-  if (routes?.default !== undefined) return checked;
+  if (routes?.default !== undefined || routes?.ownDestinations === true) return checked;
   const unrouted = checked.filter((type) => !Object.hasOwn(routes?.byType ?? {}, type));
   if (unrouted.length > 0) throw new UnroutedTypesError(unrouted);
   return checked;

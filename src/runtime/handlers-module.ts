@@ -36,7 +36,8 @@ const TYPESCRIPT = new Set([".ts", ".mts", ".cts"]);
 
 /**
  * Whether this Node strips TypeScript's types when it imports a .ts file: Node 22.18+, 23.6+ and
- * 24 do by default; 22.6+ with --experimental-strip-types (process.features.typescript says).
+ * 24 do by default; 22.10+ with --experimental-strip-types (process.features.typescript says;
+ * 22.6 to 22.9 strip with the flag but do not say, and are refused).
  */
 export function stripsTypes(features: { readonly typescript?: unknown } = process.features as { readonly typescript?: unknown }): boolean {
   return features.typescript === "strip" || features.typescript === "transform";
@@ -76,7 +77,7 @@ export async function importHandlers(file: string): Promise<(context: HandlersCo
   if (TYPESCRIPT.has(extname(path).toLowerCase()) && !stripsTypes()) {
     throw new HandlersModuleError(
       file,
-      `is TypeScript, and this Node (${process.version}) does not strip types: run the worker on Node 22.18+, 23.6+ or 24 (or 22.6+ with NODE_OPTIONS=--experimental-strip-types), or compile the module to JavaScript first`,
+      `is TypeScript, and this Node (${process.version}) does not strip types: run the worker on Node 22.18+, 23.6+ or 24 (or 22.10+ with NODE_OPTIONS=--experimental-strip-types), or compile the module to JavaScript first`,
     );
   }
   let loaded: Record<string, unknown>;

@@ -58,12 +58,13 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   const routes: Routes = { ...options.routes, ...(defaultDestination === undefined ? {} : { default: defaultDestination }) };
   // What it takes, checked before anything opens: a type with nowhere to go is refused.
   const routed = Object.keys(routes.byType ?? {});
-  if (options.types === undefined && routes.default === undefined && routed.length === 0) {
+  const everyType = routes.default !== undefined || routes.ownDestinations === true;
+  if (options.types === undefined && !everyType && routed.length === 0) {
     throw new InvalidArgumentError(
-      "the relay has nowhere to send messages: give --destination <template> (it then takes every type), --route <type>=<destination> (it takes those types), or both",
+      "the relay has nowhere to send messages: give --destination <template> (it then takes every type), --route <type>=<destination> (it takes those types), or both; or --own-destinations if the messages are enqueued with a destination of their own",
     );
   }
-  const types = routedTypes(options.types ?? (routes.default === undefined ? routed : undefined), routes);
+  const types = routedTypes(options.types ?? (everyType ? undefined : routed), routes);
   const name = options.name ?? defaultWorkerName();
   // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded with node --import).
   const tracing = registeredOtelTracing();

@@ -73,6 +73,10 @@ describe("entry points", () => {
         "UnrecoverableError",
         "LeaseLostError",
         "startRetention",
+        "messageTypes",
+        "subscriptions",
+        "UnroutedTypesError",
+        "MAX_CANCEL_REASON",
       ]),
     );
     for (const outside of [

@@ -98,7 +98,7 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     const db = join(dir, "never.db");
     const line = usageError(await runCli(["relay", "--db", db, "--to", NATS_URL], { cwd: dir }));
     expect(line).toBe(
-      "wassal: the relay has nowhere to send messages: give --destination <template> (it then takes every type), --route <type>=<destination> (it takes those types), or both",
+      "wassal: the relay has nowhere to send messages: give --destination <template> (it then takes every type), --route <type>=<destination> (it takes those types), or both; or --own-destinations if the messages are enqueued with a destination of their own",
     );
     expect(existsSync(db)).toBe(false);
   });
@@ -213,6 +213,43 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
     } finally {
       await check.close();
     }
+  });
+
+  it("--own-destinations: messages enqueued with a destination of their own are relayed with no route, every type or --types", async () => {
+    const dir = cwd();
+    const db = join(dir, "app.db");
+    const outbox = await openOutbox(db);
+    try {
+      await outbox.store.transaction(async (tx) => {
+        await outbox.store.enqueue(tx, { type: "order.mailed", payload: { n: 1 }, destination: `${stream}.own.mailed` });
+        await outbox.store.enqueue(tx, { type: "order.faxed", payload: { n: 2 }, destination: `${stream}.own.faxed` });
+      });
+    } finally {
+      await outbox.close();
+    }
+    // Its own --id-prefix: this stream's duplicate window holds the other tests' ids 1 and 2.
+    const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--own-destinations", "--id-prefix", "own:", "--log-level", "info"], { cwd: dir });
+    const check = await openOutbox(db, { mustExist: true });
+    try {
+      await until("both relayed", async () => (await check.store.countByStatus()).processed === 2, { timeoutMs: 15_000, intervalMs: 20 });
+      expect(logLines(relay.stderr()).find((line) => line.msg === "relay started")?.takes).toBe("every type");
+      relay.signal("SIGTERM");
+      expect(await relay.waitForExit(15_000)).toMatchObject({ code: 0 });
+    } finally {
+      await check.close();
+    }
+    for (const [subject, n] of [
+      [`${stream}.own.mailed`, 1],
+      [`${stream}.own.faxed`, 2],
+    ] as const) {
+      const stored = await jsm.streams.getMessage(stream, { last_by_subj: subject });
+      expect(JSON.parse(new TextDecoder().decode(stored?.data))).toEqual({ n });
+    }
+    // --types with --own-destinations needs no route either: it starts (and is stopped).
+    const typed = startCli(["relay", "--db", db, "--to", NATS_URL, "--own-destinations", "--types", "order.mailed", "--log-level", "info"], { cwd: dir });
+    await typed.waitForStderr("relay started");
+    typed.signal("SIGTERM");
+    expect(await typed.waitForExit(15_000)).toMatchObject({ code: 0 });
   });
 
   it("--audit keeps the audit trail of what it relays (the dashboard's timelines); without it, none", async () => {
