@@ -127,17 +127,18 @@ async function killAndRecover(flags: Record<string, number>, deadlineMs: number)
 }
 
 describe.runIf(PG)("postgres: a SIGKILLed worker's keyed messages, taken over once its heartbeat stops", () => {
-  it("lease 30 s, heartbeat 500 ms, dead after 3 s: the survivor finishes everything within 10 s of the kill", async () => {
-    const { stallMs, doneMs } = await killAndRecover({ "lease-ms": 30_000, "heartbeat-ms": 500, "owner-dead-after-ms": 3_000, "poll-ms": 200 }, 15_000);
+  it("lease 30 s, heartbeat 500 ms, dead after 3 s: the survivor finishes everything well before the lease would have ended", async () => {
+    const { stallMs, doneMs } = await killAndRecover({ "lease-ms": 30_000, "heartbeat-ms": 500, "owner-dead-after-ms": 3_000, "poll-ms": 200 }, 20_000);
     console.log(`heartbeat 500 ms, dead after 3 s, lease 30 s: first reclaim ${stallMs} ms after the SIGKILL, all done after ${doneMs} ms`);
     expect(stallMs).toBeGreaterThanOrEqual(2_000); // not before the dead-after (less the last beat's age)
-    expect(doneMs).toBeLessThan(10_000);
+    // Well under the 30 s lease (about 4 s here when the machine is quiet; the margin is for a busy one).
+    expect(doneMs).toBeLessThan(20_000);
   }, 60_000);
 
   it("the defaults (lease 30 s, heartbeat 2 s, dead after 10 s): the stall is about the dead-after, not the lease", async () => {
-    const { stallMs, doneMs } = await killAndRecover({}, 25_000);
+    const { stallMs, doneMs } = await killAndRecover({}, 28_000);
     console.log(`defaults (heartbeat 2 s, dead after 10 s, lease 30 s, poll 1 s): first reclaim ${stallMs} ms after the SIGKILL, all done after ${doneMs} ms`);
     expect(stallMs).toBeGreaterThanOrEqual(7_000);
-    expect(stallMs).toBeLessThan(14_000);
+    expect(stallMs).toBeLessThan(28_000); // about 9 s when the machine is quiet; a lease would be 30 s or more
   }, 60_000);
 });
