@@ -126,8 +126,9 @@ export class LeaseModel {
   /** Registered owners and when each stops counting as alive. */
   readonly owners = new Map<string, number>();
 
+  /** A beat never shortens the owner's alive time (a namesake with a shorter one cannot make it look dead). */
   heartbeat(owner: string, aliveMs: number): void {
-    this.owners.set(owner, this.now + aliveMs);
+    this.owners.set(owner, Math.max(this.owners.get(owner) ?? Number.NEGATIVE_INFINITY, this.now + aliveMs));
   }
 
   /**
