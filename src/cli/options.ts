@@ -2,6 +2,7 @@
 // option and what would be valid (commander prints it and the command exits 2).
 
 import { InvalidArgumentError as CommanderInvalidArgument } from "commander";
+import { durationExamples, formatDuration, parseDurationText } from "../runtime/durations.js";
 
 /** A whole number in [min, max]. */
 export function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
@@ -19,25 +20,19 @@ export function integer(min: number, max = Number.MAX_SAFE_INTEGER): (value: str
 /** The longest duration taken: a century, far inside what a Date can hold. */
 const MAX_DURATION_MS = 36_500 * 86_400_000;
 
-const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
-
 /** A duration such as 500ms, 30s, 15m, 12h, 7d or 2w, in milliseconds. */
 export function parseDuration(value: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$/.exec(value.trim());
-  const unit = match?.[2];
-  if (match === null || unit === undefined) {
-    throw new CommanderInvalidArgument("expected a duration such as 500ms, 30s, 15m, 12h, 7d or 2w");
-  }
-  const ms = Math.round(Number(match[1]) * (UNITS[unit] ?? 1));
+  const ms = parseDurationText(value);
+  if (ms === null) throw new CommanderInvalidArgument(`expected a duration ${durationExamples()}`);
   if (ms > MAX_DURATION_MS) throw new CommanderInvalidArgument(`expected a duration up to 100 years (36500d); got ${value.trim()}`);
   return ms;
 }
 
-/** A duration as parseDuration takes it, at least `min` ms (`shown` says the least one, e.g. "1h"; `why`, why so). */
-export function minDuration(min: number, shown: string, why = ""): (value: string) => number {
+/** A duration as parseDuration takes it, at least `min` ms (`why`: why so). */
+export function minDuration(min: number, why = ""): (value: string) => number {
   return (value) => {
     const ms = parseDuration(value);
-    if (ms < min) throw new CommanderInvalidArgument(`expected a duration of at least ${shown}${why}, such as 30s, 15m, 12h, 7d or 2w`);
+    if (ms < min) throw new CommanderInvalidArgument(`expected a duration of at least ${formatDuration(min)}${why}, ${durationExamples(min)}`);
     return ms;
   };
 }

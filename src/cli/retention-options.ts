@@ -8,7 +8,7 @@ import { minDuration } from "./options.js";
 
 /** The built-in retention's options (off unless one --retain-* is given). */
 export function retentionOptions(): Option[] {
-  const age = minDuration(1_000, "1s");
+  const age = minDuration(1_000);
   return [
     new Option(
       "--retain-processed <duration>",
@@ -19,9 +19,9 @@ export function retentionOptions(): Option[] {
     new Option(
       "--retain-inbox <duration>",
       "purge inbox ids received longer ago than this, at least 1h: longer than a message can come again (default: kept)",
-    ).argParser(minDuration(MIN_INBOX_RETENTION_MS, "1h", " (an inbox id must outlive every redelivery of its message, or it is applied twice)")),
+    ).argParser(minDuration(MIN_INBOX_RETENTION_MS, " (an inbox id must outlive every redelivery of its message, or it is applied twice)")),
     new Option("--retention-interval <duration>", "time between two retention passes (the first runs at start)")
-      .argParser(minDuration(1_000, "1s"))
+      .argParser(minDuration(1_000))
       .default(600_000, "10m"),
   ];
 }

@@ -2,6 +2,7 @@
 
 import { Option } from "commander";
 import { LOG_LEVELS } from "../observability/logging.js";
+import { ownerTiming } from "../outbox/worker.js";
 import { BACKENDS, type OpenOutboxOptions } from "../stores/open-outbox.js";
 import { integer, oneOf } from "./options.js";
 import { type RetentionFlags, retentionOptions, retentionSettings } from "./retention-options.js";
@@ -92,9 +93,16 @@ export interface RunnerFlags extends RetentionFlags {
   metricsHost: string;
 }
 
-/** The settings every runner takes, from its flags. */
+const FLAG_NAMES = { heartbeatMs: "--heartbeat-ms", pollIntervalMs: "--poll-ms", ownerDeadAfterMs: "--owner-dead-after-ms" } as const;
+
+/** The settings every runner takes, from its flags, checked together before anything opens. */
 export function runnerSettings(flags: RunnerFlags) {
   const retention = retentionSettings(flags);
+  const heartbeatMs = flags.heartbeatMs === 0 ? (false as const) : flags.heartbeatMs;
+  ownerTiming(
+    { heartbeatMs, pollIntervalMs: flags.pollMs, ...(flags.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: flags.ownerDeadAfterMs }) },
+    FLAG_NAMES,
+  );
   return {
     db: flags.db,
     ...(flags.schema === undefined ? {} : { schema: flags.schema }),
@@ -106,7 +114,7 @@ export function runnerSettings(flags: RunnerFlags) {
     retry: { maxAttempts: flags.maxAttempts, baseDelayMs: flags.retryBaseMs },
     shutdownGraceMs: flags.graceMs,
     ...(retention === undefined ? {} : { retention }),
-    heartbeatMs: flags.heartbeatMs === 0 ? (false as const) : flags.heartbeatMs,
+    heartbeatMs,
     ...(flags.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: flags.ownerDeadAfterMs }),
   };
 }

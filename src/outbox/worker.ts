@@ -327,6 +327,38 @@ function positiveInteger(name: string, value: number): number {
   return value;
 }
 
+/** What ownerTiming's errors call each setting: the option's name, or a command's flag. */
+export interface OwnerTimingNames {
+  readonly heartbeatMs: string;
+  readonly pollIntervalMs: string;
+  readonly ownerDeadAfterMs: string;
+}
+
+const OPTION_NAMES: OwnerTimingNames = { heartbeatMs: "heartbeatMs", pollIntervalMs: "pollIntervalMs", ownerDeadAfterMs: "ownerDeadAfterMs" };
+
+/**
+ * A worker's heartbeat (null: none) and how long after its last beat its peers count it dead,
+ * checked: the default dead-after is 10 000 ms, or 3 beats when a beat is longer, and a given one
+ * must span 2 beats or a live worker's leases could be reaped. A beat is max(heartbeatMs,
+ * pollIntervalMs), as it rides the claim loop. The Worker runs it; a command runs it with its flags'
+ * names before it opens anything.
+ */
+export function ownerTiming(
+  settings: { readonly heartbeatMs: number | false; readonly pollIntervalMs: number; readonly ownerDeadAfterMs?: number },
+  names: OwnerTimingNames = OPTION_NAMES,
+): { heartbeatMs: number | null; ownerDeadAfterMs: number } {
+  const heartbeatMs = settings.heartbeatMs === false ? null : checkTimerMs(names.heartbeatMs, settings.heartbeatMs);
+  const period = Math.max(heartbeatMs ?? 0, settings.pollIntervalMs);
+  if (settings.ownerDeadAfterMs === undefined) return { heartbeatMs, ownerDeadAfterMs: Math.max(10_000, 3 * period) };
+  const ownerDeadAfterMs = checkTimerMs(names.ownerDeadAfterMs, settings.ownerDeadAfterMs);
+  if (heartbeatMs !== null && ownerDeadAfterMs < 2 * period) {
+    throw new InvalidArgumentError(
+      `${names.ownerDeadAfterMs} (${ownerDeadAfterMs}) must be at least twice the heartbeat (the longer of ${names.heartbeatMs} ${heartbeatMs} and ${names.pollIntervalMs} ${settings.pollIntervalMs}), or a live worker's leases could be reaped: give it ${2 * period} or more`,
+    );
+  }
+  return { heartbeatMs, ownerDeadAfterMs };
+}
+
 export function defaultWorkerName(): string {
   return `${hostname()}-${process.pid}-${randomBytes(2).toString("hex")}`;
 }
@@ -420,18 +452,11 @@ export class Worker<Tx> {
     if (!Number.isFinite(grace) || grace < 0) throw new InvalidArgumentError(`shutdownGraceMs must be a number of milliseconds >= 0 (got ${String(grace)})`);
     this.shutdownGraceMs = grace;
     this.#clock = options.clock ?? systemClock;
-    const beat = options.heartbeatMs ?? (this.#clock === systemClock ? 2_000 : false);
-    this.heartbeatMs = beat === false ? null : checkTimerMs("heartbeatMs", beat);
-    const period = Math.max(this.heartbeatMs ?? 0, this.pollIntervalMs);
-    if (options.ownerDeadAfterMs === undefined) this.ownerDeadAfterMs = Math.max(10_000, 3 * period);
-    else {
-      this.ownerDeadAfterMs = checkTimerMs("ownerDeadAfterMs", options.ownerDeadAfterMs);
-      if (this.heartbeatMs !== null && this.ownerDeadAfterMs < 2 * period) {
-        throw new InvalidArgumentError(
-          `ownerDeadAfterMs (${this.ownerDeadAfterMs}) must be at least twice the heartbeat (max of heartbeatMs ${this.heartbeatMs} and pollIntervalMs ${this.pollIntervalMs}), or a live worker's leases could be reaped: give it ${2 * period} or more`,
-        );
-      }
-    }
+    ({ heartbeatMs: this.heartbeatMs, ownerDeadAfterMs: this.ownerDeadAfterMs } = ownerTiming({
+      heartbeatMs: options.heartbeatMs ?? (this.#clock === systemClock ? 2_000 : false),
+      pollIntervalMs: this.pollIntervalMs,
+      ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
+    }));
     this.#ownerKind = checkText(options.ownerKind ?? "worker", "ownerKind", 50);
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;

@@ -3,6 +3,7 @@
 // nothing pending is compared with the pending types nothing here takes; a close one is named.
 
 import { distance } from "fastest-levenshtein";
+import type { Logger } from "pino";
 import type { OutboxStore } from "../outbox/store.js";
 import type { TypeCount } from "../outbox/types.js";
 
@@ -56,4 +57,11 @@ export async function findNearMisses(store: Pick<OutboxStore<unknown>, "pendingB
 /** The warning's text: `order.placd: did you mean order.placed? 200 pending`. */
 export function nearMissText(miss: NearMiss): string {
   return `${miss.type}: did you mean ${miss.meant}? ${miss.pending} pending (nothing of ${miss.type} is)`;
+}
+
+/** Logs a warning for each near miss of `taken` (see findNearMisses), before a worker or relay starts. */
+export async function warnNearMisses(store: Pick<OutboxStore<unknown>, "pendingByType">, taken: readonly string[] | null, logger: Logger): Promise<void> {
+  for (const miss of await findNearMisses(store, taken)) {
+    logger.warn({ type: miss.type, meant: miss.meant, pending: miss.pending }, nearMissText(miss));
+  }
 }

@@ -9,7 +9,7 @@ import { checkMetricsAddress } from "../observability/metrics.js";
 import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
 import { importHandlers } from "./handlers-module.js";
-import { findNearMisses, nearMissText } from "./near-miss.js";
+import { warnNearMisses } from "./near-miss.js";
 import { type Observed, observe, type RunnerOptions } from "./observed.js";
 import type { PaymentsHandlerSettings, WorkerFaults } from "./payments-handlers.js";
 
@@ -93,9 +93,7 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
       ...(tracing === undefined ? {} : { tracing }),
     });
-    for (const miss of await findNearMisses(store, worker.types)) {
-      options.logger.warn({ type: miss.type, meant: miss.meant, pending: miss.pending }, nearMissText(miss));
-    }
+    await warnNearMisses(store, worker.types, options.logger);
     await worker.start();
     const running = observed;
     return {

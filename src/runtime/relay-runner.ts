@@ -9,7 +9,7 @@ import { Relay, routedTypes } from "../relay/relay.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
-import { findNearMisses, nearMissText } from "./near-miss.js";
+import { warnNearMisses } from "./near-miss.js";
 import { type Observed, observe, type RunnerOptions } from "./observed.js";
 
 /** The log line of a re-publish the broker recognised (after a relay stopped between its ack and the completion). */
@@ -106,9 +106,7 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
         }
       },
     });
-    for (const miss of await findNearMisses(store, relay.types)) {
-      logger.warn({ type: miss.type, meant: miss.meant, pending: miss.pending }, nearMissText(miss));
-    }
+    await warnNearMisses(store, relay.types, logger);
     await relay.start();
     const opened = publisher;
     const running = observed;

@@ -7,6 +7,7 @@ import type { Registry } from "prom-client";
 import { DEFAULT_RETENTION_INTERVAL_MS, RETENTION_KINDS, type Retention, type RetentionAges, startRetention } from "../outbox/retention.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { retentionMetrics } from "../observability/metrics.js";
+import { formatDuration } from "./durations.js";
 
 /** The retention a runner applies: the ages of the kinds to purge, and how often. */
 export interface RetentionSettings extends RetentionAges {
@@ -14,20 +15,6 @@ export interface RetentionSettings extends RetentionAges {
   readonly intervalMs?: number;
   /** Rows deleted per transaction (default 1000). */
   readonly batchSize?: number;
-}
-
-const UNITS: readonly (readonly [string, number])[] = [
-  ["w", 604_800_000],
-  ["d", 86_400_000],
-  ["h", 3_600_000],
-  ["m", 60_000],
-  ["s", 1_000],
-];
-
-/** 604800000 → "7d"… as `wassal outbox purge` and the --retain-* options take it ("90m", "1500ms"). */
-export function formatDuration(ms: number): string {
-  const unit = UNITS.find(([, size]) => ms >= size && ms % size === 0);
-  return unit === undefined ? `${ms}ms` : `${ms / unit[1]}${unit[0]}`;
 }
 
 /** The retention in effect, for a start-up log line: each age given and the interval, or "off". */

@@ -9,21 +9,17 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { countInversions, judgeRelayChaos } from "../../src/chaos/relay-chaos.js";
 import { requireBuiltCli, ROOT, runCli } from "../support/cli.js";
 import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
-import { requireService } from "../support/services.js";
+import { natsAvailable, rabbitAvailable, redisAvailable } from "../support/services.js";
 
 const PG = await postgresAvailable();
 // The run starts a nats-server of its own; the shared one answering says the binary is installed.
-const NATS = await requireService(
-  "NATS",
-  "nats://127.0.0.1:4222",
-  "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
-);
+const NATS = await natsAvailable();
 
 // The same for RabbitMQ: the run starts a node of its own (about 8 s), and restarts only that one.
-const RABBIT = await requireService("RabbitMQ", "amqp://127.0.0.1:5672", "rabbitmq-server -detached");
+const RABBIT = await rabbitAvailable();
 
 // And for Redis: the run starts a redis-server of its own, with an append-only file, and restarts it.
-const REDIS = await requireService("Redis", "redis://127.0.0.1:6379", 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no');
+const REDIS = await redisAvailable();
 
 beforeAll(requireBuiltCli);
 

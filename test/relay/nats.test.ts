@@ -16,16 +16,11 @@ import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
 import { PrivateServer } from "../support/private-server.js";
 import { stopTests } from "./consumer-stop.js";
-import { requireService } from "../support/services.js";
+import { TEST_NATS_URL, natsAvailable } from "../support/services.js";
 import { advanceUntil, useRelays } from "./support.js";
 import { settlesWithin, waitForStatus, waitUntil } from "../worker/support.js";
 
-const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
-const natsUp = await requireService(
-  "NATS",
-  NATS_URL,
-  "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
-);
+const natsUp = await natsAvailable();
 
 let streamNumber = 0;
 
@@ -48,7 +43,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
   const streams: string[] = [];
 
   beforeAll(async () => {
-    nc = await connect({ servers: NATS_URL });
+    nc = await connect({ servers: TEST_NATS_URL });
     jsm = await jetstreamManager(nc);
   });
   afterAll(async () => {
@@ -61,7 +56,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
     const relays = useRelays(() => ctx().clock);
 
     async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}) {
-      const publisher = await NatsPublisher.open({ servers: NATS_URL, ackTimeoutMs: 2_000 });
+      const publisher = await NatsPublisher.open({ servers: TEST_NATS_URL, ackTimeoutMs: 2_000 });
       await publisher.connected();
       return relays.start(store, publisher, { routes: { default: `${stream}.{type}` }, ...options });
     }
@@ -138,7 +133,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       const applied: { id: string; key: string | null; n: number }[] = [];
       let failOnce = true;
       const consumer = await NatsConsumer.start({
-        servers: NATS_URL,
+        servers: TEST_NATS_URL,
         stream,
         durable: "statement",
         ackWaitMs: 1_000,
@@ -158,7 +153,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
 
       const ids: string[] = [];
       for (let n = 0; n < 9; n += 1) ids.push((await enqueueMessage(store, { type: "t", key: `k${n % 3}`, payload: { n } })).id);
-      const publisher = await NatsPublisher.open({ servers: NATS_URL });
+      const publisher = await NatsPublisher.open({ servers: TEST_NATS_URL });
       await publisher.connected();
       const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock: ctx().clock, pollIntervalMs: 60_000 });
       stops.push(async () => {
@@ -201,7 +196,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       const order: number[] = [];
       const errors: { n: number; final: boolean }[] = [];
       const consumer = await NatsConsumer.start({
-        servers: NATS_URL,
+        servers: TEST_NATS_URL,
         stream,
         durable: "poison",
         maxAttempts: 3,
@@ -250,7 +245,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       }
       await jsm.consumers.add(stream, { durable_name: "crash", ack_policy: AckPolicy.Explicit, ack_wait: 1_000 * 1_000_000 });
       // A consumer takes numbers 1 and 2 and dies before acknowledging them.
-      const dying = await connect({ servers: NATS_URL });
+      const dying = await connect({ servers: TEST_NATS_URL });
       const taken: number[] = [];
       for await (const m of await jetstream(dying)
         .consumers.get(stream, "crash")
@@ -266,7 +261,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       const order: number[] = [];
       const early: number[] = [];
       const consumer = await NatsConsumer.start({
-        servers: NATS_URL,
+        servers: TEST_NATS_URL,
         stream,
         durable: "crash",
         inbox,
@@ -295,7 +290,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       let redelivered = 0;
       let handled = 0;
       const consumer = await NatsConsumer.start({
-        servers: NATS_URL,
+        servers: TEST_NATS_URL,
         stream,
         durable: "slow",
         ackWaitMs: 1_000,
@@ -335,7 +330,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
         const js = jetstream(nc);
         for (let n = 1; n <= count; n += 1) await js.publish(`${stream}.t`, JSON.stringify({ n }), { msgID: `${stream}-${n}` });
       },
-      start: (stream, options) => NatsConsumer.start({ servers: NATS_URL, stream, durable: "stopping", maxAttempts: 5, ...options }),
+      start: (stream, options) => NatsConsumer.start({ servers: TEST_NATS_URL, stream, durable: "stopping", maxAttempts: 5, ...options }),
       holds: async (stream, count) => (await jsm.consumers.info(stream, "stopping")).num_ack_pending === count,
       redeliveryMs: 1_000,
     });

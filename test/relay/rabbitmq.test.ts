@@ -12,20 +12,19 @@ import { RabbitMqPublisher } from "../../src/relay/rabbitmq.js";
 import { RabbitMqConsumer } from "../../src/relay/rabbitmq-consumer.js";
 import type { RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
-import { requireService } from "../support/services.js";
+import { TEST_AMQP_URL, rabbitAvailable } from "../support/services.js";
 import { stopTests } from "./consumer-stop.js";
 import { useRelays, waitForRetry } from "./support.js";
 import { waitForSleepers, waitForStatus, waitUntil } from "../worker/support.js";
 
-const AMQP_URL = process.env.TEST_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672";
-const rabbitUp = await requireService("RabbitMQ", AMQP_URL, "rabbitmq-server -detached");
+const rabbitUp = await rabbitAvailable();
 
 describe.skipIf(!rabbitUp)("RabbitMQ", () => {
   let model: ChannelModel;
   let admin: Channel;
 
   beforeAll(async () => {
-    model = await amqp.connect(AMQP_URL);
+    model = await amqp.connect(TEST_AMQP_URL);
     admin = await model.createChannel();
   });
   afterAll(async () => {
@@ -54,7 +53,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
     const relays = useRelays(() => ctx().clock);
 
     async function startRelay(store: OutboxStore<unknown>, exchange: string, options: Partial<RelayOptions<unknown>> = {}) {
-      const publisher = await RabbitMqPublisher.open({ url: AMQP_URL });
+      const publisher = await RabbitMqPublisher.open({ url: TEST_AMQP_URL });
       await publisher.connected();
       return relays.start(store, publisher, {
         routes: { default: `${exchange}/events.{type}` },
@@ -105,7 +104,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
       const consumerStore = await harness.connect();
       const applied: { key: string | null; n: number }[] = [];
       const consumer = await RabbitMqConsumer.start({
-        url: AMQP_URL,
+        url: TEST_AMQP_URL,
         queue: `${name}-in`,
         retryDelayMs: 1,
         inbox: new Inbox({ store: consumerStore, source: name }),
@@ -190,7 +189,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
         for (let n = 1; n <= count; n += 1) admin.sendToQueue(queue, Buffer.from(JSON.stringify({ n })), { messageId: `${queue}-${n}` });
         await waitUntil("the queue holds them", async () => (await admin.checkQueue(queue)).messageCount === count);
       },
-      start: (queue, options) => RabbitMqConsumer.start({ url: AMQP_URL, queue, maxAttempts: 5, ...options }),
+      start: (queue, options) => RabbitMqConsumer.start({ url: TEST_AMQP_URL, queue, maxAttempts: 5, ...options }),
     });
   });
 
@@ -202,7 +201,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
         admin.sendToQueue(queue, Buffer.from(JSON.stringify({ n })), { messageId: `m-${n}`, headers: { "wassal-key": "k", "wassal-key-seq": String(n) } });
       }
       // A consumer takes number 1 and dies without acknowledging it.
-      const dying = await amqp.connect(AMQP_URL);
+      const dying = await amqp.connect(TEST_AMQP_URL);
       const channel = await dying.createChannel();
       const taken = await channel.get(queue, { noAck: false });
       expect(taken && JSON.parse(taken.content.toString())).toEqual({ n: 1 });
@@ -211,7 +210,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
       await store.migrate();
       const order: number[] = [];
       const consumer = await RabbitMqConsumer.start({
-        url: AMQP_URL,
+        url: TEST_AMQP_URL,
         queue,
         inbox: new Inbox({ store }),
         handle: (message) => void order.push((message.body as { n: number }).n),

@@ -14,18 +14,17 @@ import { RedisStreamsConsumer } from "../../src/relay/redis-consumer.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
 import { PrivateServer } from "../support/private-server.js";
-import { requireService } from "../support/services.js";
+import { TEST_REDIS_URL, redisAvailable } from "../support/services.js";
 import { stopTests } from "./consumer-stop.js";
 import { advanceUntil, useRelays } from "./support.js";
 import { waitForStatus, waitUntil } from "../worker/support.js";
 
-const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
-const redisUp = await requireService("Redis", REDIS_URL, 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no');
+const redisUp = await redisAvailable();
 
 type Entry = { id: string; message: Record<string, string> };
 
 describe.skipIf(!redisUp)("Redis Streams", () => {
-  const client = createClient({ url: REDIS_URL });
+  const client = createClient({ url: TEST_REDIS_URL });
   const streams: string[] = [];
 
   beforeAll(async () => {
@@ -48,7 +47,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
     const relays = useRelays(() => ctx().clock);
 
     async function startRelay(store: OutboxStore<unknown>, stream: string, options: Partial<RelayOptions<unknown>> = {}) {
-      const publisher = await RedisStreamsPublisher.open({ url: REDIS_URL });
+      const publisher = await RedisStreamsPublisher.open({ url: TEST_REDIS_URL });
       await publisher.connected();
       return relays.start(store, publisher, { routes: { default: stream }, ...options });
     }
@@ -102,7 +101,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
       const stream = newStream();
       const message = await enqueueMessage(store, { type: "t", payload: { n: 1 } });
       // As if a relay had appended it and crashed before completing it.
-      const early = await RedisStreamsPublisher.open({ url: REDIS_URL });
+      const early = await RedisStreamsPublisher.open({ url: TEST_REDIS_URL });
       await early.connected();
       await early.publish(
         { id: message.id, messageId: message.id, type: "t", key: null, keySeq: null, destination: stream, headers: {}, body: "{}", createdAt: new Date() },
@@ -125,7 +124,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
       const consumerStore = await harness.connect();
       const applied: { key: string | null; n: number }[] = [];
       const consumer = await RedisStreamsConsumer.start({
-        url: REDIS_URL,
+        url: TEST_REDIS_URL,
         stream,
         group: "statement",
         consumer: "c1",
@@ -137,7 +136,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
           applied.push({ key: message.key, n });
         },
       });
-      const publisher = await RedisStreamsPublisher.open({ url: REDIS_URL, duplicateWindowMs: 1 });
+      const publisher = await RedisStreamsPublisher.open({ url: TEST_REDIS_URL, duplicateWindowMs: 1 });
       await publisher.connected();
       const relay = new Relay({ store, publisher, routes: { default: stream }, clock: ctx().clock, pollIntervalMs: 60_000 });
       try {
@@ -192,7 +191,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
     await store.migrate();
     const order: number[] = [];
     const consumer = await RedisStreamsConsumer.start({
-      url: REDIS_URL,
+      url: TEST_REDIS_URL,
       stream,
       group: "g",
       consumer: "c1",
@@ -217,7 +216,7 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
         for (let n = 1; n <= count; n += 1) await client.xAdd(stream, "*", { id: `${stream}-${n}`, type: "t", headers: "{}", body: JSON.stringify({ n }) });
       },
       // The same group and consumer name: the next one resumes the entries this one left pending.
-      start: (stream, options) => RedisStreamsConsumer.start({ url: REDIS_URL, stream, group: "g", consumer: "c1", maxAttempts: 5, ...options }),
+      start: (stream, options) => RedisStreamsConsumer.start({ url: TEST_REDIS_URL, stream, group: "g", consumer: "c1", maxAttempts: 5, ...options }),
     });
   });
 

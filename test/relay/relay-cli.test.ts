@@ -13,17 +13,12 @@ import { openOutbox } from "../../src/stores/open-outbox.js";
 import { errorLine } from "../support/assertions.js";
 import { freePort, releasePort } from "../../src/chaos/ports.js";
 import { killAll, requireBuiltCli, runCli, startCli, type CliResult } from "../support/cli.js";
-import { requireService } from "../support/services.js";
+import { TEST_NATS_URL, natsAvailable } from "../support/services.js";
 import { tempDir } from "../support/temp.js";
 import { until } from "../support/wait.js";
 import { logLines } from "../worker-cli/harness.js";
 
-const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
-const natsUp = await requireService(
-  "NATS",
-  NATS_URL,
-  "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
-);
+const natsUp = await natsAvailable();
 const FILE_TMP = tempDir("wassal-relay-cli-");
 const cwd = () => mkdtempSync(join(FILE_TMP, "cwd-"));
 const SECRET = `whsec_${Buffer.alloc(32, 1).toString("base64")}`;
@@ -96,7 +91,7 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
   it("a relay with nowhere to send (no --destination, no --route) is refused", async () => {
     const dir = cwd();
     const db = join(dir, "never.db");
-    const line = usageError(await runCli(["relay", "--db", db, "--to", NATS_URL], { cwd: dir }));
+    const line = usageError(await runCli(["relay", "--db", db, "--to", TEST_NATS_URL], { cwd: dir }));
     expect(line).toBe(
       "wassal: the relay has nowhere to send messages: give --destination <template> (it then takes every type), --route <type>=<destination> (it takes those types), or both; or --own-destinations if the messages are enqueued with a destination of their own",
     );
@@ -107,7 +102,7 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     const dir = cwd();
     const db = join(dir, "never.db");
     const line = usageError(
-      await runCli(["relay", "--db", db, "--to", NATS_URL, "--types", "order.paid,order.shipped", "--route", "order.paid=orders.paid"], { cwd: dir }),
+      await runCli(["relay", "--db", db, "--to", TEST_NATS_URL, "--types", "order.paid,order.shipped", "--route", "order.paid=orders.paid"], { cwd: dir }),
     );
     expect(line).toMatch(/^wassal: the relay takes "order\.shipped" but has no route for it: give each a route \(--route <type>=<destination>/);
     expect(existsSync(db)).toBe(false);
@@ -115,7 +110,7 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
 
   it("--route without '=' names the expected form", async () => {
     const dir = cwd();
-    const line = usageError(await runCli(["relay", "--db", join(dir, "x.db"), "--to", NATS_URL, "--route", "order.paid"], { cwd: dir }));
+    const line = usageError(await runCli(["relay", "--db", join(dir, "x.db"), "--to", TEST_NATS_URL, "--route", "order.paid"], { cwd: dir }));
     expect(line).toContain("expected <type>=<destination>");
   });
 
@@ -145,7 +140,7 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
   const stream = `WASSAL_CLI_${process.pid}`;
 
   beforeAll(async () => {
-    nc = await connect({ servers: NATS_URL });
+    nc = await connect({ servers: TEST_NATS_URL });
     jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
   });
@@ -165,7 +160,9 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
     } finally {
       await outbox.close();
     }
-    const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--destination", `${stream}.{type}`, "--route", `order.paid=${stream}.paid`], { cwd: dir });
+    const relay = startCli(["relay", "--db", db, "--to", TEST_NATS_URL, "--destination", `${stream}.{type}`, "--route", `order.paid=${stream}.paid`], {
+      cwd: dir,
+    });
     await relay.waitForStderr("relay started");
     await until("20 messages in the stream", async () => (await jsm.streams.info(stream)).state.messages === 20, { timeoutMs: 15_000, intervalMs: 20 });
     const check = await openOutbox(db, { mustExist: true });
@@ -201,7 +198,7 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
     } finally {
       await outbox.close();
     }
-    const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--route", `order.paid=${stream}.routed`, "--log-level", "info"], { cwd: dir });
+    const relay = startCli(["relay", "--db", db, "--to", TEST_NATS_URL, "--route", `order.paid=${stream}.routed`, "--log-level", "info"], { cwd: dir });
     const check = await openOutbox(db, { mustExist: true });
     try {
       await until("the paid ones relayed", async () => (await check.store.countByStatus()).processed === 3, { timeoutMs: 15_000, intervalMs: 20 });
@@ -228,7 +225,7 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
       await outbox.close();
     }
     // Its own --id-prefix: this stream's duplicate window holds the other tests' ids 1 and 2.
-    const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--own-destinations", "--id-prefix", "own:", "--log-level", "info"], { cwd: dir });
+    const relay = startCli(["relay", "--db", db, "--to", TEST_NATS_URL, "--own-destinations", "--id-prefix", "own:", "--log-level", "info"], { cwd: dir });
     const check = await openOutbox(db, { mustExist: true });
     try {
       await until("both relayed", async () => (await check.store.countByStatus()).processed === 2, { timeoutMs: 15_000, intervalMs: 20 });
@@ -246,7 +243,7 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
       expect(JSON.parse(new TextDecoder().decode(stored?.data))).toEqual({ n });
     }
     // --types with --own-destinations needs no route either: it starts (and is stopped).
-    const typed = startCli(["relay", "--db", db, "--to", NATS_URL, "--own-destinations", "--types", "order.mailed", "--log-level", "info"], { cwd: dir });
+    const typed = startCli(["relay", "--db", db, "--to", TEST_NATS_URL, "--own-destinations", "--types", "order.mailed", "--log-level", "info"], { cwd: dir });
     await typed.waitForStderr("relay started");
     typed.signal("SIGTERM");
     expect(await typed.waitForExit(15_000)).toMatchObject({ code: 0 });
@@ -264,7 +261,7 @@ describe.skipIf(!natsUp)("wassal relay to NATS JetStream", () => {
       } finally {
         await outbox.close();
       }
-      const relay = startCli(["relay", "--db", db, "--to", NATS_URL, "--destination", `${stream}.{type}`, ...(audit ? ["--audit"] : [])], { cwd: dir });
+      const relay = startCli(["relay", "--db", db, "--to", TEST_NATS_URL, "--destination", `${stream}.{type}`, ...(audit ? ["--audit"] : [])], { cwd: dir });
       const check = await openOutbox(db, { mustExist: true });
       try {
         await until("all processed", async () => (await check.store.countByStatus()).processed === 3, { timeoutMs: 15_000, intervalMs: 20 });

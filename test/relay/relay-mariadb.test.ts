@@ -15,19 +15,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openOutbox } from "../../src/stores/open-outbox.js";
 import { killAll, requireBuiltCli, ROOT, runCli, startCli } from "../support/cli.js";
 import { freshDatabase, mariadbAvailable, TEST_MARIADB_URL, type FreshDatabase } from "../support/mariadb.js";
-import { requireService } from "../support/services.js";
+import { TEST_NATS_URL, natsAvailable } from "../support/services.js";
 import { tempDir } from "../support/temp.js";
 import { until } from "../support/wait.js";
 import { logLines } from "../worker-cli/harness.js";
 
 const MARIADB = await mariadbAvailable();
-const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
 // The chaos run starts a nats-server of its own; the shared one answering says the binary is installed.
-const NATS = await requireService(
-  "NATS",
-  NATS_URL,
-  "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
-);
+const NATS = await natsAvailable();
 const FILE_TMP = tempDir("wassal-relay-mariadb-");
 
 beforeAll(requireBuiltCli);
@@ -103,7 +98,7 @@ describe.skipIf(!MARIADB || !NATS)("wassal relay --db <mariadb url> to NATS JetS
 
   beforeAll(async () => {
     database = await freshDatabase();
-    nc = await connect({ servers: NATS_URL });
+    nc = await connect({ servers: TEST_NATS_URL });
     jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
   });
@@ -125,9 +120,12 @@ describe.skipIf(!MARIADB || !NATS)("wassal relay --db <mariadb url> to NATS JetS
     } finally {
       await outbox.close();
     }
-    const relay = startCli(["relay", "--db", database.url, "--to", NATS_URL, "--destination", `${stream}.{type}`, "--route", `order.paid=${stream}.paid`], {
-      cwd: dir,
-    });
+    const relay = startCli(
+      ["relay", "--db", database.url, "--to", TEST_NATS_URL, "--destination", `${stream}.{type}`, "--route", `order.paid=${stream}.paid`],
+      {
+        cwd: dir,
+      },
+    );
     await relay.waitForStderr("relay started");
     await until(`${COUNT} messages in the stream`, async () => (await jsm.streams.info(stream)).state.messages === COUNT, {
       timeoutMs: 15_000,

@@ -28,3 +28,29 @@ export async function requireService(name: string, url: string, startCommand: st
   console.warn(`\n!!! SKIPPING ${name.toUpperCase()} TESTS: ${message}\n`);
   return false;
 }
+
+/** The NATS JetStream server the relay tests publish to (TEST_NATS_URL, or this machine's). */
+export const TEST_NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
+/** The RabbitMQ server (TEST_AMQP_URL, or this machine's). */
+export const TEST_AMQP_URL = process.env.TEST_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672";
+/** The Redis server (TEST_REDIS_URL, or this machine's). */
+export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+/** requireService for TEST_NATS_URL. */
+export function natsAvailable(): Promise<boolean> {
+  return requireService(
+    "NATS",
+    TEST_NATS_URL,
+    "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server",
+  );
+}
+
+/** requireService for TEST_AMQP_URL. */
+export function rabbitAvailable(): Promise<boolean> {
+  return requireService("RabbitMQ", TEST_AMQP_URL, "rabbitmq-server -detached");
+}
+
+/** requireService for TEST_REDIS_URL. */
+export function redisAvailable(): Promise<boolean> {
+  return requireService("Redis", TEST_REDIS_URL, 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no');
+}

@@ -52,6 +52,23 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
     expect(existsSync(db)).toBe(false);
   });
 
+  it("worker and relay: an owner timing too short for the heartbeat names the flags, before anything opens", async () => {
+    const dir = cwd();
+    const db = join(dir, "never.db");
+    const relay = ["relay", "--db", db, "--to", "nats://127.0.0.1:1", "--destination", "orders.{type}"];
+    const runs = await Promise.all([
+      runCli(["worker", "--db", db, "--owner-dead-after-ms", "100"], { cwd: dir }),
+      runCli([...relay, "--owner-dead-after-ms", "3000", "--poll-ms", "2000"], { cwd: dir }),
+      runCli(["worker", "--db", db, "--heartbeat-ms", "5000", "--owner-dead-after-ms", "9999"], { cwd: dir }),
+    ]);
+    expect(runs.map(usageError)).toEqual([
+      "wassal: --owner-dead-after-ms (100) must be at least twice the heartbeat (the longer of --heartbeat-ms 2000 and --poll-ms 1000), or a live worker's leases could be reaped: give it 4000 or more",
+      "wassal: --owner-dead-after-ms (3000) must be at least twice the heartbeat (the longer of --heartbeat-ms 2000 and --poll-ms 2000), or a live worker's leases could be reaped: give it 4000 or more",
+      "wassal: --owner-dead-after-ms (9999) must be at least twice the heartbeat (the longer of --heartbeat-ms 5000 and --poll-ms 1000), or a live worker's leases could be reaped: give it 10000 or more",
+    ]);
+    expect(existsSync(db)).toBe(false);
+  });
+
   it("outbox purge --processed-before 7x explains the duration format, and deletes nothing", async () => {
     const target = newTarget("sqlite", FILE_TMP);
     const dir = cwd();
