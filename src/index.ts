@@ -77,6 +77,7 @@ export type {
   MessagePage,
   MessageState,
   MessageStatus,
+  OnComplete,
   NewMessage,
   OutboxMessage,
   OutboxStats,

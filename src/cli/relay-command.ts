@@ -104,6 +104,7 @@ export function relayCommand(): Command {
             broker: running.broker,
             takes: relay.types ?? "every type",
             maxInFlight: relay.worker.concurrency,
+            onComplete: options.onComplete,
             metrics: running.metricsUrl,
             tracing: running.tracing,
             retention: retentionInEffect(options),

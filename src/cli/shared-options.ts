@@ -2,6 +2,7 @@
 
 import { Option } from "commander";
 import { LOG_LEVELS } from "../observability/logging.js";
+import { ON_COMPLETE_MODES, type OnComplete } from "../outbox/types.js";
 import { ownerTiming } from "../outbox/worker.js";
 import { BACKENDS, type OpenOutboxOptions } from "../stores/open-outbox.js";
 import { integer, oneOf } from "./options.js";
@@ -62,6 +63,12 @@ export function runnerOptions(what: { readonly name: string; readonly work: stri
       "--owner-dead-after-ms <ms>",
       `how long after its last heartbeat the ${what.name} counts as dead to its peers, so its messages wait about this long after a crash instead of a whole lease (default 10000, or 3 beats of max(--heartbeat-ms, --poll-ms) when longer)`,
     ).argParser(integer(1, 86_400_000)),
+    new Option(
+      "--on-complete <mode>",
+      `what completing a message does with its row: keep (the history the dashboard and outbox commands show; purge it with --retain-processed) or delete (in the same statement: a smaller, faster table; the audit trail, with --audit, is the history; a dedupe key is free again once its message is done)`,
+    )
+      .argParser(oneOf(ON_COMPLETE_MODES))
+      .default("keep"),
     new Option("--metrics-port <port>", "serve Prometheus metrics on http://<metrics-host>:<port>/metrics (0 picks a free port)").argParser(integer(0, 65_535)),
     new Option("--metrics-host <address>", "the address the metrics server listens on (another one exposes the metrics beyond this machine)").default(
       "127.0.0.1",
@@ -89,6 +96,7 @@ export interface RunnerFlags extends RetentionFlags {
   graceMs: number;
   heartbeatMs: number;
   ownerDeadAfterMs?: number;
+  onComplete: OnComplete;
   metricsPort?: number;
   metricsHost: string;
 }
@@ -114,6 +122,7 @@ export function runnerSettings(flags: RunnerFlags) {
     retry: { maxAttempts: flags.maxAttempts, baseDelayMs: flags.retryBaseMs },
     shutdownGraceMs: flags.graceMs,
     ...(retention === undefined ? {} : { retention }),
+    onComplete: flags.onComplete,
     heartbeatMs,
     ...(flags.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: flags.ownerDeadAfterMs }),
   };

@@ -112,6 +112,7 @@ export function workerCommand(): Command {
             takes: worker.types ?? "every type",
             concurrency: worker.concurrency,
             leaseMs: worker.leaseMs,
+            onComplete: options.onComplete,
             metrics: running.metricsUrl,
             tracing: running.tracing,
             retention: retentionInEffect(options),

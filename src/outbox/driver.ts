@@ -261,6 +261,8 @@ export interface OutboxDriver<Tx> {
     readonly audit: boolean;
     /** Also hand on the ordering keys of the messages it completed (as handOn does), in the same transaction. */
     readonly handOnKeys: boolean;
+    /** Delete the completed rows instead of keeping them as processed (the store's onComplete "delete"). */
+    readonly remove: boolean;
   }): Promise<{ readonly at: Date; readonly completed: LeaseSet }>;
   /**
    * The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its
@@ -272,6 +274,8 @@ export interface OutboxDriver<Tx> {
     readonly lease: Lease;
     readonly savepoint: SavepointStep;
     readonly audit: boolean;
+    /** As completeBulk's. */
+    readonly remove: boolean;
   }): Date | null | Promise<Date | null>;
   /**
    * Inside `tx`: hands each of `keys` on, its holder finished: the key's earliest waiting message

@@ -54,6 +54,7 @@ import {
   type MessageText,
   type MessagePage,
   type NewMessage,
+  type OnComplete,
   type PageQuery,
   type OutboxMessage,
   type OutboxStats,
@@ -85,6 +86,7 @@ import {
   checkLeaseMs,
   checkMessageId,
   checkMessageType,
+  checkOnComplete,
   checkObject,
   checkOrderingKey,
   checkOwner,
@@ -203,12 +205,23 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   abstract readonly kind: string;
   readonly #driver: OutboxDriver<Tx>;
   readonly #audit: boolean;
+  /** onComplete "delete": a completion deletes the message's row. */
+  readonly #remove: boolean;
   readonly #tracing: Tracing | undefined;
 
-  protected constructor(driver: OutboxDriver<Tx>, options: { readonly audit?: boolean; readonly tracing?: Tracing | undefined }) {
+  protected constructor(
+    driver: OutboxDriver<Tx>,
+    options: { readonly audit?: boolean; readonly onComplete?: OnComplete | undefined; readonly tracing?: Tracing | undefined },
+  ) {
     this.#driver = driver;
     this.#audit = options.audit ?? false;
+    this.#remove = checkOnComplete(options.onComplete) === "delete";
     this.#tracing = options.tracing;
+  }
+
+  /** What a completion does with the message's row: "keep" it as processed, or "delete" it. */
+  get onComplete(): OnComplete {
+    return this.#remove ? "delete" : "keep";
   }
 
   get capabilities(): DriverCapabilities {
@@ -528,20 +541,22 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     // the driver's synchronous path, with no caller's transaction to track.
     if (finalize === undefined) {
       return this.#driver
-        .completeBulk({ tx: null, leases: [lease], audit: this.#audit, handOnKeys: key !== null })
+        .completeBulk({ tx: null, leases: [lease], audit: this.#audit, handOnKeys: key !== null, remove: this.#remove })
         .then(({ at, completed }) => (completed.has(lease.messageId, lease.token) ? { done: at } : "lost"));
     }
     return this.#driver.transaction((tx) => {
       if (key !== null) return this.#completeKeyed(tx, lease, key, finalize);
       // The guarded update first: if the lease is gone, the business write never runs.
-      return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) => this.#afterGuard(tx, done, finalize));
+      return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit, remove: this.#remove }), (done) =>
+        this.#afterGuard(tx, done, finalize),
+      );
     });
   }
 
   /** A keyed completion: the guarded update, then the key passes to the next message waiting, in the same transaction. */
   #completeKeyed(tx: Tx, lease: Lease, key: string, finalize: Finalize<Tx> | undefined): MaybePromise<Outcome> {
     const turn = turnAfter(lease.message, true) ?? { key, nextSeq: null };
-    return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit }), (done) =>
+    return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit, remove: this.#remove }), (done) =>
       done === null ? "lost" : andThen(this.#driver.handOn({ tx, keys: [turn] }), () => this.#afterGuard(tx, done, finalize)),
     );
   }
@@ -583,14 +598,14 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       }
     };
     if (items.every((item) => item.finalize === undefined)) {
-      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases, audit: this.#audit, handOnKeys });
+      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases, audit: this.#audit, handOnKeys, remove: this.#remove });
       record(at, completed);
       return outcomes;
     }
     let failed: { readonly members: readonly number[]; readonly error: unknown } | undefined;
     try {
       await this.#driver.transaction(async (tx) => {
-        const { at, completed } = await this.#driver.completeBulk({ tx, leases, audit: this.#audit, handOnKeys });
+        const { at, completed } = await this.#driver.completeBulk({ tx, leases, audit: this.#audit, handOnKeys, remove: this.#remove });
         record(at, completed);
         // A lost lease's write never runs; members sharing a writer (finalizeTogether) write in one call.
         for (const step of planWrites(items.map((item, index) => (outcomes[index] === "lost" ? undefined : item.finalize)))) {
@@ -631,7 +646,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     await this.#driver.transaction(async (tx) => {
       const handedOn: KeyTurn[] = []; // keys of the completions, handed on together at the end
       if (bulk.length > 0) {
-        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false });
+        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false, remove: this.#remove });
         for (const [i, index] of bulk.entries()) {
           const lease = bulkLeases[i] as Lease;
           const done = completed.has(lease.messageId, lease.token);
@@ -643,7 +658,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       let open = false; // a member's savepoint is open; the next member releases it, or the commit does
       for (const [index, { lease, finalize }] of items.entries()) {
         if (finalize === undefined) continue; // done in bulk
-        const done = await this.#driver.completeOne({ tx, lease, savepoint: open ? "next" : "first", audit: this.#audit });
+        const done = await this.#driver.completeOne({ tx, lease, savepoint: open ? "next" : "first", audit: this.#audit, remove: this.#remove });
         open = true;
         if (done === null) {
           outcomes[index] = "lost"; // nothing was changed, so the savepoint needs no rollback

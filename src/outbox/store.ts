@@ -43,6 +43,7 @@ import type {
   RetryScheduled,
   StatusCounts,
   UnblockAction,
+  OnComplete,
 } from "./types.js";
 
 export interface OutboxStore<Tx> {
@@ -50,6 +51,8 @@ export interface OutboxStore<Tx> {
   readonly kind: string;
   /** What the backend can do (parallel commits, database clock, cross-process wake-ups). */
   readonly capabilities: DriverCapabilities;
+  /** What a completion does with the message's row (the store's onComplete option; default "keep"). */
+  readonly onComplete: OnComplete;
   /** Every lease and processing event this store sees. */
   readonly events: EventHub;
 

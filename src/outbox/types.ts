@@ -8,6 +8,15 @@ export type MessageStatus = "pending" | "processing" | "processed" | "dead";
 
 export const MESSAGE_STATUSES: readonly MessageStatus[] = ["pending", "processing", "processed", "dead"];
 
+/**
+ * What a completion does with its message's row: "keep" it as processed (the history, and its
+ * dedupe key stays taken until retention purges it), or "delete" it in the same guarded statement
+ * (no history beyond the audit trail; its dedupe key is free again at once).
+ */
+export type OnComplete = "keep" | "delete";
+
+export const ON_COMPLETE_MODES: readonly OnComplete[] = ["keep", "delete"];
+
 /** One row of the outbox, as a store reads it back. */
 export interface OutboxMessage<P extends JsonValue = JsonValue> {
   readonly id: string;

@@ -2,7 +2,7 @@
 
 import { InvalidArgumentError, LeaseLostError } from "./errors.js";
 import { isPlainObject, storableText, unstorableText } from "./payload.js";
-import { MESSAGE_STATUSES, type ClaimOptions, type Lease, type LeaseLost, type MessageStatus } from "./types.js";
+import { MESSAGE_STATUSES, ON_COMPLETE_MODES, type ClaimOptions, type Lease, type LeaseLost, type MessageStatus, type OnComplete } from "./types.js";
 
 export const MAX_CLAIM_LIMIT = 1000;
 /** The most messages one enqueueMany takes: they go to the database as one statement with one parameter. */
@@ -217,6 +217,15 @@ export function checkDelayMs(delayMs: unknown): number {
 
 export function checkMessageType(type: unknown): string {
   return checkText(type, "message type", 200);
+}
+
+/** A store's onComplete option (undefined: "keep"). */
+export function checkOnComplete(mode: unknown): OnComplete {
+  if (mode === undefined) return "keep";
+  if (!ON_COMPLETE_MODES.includes(mode as OnComplete)) {
+    throw new InvalidArgumentError(`onComplete must be "keep" (a completed message stays as processed) or "delete" (its row is deleted) (got ${shown(mode)})`);
+  }
+  return mode as OnComplete;
 }
 
 export function checkStatuses(statuses: unknown): readonly MessageStatus[] {

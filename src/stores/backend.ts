@@ -3,6 +3,7 @@
 
 import type { Clock } from "../outbox/clock.js";
 import type { OutboxStore } from "../outbox/store.js";
+import type { OnComplete } from "../outbox/types.js";
 import type { Tracing } from "../outbox/tracing.js";
 import type { Synchronous } from "./sqlite/open-database.js";
 
@@ -26,6 +27,14 @@ export interface OpenOutboxOptions {
   readonly readOnly?: boolean;
   /** Keep the audit trail (outbox_audit). */
   readonly audit?: boolean;
+  /**
+   * What a completion does with the message's row: "keep" (the default) leaves it as processed,
+   * the history the dashboard and `outbox` commands show, its dedupe key taken until retention
+   * purges it; "delete" removes it in the same guarded statement, so the table holds only
+   * unfinished and dead messages (the audit trail, when kept, is the history), and a completed
+   * message's dedupe key is free again at once.
+   */
+  readonly onComplete?: OnComplete;
   /** Trace enqueues (see otelTracing in "wassal/observability"). */
   readonly tracing?: Tracing;
 }
@@ -42,12 +51,13 @@ export interface UnopenedOutbox {
 /** What a server store's connect takes of the open options (those given; none undefined, for exactOptionalPropertyTypes). */
 export function serverConnectOptions(
   options: OpenOutboxOptions,
-): Pick<OpenOutboxOptions, "clock" | "maxConnections" | "applicationName" | "audit" | "tracing" | "readOnly"> {
+): Pick<OpenOutboxOptions, "clock" | "maxConnections" | "applicationName" | "audit" | "onComplete" | "tracing" | "readOnly"> {
   return {
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
     ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
     ...(options.audit === undefined ? {} : { audit: options.audit }),
+    ...(options.onComplete === undefined ? {} : { onComplete: options.onComplete }),
     ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
     ...(options.readOnly ? { readOnly: true } : {}),
   };

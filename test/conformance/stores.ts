@@ -18,7 +18,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
-import type { ForeignTransaction, JsonValue, Lease, NewMessage, OutboxMessage } from "../../src/outbox/types.js";
+import type { ForeignTransaction, JsonValue, Lease, NewMessage, OnComplete, OutboxMessage } from "../../src/outbox/types.js";
 import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
 import pg from "pg";
@@ -68,17 +68,23 @@ export interface StoreFactory {
    * Absent means always available.
    */
   available?(): Promise<boolean>;
+  /** What its stores' completions do with a message's row (see describeEachStoreDeleting). */
+  readonly onComplete: OnComplete;
   /** A fresh, migrated, empty database whose store takes every time from `clock`. */
   create(clock: ManualClock): Promise<StoreHarness>;
 }
 
-const sqliteFactory: StoreFactory = {
-  name: "sqlite",
+/** The store options every factory's stores take: the factory's onComplete. */
+type HarnessOptions = { readonly onComplete: OnComplete };
+
+const sqliteFactory = (options: HarnessOptions): StoreFactory => ({
+  name: factoryName("sqlite", options),
+  onComplete: options.onComplete,
   async create(clock: ManualClock): Promise<StoreHarness<SqliteTx>> {
     const dir = mkdtempSync(join(tmpdir(), "wassal-conformance-"));
     const path = join(dir, "outbox.db");
     const open = async (): Promise<SqliteOutboxStore> => {
-      const store = new SqliteOutboxStore({ path, clock, audit: true });
+      const store = new SqliteOutboxStore({ path, clock, audit: true, ...options });
       await store.migrate();
       return store;
     };
@@ -139,16 +145,17 @@ const sqliteFactory: StoreFactory = {
       },
     };
   },
-};
+});
 
-const postgresFactory: StoreFactory = {
-  name: "postgres",
+const postgresFactory = (options: HarnessOptions): StoreFactory => ({
+  name: factoryName("postgres", options),
+  onComplete: options.onComplete,
   available: postgresAvailable,
   async create(clock: ManualClock): Promise<StoreHarness<PostgresTx>> {
     // Each test gets a schema of its own, dropped when the test file ends.
     const schema = freshSchema("wassal_conformance");
     const open = async (): Promise<PostgresOutboxStore> => {
-      const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, clock, maxConnections: 4, audit: true });
+      const store = await PostgresOutboxStore.connect({ url: TEST_DATABASE_URL, schema, clock, maxConnections: 4, audit: true, ...options });
       await store.migrate();
       return store;
     };
@@ -214,16 +221,17 @@ const postgresFactory: StoreFactory = {
       },
     };
   },
-};
+});
 
-const mariadbFactory: StoreFactory = {
-  name: "mariadb",
+const mariadbFactory = (options: HarnessOptions): StoreFactory => ({
+  name: factoryName("mariadb", options),
+  onComplete: options.onComplete,
   available: mariadbAvailable,
   async create(clock: ManualClock): Promise<StoreHarness<MariaDbTx>> {
     // Each test gets a database of its own, dropped when the harness closes.
     const database = await freshDatabase();
     const open = async (): Promise<MariaDbOutboxStore> => {
-      const store = await MariaDbOutboxStore.connect({ url: database.url, clock, maxConnections: 4, audit: true });
+      const store = await MariaDbOutboxStore.connect({ url: database.url, clock, maxConnections: 4, audit: true, ...options });
       await store.migrate();
       return store;
     };
@@ -289,10 +297,22 @@ const mariadbFactory: StoreFactory = {
       },
     };
   },
-};
+});
 
 /** Every store the suite knows. */
-export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory, mariadbFactory];
+export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory, mariadbFactory].map((factory) => factory({ onComplete: "keep" }));
+
+/** A factory's name: the store's kind, and the completion mode when it is not the default. */
+function factoryName(kind: string, options: HarnessOptions): string {
+  return options.onComplete === "keep" ? kind : `${kind}, onComplete ${options.onComplete}`;
+}
+
+const DELETING: Readonly<Record<string, StoreFactory>> = Object.fromEntries(
+  [sqliteFactory, postgresFactory, mariadbFactory].map((factory) => {
+    const deleting = factory({ onComplete: "delete" });
+    return [deleting.name.split(",")[0], deleting];
+  }),
+);
 
 /**
  * The stores WASSAL_TEST_STORES selects that can run here. A selection that names an unknown store
@@ -303,6 +323,14 @@ export const storeFactories: StoreFactory[] = await selectRunnable("WASSAL_TEST_
 /** Declares the same describe block once per selected store, titled "<store> store: <title>". */
 export function describeEachStore(title: string, body: (factory: StoreFactory) => void): void {
   for (const factory of storeFactories) {
+    describe(`${factory.name} store: ${title}`, () => body(factory));
+  }
+}
+
+/** As describeEachStore, on each selected store opened with onComplete "delete". */
+export function describeEachStoreDeleting(title: string, body: (factory: StoreFactory) => void): void {
+  for (const keeping of storeFactories) {
+    const factory = DELETING[keeping.name] as StoreFactory;
     describe(`${factory.name} store: ${title}`, () => body(factory));
   }
 }

@@ -44,6 +44,7 @@ import type {
   MessageHolder,
   MessageState,
   MessageStatus,
+  OnComplete,
   MessageText,
   OutboxMessage,
   ReapedOwner,
@@ -94,6 +95,14 @@ export interface MariaDbStoreOptions extends MariaDbConnectOptions {
   readonly clock?: Clock;
   /** Record every claim, completion, failure and release in the audit table (outbox_audit). */
   readonly audit?: boolean;
+  /**
+   * What a completion does with the message's row: "keep" (the default) leaves it as processed,
+   * the history the dashboard and `outbox` commands show, its dedupe key taken until retention
+   * purges it; "delete" removes it in the same guarded statement, so the table holds only
+   * unfinished and dead messages (the audit trail, when kept, is the history), and a completed
+   * message's dedupe key is free again at once.
+   */
+  readonly onComplete?: OnComplete;
   /** Trace every enqueue and carry its trace context in the message's headers (see otelTracing in "wassal/observability"). */
   readonly tracing?: Tracing;
   /**
@@ -503,8 +512,9 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     leases: readonly Lease[];
     audit: boolean;
     handOnKeys: boolean;
+    remove: boolean;
   }): Promise<{ at: Date; completed: LeaseSet }> {
-    const { leases, audit } = params;
+    const { leases, audit, remove } = params;
     const work = async (conn: MariaDbTx) => {
       const now = await this.#time(conn);
       const completed = new LeaseSet();
@@ -512,15 +522,15 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       const only = leases.length === 1 ? (leases[0] as Lease) : undefined;
       if (only !== undefined) {
         // One lease (a lone completion): the plain guarded update, one statement.
-        const [written] = await conn.query<Written>(SQL.complete, [now, rowId(only.messageId), only.token]);
-        done = written.affectedRows === 1 ? [only] : [];
+        done = (await this.#completeRow(conn, remove, rowId(only.messageId), only.token, now)) ? [only] : [];
       } else {
         // The group's processing rows locked, then those whose token is current completed: which
         // they are is known without UPDATE … RETURNING.
         const [locked] = await conn.query<Rows>(SQL.completeBulkLock, [[...new Set(leases.map((lease) => rowId(lease.messageId)))]]);
         const current = new Map(locked.map((row) => [String(row.id), Number(row.lease_token)]));
         done = leases.filter((lease) => current.get(lease.messageId) === lease.token);
-        if (done.length > 0) await conn.query(SQL.completeBulk, [now, done.map((lease) => rowId(lease.messageId))]);
+        const ids = done.map((lease) => rowId(lease.messageId));
+        if (done.length > 0) await conn.query(remove ? SQL.completeBulkDelete : SQL.completeBulk, remove ? [ids] : [now, ids]);
       }
       for (const lease of done) completed.add(lease.messageId, lease.token);
       if (audit)
@@ -541,14 +551,19 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return params.tx === null ? this.#retrying(() => this.transaction(work)) : work(params.tx);
   }
 
-  async completeOne(params: { tx: MariaDbTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Promise<Date | null> {
+  /** The guarded completion of one row, kept as processed or deleted: whether it was the lease's. */
+  async #completeRow(conn: MariaDbTx, remove: boolean, id: number | bigint, token: number, now: number): Promise<boolean> {
+    const [written] = await conn.query<Written>(remove ? SQL.completeDelete : SQL.complete, remove ? [id, token] : [now, id, token]);
+    return written.affectedRows === 1;
+  }
+
+  async completeOne(params: { tx: MariaDbTx; lease: Lease; savepoint: SavepointStep; audit: boolean; remove: boolean }): Promise<Date | null> {
     const { tx, lease, savepoint } = params;
     if (savepoint === "next") await tx.query(SQL.releaseSavepoint);
     if (savepoint !== "none") await tx.query(SQL.savepoint);
     const now = await this.#time(tx);
     const id = rowId(lease.messageId);
-    const [written] = await tx.query<Written>(SQL.complete, [now, id, lease.token]);
-    if (written.affectedRows !== 1) return null;
+    if (!(await this.#completeRow(tx, params.remove, id, lease.token, now))) return null;
     if (params.audit) await this.#audit(tx, [[id, lease.token, lease.owner, "complete", now, null, null, null, null]]);
     return new Date(now);
   }
@@ -927,7 +942,10 @@ export class MariaDbOutboxStore extends LeasedOutbox<MariaDbTx> {
   readonly #driver: MariaDbDriver;
 
   /** Use `MariaDbOutboxStore.connect`: it checks the URL, the server and the sessions first. */
-  private constructor(driver: MariaDbDriver, options: { readonly audit: boolean; readonly tracing: Tracing | undefined }) {
+  private constructor(
+    driver: MariaDbDriver,
+    options: { readonly audit: boolean; readonly onComplete: OnComplete | undefined; readonly tracing: Tracing | undefined },
+  ) {
     super(driver, options);
     this.#driver = driver;
   }
@@ -948,7 +966,7 @@ export class MariaDbOutboxStore extends LeasedOutbox<MariaDbTx> {
       throw error;
     }
     const driver = new MariaDbDriver(pool, target, { clock: options.clock, readOnly });
-    return new MariaDbOutboxStore(driver, { audit: options.audit ?? false, tracing: options.tracing });
+    return new MariaDbOutboxStore(driver, { audit: options.audit ?? false, onComplete: options.onComplete, tracing: options.tracing });
   }
 
   /** The connection pool (mysql2/promise). Business code may query through it (outside the outbox's transactions). */

@@ -521,6 +521,9 @@ export const SQL = {
   complete: `UPDATE outbox_messages SET status = 'processed', processed_at = ?, locked_until = NULL, last_error = NULL
       WHERE id = ? AND lease_token = ? AND status = 'processing'`,
 
+  /** Params: id, token. As complete, the row deleted (onComplete "delete"). */
+  completeDelete: `DELETE FROM outbox_messages WHERE id = ? AND lease_token = ? AND status = 'processing'`,
+
   /**
    * Params: ids (an array, expanded). A group's rows that are processing, row-locked, with their
    * tokens: the leases among them whose token is current are the ones completeBulk completes (and
@@ -532,7 +535,11 @@ export const SQL = {
   completeBulk: `UPDATE outbox_messages SET status = 'processed', processed_at = ?, locked_until = NULL, last_error = NULL
       WHERE id IN (?) AND status = 'processing'`,
 
+  /** Params: ids (an array, expanded). As completeBulk, the rows deleted (onComplete "delete"). */
+  completeBulkDelete: `DELETE FROM outbox_messages WHERE id IN (?) AND status = 'processing'`,
+
   // completeBulkHandOn: (none) completeBulk is followed by handOn in the same transaction
+  // completeBulkHandOnDelete: (none) as completeBulkHandOn
 
   /** Each completion of a group that carries a business write runs inside one of these. */
   savepoint: "SAVEPOINT wassal_completion",

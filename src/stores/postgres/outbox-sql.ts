@@ -544,11 +544,17 @@ export function outboxSql(schema: string) {
              ${EPOCH_MS("old_available_at")} AS old_available_ms, ${EPOCH_MS("now")} AS now_ms,
              CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
       FROM claimed`;
-  const completeBulkSql = (handOn: boolean) => `WITH ${CLOCK},
+  // `remove`: the completed rows are deleted instead of kept as processed (the store's onComplete
+  // "delete"), in the same statement, guarded the same way.
+  const completeBulkSql = (handOn: boolean, remove: boolean) => `WITH ${CLOCK},
       wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
       done AS (
-        UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
-        FROM clock, wanted w
+        ${
+          remove
+            ? `DELETE FROM ${table} m USING clock, wanted w`
+            : `UPDATE ${table} m SET status = 'processed', processed_at = clock.t, locked_until = NULL, last_error = NULL
+        FROM clock, wanted w`
+        }
         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = ${PROCESSING}
         RETURNING m.id, m.ordering_key, m.key_seq, w.token, w.owner, clock.t AS now),
       audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, token, owner, 'complete', now FROM done WHERE $5::boolean)${
@@ -720,16 +726,28 @@ export function outboxSql(schema: string) {
       WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
       RETURNING clock.t AS now`,
 
+    /** As complete, the row deleted (onComplete "delete"). */
+    completeDelete: `WITH ${CLOCK}
+      DELETE FROM ${table} m USING clock
+      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+      RETURNING clock.t AS now`,
+
     /**
      * $1 now, $2 ids, $3 tokens, $4 owners, $5 audit?: many guarded completions in one statement
      * (for completions without business writes, which cannot fail one by one).
      */
-    completeBulk: completeBulkSql(false),
+    completeBulk: completeBulkSql(false, false),
+
+    /** As completeBulk, the rows deleted (onComplete "delete"). */
+    completeBulkDelete: completeBulkSql(false, true),
 
     // completeBulkLock: (none) the bulk completion's RETURNING says which leases it completed (MariaDB locks and reads them first)
 
     /** As completeBulk, and the completed messages' ordering keys handed on in the same statement (wassal_hand_on). */
-    completeBulkHandOn: completeBulkSql(true),
+    completeBulkHandOn: completeBulkSql(true, false),
+
+    /** As completeBulkHandOn, the rows deleted (onComplete "delete"). */
+    completeBulkHandOnDelete: completeBulkSql(true, true),
 
     // savepoint: (none) completeInSavepoint opens the savepoint in the same round trip as the guarded update
 
@@ -739,15 +757,20 @@ export function outboxSql(schema: string) {
      * parameters, so that the statements can share one query; the values inlined are checked
      * integers (checked here) and a timestamp.
      */
-    completeInSavepoint: (release: boolean, now: Date | null, id: string | null, token: number): string => {
+    completeInSavepoint: (release: boolean, now: Date | null, id: string | null, token: number, remove: boolean): string => {
       // A null id (one no message can have) still opens the savepoint, so the next member can release it.
       if ((id !== null && !/^[1-9][0-9]{0,18}$/.test(id)) || !Number.isSafeInteger(token))
         throw new Error(`completeInSavepoint: bad id ${id} or token ${token}`);
       const clock = now === null ? "clock_timestamp()" : `'${now.toISOString()}'::timestamptz`;
+      const guard = `WHERE id = ${id ?? "NULL"} AND lease_token = ${token} AND status = 'processing'`;
       return `${release ? "RELEASE SAVEPOINT wassal_completion; " : ""}SAVEPOINT wassal_completion;
-        UPDATE ${table} SET status = 'processed', processed_at = ${clock}, locked_until = NULL, last_error = NULL
-        WHERE id = ${id ?? "NULL"} AND lease_token = ${token} AND status = 'processing'
-        RETURNING ${EPOCH_MS("processed_at")} AS now_ms`;
+        ${
+          remove
+            ? `DELETE FROM ${table} ${guard} RETURNING ${EPOCH_MS(clock)} AS now_ms`
+            : `UPDATE ${table} SET status = 'processed', processed_at = ${clock}, locked_until = NULL, last_error = NULL
+        ${guard}
+        RETURNING ${EPOCH_MS("processed_at")} AS now_ms`
+        }`;
     },
 
     // releaseSavepoint: (none) completeInSavepoint releases the previous member's savepoint in the same round trip

@@ -39,6 +39,7 @@ import type {
   MessageHolder,
   MessageState,
   MessageStatus,
+  OnComplete,
   MessageText,
   OutboxMessage,
   ReapedOwner,
@@ -81,6 +82,14 @@ interface PostgresStoreSettings extends PostgresConnectOptions {
   readonly clock?: Clock;
   /** Record every claim, completion, failure and release in the audit table (outbox_audit). */
   readonly audit?: boolean;
+  /**
+   * What a completion does with the message's row: "keep" (the default) leaves it as processed,
+   * the history the dashboard and `outbox` commands show, its dedupe key taken until retention
+   * purges it; "delete" removes it in the same guarded statement, so the table holds only
+   * unfinished and dead messages (the audit trail, when kept, is the history), and a completed
+   * message's dedupe key is free again at once.
+   */
+  readonly onComplete?: OnComplete;
   /** Trace every enqueue and carry its trace context in the message's headers (see otelTracing in "wassal/observability"). */
   readonly tracing?: Tracing;
   /**
@@ -253,7 +262,15 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
    * 230–340 with its BEGIN and ROLLBACK, 3 rounds of 3,000).
    */
   readonly #hot: Record<
-    "claim" | "claimOfTypes" | "completeBulk" | "completeBulkHandOn" | "enqueue" | "enqueueMany" | "lockKeys",
+    | "claim"
+    | "claimOfTypes"
+    | "completeBulk"
+    | "completeBulkHandOn"
+    | "completeBulkDelete"
+    | "completeBulkHandOnDelete"
+    | "enqueue"
+    | "enqueueMany"
+    | "lockKeys",
     { readonly name: string; readonly text: string }
   >;
   /** The claims with their limit written in, by "all:<limit>" or "types:<limit>"; see #claimStatement. */
@@ -293,6 +310,8 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       claimOfTypes: namedStatement(this.#sql.claimOfTypes),
       completeBulk: namedStatement(this.#sql.completeBulk),
       completeBulkHandOn: namedStatement(this.#sql.completeBulkHandOn),
+      completeBulkDelete: namedStatement(this.#sql.completeBulkDelete),
+      completeBulkHandOnDelete: namedStatement(this.#sql.completeBulkHandOnDelete),
       enqueue: namedStatement(this.#sql.enqueue),
       enqueueMany: namedStatement(this.#sql.enqueueMany),
       lockKeys: namedStatement(this.#sql.lockKeys),
@@ -585,10 +604,13 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     leases: readonly Lease[];
     audit: boolean;
     handOnKeys: boolean;
+    remove: boolean;
   }): Promise<{ at: Date; completed: LeaseSet }> {
-    const { leases } = params;
+    const { leases, handOnKeys, remove } = params;
+    const hot = this.#hot;
+    const statement = handOnKeys ? (remove ? hot.completeBulkHandOnDelete : hot.completeBulkHandOn) : remove ? hot.completeBulkDelete : hot.completeBulk;
     const query = {
-      ...this.#named(params.handOnKeys ? this.#hot.completeBulkHandOn : this.#hot.completeBulk),
+      ...this.#named(statement),
       values: [this.#now(), ...bulkArrays(leases), params.audit],
     };
     const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number }>(query);
@@ -598,15 +620,15 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return { at, completed };
   }
 
-  async completeOne(params: { tx: PostgresTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Promise<Date | null> {
-    const { tx, lease, savepoint } = params;
+  async completeOne(params: { tx: PostgresTx; lease: Lease; savepoint: SavepointStep; audit: boolean; remove: boolean }): Promise<Date | null> {
+    const { tx, lease, savepoint, remove } = params;
     const id = lease.messageId;
     let done: Date | undefined;
     if (savepoint === "none") {
-      done = (await tx.query<{ now: Date }>(this.#sql.complete, [this.#now(), id, lease.token])).rows[0]?.now;
+      done = (await tx.query<{ now: Date }>(remove ? this.#sql.completeDelete : this.#sql.complete, [this.#now(), id, lease.token])).rows[0]?.now;
     } else {
       // The savepoint (and the release of the previous member's) share one round trip with the guarded update.
-      const results = (await tx.query(this.#sql.completeInSavepoint(savepoint === "next", this.#now(), id, lease.token))) as unknown as pg.QueryResult<{
+      const results = (await tx.query(this.#sql.completeInSavepoint(savepoint === "next", this.#now(), id, lease.token, remove))) as unknown as pg.QueryResult<{
         now_ms: number;
       }>[];
       const row = results.at(-1)?.rows[0];
@@ -939,7 +961,10 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
   readonly #driver: PostgresDriver;
 
   /** Use `PostgresOutboxStore.connect`: it checks the URL and the connection first. */
-  private constructor(driver: PostgresDriver, options: { readonly audit: boolean; readonly tracing: Tracing | undefined }) {
+  private constructor(
+    driver: PostgresDriver,
+    options: { readonly audit: boolean; readonly onComplete: OnComplete | undefined; readonly tracing: Tracing | undefined },
+  ) {
     super(driver, options);
     this.#driver = driver;
   }
@@ -976,7 +1001,7 @@ export class PostgresOutboxStore extends LeasedOutbox<PostgresTx> {
       throw error;
     }
     const driver = new PostgresDriver(opened, { schema, clock: options.clock, applicationName: options.applicationName ?? "wassal", readOnly });
-    return new PostgresOutboxStore(driver, { audit: options.audit ?? false, tracing: options.tracing });
+    return new PostgresOutboxStore(driver, { audit: options.audit ?? false, onComplete: options.onComplete, tracing: options.tracing });
   }
 
   /** The schema holding Wassal's tables. */

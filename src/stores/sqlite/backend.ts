@@ -30,6 +30,7 @@ export const sqliteBackend: StoreBackend = {
       ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
       ...(options.clock === undefined ? {} : { clock: options.clock }),
       ...(options.audit === undefined ? {} : { audit: options.audit }),
+      ...(options.onComplete === undefined ? {} : { onComplete: options.onComplete }),
       ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
       ...(options.readOnly ? { readOnly: true } : {}),
     });

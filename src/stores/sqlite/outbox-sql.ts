@@ -371,11 +371,15 @@ export const SQL = {
              SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
              WHERE id = @id AND lease_token = @token AND status = 'processing'`,
 
+  /** As complete, the row deleted (onComplete "delete"). */
+  completeDelete: `DELETE FROM outbox_messages WHERE id = @id AND lease_token = @token AND status = 'processing'`,
+
   /**
    * The guarded update of many completions without business writes, in one statement: @pairs is a
    * JSON array of [id, token]. Returns the leases it completed; the others were lost.
    */
   // completeBulkHandOn: (none) completeBulk is followed by handOn in the same write-locked transaction, at no round-trip cost
+  // completeBulkHandOnDelete: (none) as completeBulkHandOn
   // completeBulkLock: (none) completeBulk's RETURNING says which leases it completed (MariaDB locks and reads them first)
   completeBulk: `UPDATE outbox_messages
                  SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
@@ -383,6 +387,13 @@ export const SQL = {
                  WHERE outbox_messages.id = done.id AND outbox_messages.lease_token = done.token
                    AND outbox_messages.status = 'processing'
                  RETURNING outbox_messages.id, outbox_messages.lease_token`,
+
+  /** As completeBulk, the rows deleted (onComplete "delete"). */
+  completeBulkDelete: `DELETE FROM outbox_messages
+                       WHERE status = 'processing'
+                         AND id IN (SELECT value ->> 0 FROM json_each(@pairs))
+                         AND (id, lease_token) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@pairs))
+                       RETURNING id, lease_token`,
 
   /** Each completion of a group that carries a business write runs inside one of these. */
   savepoint: "SAVEPOINT wassal_completion",

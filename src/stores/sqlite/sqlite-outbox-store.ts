@@ -38,6 +38,7 @@ import type {
   MessageHolder,
   MessageState,
   MessageStatus,
+  OnComplete,
   MessageText,
   NewMessage,
   OutboxMessage,
@@ -83,6 +84,14 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
   readonly lockWaitMs?: number;
   /** Record every claim, completion, failure and release in the audit table (outbox_audit). */
   readonly audit?: boolean;
+  /**
+   * What a completion does with the message's row: "keep" (the default) leaves it as processed,
+   * the history the dashboard and `outbox` commands show, its dedupe key taken until retention
+   * purges it; "delete" removes it in the same guarded statement, so the table holds only
+   * unfinished and dead messages (the audit trail, when kept, is the history), and a completed
+   * message's dedupe key is free again at once.
+   */
+  readonly onComplete?: OnComplete;
   /** Trace every enqueue and carry its trace context in the message's headers (see otelTracing in "wassal/observability"). */
   readonly tracing?: Tracing;
 }
@@ -428,8 +437,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     leases: readonly Lease[];
     audit: boolean;
     handOnKeys: boolean;
+    remove: boolean;
   }): Promise<{ at: Date; completed: LeaseSet }> {
-    const { leases, audit } = params;
+    const { leases, audit, remove } = params;
     const work = () => {
       const now = this.now();
       const completed = new LeaseSet();
@@ -438,10 +448,13 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         // One lease (a lone completion): the plain guarded update. Through json_each, one row cost
         // 37–106 µs per BEGIN…COMMIT against 21–31 for this statement (5 rounds of 5,000 each,
         // interleaved, a throwaway script), and a worker without group commit paid it per message.
-        if (this.#stmt("complete").run({ id: rowId(only.messageId), token: only.token, now }).changes === 1) completed.add(only.messageId, only.token);
+        if (this.#completeRow(remove, rowId(only.messageId), only.token, now)) completed.add(only.messageId, only.token);
       } else {
         const pairs = `[${leases.map((lease) => `[${lease.messageId},${lease.token}]`).join(",")}]`;
-        const rows = this.#stmt("completeBulk").all({ pairs, now }) as { id: number; lease_token: number }[];
+        const rows = (remove ? this.#stmt("completeBulkDelete").all({ pairs }) : this.#stmt("completeBulk").all({ pairs, now })) as {
+          id: number;
+          lease_token: number;
+        }[];
         for (const row of rows) completed.add(String(row.id), row.lease_token);
       }
       if (audit) {
@@ -463,14 +476,19 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   /** Synchronous: better-sqlite3 runs it at once, and the protocol awaits nothing inside the write lock. */
-  completeOne(params: { tx: SqliteTx; lease: Lease; savepoint: SavepointStep; audit: boolean }): Date | null {
+  /** The guarded completion of one row, kept as processed or deleted: whether it was the lease's. */
+  #completeRow(remove: boolean, id: number | bigint, token: number, now: number): boolean {
+    return (remove ? this.#stmt("completeDelete").run({ id, token }) : this.#stmt("complete").run({ id, token, now })).changes === 1;
+  }
+
+  completeOne(params: { tx: SqliteTx; lease: Lease; savepoint: SavepointStep; audit: boolean; remove: boolean }): Date | null {
     const { lease, savepoint, audit } = params;
     // Prepared statements: exec() would parse the SQL each time.
     if (savepoint === "next") this.#stmt("releaseSavepoint").run();
     if (savepoint !== "none") this.#stmt("savepoint").run();
     const now = this.now();
     const id = rowId(lease.messageId);
-    if (this.#stmt("complete").run({ id, token: lease.token, now }).changes !== 1) return null;
+    if (!this.#completeRow(params.remove, id, lease.token, now)) return null;
     this.#audit(audit, id, lease.token, lease.owner, "complete", now);
     return new Date(now);
   }
