@@ -3,7 +3,7 @@
 // and the same claimable range (status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now), so
 // both use the partial index: SQLite does not infer that status = 'pending' implies the index's
 // condition, and a loop written that way scans the table at every claim.
-//   node bench/.build/raw-child.js <db> <schema> <synchronous> <batch> [bare|guarded]
+//   node bench/.build/raw-child.js <db> <schema> <synchronous> <batch> [bare|guarded|guarded-delete]
 //
 // bare (the default): the claim returns only the ids, the completion checks only the status.
 // guarded: the work the protocol itself requires, with no library around it. The claim returns
@@ -16,7 +16,8 @@
 // (the guarded loop reading the handler's columns there), then one UPDATE of their ids; the
 // guarded completion is one UPDATE matching the (id, token) pairs, its affected rows the count.
 // The gap between the two loops is the protocol's own cost; the gap from guarded to Wassal is the
-// library's.
+// library's. guarded-delete: as guarded, the guarded completion deleting the rows (Wassal's
+// onComplete "delete").
 
 import Database from "better-sqlite3";
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
@@ -26,8 +27,10 @@ import { mariadbConnection } from "./mariadb.js";
 import { MARIADB_RAW, rawClaimSql, rawGuardedCompleteSql } from "./raw-sql.js";
 
 const [db, schema, synchronous, batchText, mode = "bare"] = process.argv.slice(2);
-if (!db || !schema || (mode !== "bare" && mode !== "guarded")) throw new Error("usage: raw-child <db> <schema> <synchronous> <batch> [bare|guarded]");
-const guarded = mode === "guarded";
+if (!db || !schema || (mode !== "bare" && mode !== "guarded" && mode !== "guarded-delete"))
+  throw new Error("usage: raw-child <db> <schema> <synchronous> <batch> [bare|guarded|guarded-delete]");
+const guarded = mode !== "bare";
+const remove = mode === "guarded-delete";
 const batch = Number(batchText);
 let processed = 0;
 
@@ -42,7 +45,7 @@ if (db.startsWith("postgres")) {
     const { rows } = await client.query<{ id: string; lease_token: number }>(claim, [batch]);
     if (rows.length === 0) break;
     if (guarded) {
-      const done = await client.query<{ id: string }>(rawGuardedCompleteSql(schema), [rows.map((r) => r.id), rows.map((r) => r.lease_token)]);
+      const done = await client.query<{ id: string }>(rawGuardedCompleteSql(schema, remove), [rows.map((r) => r.id), rows.map((r) => r.lease_token)]);
       if (done.rows.length !== rows.length) throw new Error(`raw-child: ${rows.length - done.rows.length} of ${rows.length} leases lost`);
     } else {
       await client.query(
@@ -78,7 +81,10 @@ if (db.startsWith("postgres")) {
         headers: r.headers ? (JSON.parse(r.headers) as unknown) : null,
         lease_token: r.lease_token + 1,
       }));
-      const [done] = await connection.query<ResultSetHeader>(MARIADB_RAW.completeGuarded, [Date.now(), ids, leases.map((l) => [l.id, l.lease_token])]);
+      const pairs = leases.map((l) => [l.id, l.lease_token]);
+      const [done] = remove
+        ? await connection.query<ResultSetHeader>(MARIADB_RAW.completeGuardedDelete, [ids, pairs])
+        : await connection.query<ResultSetHeader>(MARIADB_RAW.completeGuarded, [Date.now(), ids, pairs]);
       if (done.affectedRows !== rows.length) throw new Error(`raw-child: ${rows.length - done.affectedRows} of ${rows.length} leases lost`);
     } else {
       await connection.query(MARIADB_RAW.complete, [Date.now(), ids]);
@@ -97,7 +103,10 @@ if (db.startsWith("postgres")) {
                  ORDER BY available_at, id LIMIT @batch) RETURNING ${returning}`);
   const complete = sqlite.prepare(`UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL
     WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'processing'`);
-  const completeGuarded = sqlite.prepare(`UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
+  const completeGuarded = remove
+    ? sqlite.prepare(`DELETE FROM outbox_messages WHERE status = 'processing' AND id IN (SELECT value ->> 0 FROM json_each(@pairs))
+        AND (id, lease_token) IN (SELECT value ->> 0, value ->> 1 FROM json_each(@pairs)) RETURNING id`)
+    : sqlite.prepare(`UPDATE outbox_messages SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL
     FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(@pairs)) AS done
     WHERE outbox_messages.id = done.id AND outbox_messages.lease_token = done.token AND outbox_messages.status = 'processing'
     RETURNING outbox_messages.id`);
@@ -107,7 +116,9 @@ if (db.startsWith("postgres")) {
   const parsed = (rows: Claimed[]) =>
     rows.map((r) => ({ ...r, payload: JSON.parse(r.payload) as unknown, headers: r.headers === null ? null : (JSON.parse(r.headers) as unknown) }));
   const completeTx = sqlite.transaction((ids: number[]) => complete.run({ now: Date.now(), ids: JSON.stringify(ids) }));
-  const completeGuardedTx = sqlite.transaction((pairs: [number, number][]) => completeGuarded.all({ now: Date.now(), pairs: JSON.stringify(pairs) }).length);
+  const completeGuardedTx = sqlite.transaction(
+    (pairs: [number, number][]) => completeGuarded.all(remove ? { pairs: JSON.stringify(pairs) } : { now: Date.now(), pairs: JSON.stringify(pairs) }).length,
+  );
   for (;;) {
     const claimed = claimTx.immediate(Date.now());
     if (claimed.length === 0) break;

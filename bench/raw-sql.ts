@@ -16,10 +16,14 @@ export function rawClaimSql(schema: string, guarded: boolean): string {
        FROM c WHERE m.id = c.id RETURNING ${returning}`;
 }
 
-/** $1 ids, $2 lease tokens: the guarded completion of a batch, returning the ids it completed. */
-export function rawGuardedCompleteSql(schema: string): string {
-  return `UPDATE ${schema}.outbox_messages m SET status = 'processed', processed_at = now(), locked_until = NULL, last_error = NULL
-         FROM unnest($1::bigint[], $2::int[]) AS w(id, token)
+/** $1 ids, $2 lease tokens: the guarded completion of a batch, returning the ids it completed; `remove`: the rows deleted. */
+export function rawGuardedCompleteSql(schema: string, remove = false): string {
+  return `${
+    remove
+      ? `DELETE FROM ${schema}.outbox_messages m USING unnest($1::bigint[], $2::int[]) AS w(id, token)`
+      : `UPDATE ${schema}.outbox_messages m SET status = 'processed', processed_at = now(), locked_until = NULL, last_error = NULL
+         FROM unnest($1::bigint[], $2::int[]) AS w(id, token)`
+  }
          WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing' RETURNING m.id`;
 }
 
@@ -49,6 +53,8 @@ export const MARIADB_RAW = {
   /** Params: now, ids, (id, token) pairs (arrays, expanded). One statement; its affected rows are the leases it completed. */
   completeGuarded: `UPDATE outbox_messages SET status = 'processed', processed_at = ?, locked_until = NULL, last_error = NULL
       WHERE id IN (?) AND (id, lease_token) IN (?) AND status = 'processing'`,
+  /** Params: ids, (id, token) pairs (arrays, expanded). As completeGuarded, the rows deleted. */
+  completeGuardedDelete: "DELETE FROM outbox_messages WHERE id IN (?) AND (id, lease_token) IN (?) AND status = 'processing'",
   /** Each connection's session, as the MariaDB store sets its own: READ COMMITTED, UTC. */
   session: "SET SESSION tx_isolation = 'READ-COMMITTED', SESSION time_zone = '+00:00'",
 } as const;

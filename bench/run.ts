@@ -131,6 +131,8 @@ interface Config {
   readonly messages?: number;
   /** Raw only: the equal-work loop (the handler's columns returned, completion guarded by the lease token); see raw-child.ts. */
   readonly guarded?: boolean;
+  /** Wassal and the guarded raw loop: a completion deletes the row (onComplete "delete") instead of marking it processed. */
+  readonly deleteOnComplete?: boolean;
   /** Wassal only: the real payments reconciliation handler instead of a no-op. */
   readonly payments?: boolean;
   /** Wassal only: the messages spread over this many ordering keys (absent: no keys). */
@@ -249,8 +251,10 @@ const systemName = (c: Config) =>
       : c.groupCommit === false
         ? `${c.system} (no group commit)`
         : c.guarded
-          ? `${c.system} (equal work: handler's columns, lease-token guard)`
-          : c.system;
+          ? `${c.system} (equal work: handler's columns, lease-token guard${c.deleteOnComplete ? ", delete on complete" : ""})`
+          : c.deleteOnComplete
+            ? `${c.system} (delete on complete)`
+            : c.system;
 const shortName = (c: Config) =>
   c.payments
     ? "wassal-payments"
@@ -259,8 +263,12 @@ const shortName = (c: Config) =>
       : c.keys !== undefined
         ? `wassal-keys-${c.keys}`
         : c.guarded
-          ? "raw-guarded"
-          : c.system;
+          ? c.deleteOnComplete
+            ? "raw-guarded-del"
+            : "raw-guarded"
+          : c.deleteOnComplete
+            ? "wassal-delete"
+            : c.system;
 const label = (c: Config) => `${shortName(c).padEnd(15)} ${c.store.padEnd(13)} procs ${c.processes} batch ${String(c.batch).padStart(3)}`;
 
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
@@ -627,11 +635,17 @@ async function runOnce(
                 config.groupCommit === false || config.batch === 1 ? "off" : String(config.batch),
                 String(connections),
                 config.keys === undefined ? "-" : "keyed",
+                config.deleteOnComplete ? "delete" : "keep",
               ],
               config.processes,
               server,
             )
-          : await race("raw-child.js", [db, schema, synchronous, String(config.batch), config.guarded ? "guarded" : "bare"], config.processes, server);
+          : await race(
+              "raw-child.js",
+              [db, schema, synchronous, String(config.batch), config.guarded ? (config.deleteOnComplete ? "guarded-delete" : "guarded") : "bare"],
+              config.processes,
+              server,
+            );
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}; ${await leftBehind(db, schema)}`);
     if (config.payments) await verifyPayments(db, schema, settings.messages);
@@ -791,6 +805,10 @@ async function main(): Promise<void> {
           { system: "wassal", store, processes, batch: WIDE_BATCH, section },
           { system: "raw", store, processes, batch: 100, section },
           { system: "raw", store, processes, batch: 100, guarded: true, section },
+          // onComplete "delete": the completion deletes the row; against the guarded raw loop's delete form.
+          { system: "wassal", store, processes, batch: BATCH, deleteOnComplete: true, section },
+          { system: "wassal", store, processes, batch: WIDE_BATCH, deleteOnComplete: true, section },
+          { system: "raw", store, processes, batch: 100, guarded: true, deleteOnComplete: true, section },
         );
         // What group commit is worth: the same batch with every completion committed on its own.
         if (processes === 1)
@@ -942,7 +960,8 @@ async function main(): Promise<void> {
         r.config.store === store &&
         r.config.processes === processes &&
         r.config.batch === batch &&
-        r.config.groupCommit !== false,
+        r.config.groupCommit !== false &&
+        !r.config.deleteOnComplete,
     );
   const wassalBest = (store: string, processes: number, batch = BATCH) => wassalBestRow(store, processes, batch)?.throughput.median ?? 0;
   /** The payments section's no-op row, same store, processes and messages: what a payments row is compared with. */

@@ -1,22 +1,24 @@
 // One benchmark worker process: waits for "go" on stdin, runs a Wassal Worker with a no-op
 // handler until its claims find nothing, then prints what it did.
-//   node bench/.build/worker-child.js <db> <schema> <synchronous> <concurrency> <groupCommit> <connections> <keyed>
+//   node bench/.build/worker-child.js <db> <schema> <synchronous> <concurrency> <groupCommit> <connections> <keyed> <onComplete>
 // <groupCommit>: "off", or the largest group (groupCommit.maxBatch).
 // <connections>: the PostgreSQL pool's size (the server allows 100 connections, shared by all children).
 // <keyed>: "keyed" when the messages have ordering keys (see below), "-" when not.
+// <onComplete>: "keep" (the default) or "delete" (a completion deletes the row).
 
 import { Worker } from "wassal";
 import { openOutbox } from "wassal/lab";
 import { readyThenGo, report, writeLockSince } from "./child-report.js";
 
-const [db, schema, synchronous, concurrencyText, group, connectionsText, keyed] = process.argv.slice(2);
-if (!db || (keyed !== "keyed" && keyed !== "-") || (group !== "off" && !(Number(group) >= 1))) {
-  throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit> <connections> <keyed|->");
+const [db, schema, synchronous, concurrencyText, group, connectionsText, keyed, onComplete = "keep"] = process.argv.slice(2);
+if (!db || (keyed !== "keyed" && keyed !== "-") || (group !== "off" && !(Number(group) >= 1)) || (onComplete !== "keep" && onComplete !== "delete")) {
+  throw new Error("usage: worker-child <db> <schema> <synchronous> <concurrency> <groupCommit> <connections> <keyed|-> [keep|delete]");
 }
 const outbox = await openOutbox(db, {
   ...(schema && schema !== "-" ? { schema } : {}),
   synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
   maxConnections: Math.max(2, Math.min(Number(concurrencyText), Number(connectionsText ?? 10))),
+  onComplete,
 });
 let processed = 0;
 const worker = new Worker({
