@@ -3,7 +3,6 @@ import { RequireTestsRan } from "./test/support/require-tests-ran.js";
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     // Real databases and real processes: give slow machines room, never sleep in tests instead.
     testTimeout: 60_000,
     hookTimeout: 60_000,
@@ -17,5 +16,21 @@ export default defineConfig({
     // name filter or selection leaving every test skipped (RequireTestsRan).
     passWithNoTests: false,
     reporters: ["default", new RequireTestsRan()],
+    projects: [
+      // Everything, with stores that keep a completed message as a processed row (the default).
+      { extends: true, test: { name: "wassal", include: ["test/**/*.test.ts"] } },
+      // The conformance suite and the model test again, with stores that delete a message's row
+      // on completion (onComplete "delete"): the same protocol must hold in both modes.
+      {
+        extends: true,
+        test: {
+          name: "delete-on-complete",
+          include: ["test/conformance/**/*.test.ts", "test/model/**/*.test.ts"],
+          // Already tests both modes side by side.
+          exclude: ["test/conformance/on-complete.test.ts"],
+          env: { WASSAL_TEST_ON_COMPLETE: "delete" },
+        },
+      },
+    ],
   },
 });

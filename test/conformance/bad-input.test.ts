@@ -8,7 +8,7 @@ import { InvalidArgumentError, UnsupportedPayloadError } from "../../src/outbox/
 import { MAX_PAYLOAD_DEPTH } from "../../src/outbox/payload.js";
 import type { ClaimOptions, JsonValue, Lease, RetryDecision } from "../../src/outbox/types.js";
 import { MAX_RETRY_DELAY_MS } from "../../src/outbox/validate.js";
-import { claimNext, describeEachStore, enqueueMessage, enqueueMessages, mustGet, useStoreHarness } from "./stores.js";
+import { claimNext, describeEachStore, enqueueMessage, enqueueMessages, finishedStatus, mustGet, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
 
@@ -227,7 +227,7 @@ describeEachStore("redrive of ids that are not dead", (factory) => {
       moved: 1,
       notMoved: [
         { messageId: processing!.id, status: "processing" },
-        { messageId: processed!.id, status: "processed" },
+        { messageId: processed!.id, status: finishedStatus(factory) },
         { messageId: pending!.id, status: "pending" },
         { messageId: "9223372036854775807", status: "missing" },
       ],

@@ -4,7 +4,7 @@
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import type { ClaimOptions, Lease } from "../../src/outbox/types.js";
-import { at, claimNext, enqueueMessage, enqueueMessages, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { at, claimNext, describeEachStore, enqueueMessage, enqueueMessages, finishedStatus, mustGet, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -247,7 +247,7 @@ describeEachStore("exclusive, expiring leases", (factory) => {
     expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toEqual({
       outcome: "not-claimable",
       messageId: message.id,
-      status: "processed",
+      status: finishedStatus(factory),
     });
   });
 

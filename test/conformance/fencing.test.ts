@@ -8,7 +8,7 @@ import type { OutboxStore } from "../../src/outbox/store.js";
 import type { Lease, OutboxMessage } from "../../src/outbox/types.js";
 import { assertHeld } from "../../src/outbox/validate.js";
 import type { ManualClock } from "../../src/outbox/clock.js";
-import { claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { claimNext, describeEachStore, enqueueMessage, expectFinished, finishedHolder, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 10_000;
 const OWNER = "worker-1";
@@ -72,7 +72,7 @@ describeEachStore("fencing by lease token", (factory) => {
     expect(result).toEqual({ outcome: "completed", messageId: message.id, processedAt: clock.now() });
     expect(await harness.countBusinessRows("fresh-result")).toBe(1);
     expect(await harness.countBusinessRows("stale-result")).toBe(0);
-    expect(await mustGet(store, message.id)).toMatchObject({ status: "processed", lockedBy: OWNER, leaseToken: 2, attempts: 2, processedAt: clock.now() });
+    await expectFinished(store, factory, message.id, { lockedBy: OWNER, leaseToken: 2, attempts: 2, processedAt: clock.now() });
   });
 
   it("turns the lost result into a LeaseLostError with assertHeld, and passes a held result through", async () => {
@@ -140,11 +140,11 @@ describeEachStore("fencing by lease token", (factory) => {
     await store.complete(fresh, (tx) => harness.businessWrite(tx, "fresh-result"));
     const finalize = vi.fn(async (tx: unknown) => harness.businessWrite(tx, "stale-result"));
 
-    expect(await store.complete(stale, finalize)).toMatchObject({ outcome: "lease-lost", current: { status: "processed", leaseToken: 2 } });
+    expect(await store.complete(stale, finalize)).toMatchObject({ outcome: "lease-lost", current: finishedHolder(factory, { leaseToken: 2 }) });
     expect(finalize).not.toHaveBeenCalled();
     expect(await harness.countBusinessRows("stale-result")).toBe(0);
     expect(await harness.countBusinessRows("fresh-result")).toBe(1);
-    expect((await mustGet(store, message.id)).status).toBe("processed");
+    await expectFinished(store, factory, message.id);
   });
 
   it("refuses a lease token that was never issued", async () => {
@@ -167,6 +167,6 @@ describeEachStore("fencing by lease token", (factory) => {
 
     expect((await store.complete(lease, (tx) => harness.businessWrite(tx, "late"))).outcome).toBe("completed");
     expect(await harness.countBusinessRows("late")).toBe(1);
-    expect((await mustGet(store, message.id)).status).toBe("processed");
+    await expectFinished(store, factory, message.id);
   });
 });

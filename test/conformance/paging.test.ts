@@ -5,7 +5,7 @@
 import { expect, it } from "vitest";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { MessagePage } from "../../src/outbox/types.js";
-import { claimNext, describeEachStore, enqueueMessage, useStoreHarness } from "./stores.js";
+import { claimNext, describeEachStore, enqueueMessage, useStoreHarness, whenKept } from "./stores.js";
 
 const ids = (page: MessagePage) => page.messages.map((m) => m.id);
 
@@ -71,10 +71,17 @@ describeEachStore("pageMessages: a filtered list, paged by a keyset cursor", (fa
     const lease = await claimNext(store, "w", 1_000);
     await store.complete(lease);
     const running = await claimNext(store, "w", 1_000);
+    // In delete mode the completed message (the first order) has no row left to list.
+    const listed = (messageIds: string[]) =>
+      whenKept(
+        factory,
+        messageIds,
+        messageIds.filter((id) => id !== lease.messageId),
+      );
     const byType = await store.pageMessages({ type: "order.placed" });
-    expect(ids(byType)).toEqual([...plain, ...orders].sort((a, b) => Number(b) - Number(a)));
+    expect(ids(byType)).toEqual(listed([...plain, ...orders].sort((a, b) => Number(b) - Number(a))));
     expect(ids(await store.pageMessages({ key: "customer-2" }))).toEqual([...refunds].reverse());
-    expect(ids(await store.pageMessages({ status: "processed" }))).toEqual([lease.messageId]);
+    expect(ids(await store.pageMessages({ status: "processed" }))).toEqual(listed([lease.messageId]));
     expect(ids(await store.pageMessages({ status: "processing" }))).toEqual([running.messageId]);
     const pending = await store.pageMessages({ status: "pending", type: "order.placed", key: "customer-1", order: "oldest" });
     expect(pending.messages.every((m) => m.status === "pending" && m.type === "order.placed" && m.key === "customer-1")).toBe(true);

@@ -2,7 +2,7 @@
 
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
-import { at, claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
+import { at, claimNext, describeEachStore, enqueueMessage, expectFinished, finishedHolder, mustGet, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
 
@@ -46,7 +46,7 @@ describeEachStore("renewing leases", (factory) => {
 
     expect((await store.complete(lease, (tx) => harness.businessWrite(tx, "done"))).outcome).toBe("completed");
     expect(await harness.countBusinessRows("done")).toBe(1);
-    expect((await mustGet(store, message.id)).status).toBe("processed");
+    await expectFinished(store, factory, message.id);
   });
 
   it("returns lease-lost for a lease another owner has reclaimed, and changes nothing", async () => {
@@ -76,10 +76,11 @@ describeEachStore("renewing leases", (factory) => {
     const message = await enqueueMessage(store);
     const lease = await claimNext(store, "worker-a", LEASE_MS);
     await store.complete(lease);
-    const before = await mustGet(store, message.id);
+    await expectFinished(store, factory, message.id);
+    const before = await store.getMessage(message.id); // undefined once deleted: the renew must not bring it back
 
     const result = await store.renew(lease, LEASE_MS);
-    expect(result).toMatchObject({ outcome: "lease-lost", messageId: message.id, token: 1, current: { status: "processed", leaseToken: 1 } });
+    expect(result).toMatchObject({ outcome: "lease-lost", messageId: message.id, token: 1, current: finishedHolder(factory, { leaseToken: 1 }) });
     expect(await store.getMessage(message.id)).toEqual(before);
   });
 

@@ -18,7 +18,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
-import type { ForeignTransaction, JsonValue, Lease, NewMessage, OnComplete, OutboxMessage } from "../../src/outbox/types.js";
+import type { ForeignTransaction, JsonValue, Lease, MessageHolder, NewMessage, OnComplete, OutboxMessage } from "../../src/outbox/types.js";
 import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
 import pg from "pg";
@@ -78,7 +78,7 @@ export interface StoreFactory {
 type HarnessOptions = { readonly onComplete: OnComplete };
 
 const sqliteFactory = (options: HarnessOptions): StoreFactory => ({
-  name: factoryName("sqlite", options),
+  name: "sqlite",
   onComplete: options.onComplete,
   async create(clock: ManualClock): Promise<StoreHarness<SqliteTx>> {
     const dir = mkdtempSync(join(tmpdir(), "wassal-conformance-"));
@@ -148,7 +148,7 @@ const sqliteFactory = (options: HarnessOptions): StoreFactory => ({
 });
 
 const postgresFactory = (options: HarnessOptions): StoreFactory => ({
-  name: factoryName("postgres", options),
+  name: "postgres",
   onComplete: options.onComplete,
   available: postgresAvailable,
   async create(clock: ManualClock): Promise<StoreHarness<PostgresTx>> {
@@ -224,7 +224,7 @@ const postgresFactory = (options: HarnessOptions): StoreFactory => ({
 });
 
 const mariadbFactory = (options: HarnessOptions): StoreFactory => ({
-  name: factoryName("mariadb", options),
+  name: "mariadb",
   onComplete: options.onComplete,
   available: mariadbAvailable,
   async create(clock: ManualClock): Promise<StoreHarness<MariaDbTx>> {
@@ -300,17 +300,19 @@ const mariadbFactory = (options: HarnessOptions): StoreFactory => ({
 });
 
 /** Every store the suite knows. */
-export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory, mariadbFactory].map((factory) => factory({ onComplete: "keep" }));
+export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory, mariadbFactory].map((factory) =>
+  factory({ onComplete: process.env.WASSAL_TEST_ON_COMPLETE === "delete" ? "delete" : "keep" }),
+);
 
-/** A factory's name: the store's kind, and the completion mode when it is not the default. */
-function factoryName(kind: string, options: HarnessOptions): string {
-  return options.onComplete === "keep" ? kind : `${kind}, onComplete ${options.onComplete}`;
+/** How a describe names a factory's stores: the kind, and the completion mode when it deletes. */
+function storeTitle(factory: StoreFactory): string {
+  return factory.onComplete === "keep" ? `${factory.name} store` : `${factory.name} store, onComplete ${factory.onComplete}`;
 }
 
 const DELETING: Readonly<Record<string, StoreFactory>> = Object.fromEntries(
   [sqliteFactory, postgresFactory, mariadbFactory].map((factory) => {
     const deleting = factory({ onComplete: "delete" });
-    return [deleting.name.split(",")[0], deleting];
+    return [deleting.name, deleting];
   }),
 );
 
@@ -323,7 +325,7 @@ export const storeFactories: StoreFactory[] = await selectRunnable("WASSAL_TEST_
 /** Declares the same describe block once per selected store, titled "<store> store: <title>". */
 export function describeEachStore(title: string, body: (factory: StoreFactory) => void): void {
   for (const factory of storeFactories) {
-    describe(`${factory.name} store: ${title}`, () => body(factory));
+    describe(`${storeTitle(factory)}: ${title}`, () => body(factory));
   }
 }
 
@@ -331,7 +333,7 @@ export function describeEachStore(title: string, body: (factory: StoreFactory) =
 export function describeEachStoreDeleting(title: string, body: (factory: StoreFactory) => void): void {
   for (const keeping of storeFactories) {
     const factory = DELETING[keeping.name] as StoreFactory;
-    describe(`${factory.name} store: ${title}`, () => body(factory));
+    describe(`${storeTitle(factory)}: ${title}`, () => body(factory));
   }
 }
 
@@ -429,4 +431,37 @@ export async function drain(store: OutboxStore<unknown>, leaseMs = 1_000): Promi
     await store.completeMany(leases.map((lease) => ({ lease })));
   }
   return seen;
+}
+
+// A completed message in either completion mode. With onComplete "keep" its row stays, status
+// "processed"; with "delete" the row is gone, and everything that would have shown the processed
+// row shows nothing instead. These helpers let one test check either mode: in keep mode exactly
+// what it checked before, in delete mode the row's absence.
+
+/** `kept` when the factory's stores keep completed messages as processed rows, `deleted` when they delete them. */
+export function whenKept<T>(factory: StoreFactory, kept: T, deleted: T): T {
+  return factory.onComplete === "keep" ? kept : deleted;
+}
+
+/**
+ * Expects a completed message to be finished for good: in keep mode its row is there, processed,
+ * and matches `kept` (more fields of the processed row); in delete mode its row is gone.
+ */
+export async function expectFinished(store: OutboxStore<unknown>, factory: StoreFactory, messageId: string, kept: Partial<OutboxMessage> = {}): Promise<void> {
+  const message = await store.getMessage(messageId);
+  if (factory.onComplete === "keep") expect(message, `message ${messageId} expected to be kept as processed`).toMatchObject({ status: "processed", ...kept });
+  else expect(message, `message ${messageId} expected to be deleted by its completion`).toBeUndefined();
+}
+
+/**
+ * What a refused (lease-lost) operation names as the current holder of a completed message: the
+ * processed row matching `holder` in keep mode, null in delete mode (no row holds it any more).
+ */
+export function finishedHolder(factory: StoreFactory, holder: Partial<MessageHolder> = {}): Partial<MessageHolder> | null {
+  return whenKept(factory, { status: "processed", ...holder }, null);
+}
+
+/** The status claimMessage and redrive report for a completed message: "processed", or "missing" once its row is deleted. */
+export function finishedStatus(factory: StoreFactory): "processed" | "missing" {
+  return whenKept(factory, "processed", "missing");
 }
