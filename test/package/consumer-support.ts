@@ -17,8 +17,18 @@ export const devVersion = (name: string): string => {
   return manifest.version;
 };
 
-export function run(command: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> = {}): string {
-  const result = spawnSync(command, args, { cwd, env: childEnv(env), encoding: "utf8", timeout: 240_000 });
+/**
+ * Runs `command` to its end and returns its output; throws with its output when it fails, and says
+ * so when it ran out of time (`timeoutMs`, 4 minutes unless given).
+ */
+export function run(command: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> = {}, timeoutMs = 240_000): string {
+  const started = Date.now();
+  const result = spawnSync(command, args, { cwd, env: childEnv(env), encoding: "utf8", timeout: timeoutMs });
+  const timedOut = (result.error as NodeJS.ErrnoException | undefined)?.code === "ETIMEDOUT";
+  if (timedOut)
+    throw new Error(
+      `${command} ${args.join(" ")} was stopped after ${Math.round((Date.now() - started) / 1000)} s, its time limit:\n${result.stdout}\n${result.stderr}`,
+    );
   if (result.status !== 0) throw new Error(`${command} ${args.join(" ")} exited ${result.status}:\n${result.stdout}\n${result.stderr}`);
   return result.stdout;
 }
@@ -74,7 +84,8 @@ export function installOnce(dir: string, pkg: string, env: Readonly<Record<strin
   rmSync(building, { recursive: true, force: true });
   mkdirSync(building, { recursive: true });
   writeFileSync(join(building, "package.json"), JSON.stringify({ name: "cache", private: true, allowScripts: { "better-sqlite3": true } }));
-  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", pkg], building, env);
+  // A native build for another Node (better-sqlite3 from source) takes about 100 s alone on 2 cores, 4 minutes and more on a busy machine.
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", pkg], building, env, 540_000);
   writeFileSync(join(building, "done"), "");
   rmSync(dir, { recursive: true, force: true });
   renameSync(building, dir);
