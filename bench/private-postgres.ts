@@ -1,4 +1,4 @@
-// A private PostgreSQL cluster for the relay section's "postgres-autovacuum" store: the shared
+// A private PostgreSQL cluster for the "postgres-autovacuum" store (throughput, payments, relay): the shared
 // server the bench uses runs with autovacuum off (so that nothing analyzes a table during a run),
 // which no production server does. This one is PostgreSQL's defaults with autovacuum on: initdb
 // into a temporary directory (trust authentication, as the postgres user when the bench runs as

@@ -142,10 +142,15 @@ interface Config {
 }
 
 /**
- * A private PostgreSQL cluster with autovacuum on, started for the relay section and removed after
- * it (private-postgres.ts); the other sections leave it out.
+ * A private PostgreSQL cluster with autovacuum on and PostgreSQL's default settings, a server as
+ * production runs one (private-postgres.ts): started before the first run that uses it and removed
+ * at the end. The throughput, payments and relay sections measure it; the others leave it out.
  */
 const PRIVATE_STORE = "postgres-autovacuum";
+/** The sections that measure the private cluster. */
+const PRIVATE_SECTIONS: readonly string[] = ["throughput", "payments", "relay"];
+/** Whether a store is a PostgreSQL server, the shared one or the private cluster. */
+const isPostgresStore = (store: string) => store === "postgres" || store === PRIVATE_STORE;
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", "mariadb", PRIVATE_STORE] as const;
 /** The sections the mariadb store is measured in (scale and the relay write or read PostgreSQL's or SQLite's tables themselves; the dashboard's run is not yet checked on it). */
 const MARIADB_SECTIONS: readonly string[] = ["throughput", "payments", "keys", "enqueue", "latency"];
@@ -355,6 +360,13 @@ async function inParallel(total: number, parallel: number, work: (n: number) => 
  * through PaymentsService.create (one transaction per payment, as an application would).
  * Seeding is untimed; on PostgreSQL a few transactions run at once to shorten it.
  */
+/** The URL of a PostgreSQL store: the shared server's, or the private cluster's once started. */
+function postgresUrlOf(store: string, settings: Settings): string {
+  const url = store === "postgres" ? settings.postgresUrl : settings.privatePostgres?.url;
+  if (url === undefined) throw new Error(`${store}: the private cluster is not running`);
+  return url;
+}
+
 async function prepare(
   store: string,
   settings: Settings,
@@ -367,16 +379,14 @@ async function prepare(
   let dropDatabase: (() => Promise<void>) | undefined;
   if (store === "mariadb") {
     ({ db, drop: dropDatabase } = await mariadbScratch(settings.mariadbUrl));
-  } else if (store === "postgres" || store === PRIVATE_STORE) {
-    const url = store === "postgres" ? settings.postgresUrl : settings.privatePostgres?.url;
-    if (url === undefined) throw new Error(`${store}: the private cluster is not running`);
-    db = url;
+  } else if (isPostgresStore(store)) {
+    db = postgresUrlOf(store, settings);
     schema = `wassal_bench_${randomBytes(4).toString("hex")}`;
   } else {
     dir = mkdtempSync(join(tmpdir(), "wassal-bench-"));
     db = join(dir, "bench.db");
   }
-  const parallel = store === "postgres" || store === "mariadb" ? (content === "payments" ? 8 : 4) : 1;
+  const parallel = isPostgresStore(store) || store === "mariadb" ? (content === "payments" ? 8 : 4) : 1;
   let outbox: Awaited<ReturnType<typeof openLabOutbox>>;
   try {
     outbox = await openLabOutbox(db, { ...(schema !== "-" ? { schema } : {}), synchronous: "NORMAL", maxConnections: parallel });
@@ -596,27 +606,28 @@ type CpuPerMessage = RunCpu & { lockBeforeCommitUs: number | null; lockBusy: num
 async function runOnce(
   config: Config,
   all: Settings,
-  postmaster: number | null,
+  postmasters: ReadonlyMap<string, number | null>,
   mariadbd: number | null,
 ): Promise<{ rate: number; maxRssMb: number; cpu: CpuPerMessage }> {
   const system = config.system;
   const settings = { ...all, messages: config.messages ?? all.messages };
   const { db, schema, cleanup } = isPeer(system)
-    ? await preparePeer(system, settings.messages, settings.postgresUrl)
+    ? await preparePeer(system, settings.messages, postgresUrlOf(config.store, settings))
     : await prepare(config.store, settings, config.payments ? "payments" : "noop", config.keys);
-  if (config.store === "postgres") await analyze(settings.postgresUrl);
+  // Both servers alike (the private one's autovacuum would analyze the seeded table within a minute).
+  if (isPostgresStore(config.store)) await analyze(postgresUrlOf(config.store, settings));
+  const postmaster = postmasters.get(config.store) ?? null;
   try {
     if (config.store === "mariadb") await analyzeMariaDb(db);
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
-    const connections =
-      config.store === "postgres"
-        ? Math.floor(PG_CONNECTIONS / config.processes)
-        : config.store === "mariadb"
-          ? Math.floor(MARIADB_CONNECTIONS / config.processes)
-          : 2;
+    const connections = isPostgresStore(config.store)
+      ? Math.floor(PG_CONNECTIONS / config.processes)
+      : config.store === "mariadb"
+        ? Math.floor(MARIADB_CONNECTIONS / config.processes)
+        : 2;
     const server =
-      config.store === "postgres" && postmaster !== null
-        ? { postmaster, url: settings.postgresUrl }
+      isPostgresStore(config.store) && postmaster !== null
+        ? { postmaster, url: postgresUrlOf(config.store, settings) }
         : config.store === "mariadb" && mariadbd !== null
           ? { mariadbd }
           : null;
@@ -694,7 +705,7 @@ async function main(): Promise<void> {
     .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
     .option(
       "--stores <list>",
-      `comma-separated: ${STORES.join(", ")} (${PRIVATE_STORE}: a private PostgreSQL cluster with autovacuum on, started by the bench for the relay section alone and removed after it; the relay section leaves out sqlite-FULL)`,
+      `comma-separated: ${STORES.join(", ")} (${PRIVATE_STORE}: a private PostgreSQL cluster with autovacuum on and default settings, started by the bench and removed at its end, measured in the ${PRIVATE_SECTIONS.join(", ")} sections; the relay section leaves out sqlite-FULL)`,
       listOf("--stores", STORES),
       [...STORES],
     )
@@ -784,15 +795,36 @@ async function main(): Promise<void> {
       if (without.length > 0) process.stderr.write(`bench: the ${without.join(", ")} section(s) do not measure MariaDB yet; they leave it out\n`);
     }
   }
-  if (settings.stores.includes(PRIVATE_STORE) && !run("relay")) {
+  if (settings.stores.includes(PRIVATE_STORE) && !PRIVATE_SECTIONS.some((section) => options.sections.includes(section))) {
     if (program.getOptionValueSource("stores") === "cli")
-      process.stderr.write(`bench: ${PRIVATE_STORE} is measured in the relay section only, which --sections leaves out; leaving it out\n`);
+      process.stderr.write(`bench: ${PRIVATE_STORE} is measured in the ${PRIVATE_SECTIONS.join(", ")} sections, which --sections leaves out; leaving it out\n`);
     settings.stores = settings.stores.filter((s) => s !== PRIVATE_STORE);
   }
-  /** The stores of every section but the relay's: the private cluster serves the relay section alone. */
-  const stores = settings.stores.filter((s) => s !== PRIVATE_STORE);
-  /** The stores of a section: MariaDB only in those that measure it (MARIADB_SECTIONS). */
-  const storesOf = (section: (typeof SECTIONS)[number]) => stores.filter((s) => s !== "mariadb" || MARIADB_SECTIONS.includes(section));
+  let privatePostgres: PrivatePostgres | null = null;
+  if (settings.stores.includes(PRIVATE_STORE)) {
+    try {
+      privatePostgres = await startPrivatePostgres(postgresBinaries(options.postgresBin, await locatePostmaster(settings.postgresUrl)));
+      settings.privatePostgres = {
+        url: privatePostgres.url,
+        bin: privatePostgres.bin,
+        startSeconds: privatePostgres.startSeconds,
+        settings: await postgresServer(privatePostgres.url),
+      };
+      process.stdout.write(`${PRIVATE_STORE}: ${JSON.stringify(settings.privatePostgres)}\n`);
+    } catch (error) {
+      privatePostgres?.stop();
+      privatePostgres = null;
+      process.stderr.write(
+        `bench: the private PostgreSQL cluster did not start (${error instanceof Error ? error.message : String(error)}); leaving ${PRIVATE_STORE} out\n`,
+      );
+      settings.stores = settings.stores.filter((s) => s !== PRIVATE_STORE);
+    }
+  }
+  /** Every store measured; storesOf says which a section takes. */
+  const stores = settings.stores;
+  /** The stores of a section: MariaDB only in those that measure it (MARIADB_SECTIONS), the private cluster likewise (PRIVATE_SECTIONS). */
+  const storesOf = (section: (typeof SECTIONS)[number]) =>
+    stores.filter((s) => (s !== "mariadb" || MARIADB_SECTIONS.includes(section)) && (s !== PRIVATE_STORE || PRIVATE_SECTIONS.includes(section)));
   const configs: Config[] = [];
   for (const store of stores) {
     for (const processes of settings.processes) {
@@ -822,7 +854,8 @@ async function main(): Promise<void> {
             section,
           });
         for (const peer of Object.keys(PEER_TUNING) as Peer[]) {
-          if (PEER_STORE[peer] === store && options.peers) configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch, section });
+          if ((PEER_STORE[peer] === store || (PEER_STORE[peer] === "postgres" && store === PRIVATE_STORE)) && options.peers)
+            configs.push({ system: peer, store, processes, batch: PEER_TUNING[peer].batch, section });
         }
       }
       if (payments) {
@@ -839,7 +872,7 @@ async function main(): Promise<void> {
       }
       // What ordering keys cost: the same worker on the same number of messages, spread over many
       // keys, a few, or one (one key is sequential by definition: one message in flight at a time).
-      if (run("keys") && settings.keysProcesses.includes(processes)) {
+      if (run("keys") && storesOf("keys").includes(store) && settings.keysProcesses.includes(processes)) {
         for (const keys of KEY_COUNTS) {
           configs.push({
             system: "wassal",
@@ -891,9 +924,13 @@ async function main(): Promise<void> {
 
   // The PostgreSQL server's CPU is read from /proc when it runs on this machine (see server-cpu.ts):
   // for the tables and for the statements section.
-  const postmaster = settings.stores.includes("postgres") && (configs.length > 0 || run("statements")) ? await locatePostmaster(settings.postgresUrl) : null;
+  const postmaster = settings.stores.includes("postgres") ? await locatePostmaster(settings.postgresUrl) : null;
   if (settings.stores.includes("postgres") && configs.length > 0 && postmaster === null)
     process.stderr.write("bench: PostgreSQL does not run on this machine (or not in this PID namespace); its server CPU is not measured\n");
+  const postmasters = new Map<string, number | null>([
+    ["postgres", postmaster],
+    [PRIVATE_STORE, privatePostgres === null ? null : await locatePostmaster(privatePostgres.url)],
+  ]);
   // MariaDB's likewise: the mariadbd process listening on the URL's port (mariadb.ts).
   const mariadbd = settings.stores.includes("mariadb") && configs.length > 0 ? locateMariadbd(settings.mariadbUrl) : null;
   if (settings.stores.includes("mariadb") && configs.length > 0 && mariadbd === null)
@@ -901,7 +938,7 @@ async function main(): Promise<void> {
   const samples = new Map<Config, { rates: number[]; rss: number[]; cpu: CpuPerMessage[] }>(configs.map((c) => [c, { rates: [], rss: [], cpu: [] }]));
   for (let rep = 1; rep <= settings.reps; rep += 1) {
     for (const config of configs) {
-      const { rate, maxRssMb, cpu } = await runOnce(config, settings, postmaster, mariadbd);
+      const { rate, maxRssMb, cpu } = await runOnce(config, settings, postmasters, mariadbd);
       samples.get(config)?.rates.push(rate);
       samples.get(config)?.rss.push(maxRssMb);
       samples.get(config)?.cpu.push(cpu);
@@ -951,8 +988,8 @@ async function main(): Promise<void> {
   };
   const CPU_HEADER =
     "worker processes CPU µs/msg, user + sys | server CPU µs/msg, user + sys (/proc: PostgreSQL all its processes, MariaDB its mariadbd) | whole machine busy µs/msg (incl. anything else running)";
-  /** The no-op Wassal row at batch 100 (or `batch`) with group commit: what the ratios compare against. */
-  const wassalBestRow = (store: string, processes: number, batch = BATCH) =>
+  /** The no-op Wassal row at batch 100 (or `batch`) with group commit, history kept (or deleted on complete): what the ratios compare against. */
+  const wassalBestRow = (store: string, processes: number, batch = BATCH, deleting = false) =>
     rows.find(
       (r) =>
         r.config.system === "wassal" &&
@@ -961,9 +998,12 @@ async function main(): Promise<void> {
         r.config.processes === processes &&
         r.config.batch === batch &&
         r.config.groupCommit !== false &&
-        !r.config.deleteOnComplete,
+        !r.config.payments &&
+        r.config.section === "throughput" &&
+        (r.config.deleteOnComplete ?? false) === deleting,
     );
-  const wassalBest = (store: string, processes: number, batch = BATCH) => wassalBestRow(store, processes, batch)?.throughput.median ?? 0;
+  const wassalBest = (store: string, processes: number, batch = BATCH, deleting = false) =>
+    wassalBestRow(store, processes, batch, deleting)?.throughput.median ?? 0;
   /** The payments section's no-op row, same store, processes and messages: what a payments row is compared with. */
   const paymentsReference = (r: (typeof rows)[number]) =>
     rows.find(
@@ -985,13 +1025,13 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   if (run("throughput")) {
     const table = [
-      `| system | store | processes | batch | messages | messages/s median (min–max) | ${CPU_HEADER} | Wassal batch ${BATCH} ÷ this | Wassal batch ${WIDE_BATCH} ÷ this | peak RSS MB |`,
-      "|---|---|---|---|---|---|---|---|---|---|---|---|",
+      `| system | store | processes | batch | messages | messages/s median (min–max) | ${CPU_HEADER} | Wassal batch ${BATCH} ÷ this | Wassal batch ${WIDE_BATCH} ÷ this | Wassal delete, batch ${BATCH} ÷ this | Wassal delete, batch ${WIDE_BATCH} ÷ this | peak RSS MB |`,
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
       ...rows
         .filter((r) => r.config.section === "throughput")
         .map(
           (r) =>
-            `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${cpuCells(r)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${(wassalBest(r.config.store, r.config.processes, WIDE_BATCH) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`,
+            `| ${systemName(r.config)} | ${r.config.store} | ${r.config.processes} | ${batchText(r.config)} | ${r.config.messages ?? settings.messages} | ${fmt(r.throughput)} | ${cpuCells(r)} | ${(wassalBest(r.config.store, r.config.processes) / r.throughput.median).toFixed(2)} | ${(wassalBest(r.config.store, r.config.processes, WIDE_BATCH) / r.throughput.median).toFixed(2)} | ${(wassalBest(r.config.store, r.config.processes, BATCH, true) / r.throughput.median).toFixed(2)} | ${(wassalBest(r.config.store, r.config.processes, WIDE_BATCH, true) / r.throughput.median).toFixed(2)} | ${r.peakRssMb} |`,
         ),
     ];
     lines.push(...table);
@@ -1069,7 +1109,7 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${table.join("\n")}\n`);
   }
   // What each PostgreSQL row wrote: work, not time, so the same on a busy machine as on a quiet one.
-  const walRows = rows.filter((r) => r.config.store === "postgres" && r.cpuPerMessageUs.walRecords !== null);
+  const walRows = rows.filter((r) => isPostgresStore(r.config.store) && r.cpuPerMessageUs.walRecords !== null);
   if (walRows.length > 0) {
     const median = (s: Spread | null, digits: number) => (s === null ? "–" : s.median.toFixed(digits));
     const table = [
@@ -1100,7 +1140,7 @@ async function main(): Promise<void> {
     v.many ? "enqueueMany" : v.perTransaction === 1 ? "enqueue" : `enqueue × ${v.perTransaction}`;
   const enqueueSamples = new Map<string, number[]>();
   for (let rep = 1; rep <= (run("enqueue") ? settings.reps : 0); rep += 1) {
-    for (const store of stores) {
+    for (const store of storesOf("enqueue")) {
       for (const variant of enqueueVariants) {
         const prepared = await prepareEmpty(store, settings);
         try {
@@ -1125,7 +1165,7 @@ async function main(): Promise<void> {
     "| store | messages per transaction | call | messages | messages/s median (min–max) | ÷ 1 per transaction |",
     "|---|---|---|---|---|---|",
   ];
-  for (const store of run("enqueue") ? stores : []) {
+  for (const store of run("enqueue") ? storesOf("enqueue") : []) {
     enqueue[store] = enqueueVariants.map((v) => ({ ...v, rate: spread(enqueueSamples.get(`${store} ${enqueueCall(v)}`) ?? []) }));
     const single = enqueue[store]?.[0]?.rate.median ?? 0;
     for (const v of enqueue[store] ?? [])
@@ -1227,74 +1267,47 @@ async function main(): Promise<void> {
       if (await tcpReachable(port)) brokers.push(broker);
       else process.stderr.write(`bench: ${broker} is unreachable on 127.0.0.1:${port}; leaving it out of the relay section\n`);
     }
-    let relayStores = settings.stores.filter((s) => s !== "sqlite-FULL" && s !== "mariadb");
-    const sharedPostmaster = relayStores.includes("postgres") ? await locatePostmaster(settings.postgresUrl) : null;
-    let privatePostgres: PrivatePostgres | null = null;
-    if (relayStores.includes(PRIVATE_STORE)) {
-      try {
-        privatePostgres = await startPrivatePostgres(postgresBinaries(options.postgresBin, sharedPostmaster));
-        settings.privatePostgres = {
-          url: privatePostgres.url,
-          bin: privatePostgres.bin,
-          startSeconds: privatePostgres.startSeconds,
-          settings: await postgresServer(privatePostgres.url),
-        };
-        process.stdout.write(`${PRIVATE_STORE}: ${JSON.stringify(settings.privatePostgres)}\n`);
-      } catch (error) {
-        privatePostgres?.stop();
-        process.stderr.write(
-          `bench: the private PostgreSQL cluster did not start (${error instanceof Error ? error.message : String(error)}); leaving ${PRIVATE_STORE} out of the relay section\n`,
-        );
-        relayStores = relayStores.filter((s) => s !== PRIVATE_STORE);
-      }
-    }
+    const relayStores = storesOf("relay").filter((s) => s !== "sqlite-FULL");
     if (relayStores.length === 0) process.stderr.write("bench: no store is left for the relay section; leaving it out\n");
-    else
-      try {
-        const postmasters = new Map<string, number | null>([
-          ["postgres", sharedPostmaster],
-          [PRIVATE_STORE, privatePostgres === null ? null : await locatePostmaster(privatePostgres.url)],
-        ]);
-        for (const store of relayStores) {
-          if (postmasters.has(store) && postmasters.get(store) === null)
-            process.stderr.write(`bench: the ${store} server does not run on this machine (or not in this PID namespace); its CPU is not measured\n`);
-        }
-        const result = await relayBench({
-          stores: relayStores,
-          brokers: RELAY_BROKERS.filter((b) => brokers.includes(b)),
-          messages: settings.messages,
-          reps: settings.reps,
-          latencySeconds: options.quick ? 2 : 10,
-          keys: settings.relayKeys,
-          history: settings.relayHistory,
-          prepare: async (store) => ({ ...(await prepareEmpty(store, settings)), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL" }),
-          postmaster: (store) => postmasters.get(store) ?? null,
-        });
-        relay = result.data;
-        const servers = [
-          ...(relayStores.includes("postgres") ? [`postgres (the shared server, ${settings.postgresUrl}): ${JSON.stringify(settings.postgresServer)}`] : []),
-          ...(settings.privatePostgres && relayStores.includes(PRIVATE_STORE)
-            ? [
-                `${PRIVATE_STORE} (a private cluster the bench started for this section and removed after it: PostgreSQL's defaults and ${JSON.stringify(PRIVATE_SETTINGS)}): ${JSON.stringify(settings.privatePostgres.settings)}`,
-              ]
-            : []),
-        ];
-        const heading = [
-          `Relay, outbox → broker: ${settings.messages} messages per run (the naive relay at most 2,000), median (min–max) of ${settings.reps} repetitions, interleaved. 256 in flight; the keyed rows spread their messages round-robin over ${settings.relayKeys} ordering keys (--relay-keys)${settings.relayHistory > 0 ? `; the history rows have ${settings.relayHistory.toLocaleString("en")} processed messages in the table first (--relay-history; preloaded untimed through enqueueMany, claim and completeMany, over ${HISTORY_KEYS.toLocaleString("en")} keys), as is and, on PostgreSQL, after ANALYZE of the table` : ""}; the naive relay awaits each acknowledgement; the bare loop publishes with no database. CPU µs per message over the timed part, medians, per component: the relay (this process; SQLite runs in it), the broker's processes, the PostgreSQL server's processes, the whole machine, and the machine minus those.`,
-          ...servers.map((line) => `PostgreSQL ${line}`),
-        ];
-        lines.push(...(lines.length > 0 ? [""] : []), ...heading, "", ...result.table);
-        process.stdout.write(`\n${heading.join("\n")}\n\n${result.table.join("\n")}\n`);
-        if (result.historyTable.length > 0) {
-          const note = `The keyed relay (${settings.relayKeys} keys) with ${settings.relayHistory.toLocaleString("en")} processed messages in the table, against the same relay on a fresh table (it should stay flat as the table grows):`;
-          lines.push("", note, "", ...result.historyTable);
-          process.stdout.write(`\n${note}\n\n${result.historyTable.join("\n")}\n`);
-        }
-        lines.push("", "Relay latency, enqueue → broker acknowledgement, relay running (wake-up on):", "", ...result.latencyTable);
-        process.stdout.write(`\n${result.latencyTable.join("\n")}\n`);
-      } finally {
-        privatePostgres?.stop();
+    else {
+      for (const store of relayStores) {
+        if (postmasters.has(store) && postmasters.get(store) === null)
+          process.stderr.write(`bench: the ${store} server does not run on this machine (or not in this PID namespace); its CPU is not measured\n`);
       }
+      const result = await relayBench({
+        stores: relayStores,
+        brokers: RELAY_BROKERS.filter((b) => brokers.includes(b)),
+        messages: settings.messages,
+        reps: settings.reps,
+        latencySeconds: options.quick ? 2 : 10,
+        keys: settings.relayKeys,
+        history: settings.relayHistory,
+        prepare: async (store) => ({ ...(await prepareEmpty(store, settings)), synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL" }),
+        postmaster: (store) => postmasters.get(store) ?? null,
+      });
+      relay = result.data;
+      const servers = [
+        ...(relayStores.includes("postgres") ? [`postgres (the shared server, ${settings.postgresUrl}): ${JSON.stringify(settings.postgresServer)}`] : []),
+        ...(settings.privatePostgres && relayStores.includes(PRIVATE_STORE)
+          ? [
+              `${PRIVATE_STORE} (a private cluster the bench started for this run and removed at its end: PostgreSQL's defaults and ${JSON.stringify(PRIVATE_SETTINGS)}): ${JSON.stringify(settings.privatePostgres.settings)}`,
+            ]
+          : []),
+      ];
+      const heading = [
+        `Relay, outbox → broker: ${settings.messages} messages per run (the naive relay at most 2,000), median (min–max) of ${settings.reps} repetitions, interleaved. 256 in flight; the keyed rows spread their messages round-robin over ${settings.relayKeys} ordering keys (--relay-keys)${settings.relayHistory > 0 ? `; the history rows have ${settings.relayHistory.toLocaleString("en")} processed messages in the table first (--relay-history; preloaded untimed through enqueueMany, claim and completeMany, over ${HISTORY_KEYS.toLocaleString("en")} keys), as is and, on PostgreSQL, after ANALYZE of the table` : ""}; the naive relay awaits each acknowledgement; the bare loop publishes with no database. CPU µs per message over the timed part, medians, per component: the relay (this process; SQLite runs in it), the broker's processes, the PostgreSQL server's processes, the whole machine, and the machine minus those.`,
+        ...servers.map((line) => `PostgreSQL ${line}`),
+      ];
+      lines.push(...(lines.length > 0 ? [""] : []), ...heading, "", ...result.table);
+      process.stdout.write(`\n${heading.join("\n")}\n\n${result.table.join("\n")}\n`);
+      if (result.historyTable.length > 0) {
+        const note = `The keyed relay (${settings.relayKeys} keys) with ${settings.relayHistory.toLocaleString("en")} processed messages in the table, against the same relay on a fresh table (it should stay flat as the table grows):`;
+        lines.push("", note, "", ...result.historyTable);
+        process.stdout.write(`\n${note}\n\n${result.historyTable.join("\n")}\n`);
+      }
+      lines.push("", "Relay latency, enqueue → broker acknowledgement, relay running (wake-up on):", "", ...result.latencyTable);
+      process.stdout.write(`\n${result.latencyTable.join("\n")}\n`);
+    }
   }
 
   // Dashboard (dashboard.ts): the built CLI's dashboard over a 10 MB and a 1 MB message, per store
@@ -1325,6 +1338,7 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${heading}\n\n${dashboardTable.join("\n")}\n`);
   }
 
+  privatePostgres?.stop();
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
