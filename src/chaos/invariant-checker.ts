@@ -1,7 +1,7 @@
 // Reads what a run left behind (the outbox, the audit trail, the payments, the provider's log)
 // and checks every promise the outbox makes. Nothing here trusts what the workers said they did.
 
-import type { AuditEntry, OutboxMessage } from "../outbox/types.js";
+import type { AuditEntry, OnComplete, OutboxMessage } from "../outbox/types.js";
 import type { ProviderCall } from "../payments/provider-simulator.js";
 import type { Payment } from "../payments/types.js";
 import { textTable } from "../lab/text-table.js";
@@ -22,6 +22,9 @@ export interface InvariantReport {
   readonly examples: readonly string[];
 }
 
+/** A message as it was enqueued: what the checker needs to know of one whose row is gone. */
+export type EnqueuedMessage = Pick<OutboxMessage, "id" | "type" | "key" | "payload">;
+
 export interface CheckerInput {
   readonly messages: readonly OutboxMessage[];
   readonly audit: readonly AuditEntry[];
@@ -37,9 +40,23 @@ export interface CheckerInput {
    * message of the key claimed after it died is out of order. Default: none.
    */
   readonly keyMovesOnWhenDead?: readonly string[];
+  /**
+   * The messages as the run enqueued them (its own record). A completion in delete mode leaves no
+   * row: this is how a deleted message's payment and ordering key stay known, and a message here
+   * with neither a row nor an audited completion is lost. Without it (a database someone else
+   * ran), a message without a row is known only by its audit trail, and the payments left without
+   * a message are matched to such messages by count.
+   */
+  readonly enqueued?: readonly EnqueuedMessage[];
+  /**
+   * What the workers' completions did with a row (their --on-complete): "keep" (a completed
+   * message whose row is gone is a violation) or "delete" (a processed row left is one). Default:
+   * "keep" when any processed row is left, else "delete".
+   */
+  readonly onComplete?: OnComplete;
 }
 
-function paymentKeyOf(message: OutboxMessage): string | null {
+function paymentKeyOf(message: EnqueuedMessage): string | null {
   const payload = message.payload as { idempotencyKey?: unknown } | null;
   return typeof payload?.idempotencyKey === "string" ? payload.idempotencyKey : null;
 }
@@ -68,13 +85,20 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     if (examples.length < 20) examples.push(text);
   };
   const { messages, audit, payments, providerLog } = input;
+  const rowIds = new Set(messages.map((m) => m.id));
+  const processedRows = messages.filter((m) => m.status === "processed");
+  const onComplete = input.onComplete ?? (processedRows.length > 0 ? "keep" : "delete");
+  // Every message whose payload, key and type are known: its row, else the run's record of its enqueue.
+  const known = new Map<string, EnqueuedMessage>();
+  for (const m of input.enqueued ?? []) known.set(m.id, m);
+  for (const m of messages) known.set(m.id, m);
+  const knownInOrder = [...known.values()].sort((a, b) => Number(a.id) - Number(b.id));
 
   // --- Nothing lost --------------------------------------------------------------------------
   const unfinished = messages.filter((m) => m.status === "pending" || m.status === "processing");
   for (const m of unfinished.slice(0, 5)) note(`message ${m.id} (${paymentKeyOf(m)}) ended ${m.status}`);
-  const messagesPerPayment = countBy(messages, (m) => paymentKeyOf(m));
+  const messagesPerPayment = countBy(knownInOrder, (m) => paymentKeyOf(m));
   const paymentsWithoutMessage = payments.filter((p) => !messagesPerPayment.has(p.idempotencyKey));
-  for (const p of paymentsWithoutMessage.slice(0, 5)) note(`payment ${p.idempotencyKey} has no outbox message`);
   const dead = messages.filter((m) => m.status === "dead");
   const deadWithoutError = dead.filter((m) => !m.lastError);
 
@@ -167,14 +191,45 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
       note(`message ${m.id}: ${m.status} but the audit trail has a completion`);
     }
   }
+  // Every message without a row (enqueued, or in the audit trail): exactly one audited completion
+  // (the replay above proved it the current lease's); none, and it is lost.
+  const gone = [...new Set([...known.keys(), ...byMessage.keys()])].filter((id) => !rowIds.has(id));
+  const lost = gone.filter((id) => (completions.get(id) ?? 0) === 0);
+  const deleted = gone.filter((id) => (completions.get(id) ?? 0) > 0);
+  for (const id of lost.slice(0, 5)) {
+    const enqueued = known.get(id);
+    note(`message ${id}${enqueued ? ` (${paymentKeyOf(enqueued)})` : ""}: no row and no audited completion (lost)`);
+  }
+  for (const id of deleted) {
+    const done = completions.get(id) ?? 0;
+    if (done !== 1) {
+      ownershipViolations += 1;
+      note(`message ${id}: its row is gone, with ${done} audited completions`);
+    }
+  }
+  // The rows against what the workers' completions do with them.
+  const modeViolations = onComplete === "keep" ? deleted : processedRows.map((m) => m.id);
+  for (const id of modeViolations.slice(0, 5))
+    note(
+      onComplete === "keep" ? `message ${id}: completed, and its row is gone (on complete: keep)` : `message ${id}: a processed row left (on complete: delete)`,
+    );
+  // Messages known only by their audit trail (no row, not in the run's record): each is some
+  // payment's, but which one the checker cannot tell; the payments left without a message are
+  // taken as theirs, by count.
+  const unattributed = gone.filter((id) => !known.has(id));
+  const lostAtCreation = Math.max(0, paymentsWithoutMessage.length - unattributed.length);
+  const surplusMessages = Math.max(0, unattributed.length - paymentsWithoutMessage.length);
+  if (lostAtCreation > 0) for (const p of paymentsWithoutMessage.slice(0, 5)) note(`payment ${p.idempotencyKey} has no outbox message`);
+  if (surplusMessages > 0)
+    note(`${unattributed.length} messages known only by their audit trail, for ${paymentsWithoutMessage.length} payments without a message`);
 
   // --- FIFO per ordering key, from the audit trail's order (its rows are in commit order) -----
-  const keyOf = new Map(messages.map((m) => [m.id, m.key]));
+  const keyOf = new Map(knownInOrder.map((m) => [m.id, m.key]));
   // A death finishes a message's turn only where its type lets the key move on; otherwise it blocks
   // the key until an operator redrives it (it is claimed again: not finished) or skips it (not
   // in the audit trail: a run that skips by hand must not be judged by this row).
   const skipping = new Set(input.keyMovesOnWhenDead ?? []);
-  const typeOf = new Map(messages.map((m) => [m.id, m.type]));
+  const typeOf = new Map(knownInOrder.map((m) => [m.id, m.type]));
   const finishedAt = new Map<string, number>(); // message id -> index of its completion, or its death that let the key go
   const keyedCompletions: { messageId: string; key: string; index: number }[] = [];
   audit.forEach((e, index) => {
@@ -184,7 +239,7 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     if (e.action === "complete" && key) keyedCompletions.push({ messageId: e.messageId, key, index });
   });
   const idsByKey = new Map<string, string[]>();
-  for (const m of messages) if (m.key !== null) idsByKey.set(m.key, [...(idsByKey.get(m.key) ?? []), m.id]);
+  for (const m of knownInOrder) if (m.key !== null) idsByKey.set(m.key, [...(idsByKey.get(m.key) ?? []), m.id]);
   // A claim of a keyed message while an earlier message of its key had not finished: two messages
   // of the key could then hold live leases at once.
   let keyOverlaps = 0;
@@ -217,17 +272,30 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   const checks = providerLog.filter((c) => c.operation === "checkStatus");
   const checksPerKey = countBy(checks, (c) => c.idempotencyKey);
   const duplicateChecks = [...checksPerKey.values()].reduce((sum, n) => sum + n - 1, 0);
+  const claimsOf = (id: string) => (byMessage.get(id) ?? []).filter((e) => e.action === "claim").length;
   const claimsPerKey = new Map<string, number>();
-  for (const m of messages) {
+  for (const m of knownInOrder) {
     const key = paymentKeyOf(m);
-    if (key !== null) claimsPerKey.set(key, (byMessage.get(m.id) ?? []).filter((e) => e.action === "claim").length);
+    if (key !== null) claimsPerKey.set(key, claimsOf(m.id));
   }
+  // The payments taken as the unattributed messages' are checked together against their claims.
+  const presumed = new Set(unattributed.length > 0 ? paymentsWithoutMessage.map((p) => p.idempotencyKey) : []);
+  let presumedChecks = 0;
   let checksBeyondClaims = 0;
   for (const [key, n] of checksPerKey) {
-    if (n > (claimsPerKey.get(key) ?? 0)) {
+    if (presumed.has(key)) {
+      presumedChecks += n;
+    } else if (n > (claimsPerKey.get(key) ?? 0)) {
       checksBeyondClaims += 1;
       note(`payment ${key}: ${n} provider status checks but ${claimsPerKey.get(key) ?? 0} claims`);
     }
+  }
+  const unattributedClaims = unattributed.reduce((sum, id) => sum + claimsOf(id), 0);
+  if (presumedChecks > unattributedClaims) {
+    checksBeyondClaims += 1;
+    note(
+      `${presumed.size} payments without a known message: ${presumedChecks} provider status checks but ${unattributedClaims} claims of the messages known only by their audit trail`,
+    );
   }
   const creationsPerKey = countBy(
     providerLog.filter((c) => c.operation === "createPayment" && c.result.startsWith("created")),
@@ -247,14 +315,31 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     note(`payment ${p.idempotencyKey}: ${p.status} with transaction id ${p.transactionId ?? "none"} (not one the provider answered)`);
   const paymentsPerKey = countBy(payments, (p) => p.idempotencyKey);
   const maxPaymentsPerKey = Math.max(0, ...paymentsPerKey.values());
-  const messageCounts = payments.map((p) => messagesPerPayment.get(p.idempotencyKey) ?? 0);
-  const processedKeys = new Set(messages.filter((m) => m.status === "processed").map(paymentKeyOf));
+  // A payment without a known message counts as having one while the unattributed messages cover it.
+  const messageCounts = payments.map((p) => messagesPerPayment.get(p.idempotencyKey) ?? (lostAtCreation > 0 ? 0 : 1));
+  // Completed: a processed row, or a message whose row is gone after its audited completion.
+  const processedKeys = new Set([...processedRows, ...deleted.flatMap((id) => known.get(id) ?? [])].map(paymentKeyOf));
   const unsettled = payments.filter((p) => processedKeys.has(p.idempotencyKey) && p.status === "Pending");
   for (const p of unsettled.slice(0, 5)) note(`payment ${p.idempotencyKey}: message processed but payment still Pending`);
+  // Each unattributed completion settled one of the payments taken as theirs: no more of those may be Pending than the rest.
+  const unattributedCompleted = unattributed.filter((id) => (completions.get(id) ?? 0) > 0).length;
+  const presumedPending = payments.filter((p) => presumed.has(p.idempotencyKey) && p.status === "Pending").length;
+  const presumedUnsettled = Math.max(0, presumedPending - Math.max(0, presumed.size - unattributedCompleted));
+  if (presumedUnsettled > 0)
+    note(
+      `${presumedPending} of the ${presumed.size} payments without a known message are Pending, but ${unattributedCompleted} messages known only by their audit trail were completed`,
+    );
 
   const row = (name: string, observed: number, expected: string, ok: boolean, detail = ""): InvariantRow => ({ name, observed, expected, ok, detail });
   const rows: InvariantRow[] = [
-    row("payments without an outbox message (lost at creation)", paymentsWithoutMessage.length, "0", paymentsWithoutMessage.length === 0),
+    row(
+      "payments without an outbox message (lost at creation)",
+      lostAtCreation,
+      "0",
+      lostAtCreation === 0,
+      unattributed.length > 0 ? `${unattributed.length} messages without a row known only by their audit trail, taken as theirs by count` : "",
+    ),
+    row("messages without a row or an audited completion (lost)", lost.length, "0", lost.length === 0),
     input.timedOut
       ? row(
           "messages unfinished when the run timed out (late, not lost)",
@@ -264,6 +349,21 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
           `timed out with ${unfinished.length} unfinished, still pending or processing: raise --timeout or soften the faults`,
         )
       : row("messages not finished (still pending or processing)", unfinished.length, "0", unfinished.length === 0),
+    onComplete === "keep"
+      ? row(
+          "on complete keep: completed messages whose row is gone",
+          modeViolations.length,
+          "0",
+          modeViolations.length === 0,
+          input.onComplete ? "" : "inferred: processed rows are left",
+        )
+      : row(
+          "on complete delete: processed rows left",
+          modeViolations.length,
+          "0",
+          modeViolations.length === 0,
+          `${deleted.length} completed messages deleted, each known by its audited completion${input.onComplete ? "" : " (inferred: no processed row is left)"}`,
+        ),
     row("dead messages (each with its last error)", dead.length, "info", deadWithoutError.length === 0, `${deadWithoutError.length} without an error`),
     row("ownership violations (result without the current token)", ownershipViolations, "0", ownershipViolations === 0),
     row(
@@ -290,12 +390,12 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     ),
     row(
       "messages per payment (max)",
-      Math.max(0, ...messageCounts),
+      Math.max(0, ...messageCounts, surplusMessages > 0 ? 2 : 0),
       "<= 1",
-      messageCounts.every((n) => n <= 1),
+      surplusMessages === 0 && messageCounts.every((n) => n <= 1),
     ),
     row("transaction ids not from the provider, or not on Paid", badTransactionIds.length, "0", badTransactionIds.length === 0),
-    row("payments left Pending after their message was processed", unsettled.length, "0", unsettled.length === 0),
+    row("payments left Pending after their message was processed", unsettled.length + presumedUnsettled, "0", unsettled.length + presumedUnsettled === 0),
     row("provider-side creations per key (max)", maxCreations, "<= 1", maxCreations <= 1),
   ];
   return { passed: rows.every((r) => r.ok), rows, examples };

@@ -12,12 +12,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
+import type { OnComplete, OutboxMessage } from "../outbox/types.js";
+import { checkOnComplete } from "../outbox/validate.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
 import { checkStore, type ConnectionKiller, scratchPlace } from "../lab/stores/places.js";
 import { redactUrl } from "../outbox/redact.js";
 import { openLabOutbox } from "../lab/stores/open-lab-outbox.js";
-import { checkInvariants, type InvariantReport } from "./invariant-checker.js";
+import { checkInvariants, type EnqueuedMessage, type InvariantReport } from "./invariant-checker.js";
 import { ProcessPool } from "./process-pool.js";
 
 export interface ChaosOptions {
@@ -47,6 +49,11 @@ export interface ChaosOptions {
   readonly sqliteLockMs: number;
   /** Spread the payments over this many ordering keys (0: no keys), so that each key's reconciliations must run one at a time, in order. */
   readonly keys: number;
+  /**
+   * What the workers' completions do with a message's row (their --on-complete): keep it as
+   * processed, or delete it. In delete mode the audit trail is the record of each completion.
+   */
+  readonly onComplete: OnComplete;
   /**
    * The first worker (its first process) stalls after its first handler run until another worker
    * has taken that message, so that a stale completion is certainly attempted, and must be refused.
@@ -87,6 +94,7 @@ export const CHAOS_DEFAULTS: Omit<ChaosOptions, "store"> = {
   sqliteLockEveryMs: 1_000,
   sqliteLockMs: 200,
   keys: 0,
+  onComplete: "keep",
   keep: false,
 };
 
@@ -142,6 +150,7 @@ function checkChaosOptions(o: ChaosOptions): void {
     if (!(value >= 0 && value <= 1)) throw new InvalidArgumentError(`${name} must be between 0 and 1 (got ${value})`);
   }
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of payments per second (got ${o.rate})`);
+  checkOnComplete(o.onComplete);
   checkStore(o.store);
 }
 
@@ -168,6 +177,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     ...(options.keys > 0 ? { orderingKeyOf: (request: { idempotencyKey: string }) => keyOfPayment(request.idempotencyKey, options.keys) } : {}),
   });
   let timedOut = false;
+  /** The messages the run enqueued, as each create returned them: in delete mode a completed one leaves no row. */
+  const enqueued: EnqueuedMessage[] = [];
   const stopIfAborted = () => {
     if (options.signal?.aborted)
       throw new ChaosInterruptedError(
@@ -204,6 +215,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
           "--name",
           name,
           "--audit",
+          "--on-complete",
+          options.onComplete,
           "--provider-log",
           providerLog,
           "--concurrency",
@@ -284,7 +297,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         await restartPostgres();
         figures.serverRestarts += 1;
       }
-      await createWithRetry(service, `CHAOS-${runId}-${String(n + 1).padStart(6, "0")}`);
+      const message = await createWithRetry(service, `CHAOS-${runId}-${String(n + 1).padStart(6, "0")}`);
+      if (message !== null) enqueued.push({ id: message.id, type: message.type, key: message.key, payload: message.payload });
       figures.paymentsCreated += 1;
       if ((n + 1) % Math.max(1, Math.floor(options.payments / 10)) === 0) progress(`created ${n + 1}/${options.payments} payments`);
     }
@@ -304,7 +318,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }
       if (counts && performance.now() - lastReport > 1000) {
         lastReport = performance.now();
-        progress(`processed ${counts.processed}, dead ${counts.dead}, pending ${counts.pending}, processing ${counts.processing}`);
+        // A completion in delete mode leaves no row to count: what is not left was completed.
+        const done =
+          options.onComplete === "delete"
+            ? `completed and deleted ${figures.paymentsCreated - counts.pending - counts.processing - counts.dead}`
+            : `processed ${counts.processed}`;
+        progress(`${done}, dead ${counts.dead}, pending ${counts.pending}, processing ${counts.processing}`);
       }
       await sleep(100);
     }
@@ -336,8 +355,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     providerLog: existsSync(providerLog) ? readProviderLog(providerLog) : [],
     staleCompletionsRejected: pool.countLogLines((line) => line.includes('"event":"lease-lost"') && line.includes('"operation":"complete"')),
     timedOut,
+    enqueued,
+    onComplete: options.onComplete,
   });
-  figures.processed = messages.filter((m) => m.status === "processed").length;
+  // A completion in delete mode leaves no row: its audited completion counts it.
+  const rowIds = new Set(messages.map((m) => m.id));
+  const deleted = new Set(audit.filter((e) => e.action === "complete" && !rowIds.has(e.messageId)).map((e) => e.messageId));
+  figures.processed = messages.filter((m) => m.status === "processed").length + deleted.size;
   figures.dead = messages.filter((m) => m.status === "dead").length;
   figures.seconds = Math.round((performance.now() - started) / 100) / 10;
 
@@ -378,14 +402,14 @@ function removeWorkDir(workDir: string, failed: (error: Error) => void): void {
 /**
  * The payments API is a client of the store too: a lost connection or a busy database is retried,
  * for up to a minute (by the clock, not by attempts: on a loaded machine a held lock lasts longer).
+ * Returns the message enqueued, or null when an attempt whose answer was lost had committed it.
  */
-async function createWithRetry(service: PaymentsService<unknown>, key: string): Promise<void> {
+async function createWithRetry(service: PaymentsService<unknown>, key: string): Promise<OutboxMessage | null> {
   const giveUpAt = performance.now() + 60_000;
   for (let attempt = 1; ; attempt += 1) {
     try {
       // The same request each time: a replay of a committed create writes nothing.
-      await service.create({ idempotencyKey: key, amount: 1000, currency: "EUR" });
-      return;
+      return (await service.create({ idempotencyKey: key, amount: 1000, currency: "EUR" })).message;
     } catch (error) {
       if (performance.now() > giveUpAt) throw error;
       await sleep(Math.min(1000, 20 * attempt));

@@ -20,7 +20,8 @@ import { storeShapes } from "../lab/stores/places.js";
 import { EXIT } from "./exit-codes.js";
 import { integer, share } from "./options.js";
 import { err, out, printJson } from "./output.js";
-import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
+import { dbOption, onCompleteOption, schemaOption, storeOptions } from "./shared-options.js";
+import type { OnComplete } from "../outbox/types.js";
 import { textTable } from "../lab/text-table.js";
 
 interface RunOptions {
@@ -43,6 +44,7 @@ interface RunOptions {
   sqliteLockMs: number;
   timeout?: number;
   keys: number;
+  onComplete: OnComplete;
   stallFirst?: boolean;
   keep?: boolean;
   json?: boolean;
@@ -117,6 +119,11 @@ export function chaosCommand(): Command {
         integer(0, 1_000_000),
         d.keys,
       )
+      .addOption(
+        onCompleteOption(
+          "what the workers' completions do with a message's row (their --on-complete): keep it as processed, or delete it; in delete mode the checker takes each completed message's audited completion as its record",
+        ).default(d.onComplete),
+      )
       .option(
         "--stall-first",
         "the first worker blocks after its first handler run until another worker has taken that message: a stale completion, certainly attempted, that must be refused",
@@ -146,6 +153,7 @@ export function chaosCommand(): Command {
             sqliteLockMs: o.sqliteLockMs,
             ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
             keys: o.keys,
+            onComplete: o.onComplete,
             ...(o.stallFirst ? { stallFirst: true } : {}),
             keep: o.keep ?? false,
             ...(o.json ? {} : { onProgress: (line: string) => err(`chaos: ${line}\n`) }),
@@ -316,7 +324,9 @@ export function chaosCommand(): Command {
 
   chaos.addCommand(
     new Command("check")
-      .description("check the invariants of a database a chaos run (or anyone) left behind; needs the audit trail (--audit workers) and the provider log")
+      .description(
+        "check the invariants of a database a chaos run (or anyone) left behind; needs the audit trail (--audit workers) and the provider log; a message whose row its completion deleted (--on-complete delete) is judged by its audited completion",
+      )
       .addOption(dbOption().makeOptionMandatory())
       .addOption(schemaOption())
       .requiredOption("--provider-log <file>", "the provider log the workers wrote (--provider-log)")

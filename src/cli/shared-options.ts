@@ -39,6 +39,11 @@ export function synchronousOption(): Option {
   ).argParser(oneOf(["FULL", "NORMAL"] as const));
 }
 
+/** --on-complete <mode>: keep or delete, "keep" by default; any other value is refused naming both. */
+export function onCompleteOption(description: string): Option {
+  return new Option("--on-complete <mode>", description).argParser(oneOf(ON_COMPLETE_MODES)).default("keep");
+}
+
 /**
  * The options of a long-running claimer (the worker, the relay): leases, polling, retries,
  * shutdown, metrics, logs and retention. `what` says, for the help texts, its name, when a lease is renewed
@@ -63,12 +68,9 @@ export function runnerOptions(what: { readonly name: string; readonly work: stri
       "--owner-dead-after-ms <ms>",
       `how long after its last heartbeat the ${what.name} counts as dead to its peers, so its messages wait about this long after a crash instead of a whole lease (default 10000, or 3 beats of max(--heartbeat-ms, --poll-ms) when longer)`,
     ).argParser(integer(1, 86_400_000)),
-    new Option(
-      "--on-complete <mode>",
+    onCompleteOption(
       `what completing a message does with its row: keep (the history the dashboard and outbox commands show; purge it with --retain-processed) or delete (in the same statement: a smaller, faster table; the audit trail, with --audit, is the history; a dedupe key is free again once its message is done)`,
-    )
-      .argParser(oneOf(ON_COMPLETE_MODES))
-      .default("keep"),
+    ),
     new Option("--metrics-port <port>", "serve Prometheus metrics on http://<metrics-host>:<port>/metrics (0 picks a free port)").argParser(integer(0, 65_535)),
     new Option("--metrics-host <address>", "the address the metrics server listens on (another one exposes the metrics beyond this machine)").default(
       "127.0.0.1",

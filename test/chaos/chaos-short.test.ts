@@ -2,6 +2,7 @@
 // store, judged by the invariant checker. (`npm run chaos` runs the long version.)
 
 import { beforeAll, describe, expect, it } from "vitest";
+import { errorLine } from "../support/assertions.js";
 import { requireBuiltCli, ROOT, runCli } from "../support/cli.js";
 import { mariadbAvailable, TEST_MARIADB_URL } from "../support/mariadb.js";
 import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
@@ -14,7 +15,7 @@ beforeAll(requireBuiltCli);
 interface ChaosJson {
   passed: boolean;
   figures: Record<string, number>;
-  report: { rows: { name: string; observed: number; ok: boolean }[]; examples: string[] };
+  report: { rows: { name: string; observed: number; ok: boolean; detail: string }[]; examples: string[] };
 }
 
 /**
@@ -139,4 +140,54 @@ describe("short chaos runs", () => {
     expect(result.figures.connectionKills).toBeGreaterThan(0);
     expect(row(result, "messages not finished")).toBe(0);
   });
+
+  it("--on-complete is in the help, and a mode that is neither keep nor delete exits 2 naming both", async () => {
+    const help = await runCli(["chaos", "run", "--help"], { cwd: ROOT });
+    expect(help.stdout).toMatch(/--on-complete <mode> +what the workers' completions do with a/);
+    const run = await runCli(["chaos", "run", "--on-complete", "purge"], { cwd: ROOT, timeoutMs: 30_000 });
+    expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 2, stdout: "" });
+    expect(errorLine(run.stderr)).toBe("error: option '--on-complete <mode>' argument 'purge' is invalid. expected one of keep, delete");
+  });
+
+  // The workers delete each completed message's row (--on-complete delete): the checker knows a
+  // completed message only by its audited completion, and the run's record of what it enqueued.
+  // Smaller runs (120 payments, 8 keys) under the same faults, on SQLite and PostgreSQL.
+  const FAULTS = {
+    sqlite: ["--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"],
+    postgres: ["--kill-connections-every", "600"],
+  } as const;
+  for (const store of ["sqlite", "postgres"] as const) {
+    it.skipIf(!RUNS[store])(
+      `${store}, --on-complete delete: every row gone once completed, each completion audited once, each key in order`,
+      {
+        timeout: 240_000,
+      },
+      async () => {
+        const { code, result } = await runChaos([
+          ...COMMON,
+          "--payments",
+          "120",
+          "--keys",
+          "8",
+          "--on-complete",
+          "delete",
+          "--store",
+          STORE_ARG[store],
+          ...FAULTS[store],
+        ]);
+        expect(result.report.examples).toEqual([]);
+        expect(result.passed).toBe(true);
+        expect(code).toBe(0);
+        expect(result.figures.kills).toBeGreaterThan(0);
+        // Completed, and deleted: no processed row is left, and each completion was counted from the audit trail.
+        expect(result.figures.processed).toBe(120);
+        const deleted = result.report.rows.find((r) => r.name === "on complete delete: processed rows left");
+        expect(deleted).toMatchObject({ observed: 0, ok: true, detail: "120 completed messages deleted, each known by its audited completion" });
+        expect(row(result, "messages without a row or an audited completion (lost)")).toBe(0);
+        expect(row(result, "ownership violations")).toBe(0);
+        expect(row(result, "keys: claims while an earlier message of the key was unfinished")).toBe(0);
+        expect(row(result, "keys: effects committed out of enqueue order")).toBe(0);
+      },
+    );
+  }
 });

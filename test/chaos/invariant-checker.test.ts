@@ -257,3 +257,130 @@ describe("invariant checker", () => {
     ]).toEqual([1, 1, 1, 0]);
   });
 });
+
+describe("invariant checker, delete on complete (a completed message has no row)", () => {
+  /** clean(), as a run that deletes on complete leaves it: no row, the run's record of the enqueue, the audited completion. */
+  function deleted(): CheckerInput {
+    const input = clean();
+    return { ...input, messages: [], enqueued: input.messages, onComplete: "delete" };
+  }
+  const observed = (input: CheckerInput, name: string) => checkInvariants(input).rows.find((r) => r.name.trim().startsWith(name));
+
+  it("passes a clean history: the audited completion is the record of the deleted message", () => {
+    const report = checkInvariants(deleted());
+    expect(report.examples).toEqual([]);
+    expect(report.passed).toBe(true);
+    expect(observed(deleted(), "on complete delete: processed rows left")).toMatchObject({
+      observed: 0,
+      ok: true,
+      detail: "1 completed messages deleted, each known by its audited completion",
+    });
+  });
+
+  it("passes it without being told the mode or given the record (chaos check): the mode inferred, the message matched to its payment by count", () => {
+    const input: CheckerInput = { ...clean(), messages: [] };
+    expect(checkInvariants(input).examples).toEqual([]);
+    expect(checkInvariants(input).passed).toBe(true);
+    expect(observed(input, "on complete delete")?.detail).toContain("(inferred: no processed row is left)");
+  });
+
+  it("reports a message with no row and no audited completion as lost, with the run's record and without it", () => {
+    const claimedOnly = [entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" })];
+    const pending = [payment("K1", { status: "Pending", transactionId: null })];
+    const provider = [call("createPayment", "K1", "created PRV-K1")];
+    // Claimed, then its row deleted without a completion; and never claimed at all.
+    for (const audit of [claimedOnly, []]) {
+      const input = { ...deleted(), audit, payments: pending, providerLog: provider };
+      expect(failing(input)).toEqual(["messages without a row or an audited completion (lost)"]);
+      expect(checkInvariants(input).examples).toEqual(["message 1 (K1): no row and no audited completion (lost)"]);
+    }
+    // Without the record the claimed one is still lost (its audit trail names it); one never
+    // claimed leaves its payment without a message.
+    const bare = { messages: [], payments: pending, providerLog: provider };
+    expect(failing({ ...bare, audit: claimedOnly })).toEqual(["messages without a row or an audited completion (lost)"]);
+    expect(failing({ ...bare, audit: [] })).toEqual(["payments without an outbox message (lost at creation)", "messages per payment (min)"]);
+  });
+
+  it("flags two audited completions of a deleted message (a double)", () => {
+    const input = deleted();
+    const audit = [
+      entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+      entry("1", "claim", 2, "w2", 20, { previousStatus: "processing", previousOwner: "w1", previousLockedUntil: t(10) }),
+      entry("1", "complete", 2, "w2", 25),
+      entry("1", "complete", 1, "w1", 26),
+    ];
+    const twice = { ...input, audit, providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")] };
+    expect(failing(twice)).toEqual(["ownership violations (result without the current token)"]);
+    expect(checkInvariants(twice).examples).toContain("message 1: its row is gone, with 2 audited completions");
+  });
+
+  it("flags a deleted message whose payment stayed Pending, and more provider checks than claims", () => {
+    const input = deleted();
+    expect(failing({ ...input, payments: [payment("K1", { status: "Pending", transactionId: null })] })).toEqual([
+      "payments left Pending after their message was processed",
+    ]);
+    expect(failing({ ...input, providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")] })).toEqual([
+      "payments checked more often than claimed",
+    ]);
+  });
+
+  it("checks the rows against the mode: a processed row left in delete mode, a completed row gone in keep mode (told, or inferred from the processed rows left)", () => {
+    expect(failing({ ...clean(), onComplete: "delete" })).toEqual(["on complete delete: processed rows left"]);
+    expect(failing({ ...deleted(), onComplete: "keep" })).toEqual(["on complete keep: completed messages whose row is gone"]);
+    // Two payments: message 2 kept its row as processed, message 1's row is gone.
+    const mixed: CheckerInput = {
+      messages: [message("2", "K2")],
+      payments: [payment("K1"), payment("K2")],
+      audit: [...clean().audit, entry("2", "claim", 1, "w1", 6, { previousStatus: "pending" }), entry("2", "complete", 1, "w1", 8)],
+      providerLog: [...clean().providerLog, call("createPayment", "K2", "created PRV-K2"), call("checkStatus", "K2", "Paid TXN-K2")],
+    };
+    expect(failing(mixed)).toEqual(["on complete keep: completed messages whose row is gone"]);
+  });
+
+  it("without the record, matches by count: a payment more than the deleted messages is lost at creation, a Pending one was not settled by its completion, a message more is a second one", () => {
+    const bare = { messages: [], audit: clean().audit, providerLog: clean().providerLog };
+    expect(failing({ ...bare, payments: [payment("K1"), payment("K2", { status: "Pending", transactionId: null })] })).toEqual([
+      "payments without an outbox message (lost at creation)",
+      "messages per payment (min)",
+    ]);
+    expect(failing({ ...bare, payments: [payment("K1", { status: "Pending", transactionId: null })] })).toEqual([
+      "payments left Pending after their message was processed",
+    ]);
+    const second = [entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }), entry("2", "complete", 1, "w2", 8)];
+    expect(failing({ ...bare, audit: [...bare.audit, ...second], payments: [payment("K1")] })).toEqual(["messages per payment (max)"]);
+  });
+
+  it("with ordering keys, knows a deleted message's key from the record: FIFO holds, and a claim before an earlier message finished is flagged", () => {
+    const keyed = (id: string, key: string) => message(id, key, { key: "account-1" });
+    const base: CheckerInput = {
+      messages: [],
+      enqueued: [keyed("1", "K1"), keyed("2", "K2")],
+      onComplete: "delete",
+      payments: [payment("K1"), payment("K2")],
+      providerLog: [
+        call("createPayment", "K1", "created PRV-K1"),
+        call("checkStatus", "K1", "Paid TXN-K1"),
+        call("createPayment", "K2", "created PRV-K2"),
+        call("checkStatus", "K2", "Paid TXN-K2"),
+      ],
+      audit: [
+        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+        entry("1", "complete", 1, "w1", 5),
+        entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }),
+        entry("2", "complete", 1, "w2", 9),
+      ],
+    };
+    expect(failing(base)).toEqual([]);
+    expect(observed(base, "keys: claims while")?.detail).toBe("1 keys");
+    const overlapping = {
+      ...base,
+      audit: [
+        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+        entry("2", "claim", 1, "w2", 1, { previousStatus: "pending" }),
+        entry("2", "complete", 1, "w2", 3),
+        entry("1", "complete", 1, "w1", 5),
+      ],
+    };
+    expect(failing(overlapping)).toEqual(["keys: claims while an earlier message of the key was unfinished", "keys: effects committed out of enqueue order"]);
+  });
+});
