@@ -72,6 +72,32 @@ const failing = (input: CheckerInput) =>
     .rows.filter((r) => !r.ok)
     .map((r) => r.name.trim());
 
+/** Two payments of one key, handled in turn: message 1 by w1, then message 2 by w2 (both Paid). */
+function keyedHistory(): Pick<CheckerInput, "providerLog" | "audit"> {
+  return {
+    providerLog: [
+      call("createPayment", "K1", "created PRV-K1"),
+      call("checkStatus", "K1", "Paid TXN-K1"),
+      call("createPayment", "K2", "created PRV-K2"),
+      call("checkStatus", "K2", "Paid TXN-K2"),
+    ],
+    audit: [
+      entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+      entry("1", "complete", 1, "w1", 5),
+      entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }),
+      entry("2", "complete", 1, "w2", 9),
+    ],
+  };
+}
+
+/** The same two messages, the second claimed and completed while the first still held its lease. */
+const OVERLAPPING_AUDIT: AuditEntry[] = [
+  entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+  entry("2", "claim", 1, "w2", 1, { previousStatus: "pending" }),
+  entry("2", "complete", 1, "w2", 3),
+  entry("1", "complete", 1, "w1", 5),
+];
+
 describe("invariant checker", () => {
   it("passes a clean run", () => {
     expect(checkInvariants(clean()).passed).toBe(true);
@@ -108,28 +134,12 @@ describe("invariant checker", () => {
     const input: CheckerInput = {
       messages: [keyed("1", "K1", "w1"), keyed("2", "K2", "w2")],
       payments: [payment("K1"), payment("K2")],
-      providerLog: [
-        call("createPayment", "K1", "created PRV-K1"),
-        call("checkStatus", "K1", "Paid TXN-K1"),
-        call("createPayment", "K2", "created PRV-K2"),
-        call("checkStatus", "K2", "Paid TXN-K2"),
-      ],
-      audit: [
-        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
-        entry("1", "complete", 1, "w1", 5),
-        entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }),
-        entry("2", "complete", 1, "w2", 9),
-      ],
+      ...keyedHistory(),
     };
     expect(failing(input)).toEqual([]);
     const overlapping = {
       ...input,
-      audit: [
-        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
-        entry("2", "claim", 1, "w2", 1, { previousStatus: "pending" }),
-        entry("2", "complete", 1, "w2", 3),
-        entry("1", "complete", 1, "w1", 5),
-      ],
+      audit: OVERLAPPING_AUDIT,
     };
     expect(failing(overlapping)).toEqual(["keys: claims while an earlier message of the key was unfinished", "keys: effects committed out of enqueue order"]);
     expect(checkInvariants(overlapping).examples).toContain("key account-1: message 2 claimed by w2 while message 1 had not finished");
@@ -357,29 +367,13 @@ describe("invariant checker, delete on complete (a completed message has no row)
       enqueued: [keyed("1", "K1"), keyed("2", "K2")],
       onComplete: "delete",
       payments: [payment("K1"), payment("K2")],
-      providerLog: [
-        call("createPayment", "K1", "created PRV-K1"),
-        call("checkStatus", "K1", "Paid TXN-K1"),
-        call("createPayment", "K2", "created PRV-K2"),
-        call("checkStatus", "K2", "Paid TXN-K2"),
-      ],
-      audit: [
-        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
-        entry("1", "complete", 1, "w1", 5),
-        entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }),
-        entry("2", "complete", 1, "w2", 9),
-      ],
+      ...keyedHistory(),
     };
     expect(failing(base)).toEqual([]);
     expect(observed(base, "keys: claims while")?.detail).toBe("1 keys");
     const overlapping = {
       ...base,
-      audit: [
-        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
-        entry("2", "claim", 1, "w2", 1, { previousStatus: "pending" }),
-        entry("2", "complete", 1, "w2", 3),
-        entry("1", "complete", 1, "w1", 5),
-      ],
+      audit: OVERLAPPING_AUDIT,
     };
     expect(failing(overlapping)).toEqual(["keys: claims while an earlier message of the key was unfinished", "keys: effects committed out of enqueue order"]);
   });

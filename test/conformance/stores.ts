@@ -17,6 +17,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect } from "vitest";
 import { ManualClock } from "../../src/outbox/clock.js";
+import { ON_COMPLETE_MODES } from "../../src/outbox/types.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { ForeignTransaction, JsonValue, Lease, MessageHolder, NewMessage, OnComplete, OutboxMessage } from "../../src/outbox/types.js";
 import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
@@ -26,7 +27,7 @@ import { freshSchema, postgresAvailable, TEST_DATABASE_URL } from "../support/po
 import { MariaDbOutboxStore, type MariaDbTx } from "../../src/stores/mariadb/mariadb-outbox-store.js";
 import type mysql from "mysql2/promise";
 import { freshDatabase, mariadbAvailable, mariadbConnection } from "../support/mariadb.js";
-import { selectRunnable } from "../support/selection.js";
+import { selectOne, selectRunnable } from "../support/selection.js";
 
 /** One database under test, with helpers for what only the store's own SQL can do. */
 export interface StoreHarness<Tx = unknown> {
@@ -301,7 +302,7 @@ const mariadbFactory = (options: HarnessOptions): StoreFactory => ({
 
 /** Every store the suite knows. */
 export const ALL_STORES: readonly StoreFactory[] = [sqliteFactory, postgresFactory, mariadbFactory].map((factory) =>
-  factory({ onComplete: process.env.WASSAL_TEST_ON_COMPLETE === "delete" ? "delete" : "keep" }),
+  factory({ onComplete: selectOne("WASSAL_TEST_ON_COMPLETE", process.env.WASSAL_TEST_ON_COMPLETE, ON_COMPLETE_MODES, "keep") }),
 );
 
 /** How a describe names a factory's stores: the kind, and the completion mode when it deletes. */

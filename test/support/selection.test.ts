@@ -3,7 +3,7 @@
 // never let it pass with no test run.
 
 import { describe, expect, it } from "vitest";
-import { nothingToRun, selectNamed, selectRunnable, type Runnable } from "./selection.js";
+import { nothingToRun, selectNamed, selectOne, selectRunnable, type Runnable } from "./selection.js";
 
 const VARIANTS = ["complete‖claim", "claim‖complete", "claimMessage inside complete"] as const;
 const same = (name: string) => name;
@@ -26,6 +26,23 @@ describe("selectNamed", () => {
       'WASSAL_RACE_VARIANTS names unknown value(s) "complete||claim"; valid values: "complete‖claim", "claim‖complete", "claimMessage inside complete"',
     );
     expect(() => selectNamed("WASSAL_RACE_VARIANTS", "complete‖claim,nope", VARIANTS, same)).toThrow(/unknown value\(s\) "nope"/);
+  });
+});
+
+describe("selectOne", () => {
+  const MODES = ["keep", "delete"] as const;
+  it("takes the fallback when unset or empty, else the one value named, ignoring case and spaces", () => {
+    for (const value of [undefined, "", " ", ","]) expect(selectOne("WASSAL_TEST_ON_COMPLETE", value, MODES, "keep")).toBe("keep");
+    expect(selectOne("WASSAL_TEST_ON_COMPLETE", " DELETE ", MODES, "keep")).toBe("delete");
+  });
+
+  it("throws on an unknown value, or on more than one, naming the variable and the valid values", () => {
+    expect(() => selectOne("WASSAL_TEST_ON_COMPLETE", "purge", MODES, "keep")).toThrow(
+      'WASSAL_TEST_ON_COMPLETE names unknown value(s) "purge"; valid values: "keep", "delete"',
+    );
+    expect(() => selectOne("WASSAL_TEST_ON_COMPLETE", "keep,delete", MODES, "keep")).toThrow(
+      'WASSAL_TEST_ON_COMPLETE names 2 values ("keep", "delete"); it takes one of "keep", "delete"',
+    );
   });
 });
 

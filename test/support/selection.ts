@@ -22,6 +22,20 @@ export function selectNamed<T>(variable: string, value: string | undefined, all:
   return all.filter((item) => names.includes(key(nameOf(item))));
 }
 
+/**
+ * The one item of `all` that `value` (of `variable`) names, or `fallback` when it names none
+ * (unset or empty). Throws, naming the variable and the valid values, when it names something
+ * unknown or more than one.
+ */
+export function selectOne<T extends string>(variable: string, value: string | undefined, all: readonly T[], fallback: T): T {
+  const selected = selectNamed(variable, value, all, (item) => item);
+  if (selected.length === all.length && (value ?? "").replaceAll(",", "").trim() === "") return fallback;
+  const [one] = selected;
+  if (selected.length !== 1 || one === undefined)
+    throw new Error(`${variable} names ${selected.length} values (${quoted(selected)}); it takes one of ${quoted(all)}`);
+  return one;
+}
+
 /** The error for a selection that leaves no test to run: names the variable, its value, why, and the valid values. */
 export function nothingToRun(variable: string, value: string | undefined, validValues: readonly string[], why: string): Error {
   const shown = value === undefined || value.trim() === "" ? "unset" : JSON.stringify(value);
