@@ -2,9 +2,19 @@
 // last line it prints, a JSON report with the CPU time the process spent from "go" to its end.
 // CPU comes from process.cpuUsage() (getrusage of the whole process: every thread, so the V8
 // garbage collector's helper threads and libuv's pool too, in µs). Startup, connecting and
-// anything else before "go" are left out, as the parent's clock leaves them out.
+// anything else before "go" are left out, as the parent's clock leaves them out; so is a warm-up run
+// (warm-child.ts), which ends before "ready".
 
 let started: NodeJS.CpuUsage | undefined;
+/** While warm-child.ts runs a script on its warm-up store: no "ready", no wait for "go", no report. */
+let warmingUp = false;
+/** What the warm-up processed (reported as warmedUp with the run's figures), undefined without one. */
+let warmedUp: number | undefined;
+
+/** warm-child.ts only: the script that runs next is the untimed warm-up (true) or the measured run (false). */
+export function setWarmingUp(on: boolean): void {
+  warmingUp = on;
+}
 
 /** The SQLite store's write-lock figures (SqliteOutboxStore.writeLock.stats), or undefined on PostgreSQL. */
 interface LockStats {
@@ -47,15 +57,20 @@ export function writeLockSince(store: object): () => LockFigures | Record<string
 
 /** Prints "ready", waits for "go" on stdin, then starts counting CPU time. */
 export async function readyThenGo(): Promise<void> {
+  if (warmingUp) return;
   process.stdout.write("ready\n");
   await new Promise<void>((resolve) => process.stdin.once("data", () => resolve()));
   started = process.cpuUsage();
 }
 
-/** The report line: what the child did, its peak RSS, and its user and system CPU µs since "go". */
+/** The report line (during a warm-up, nothing: its count goes into the run's line as warmedUp): what the child did, its peak RSS, and its user and system CPU µs since "go". */
 export function report(fields: { processed: number } & Record<string, unknown>): void {
+  if (warmingUp) {
+    warmedUp = (warmedUp ?? 0) + fields.processed;
+    return;
+  }
   const cpu = process.cpuUsage(started);
   process.stdout.write(
-    `${JSON.stringify({ ...fields, maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024), cpuUserUs: cpu.user, cpuSystemUs: cpu.system })}\n`,
+    `${JSON.stringify({ ...fields, ...(warmedUp === undefined ? {} : { warmedUp }), maxRssMb: Math.round(process.resourceUsage().maxRSS / 1024), cpuUserUs: cpu.user, cpuSystemUs: cpu.system })}\n`,
   );
 }

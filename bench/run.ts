@@ -92,6 +92,12 @@ import { spread, type Spread } from "./stats.js";
 
 interface Settings {
   messages: number;
+  /**
+   * Messages each worker process of a throughput, payments or keys row works on a store of its own
+   * before the timed start (warm-child.ts), at most the row's own messages per run; 0: none, every
+   * process starts cold (the bench before this setting).
+   */
+  warmUp: number;
   reps: number;
   processes: number[];
   /** Process counts of the payments runs. */
@@ -433,6 +439,8 @@ async function prepare(
 
 interface ChildReport {
   processed: number;
+  /** With a warm-up: the messages this process worked on the warm-up store before "ready". */
+  warmedUp?: number;
   maxRssMb: number;
   /** CPU the child spent from "go" to its end (see child-report.ts). */
   cpuUserUs: number;
@@ -510,6 +518,7 @@ async function race(
   args: readonly string[],
   count: number,
   server: { readonly postmaster: number; readonly url: string } | { readonly mariadbd: number } | null,
+  warmUp: readonly string[] | null,
 ): Promise<{ seconds: number; reports: ChildReport[]; cpu: RunCpu }> {
   const postmaster = server !== null && "postmaster" in server ? server.postmaster : null;
   const mariadbd = server !== null && "mariadbd" in server ? server.mariadbd : null;
@@ -517,7 +526,10 @@ async function race(
   const walReader = server !== null && "url" in server ? await openWalReader(server.url) : null;
   try {
     const baseline = postmaster === null ? [] : serverChildren(postmaster);
-    const children = Array.from({ length: count }, () => spawn(process.execPath, [join(HERE, script), ...args], { stdio: ["pipe", "pipe", "inherit"] }));
+    // With a warm-up, each child first works the warm-up store (its leading arguments replaced), then the run's.
+    const command = warmUp === null ? [join(HERE, script), ...args] : [join(HERE, "warm-child.js"), script, ...args];
+    const env = warmUp === null ? process.env : { ...process.env, WASSAL_BENCH_WARM_UP: JSON.stringify(warmUp) };
+    const children = Array.from({ length: count }, () => spawn(process.execPath, command, { stdio: ["pipe", "pipe", "inherit"], env }));
     const outputs = children.map(() => "");
     const ready = children.map(
       (child, i) =>
@@ -611,14 +623,35 @@ async function runOnce(
 ): Promise<{ rate: number; maxRssMb: number; cpu: CpuPerMessage }> {
   const system = config.system;
   const settings = { ...all, messages: config.messages ?? all.messages };
-  const { db, schema, cleanup } = isPeer(system)
-    ? await preparePeer(system, settings.messages, postgresUrlOf(config.store, settings))
-    : await prepare(config.store, settings, config.payments ? "payments" : "noop", config.keys);
-  // Both servers alike (the private one's autovacuum would analyze the seeded table within a minute).
-  if (isPostgresStore(config.store)) await analyze(postgresUrlOf(config.store, settings));
+  const seed = (messages: number) =>
+    isPeer(system)
+      ? preparePeer(system, messages, postgresUrlOf(config.store, settings))
+      : prepare(config.store, { ...settings, messages }, config.payments ? "payments" : "noop", config.keys);
+  // The warm-up's store: seeded alike, as many messages per process as the setting says (the
+  // row's own count at most), worked by the same processes before "ready" (warm-child.ts).
+  const warmMessages = Math.min(all.warmUp, settings.messages) * config.processes;
+  const warm = warmMessages > 0 ? await seed(warmMessages) : null;
+  let prepared: Awaited<ReturnType<typeof seed>>;
+  try {
+    prepared = await seed(settings.messages);
+  } catch (error) {
+    await warm?.cleanup();
+    throw error;
+  }
+  const { db, schema } = prepared;
+  const cleanup = async () => {
+    await prepared.cleanup();
+    await warm?.cleanup();
+  };
+  const warmUp = warm === null ? null : system === "plainjob" ? [warm.db] : [warm.db, warm.schema];
   const postmaster = postmasters.get(config.store) ?? null;
   try {
-    if (config.store === "mariadb") await analyzeMariaDb(db);
+    // Both servers alike (the private one's autovacuum would analyze the seeded table within a minute).
+    if (isPostgresStore(config.store)) await analyze(postgresUrlOf(config.store, settings));
+    if (config.store === "mariadb") {
+      await analyzeMariaDb(db);
+      if (warm !== null) await analyzeMariaDb(warm.db);
+    }
     const synchronous = config.store === "sqlite-NORMAL" ? "NORMAL" : "FULL";
     const connections = isPostgresStore(config.store)
       ? Math.floor(PG_CONNECTIONS / config.processes)
@@ -632,9 +665,9 @@ async function runOnce(
           ? { mariadbd }
           : null;
     const { seconds, reports, cpu } = isPeer(system)
-      ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes, server)
+      ? await race(PEER_TUNING[system].script, system === "plainjob" ? [db] : [db, schema], config.processes, server, warmUp)
       : config.payments
-        ? await race("payments-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(connections)], config.processes, server)
+        ? await race("payments-child.js", [db, schema, synchronous, String(concurrencyOf(config)), String(connections)], config.processes, server, warmUp)
         : system === "wassal"
           ? await race(
               "worker-child.js",
@@ -650,14 +683,18 @@ async function runOnce(
               ],
               config.processes,
               server,
+              warmUp,
             )
           : await race(
               "raw-child.js",
               [db, schema, synchronous, String(config.batch), config.guarded ? (config.deleteOnComplete ? "guarded-delete" : "guarded") : "bare"],
               config.processes,
               server,
+              warmUp,
             );
     const processed = reports.reduce((sum, r) => sum + r.processed, 0);
+    const warmedUp = reports.reduce((sum, r) => sum + (r.warmedUp ?? 0), 0);
+    if (warmedUp !== (warm === null ? 0 : warmMessages)) throw new Error(`${label(config)}: the warm-up processed ${warmedUp} of ${warmMessages}`);
     if (processed !== settings.messages) throw new Error(`${label(config)}: processed ${processed} of ${settings.messages}; ${await leftBehind(db, schema)}`);
     if (config.payments) await verifyPayments(db, schema, settings.messages);
     const per = (us: number | null) => (us === null ? null : us / settings.messages);
@@ -702,6 +739,11 @@ async function main(): Promise<void> {
       "messages per run, and batched enqueues per run (default 20,000; 500 with --quick); rows bound by one commit per message (batch 1, no group commit) run at most 2,000, payments rows (and their no-op reference) at most 20,000",
       positive("--messages"),
     )
+    .option(
+      "--warm-up <n>",
+      "messages each worker process of the throughput, payments and keys rows works, untimed, on a store of its own before the timed start, at most the row's messages (0: every process starts cold, as the bench did before this option) (default 5,000; 500 with --quick)",
+      wholeNumber("--warm-up"),
+    )
     .option("--reps <n>", "repetitions per figure (median, min, max) (default 3; 2 with --quick)", positive("--reps"))
     .option(
       "--stores <list>",
@@ -738,6 +780,7 @@ async function main(): Promise<void> {
   const options = program.opts<{
     quick?: boolean;
     messages?: number;
+    warmUp?: number;
     reps?: number;
     processes?: number[];
     stores: string[];
@@ -753,6 +796,7 @@ async function main(): Promise<void> {
   const processes = options.processes ?? (options.quick ? [1, 4] : [1, 2, 4]);
   const settings: Settings = {
     messages: options.messages ?? (options.quick ? 500 : 20_000),
+    warmUp: options.warmUp ?? (options.quick ? 500 : 5_000),
     reps: options.reps ?? (options.quick ? 2 : 3),
     processes,
     paymentsProcesses: (options.quick ? [1] : [1, 4]).filter((n) => processes.includes(n)),
