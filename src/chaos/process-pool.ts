@@ -106,11 +106,15 @@ export class ProcessPool {
     });
   }
 
-  /** Starts every slot and waits until all report ready (or throws ChaosSetupError after `waitMs`). */
-  async start(waitMs: number): Promise<void> {
-    for (const slot of this.#slots) this.#start(slot);
+  /**
+   * Starts the first `count` slots (default: all) not started yet, and waits until they all report
+   * ready (or throws ChaosSetupError after `waitMs`). Called again, it starts the rest.
+   */
+  async start(waitMs: number, count = this.#slots.length): Promise<void> {
+    const slots = this.#slots.slice(0, count);
+    for (const slot of slots) if (slot.generation === 0) this.#start(slot);
     const readyBy = performance.now() + waitMs;
-    while (this.#slots.some((s) => s.readyAt === undefined)) {
+    while (slots.some((s) => s.readyAt === undefined)) {
       if (performance.now() > readyBy) {
         throw new ChaosSetupError(`the processes did not all report ready within ${waitMs / 1000} s; rerun with --keep and read their logs`);
       }

@@ -20,7 +20,8 @@ import { checkStore, type ConnectionKiller, scratchPlace } from "../lab/stores/p
 import { redactUrl } from "../outbox/redact.js";
 import { openLabOutbox } from "../lab/stores/open-lab-outbox.js";
 import { checkInvariants, type EnqueuedMessage, type InvariantReport } from "./invariant-checker.js";
-import { ProcessPool } from "./process-pool.js";
+import { ChaosSetupError, ProcessPool } from "./process-pool.js";
+import { STALL_MARK } from "../runtime/payments-handlers.js";
 
 export interface ChaosOptions {
   /** "sqlite" (a temporary file) or a postgres:// URL (a temporary schema there). */
@@ -55,8 +56,9 @@ export interface ChaosOptions {
    */
   readonly onComplete: OnComplete;
   /**
-   * The first worker (its first process) stalls after its first handler run until another worker
-   * has taken that message, so that a stale completion is certainly attempted, and must be refused.
+   * The first worker stalls after its first handler run until another worker has taken that
+   * message, so that a stale completion is certainly attempted, and must be refused. It starts
+   * alone and is given the first payment; the others start once its stall has begun.
    */
   readonly stallFirst?: boolean;
   /** Give up waiting for the workers after this long (default: scaled to the work, see chaosTimeoutMs). */
@@ -245,11 +247,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
           String(options.latencySpikeRate),
           "--fault-latency-spike-ms",
           String(options.latencySpikeMs),
-          ...(options.stallFirst && index === 0 && generation === 1 ? ["--fault-stall-first"] : []),
+          // Until its stall has begun: a first process that died before it is replaced by one that stalls.
+          ...(options.stallFirst && index === 0 && !stallBegun() ? ["--fault-stall-first"] : []),
         ],
       };
     },
   });
+
+  let stalled = false;
+  /** Whether the --stall-first worker has begun its stall (its log says so). */
+  function stallBegun(): boolean {
+    stalled ||= pool.countLogLines((line) => line.includes(`"event":"${STALL_MARK}"`)) > 0;
+    return stalled;
+  }
 
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, action: () => void | Promise<void>) => {
@@ -262,6 +272,23 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   try {
     // The run starts once every worker is claiming, so that faults and work overlap however slowly
     // this machine starts processes.
+    // With --stall-first the first worker starts alone and takes the first payment: the others start
+    // once it has stalled on it, so the stall certainly holds a message that another worker takes.
+    let firstCreated = 0;
+    if (options.stallFirst && options.workers > 1) {
+      await pool.start(READY_WAIT_MS, 1);
+      stopIfAborted();
+      const message = await createWithRetry(service, `CHAOS-${runId}-${String(1).padStart(6, "0")}`);
+      if (message !== null) enqueued.push({ id: message.id, type: message.type, key: message.key, payload: message.payload });
+      figures.paymentsCreated += 1;
+      firstCreated = 1;
+      for (const until = performance.now() + READY_WAIT_MS; !stallBegun(); await sleep(50)) {
+        stopIfAborted();
+        if (performance.now() > until)
+          throw new ChaosSetupError(`the first worker did not stall on the first payment within ${READY_WAIT_MS / 1000} s; rerun with --keep and read its log`);
+      }
+      progress("the first worker has stalled on the first payment; starting the others");
+    }
     await pool.start(READY_WAIT_MS);
     stopIfAborted();
     progress(`${options.workers} workers ready after ${Math.round(performance.now() - started)} ms`);
@@ -287,8 +314,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
 
     // Create the payments at a steady rate, through the payments API.
     const restartAt = options.pgRestart && place.kind === "postgres" ? Math.floor(options.payments * 0.4) : -1;
-    for (let n = 0; n < options.payments; n += 1) {
-      const due = createdFrom + (n / options.rate) * 1000;
+    for (let n = firstCreated; n < options.payments; n += 1) {
+      const due = createdFrom + ((n - firstCreated) / options.rate) * 1000;
       const wait = due - performance.now();
       if (wait > 0) await sleep(wait);
       stopIfAborted();

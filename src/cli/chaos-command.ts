@@ -126,7 +126,7 @@ export function chaosCommand(): Command {
       )
       .option(
         "--stall-first",
-        "the first worker blocks after its first handler run until another worker has taken that message: a stale completion, certainly attempted, that must be refused",
+        "the first worker starts alone, takes the first payment and blocks after its handler run until another worker (started then) has taken that message: a stale completion, certainly attempted, that must be refused",
       )
       .option("--keep", "keep the database, the provider log and the workers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")

@@ -134,7 +134,7 @@ export async function runUntilKilled(options: KillOptions): Promise<KilledInstan
     running.delete(child);
   }
   if (crash === undefined) {
-    const why = failure ?? (finished ? "its plan ended without reaching the crash point" : stderr.trim().split("\n").at(-1) || "no message");
+    const why = failure ?? (finished ? "its plan ended without reaching the crash point" : lastError(stderr));
     throw new WassalError(
       "LAB_INSTANCE_FAILED",
       `lab instance ${name} (pid ${child.pid}) ended before its crash point (exit code ${exit.code}, signal ${exit.signal}): ${why}`,
@@ -151,4 +151,19 @@ export async function runUntilKilled(options: KillOptions): Promise<KilledInstan
     signal: exit.signal,
     providerCalls,
   };
+}
+
+/**
+ * What a child's stderr says went wrong: for an uncaught error, the error's line and where it was
+ * thrown (Node prints the source line, the error, its stack, and its own version last); otherwise
+ * the last line.
+ */
+export function lastError(stderr: string): string {
+  const lines = stderr
+    .trim()
+    .split("\n")
+    .filter((line) => !/^Node\.js v\d/.test(line));
+  const frame = lines.findIndex((line) => /^\s+at /.test(line));
+  if (frame > 0) return `${lines[frame - 1]?.trim()} (${lines[frame]?.trim()})`;
+  return lines.at(-1)?.trim() || "no message";
 }

@@ -5,6 +5,7 @@
 // reconciliation handler against a provider that answers at once.
 
 import { spawnSync } from "node:child_process";
+import { writeSync } from "node:fs";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator } from "../payments/provider-simulator.js";
@@ -89,6 +90,9 @@ export function handlers(context: HandlersContext): HandlerMap {
   };
 }
 
+/** The log line's event when a stall begins (see stallUntilTaken). */
+export const STALL_MARK = "stall-first-begins";
+
 /** The longest a stall waits for another worker to take the message. */
 const STALL_LIMIT_MS = 120_000;
 
@@ -98,6 +102,9 @@ const STALL_LIMIT_MS = 120_000;
  */
 function stallUntilTaken(target: { readonly db: string; readonly schema?: string }, messageId: string, token: number): void {
   const pause = new Int32Array(new SharedArrayBuffer(4));
+  // Said on stderr with a synchronous write before the process blocks, so that the chaos run (which
+  // reads the log) knows the stall has begun and may start the workers that will take the message.
+  writeSync(2, `${JSON.stringify({ event: STALL_MARK, messageId, token })}\n`);
   const cli = process.argv[1] ?? "";
   const args = [cli, "outbox", "show", messageId, "--db", target.db, ...(target.schema === undefined ? [] : ["--schema", target.schema]), "--json"];
   for (const until = Date.now() + STALL_LIMIT_MS; Date.now() < until; ) {
