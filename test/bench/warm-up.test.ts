@@ -1,0 +1,86 @@
+// The benchmark's warm-up (bench/warm-child.ts): each worker process works a store of its own
+// before the timed start, and the parent refuses a row whose warm-up did not process everything
+// it was given. Run on SQLite NORMAL with a few hundred messages, peers left out: the point is that
+// the warm-up happens and is checked, not how fast anything is (that is `npm run bench`'s job).
+
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ROOT, requireBuilt } from "../support/cli.js";
+
+const RUN = join(ROOT, "bench", ".build", "run.js");
+
+function bench(args: readonly string[]) {
+  return spawnSync(process.execPath, [RUN, ...args], { cwd: ROOT, encoding: "utf8", timeout: 120_000 });
+}
+
+/** The result files a run wrote (its last line names them); removed once read. */
+function results(stdout: string): { settings: { warmUp: number }; rows: { config: { system: string; processes: number } }[] } {
+  const written = /written: (bench\/results\/[\w-]+)\.json and \.md/.exec(stdout)?.[1];
+  if (written === undefined) throw new Error(`the bench named no result file:\n${stdout}`);
+  const json = join(ROOT, `${written}.json`);
+  try {
+    return JSON.parse(readFileSync(json, "utf8")) as ReturnType<typeof results>;
+  } finally {
+    rmSync(json, { force: true });
+    rmSync(join(ROOT, `${written}.md`), { force: true });
+  }
+}
+
+describe("npm run bench: the warm-up before the timed start", () => {
+  beforeAll(() => {
+    requireBuilt("index.js");
+    execFileSync(join(ROOT, "node_modules", ".bin", "tsc"), ["-p", join(ROOT, "bench", "tsconfig.json")], { cwd: ROOT });
+  }, 120_000);
+
+  it("runs every throughput row after its processes worked a warm-up store, Wassal's and the raw loops' alike", () => {
+    const run = bench([
+      "--sections",
+      "throughput",
+      "--stores",
+      "sqlite-NORMAL",
+      "--processes",
+      "1,2",
+      "--reps",
+      "1",
+      "--no-peers",
+      "--messages",
+      "300",
+      "--warm-up",
+      "200",
+    ]);
+    expect(run.stderr, run.stdout).not.toMatch(/warm-up processed/);
+    expect(run.status, run.stderr).toBe(0);
+    const { settings, rows } = results(run.stdout);
+    expect(settings.warmUp).toBe(200);
+    expect(new Set(rows.map((r) => r.config.system))).toEqual(new Set(["wassal", "raw"]));
+    expect(new Set(rows.map((r) => r.config.processes))).toEqual(new Set([1, 2]));
+  }, 120_000);
+
+  it("still runs cold with --warm-up 0", () => {
+    const run = bench([
+      "--sections",
+      "throughput",
+      "--stores",
+      "sqlite-NORMAL",
+      "--processes",
+      "1",
+      "--reps",
+      "1",
+      "--no-peers",
+      "--messages",
+      "200",
+      "--warm-up",
+      "0",
+    ]);
+    expect(run.status, run.stderr).toBe(0);
+    expect(results(run.stdout).settings.warmUp).toBe(0);
+  }, 120_000);
+
+  it("refuses a --warm-up that is not a whole number, naming the option", () => {
+    const run = bench(["--warm-up", "lots"]);
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain('--warm-up must be a whole number >= 0 (got "lots")');
+  });
+});
