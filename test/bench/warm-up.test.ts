@@ -15,6 +15,14 @@ function bench(args: readonly string[]) {
   return spawnSync(process.execPath, [RUN, ...args], { cwd: ROOT, encoding: "utf8", timeout: 120_000 });
 }
 
+/** The throughput section alone on SQLite NORMAL, one rep, no peers. */
+function throughput(processes: string, messages: number, warmUp: number) {
+  return bench([
+    ...["--sections", "throughput", "--stores", "sqlite-NORMAL", "--reps", "1", "--no-peers"],
+    ...["--processes", processes, "--messages", String(messages), "--warm-up", String(warmUp)],
+  ]);
+}
+
 /** The result files a run wrote (its last line names them); removed once read. */
 function results(stdout: string): { settings: { warmUp: number }; rows: { config: { system: string; processes: number } }[] } {
   const written = /written: (bench\/results\/[\w-]+)\.json and \.md/.exec(stdout)?.[1];
@@ -35,21 +43,7 @@ describe("npm run bench: the warm-up before the timed start", () => {
   }, 120_000);
 
   it("runs every throughput row after its processes worked a warm-up store, Wassal's and the raw loops' alike", () => {
-    const run = bench([
-      "--sections",
-      "throughput",
-      "--stores",
-      "sqlite-NORMAL",
-      "--processes",
-      "1,2",
-      "--reps",
-      "1",
-      "--no-peers",
-      "--messages",
-      "300",
-      "--warm-up",
-      "200",
-    ]);
+    const run = throughput("1,2", 300, 200);
     expect(run.stderr, run.stdout).not.toMatch(/warm-up processed/);
     expect(run.status, run.stderr).toBe(0);
     const { settings, rows } = results(run.stdout);
@@ -59,21 +53,7 @@ describe("npm run bench: the warm-up before the timed start", () => {
   }, 120_000);
 
   it("still runs cold with --warm-up 0", () => {
-    const run = bench([
-      "--sections",
-      "throughput",
-      "--stores",
-      "sqlite-NORMAL",
-      "--processes",
-      "1",
-      "--reps",
-      "1",
-      "--no-peers",
-      "--messages",
-      "200",
-      "--warm-up",
-      "0",
-    ]);
+    const run = throughput("1", 200, 0);
     expect(run.status, run.stderr).toBe(0);
     expect(results(run.stdout).settings.warmUp).toBe(0);
   }, 120_000);
