@@ -152,6 +152,9 @@ function checkChaosOptions(o: ChaosOptions): void {
     if (!(value >= 0 && value <= 1)) throw new InvalidArgumentError(`${name} must be between 0 and 1 (got ${value})`);
   }
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of payments per second (got ${o.rate})`);
+  if (o.stallFirst && o.workers < 2) {
+    throw new InvalidArgumentError(`stallFirst needs 2 workers or more: another worker must take the stalled message (got workers ${o.workers})`);
+  }
   checkOnComplete(o.onComplete);
   checkStore(o.store);
 }
@@ -254,6 +257,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     },
   });
 
+  /** Creates the run's payment number n (from 0), through the payments API, and records its message. */
+  async function createPayment(n: number): Promise<void> {
+    const message = await createWithRetry(service, `CHAOS-${runId}-${String(n + 1).padStart(6, "0")}`);
+    if (message !== null) enqueued.push({ id: message.id, type: message.type, key: message.key, payload: message.payload });
+    figures.paymentsCreated += 1;
+  }
+
   let stalled = false;
   /** Whether the --stall-first worker has begun its stall (its log says so). */
   function stallBegun(): boolean {
@@ -278,9 +288,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     if (options.stallFirst && options.workers > 1) {
       await pool.start(READY_WAIT_MS, 1);
       stopIfAborted();
-      const message = await createWithRetry(service, `CHAOS-${runId}-${String(1).padStart(6, "0")}`);
-      if (message !== null) enqueued.push({ id: message.id, type: message.type, key: message.key, payload: message.payload });
-      figures.paymentsCreated += 1;
+      await createPayment(0);
       firstCreated = 1;
       for (const until = performance.now() + READY_WAIT_MS; !stallBegun(); await sleep(50)) {
         stopIfAborted();
@@ -324,9 +332,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         await restartPostgres();
         figures.serverRestarts += 1;
       }
-      const message = await createWithRetry(service, `CHAOS-${runId}-${String(n + 1).padStart(6, "0")}`);
-      if (message !== null) enqueued.push({ id: message.id, type: message.type, key: message.key, payload: message.payload });
-      figures.paymentsCreated += 1;
+      await createPayment(n);
       if ((n + 1) % Math.max(1, Math.floor(options.payments / 10)) === 0) progress(`created ${n + 1}/${options.payments} payments`);
     }
 

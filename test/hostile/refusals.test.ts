@@ -88,6 +88,14 @@ describe("a refused command leaves every file as it was", () => {
     expect(run.stderr).toMatch(/--pg-terminate-every .*renamed: use --kill-connections-every <ms>/);
     expect(readdirSync(cwd)).toEqual([]);
   });
+
+  it("chaos run --stall-first with one worker is refused at once (no worker could take the stalled message), with nothing run", async () => {
+    const cwd = mkdtempSync(join(dir, "cwd-"));
+    const run = await runCli(["chaos", "run", "--stall-first", "--workers", "1"], { cwd, timeoutMs: 30_000 });
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain("stallFirst needs 2 workers or more: another worker must take the stalled message (got workers 1)");
+    expect(readdirSync(cwd)).toEqual([]);
+  });
 });
 
 // A full disk, for real: a small tmpfs, mounted here (root only). Under CI it must run.
