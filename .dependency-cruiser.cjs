@@ -32,6 +32,14 @@ module.exports = {
       to: { path: "^src/(stores|relay|payments|lab|chaos|cli|runtime|observability)/" },
     },
     {
+      name: "shards-on-the-core",
+      comment:
+        "The sharded outbox routes to stores through the store contract and runs the core's Worker: it imports no store, relay, domain, lab, CLI or runtime code.",
+      severity: "error",
+      from: { path: "^src/shards/" },
+      to: { path: "^src/(stores|relay|payments|lab|chaos|cli|runtime|dashboard|observability|integrations)/" },
+    },
+    {
       name: "stores-know-no-lab",
       comment:
         "The stores are the library's: they import nothing of the payments lab, the chaos harness, the runtime, the CLI, the dashboard, the relay or observability. The lab reaches a store through its public class (src/lab/stores).",

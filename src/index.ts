@@ -26,6 +26,7 @@ export {
   UnroutedTypesError,
   UnsupportedPayloadError,
   WassalError,
+  WrongShardError,
 } from "./outbox/errors.js";
 export { SUBSCRIBER_SEPARATOR, subscriberCopy, type Subscriptions, subscriptions } from "./outbox/fan-out.js";
 export { EventHub, type EventListener, type OutboxEvent, type OutboxEventType } from "./outbox/events.js";
@@ -70,6 +71,7 @@ export type {
   InOrderMessage,
   InOrderReceipt,
   JsonValue,
+  KeySequence,
   Lease,
   LeaseLost,
   MarkedDead,

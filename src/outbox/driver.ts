@@ -20,6 +20,7 @@ import type {
   MessageState,
   MessageStatus,
   MessageText,
+  KeySequence,
   OutboxMessage,
   StatusCounts,
 } from "./types.js";
@@ -354,6 +355,10 @@ export interface OutboxDriver<Tx> {
   countByStatus(): Promise<Partial<StatusCounts>>;
   /** Pending messages per type, the most numerous first (then by type), at most `limit` types. */
   pendingByType(params: { readonly limit: number }): Promise<readonly TypeCount[]>;
+  /** The keys outbox_keys remembers, after `after` in key order, at most `limit`. */
+  keySequences(params: { readonly after: string | null; readonly limit: number }): Promise<readonly KeySequence[]>;
+  /** Upserts keys' next numbers, keeping the higher one. */
+  carryKeySequences(params: { readonly turns: readonly KeySequence[] }): Promise<void>;
   /** Moves dead messages back to pending: how many moved, and for a list of ids, which. */
   redrive(params: { readonly messageIds: readonly string[] | "all"; readonly audit: boolean }): Promise<RedriveCount>;
   /** Deletes one batch of processed messages, dead messages or audit rows from before `before`, oldest first; returns how many. */

@@ -264,3 +264,24 @@ export class ShutdownError extends WassalError {
     super("SHUTDOWN", "the worker is shutting down; the message was released for another worker");
   }
 }
+
+/**
+ * A message was enqueued in a sharded outbox's transaction on a shard other than the one its
+ * ordering key (or dedupe key) routes to: on that shard, its key's order would not hold. Nothing was
+ * written. Open the transaction with the message's key as its route.
+ */
+export class WrongShardError extends InvalidArgumentError {
+  override name = "WrongShardError";
+  /** The shard the message belongs on. */
+  readonly belongsOn: number;
+  /** The shard whose transaction it was given to. */
+  readonly givenTo: number;
+  constructor(what: string, belongsOn: number, givenTo: number) {
+    super(
+      `a message with ${what} belongs on shard ${belongsOn}, not on shard ${givenTo} whose transaction it was given to; nothing was written. Open the transaction with that key as its route`,
+      "WRONG_SHARD",
+    );
+    this.belongsOn = belongsOn;
+    this.givenTo = givenTo;
+  }
+}

@@ -67,6 +67,7 @@ import {
   type StatusCounts,
   type UnblockAction,
   type TypeCount,
+  type KeySequence,
   type HeartbeatOptions,
   type OwnerRecord,
   type ReapedOwner,
@@ -1037,6 +1038,27 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       throw new InvalidArgumentError(`limit must be a whole number from 1 to 1000 (got ${String(limit)})`);
     }
     return [...(await this.#driver.pendingByType({ limit }))];
+  }
+
+  async keySequences(options: { readonly after?: string; readonly limit?: number } = {}): Promise<KeySequence[]> {
+    const { after, limit } = checkObject(options, "keySequences options ({ after, limit })");
+    return [
+      ...(await this.#driver.keySequences({
+        after: after === undefined ? null : checkOrderingKey(after),
+        limit: limit === undefined ? 1000 : checkBatchSize(limit, "limit"),
+      })),
+    ];
+  }
+
+  async carryKeySequences(turns: readonly KeySequence[]): Promise<void> {
+    if (!Array.isArray(turns)) throw new InvalidArgumentError(`carryKeySequences takes a list of { key, nextSeq } (got ${shown(turns)})`);
+    if (turns.length > MAX_ENQUEUE_MANY)
+      throw new InvalidArgumentError(`carryKeySequences takes at most ${MAX_ENQUEUE_MANY} keys at once (got ${turns.length})`);
+    const checked = turns.map((turn: KeySequence, index) => {
+      checkObject(turn, `key sequence ${index} ({ key, nextSeq })`);
+      return { key: checkOrderingKey(turn.key), nextSeq: checkKeySeq(turn.nextSeq) };
+    });
+    if (checked.length > 0) await this.#driver.carryKeySequences({ turns: checked });
   }
 
   describeSchema(): Promise<string> {

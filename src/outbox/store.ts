@@ -7,6 +7,7 @@ import type { DriverCapabilities, Migration } from "./driver.js";
 import type { EventHub } from "./events.js";
 import type {
   TypeCount,
+  KeySequence,
   Cancelled,
   MessagePage,
   PageQuery,
@@ -276,6 +277,19 @@ export interface OutboxStore<Tx> {
    * 1000): which types wait, for `wassal outbox stats`. It reads every pending row: not for a hot path.
    */
   pendingByType(options?: { readonly limit?: number }): Promise<TypeCount[]>;
+  /**
+   * The next number (keySeq) each key takes once its queue has emptied, as this outbox remembers
+   * it: the keys after `after`, in key order, at most `limit` (1 to 100,000; default 1,000). A key
+   * with unfinished messages may be listed with a number its queue will still move on: what a key
+   * carries to a new shard when it moves, which it may do only when idle.
+   */
+  keySequences(options?: { readonly after?: string; readonly limit?: number }): Promise<KeySequence[]>;
+  /**
+   * Sets keys' next numbers here, keeping a higher one already remembered (at most
+   * MAX_ENQUEUE_MANY per call): a key moved from another outbox goes on from its place there.
+   * Call it before the key's first message here.
+   */
+  carryKeySequences(turns: readonly KeySequence[]): Promise<void>;
   /** The schema as the database reports it (DDL text), for reports and support. */
   describeSchema(): Promise<string>;
 

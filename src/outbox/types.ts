@@ -214,6 +214,16 @@ export interface BlockedKey {
   readonly waiting: number;
 }
 
+/**
+ * A key's place in its order: the number (keySeq) its next holder takes once the key's queue has
+ * emptied. A key that moves to another outbox (a new shard) carries it there, so that a consumer's
+ * inbox, which applies number n only after n − 1, takes its next messages as new.
+ */
+export interface KeySequence {
+  readonly key: string;
+  readonly nextSeq: number;
+}
+
 /** How to unblock a key: redrive its dead message (it goes first again) or skip it (it stays dead, the key moves on). */
 export type UnblockAction = "redrive" | "skip";
 

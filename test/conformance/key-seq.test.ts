@@ -141,4 +141,30 @@ describeEachStore("each key's messages are numbered 1, 2, 3… as their turns co
     );
     expect(next.map((m) => m.keySeq)).toEqual([3, 3]);
   });
+  it("a key's place can be read a page at a time and carried to another outbox, where the key goes on from it (never back)", async () => {
+    const { store, clock } = ctx();
+    for (const key of ["a", "a", "b", "c"]) await enqueueKeyed(store, key, key);
+    await drain(store);
+    expect(await store.keySequences()).toEqual([
+      { key: "a", nextSeq: 3 },
+      { key: "b", nextSeq: 2 },
+      { key: "c", nextSeq: 2 },
+    ]);
+    expect(await store.keySequences({ after: "a", limit: 1 })).toEqual([{ key: "b", nextSeq: 2 }]);
+    expect(await store.keySequences({ after: "c" })).toEqual([]);
+
+    const other = await factory.create(clock);
+    try {
+      await other.store.carryKeySequences([]);
+      await other.store.carryKeySequences((await store.keySequences()).filter((turn) => turn.key !== "c"));
+      await other.store.carryKeySequences([{ key: "a", nextSeq: 2 }]); // lower: the higher number stays
+      expect((await enqueueKeyed(other.store, "a", "a")).keySeq).toBe(3);
+      expect((await enqueueKeyed(other.store, "b", "b")).keySeq).toBe(2);
+      expect((await enqueueKeyed(other.store, "c", "c")).keySeq).toBe(1);
+      await expect(other.store.carryKeySequences([{ key: "d", nextSeq: 0 }])).rejects.toThrow(/keySeq .* must be a whole number >= 1 \(got 0\)/);
+      await expect(other.store.keySequences({ limit: 0 })).rejects.toThrow(/limit must be a whole number from 1 to 100000 \(got 0\)/);
+    } finally {
+      await other.close();
+    }
+  });
 });

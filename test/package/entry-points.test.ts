@@ -104,6 +104,7 @@ describe("entry points", () => {
         observability: await names("wassal/observability"),
         lab: await names("wassal/lab"),
         relay: await names("wassal/relay"),
+        shards: await names("wassal/shards"),
         kysely: await names("wassal/kysely"),
         knex: await names("wassal/knex"),
         drizzle: await names("wassal/drizzle"),
@@ -115,6 +116,7 @@ describe("entry points", () => {
     expect(out.drizzle).toEqual(["enqueue", "fromDrizzle"]);
     expect(out.typeorm).toEqual(["enqueue", "fromTypeOrm"]);
     expect(out.prisma).toEqual(["enqueue", "fromPrisma"]);
+    expect(out.shards).toEqual(["AddShardsRefusedError", "ShardWorkers", "ShardedOutbox", "addShards", "jumpShard", "keyHash", "planAddShards", "shardOfKey"]);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["PostgresOutboxStore"]);
     expect(out.mariadb).toEqual(["MariaDbOutboxStore"]);
@@ -123,6 +125,13 @@ describe("entry points", () => {
       expect.arrayContaining(["Relay", "NatsPublisher", "WebhookPublisher", "PermanentPublishError", "BrokerUnavailableError", "router"]),
     );
     expect(out.lab).toEqual(expect.arrayContaining(["openOutbox", "withOutbox", "PaymentsService", "ProviderSimulator", "runScenario", "SCENARIOS"]));
+  });
+
+  it("wassal/shards loads no database driver", () => {
+    const out = inFreshProcess<{ drivers: string[] }>(`
+      await import("wassal/shards");
+      console.log(JSON.stringify({ drivers: drivers() }));`);
+    expect(out.drivers).toEqual([]);
   });
 
   it("wassal/relay loads no database driver, and a NATS publisher opens at once even with no server (it connects in the background)", () => {

@@ -50,6 +50,7 @@ import type {
   ReapedOwner,
   StatusCounts,
   TypeCount,
+  KeySequence,
 } from "../../outbox/types.js";
 import { questionToNumbered } from "../placeholders.js";
 import {
@@ -770,6 +771,18 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
   async pendingByType(params: { limit: number }): Promise<TypeCount[]> {
     const [rows] = await this.pool.query<Rows>(SQL.pendingByType, [params.limit]);
     return rows.map((r) => ({ type: String(r.type), count: Number(r.n) }));
+  }
+
+  async keySequences(params: { after: string | null; limit: number }): Promise<KeySequence[]> {
+    const [rows] = await this.pool.query<Rows>(SQL.keySequences, [params.after, params.after, params.limit]);
+    return rows.map((r) => ({ key: String(r.ordering_key), nextSeq: Number(r.next_seq) }));
+  }
+
+  async carryKeySequences(params: { turns: readonly KeySequence[] }): Promise<void> {
+    await this.pool.query(
+      SQL.carryKeySequences(params.turns.length),
+      params.turns.flatMap((turn) => [turn.key, turn.nextSeq]),
+    );
   }
 
   async countByStatus(): Promise<Partial<StatusCounts>> {

@@ -616,6 +616,14 @@ export const SQL = {
   /** Params: limit. Pending messages per type, the most numerous first. */
   pendingByType: "SELECT type, COUNT(*) AS n FROM outbox_messages WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT ?",
 
+  /** Params: after, after (null: from the first key), limit. Each remembered key's next number, in key order. */
+  keySequences: "SELECT ordering_key, next_seq FROM outbox_keys WHERE ? IS NULL OR ordering_key > ? ORDER BY ordering_key LIMIT ?",
+
+  /** Sets `count` keys' next numbers (params: key, next number, …), never lowering one: a moved key goes on from its place. */
+  carryKeySequences: (count: number) =>
+    `INSERT INTO outbox_keys (ordering_key, next_seq) VALUES ${Array.from({ length: count }, () => "(?, ?)").join(", ")}
+     ON DUPLICATE KEY UPDATE next_seq = GREATEST(next_seq, VALUES(next_seq))`,
+
   oldestPending: "SELECT MIN(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'",
 
   /** Params: owner, kind, takes (JSON text or null), now, now, alive until. The owner's heartbeat (started_at kept). */

@@ -861,6 +861,15 @@ export function outboxSql(schema: string) {
     /** $1 limit: pending messages per type, the most numerous first. */
     pendingByType: `SELECT type, count(*)::int AS n FROM ${table} WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT $1`,
 
+    /** $1 after (null: from the first key), $2 limit: each remembered key's next number, in key order. */
+    keySequences: `SELECT ordering_key AS key, next_seq::float8 AS "nextSeq" FROM ${s}.outbox_keys
+                   WHERE $1::text IS NULL OR ordering_key > $1 ORDER BY ordering_key LIMIT $2`,
+
+    /** $1 keys, $2 next numbers: sets keys' next numbers, never lowering one (a moved key goes on from its place). */
+    carryKeySequences: `INSERT INTO ${s}.outbox_keys AS k (ordering_key, next_seq)
+                        SELECT * FROM unnest($1::text[], $2::bigint[])
+                        ON CONFLICT (ordering_key) DO UPDATE SET next_seq = greatest(k.next_seq, excluded.next_seq)`,
+
     oldestPending: `SELECT min(created_at) AS oldest FROM ${table} WHERE status = 'pending'`,
 
     /**

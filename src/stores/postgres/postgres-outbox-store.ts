@@ -45,6 +45,7 @@ import type {
   ReapedOwner,
   StatusCounts,
   TypeCount,
+  KeySequence,
 } from "../../outbox/types.js";
 import {
   byId,
@@ -817,6 +818,14 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async pendingByType(params: { limit: number }): Promise<TypeCount[]> {
     const { rows } = await this.pool.query<{ type: string; n: number }>(this.#sql.pendingByType, [params.limit]);
     return rows.map((r) => ({ type: r.type, count: r.n }));
+  }
+
+  async keySequences(params: { after: string | null; limit: number }): Promise<KeySequence[]> {
+    return (await this.pool.query<KeySequence>(this.#sql.keySequences, [params.after, params.limit])).rows;
+  }
+
+  async carryKeySequences(params: { turns: readonly KeySequence[] }): Promise<void> {
+    await this.pool.query(this.#sql.carryKeySequences, [params.turns.map((turn) => turn.key), params.turns.map((turn) => turn.nextSeq)]);
   }
 
   async countByStatus(): Promise<Partial<StatusCounts>> {

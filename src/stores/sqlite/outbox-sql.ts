@@ -465,6 +465,15 @@ export const SQL = {
   /** @limit: pending messages per type, the most numerous first. */
   pendingByType: `SELECT type, count(*) AS n FROM outbox_messages WHERE status = 'pending' GROUP BY type ORDER BY n DESC, type LIMIT @limit`,
 
+  /** Each remembered key's next number, in key order, the keys after @after (null: from the first), at most @limit. */
+  keySequences: `SELECT ordering_key AS key, next_seq AS nextSeq FROM outbox_keys
+                 WHERE @after IS NULL OR ordering_key > @after ORDER BY ordering_key LIMIT @limit`,
+
+  /** Sets keys' next numbers (@turns: a JSON array of [key, next number]), never lowering one: a moved key goes on from its place. */
+  carryKeySequences: `INSERT INTO outbox_keys (ordering_key, next_seq)
+                      SELECT t.value ->> 0, t.value ->> 1 FROM json_each(@turns) AS t WHERE true
+                      ON CONFLICT (ordering_key) DO UPDATE SET next_seq = max(next_seq, excluded.next_seq)`,
+
   oldestPending: `SELECT min(created_at) AS oldest FROM outbox_messages WHERE status = 'pending'`,
 
   /** The owner's heartbeat (started_at kept; alive_until never shortened: see the PostgreSQL store's). */

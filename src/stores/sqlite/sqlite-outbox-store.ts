@@ -45,6 +45,7 @@ import type {
   ReapedOwner,
   StatusCounts,
   TypeCount,
+  KeySequence,
 } from "../../outbox/types.js";
 import {
   byId,
@@ -705,6 +706,15 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return this.writeLock.serial(() =>
       (this.#stmt("pendingByType").all({ limit: params.limit }) as { type: string; n: number }[]).map((r) => ({ type: r.type, count: r.n })),
     );
+  }
+
+  keySequences(params: { after: string | null; limit: number }): Promise<KeySequence[]> {
+    return this.writeLock.serial(() => this.#stmt("keySequences").all({ after: params.after, limit: params.limit }) as KeySequence[]);
+  }
+
+  async carryKeySequences(params: { turns: readonly KeySequence[] }): Promise<void> {
+    const turns = JSON.stringify(params.turns.map((turn) => [turn.key, turn.nextSeq]));
+    await this.writeLock.runSync(() => this.#stmt("carryKeySequences").run({ turns }));
   }
 
   async countByStatus(): Promise<Partial<StatusCounts>> {
