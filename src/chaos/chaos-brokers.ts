@@ -1,6 +1,7 @@
 // The brokers a relay chaos run starts for itself, each on a free port with a data folder of its
 // own, so that the run can stop and start it at will without touching a shared one: a nats-server
-// with JetStream, a RabbitMQ node, or a redis-server whose append-only file survives its restart.
+// with JetStream, a cluster of three of them with the stream on all three, a RabbitMQ node, or a
+// redis-server whose append-only file survives its restart.
 // Each says where the relays publish (--to, --destination) and what the consumer processes
 // consume (see consumer-process.ts).
 
@@ -12,8 +13,8 @@ import { importOptional } from "../outbox/optional.js";
 import type { ChaosConsumerBroker } from "./consumer-process.js";
 import { freePort, waitForPort } from "./ports.js";
 
-export type ChaosBrokerName = "nats" | "rabbitmq" | "redis";
-export const CHAOS_BROKERS: readonly ChaosBrokerName[] = ["nats", "rabbitmq", "redis"];
+export type ChaosBrokerName = "nats" | "nats-cluster" | "rabbitmq" | "redis";
+export const CHAOS_BROKERS: readonly ChaosBrokerName[] = ["nats", "nats-cluster", "rabbitmq", "redis"];
 
 /** A broker of the run's own: its own port and data folder, stopped and started at will. */
 export interface ChaosBroker {
@@ -25,6 +26,12 @@ export interface ChaosBroker {
   start(): Promise<void>;
   /** Stops it (gracefully); what it keeps on disk stays for the next start. */
   stop(): Promise<void>;
+  /**
+   * The mid-run fault: one server stops and comes back. A single server is stopped for a second
+   * and started again; a cluster's node holding the stream's leader is SIGKILLed and restarted.
+   * Returns what it did, for the run's progress.
+   */
+  fault(): Promise<string>;
   /** Creates where the messages go (a stream; an exchange and a durable queue; a stream and its group). */
   prepare(): Promise<void>;
   /** What the consumer processes consume. */
@@ -38,6 +45,7 @@ export interface ChaosBroker {
 /** Starts nothing yet: `start()` does. `dir` is the broker's data folder (inside the run's). */
 export function chaosBroker(name: ChaosBrokerName, dir: string, runId: string, ackWaitMs: number): Promise<ChaosBroker> {
   if (name === "nats") return natsBroker(dir, runId, ackWaitMs);
+  if (name === "nats-cluster") return natsClusterBroker(dir, runId, ackWaitMs);
   if (name === "rabbitmq") return rabbitBroker(runId);
   return redisBroker(dir, runId);
 }
@@ -48,6 +56,14 @@ async function terminate(child: ChildProcess | undefined): Promise<void> {
   const exited = new Promise((resolve) => child.once("exit", resolve));
   child.kill("SIGTERM");
   await exited;
+}
+
+/** A single server's fault: stopped for a second, then started again. */
+async function restart(broker: { stop(): Promise<void>; start(): Promise<void> }, name: string): Promise<string> {
+  await broker.stop();
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  await broker.start();
+  return `stopped the ${name} broker for a second and started it again`;
 }
 
 async function natsBroker(dir: string, runId: string, ackWaitMs: number): Promise<ChaosBroker> {
@@ -69,6 +85,9 @@ async function natsBroker(dir: string, runId: string, ackWaitMs: number): Promis
       child.once("error", () => undefined);
       await waitForPort(port, true, "nats-server (it must be on the PATH)", 15_000);
     },
+    fault(this: ChaosBroker) {
+      return restart(this, "NATS");
+    },
     async stop() {
       const running = child;
       child = undefined;
@@ -81,6 +100,101 @@ async function natsBroker(dir: string, runId: string, ackWaitMs: number): Promis
     async stored() {
       if (admin === undefined) return null;
       return (await (await jetstream.jetstreamManager(admin)).streams.info(stream)).state.messages;
+    },
+    async close() {
+      await admin?.close();
+    },
+  };
+}
+
+/** One node of the run's NATS cluster: its client and cluster ports and its JetStream folder. */
+interface NatsNode {
+  readonly name: string;
+  readonly port: number;
+  readonly clusterPort: number;
+  readonly dir: string;
+  child?: ChildProcess | undefined;
+}
+
+/**
+ * Three nats-server processes on loopback, routed to each other as one cluster, each with its own
+ * JetStream folder; the stream is replicated on all three. The fault SIGKILLs the node that leads
+ * the stream, so the others elect a new leader while the relays publish, and then restarts it.
+ */
+async function natsClusterBroker(dir: string, runId: string, ackWaitMs: number): Promise<ChaosBroker> {
+  const nodes: NatsNode[] = [];
+  for (let n = 0; n < 3; n += 1) nodes.push({ name: `node${n}`, port: await freePort(), clusterPort: await freePort(), dir: join(dir, `node${n}`) });
+  const servers = nodes.map((node) => `nats://127.0.0.1:${node.port}`);
+  const stream = `CHAOS_${runId.toUpperCase()}`;
+  const transport = await importOptional<typeof import("@nats-io/transport-node")>("@nats-io/transport-node", "the relay chaos run");
+  const jetstream = await importOptional<typeof import("@nats-io/jetstream")>("@nats-io/jetstream", "the relay chaos run");
+  let admin: Awaited<ReturnType<typeof transport.connect>> | undefined;
+  let faults = 0;
+  const startNode = (node: NatsNode): void => {
+    const routes = nodes.filter((other) => other !== node).map((other) => `nats://127.0.0.1:${other.clusterPort}`);
+    const args = ["-a", "127.0.0.1", "-p", String(node.port), "-js", "-sd", node.dir, "-n", node.name, "--cluster_name", `wassal-${runId}`];
+    node.child = spawn("nats-server", [...args, "--cluster", `nats://127.0.0.1:${node.clusterPort}`, "--routes", routes.join(",")], { stdio: "ignore" });
+    node.child.once("error", () => undefined);
+  };
+  const manager = async () => {
+    if (admin === undefined) throw new Error("the NATS cluster is not prepared yet");
+    return jetstream.jetstreamManager(admin);
+  };
+  // A request to the cluster times out while it elects a leader (its JetStream meta leader a
+  // moment after the routes connect, the stream's after a node is killed): asked again for 30 s.
+  const patiently = async <T>(request: () => Promise<T>): Promise<T> => {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        return await request();
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  };
+  const streamInfo = () => patiently(async () => (await manager()).streams.info(stream));
+  return {
+    name: "nats-cluster",
+    url: servers.join(","),
+    destination: `${stream}.{type}`,
+    consumer: { kind: "nats", servers, stream, durable: "chaos", ackWaitMs },
+    async start() {
+      for (const node of nodes) if (node.child === undefined) startNode(node);
+      for (const node of nodes) await waitForPort(node.port, true, `nats-server ${node.name} (it must be on the PATH)`, 15_000);
+    },
+    async stop() {
+      await Promise.all(
+        nodes.map(async (node) => {
+          const running = node.child;
+          node.child = undefined;
+          await terminate(running);
+        }),
+      );
+    },
+    async fault() {
+      const info = await streamInfo();
+      const leader = nodes.find((node) => node.name === info.cluster?.leader) ?? (nodes[faults % nodes.length] as NatsNode);
+      faults += 1;
+      const running = leader.child;
+      leader.child = undefined;
+      if (running !== undefined && running.exitCode === null && running.signalCode === null) {
+        const exited = new Promise((resolve) => running.once("exit", resolve));
+        running.kill("SIGKILL");
+        await exited;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      startNode(leader);
+      await waitForPort(leader.port, true, `nats-server ${leader.name}`, 15_000);
+      return `SIGKILLed NATS ${leader.name}${info.cluster?.leader === leader.name ? " (the stream's leader)" : ""} and restarted it a second later`;
+    },
+    async prepare() {
+      admin = await transport.connect({ servers, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+      await patiently(async () => (await manager()).streams.add({ name: stream, subjects: [`${stream}.>`], num_replicas: 3 }));
+    },
+    async stored() {
+      if (admin === undefined) return null;
+      return (await streamInfo()).state.messages;
     },
     async close() {
       await admin?.close();
@@ -127,6 +241,9 @@ async function rabbitBroker(runId: string): Promise<ChaosBroker> {
         const child = spawn("rabbitmq-server", [], { env, cwd: dir, stdio: "ignore" });
         child.once("error", () => undefined);
         await waitForPort(port, true, "the run's RabbitMQ node (rabbitmq-server must be on the PATH)", 90_000);
+      },
+      fault(this: ChaosBroker) {
+        return restart(this, "RabbitMQ");
       },
       async stop() {
         if (!started) return;
@@ -192,6 +309,9 @@ async function redisBroker(dir: string, runId: string): Promise<ChaosBroker> {
       child = spawn("redis-server", args, { stdio: "ignore" });
       child.once("error", () => undefined);
       await waitForPort(port, true, "redis-server (it must be on the PATH)", 15_000);
+    },
+    fault(this: ChaosBroker) {
+      return restart(this, "Redis");
     },
     async stop() {
       const running = child;

@@ -22,7 +22,7 @@ import { RedisStreamsConsumer } from "../relay/redis-consumer.js";
 
 /** What a consumer process consumes. */
 export type ChaosConsumerBroker =
-  | { readonly kind: "nats"; readonly servers: string; readonly stream: string; readonly durable: string; readonly ackWaitMs: number }
+  | { readonly kind: "nats"; readonly servers: string | readonly string[]; readonly stream: string; readonly durable: string; readonly ackWaitMs: number }
   | { readonly kind: "rabbitmq"; readonly url: string; readonly queue: string }
   | { readonly kind: "redis"; readonly url: string; readonly stream: string; readonly group: string };
 

@@ -49,7 +49,7 @@ export interface RelayChaosOptions {
   readonly killEveryMs: number;
   /** SIGSTOP a random relay for 1.5 leases, then SIGCONT, this often; 0 = never. */
   readonly pauseEveryMs: number;
-  /** Stop the broker for a second and start it again once, mid-run. */
+  /** Fault the broker once, mid-run: stop it for a second and start it again (a cluster: SIGKILL the stream leader's node, then restart it). */
   readonly brokerRestart: boolean;
   /** Consumer processes sharing the broker's durable consumer (NATS), queue (RabbitMQ) or group (Redis Streams). */
   readonly consumers: number;
@@ -349,10 +349,8 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       if (wait > 0) await sleep(wait);
       stopIfAborted();
       if (n === restartAt) {
-        progress(`restarting the ${options.broker} broker`);
-        await broker.stop();
-        await sleep(1_000);
-        await broker.start();
+        progress(`faulting the ${options.broker} broker`);
+        progress(await broker.fault());
         brokerRestarts += 1;
       }
       const key = options.keys > 0 ? `key-${n % options.keys}` : null;

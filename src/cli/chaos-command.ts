@@ -202,7 +202,7 @@ export function chaosCommand(): Command {
       .addOption(
         new Option(
           "--broker <name>",
-          "the broker the run starts for itself: nats (a nats-server with JetStream), rabbitmq (a RabbitMQ node) or redis (a redis-server with an append-only file; Redis Streams)",
+          "the broker the run starts for itself: nats (a nats-server with JetStream), nats-cluster (three nats-servers as one cluster, the stream replicated on all three; the mid-run fault SIGKILLs the stream leader's node), rabbitmq (a RabbitMQ node) or redis (a redis-server with an append-only file; Redis Streams)",
         )
           .choices(CHAOS_BROKERS)
           .default(r.broker),
@@ -215,7 +215,10 @@ export function chaosCommand(): Command {
       .option("--lease-ms <ms>", "the relays' lease", integer(...l.leaseMs), r.leaseMs)
       .option("--kill-every <ms>", "SIGKILL a random relay (and restart it) this often; 0: never", integer(0), r.killEveryMs)
       .option("--pause-every <ms>", "SIGSTOP a random relay for 1.5 leases, then SIGCONT, this often; 0: never", integer(0), r.pauseEveryMs)
-      .option("--no-broker-restart", "do not stop and restart the broker mid-run")
+      .option(
+        "--no-broker-restart",
+        "do not fault the broker mid-run (stop and restart it; with nats-cluster, SIGKILL the stream leader's node and restart it)",
+      )
       .option(
         "--consumers <n>",
         "consumer processes sharing the broker's durable consumer (NATS), queue (RabbitMQ) or consumer group (Redis Streams)",

@@ -22,6 +22,9 @@ export interface NatsOptions {
   readonly onStatus?: (status: string) => void;
 }
 
+/** JetStream not answering for now: no responder on the subject yet, or no stream leader (an election in a cluster). */
+const JETSTREAM_NOT_ANSWERING = /no responders|503|JetStreamNotEnabled|jetstream is not enabled|temporarily unavailable/i;
+
 /** Server errors that refuse this message for good, whatever is retried. */
 const REFUSED = /maximum payload|message size exceeds|max_payload|MAX_PAYLOAD/i;
 
@@ -130,9 +133,10 @@ export class NatsPublisher implements Publisher {
       const text = error instanceof Error ? error.message : String(error);
       if (REFUSED.test(text)) throw new PermanentPublishError(`${message.destination}: ${text}`, { cause: error });
       // Down, or down while this publish waited (its timeout overlapped a disconnect), or JetStream
-      // not answering yet (right after a restart: "no responders"): held, not failed. A subject no
-      // stream takes answers the same, and is held too, with a warning each time.
-      if (!this.#connected || nc.isClosed() || this.#disconnects !== disconnectsBefore || /no responders|503|JetStreamNotEnabled/i.test(text)) {
+      // not answering yet (right after a restart: "no responders"; in a cluster, while the
+      // stream's replicas elect a new leader: "jetstream is not enabled"): held, not failed. A
+      // subject no stream takes answers the same, and is held too, with a warning each time.
+      if (!this.#connected || nc.isClosed() || this.#disconnects !== disconnectsBefore || JETSTREAM_NOT_ANSWERING.test(text)) {
         throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
       }
       if (signal.aborted) throw error;

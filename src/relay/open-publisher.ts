@@ -12,7 +12,8 @@ import { WebhookPublisher, webhookKey } from "./webhook.js";
 
 /** The URL schemes a relay publishes to, with what each means. */
 export const PUBLISHER_SCHEMES: Readonly<Record<string, string>> = {
-  "nats:": "NATS JetStream, e.g. nats://127.0.0.1:4222 (subjects from --destination and --route)",
+  "nats:":
+    "NATS JetStream, e.g. nats://127.0.0.1:4222, or a cluster's servers separated by commas, nats://a:4222,nats://b:4222 (subjects from --destination and --route)",
   "amqp:": 'RabbitMQ, e.g. amqp://127.0.0.1:5672, credentials before the host (destinations "<exchange>/<routing key>", or "/<queue>")',
   "amqps:": "RabbitMQ over TLS",
   "redis:": "Redis Streams, e.g. redis://127.0.0.1:6379 (destinations are stream keys)",
@@ -45,6 +46,7 @@ function supported(): string {
 /** Checks the URL and what its scheme needs (a webhook secret); throws InvalidArgumentError naming what would be valid. */
 export function publisherTarget(to: string, options: PublisherTargetOptions = {}): PublisherTarget {
   rememberUrlSecrets(to);
+  if (to.startsWith("nats://") && to.includes(",")) return natsCluster(to, options);
   let url: URL;
   try {
     url = new URL(to);
@@ -56,8 +58,7 @@ export function publisherTarget(to: string, options: PublisherTargetOptions = {}
     throw new InvalidArgumentError(`--to ${url.protocol}// is not a broker this relay publishes to; supported: ${supported()}`);
   }
   if (scheme === "nats:") {
-    if (url.pathname !== "" && url.pathname !== "/")
-      throw new InvalidArgumentError(`--to ${redactUrl(to)}: a NATS URL names a server only (nats://host:port); subjects come from --destination and --route`);
+    checkNatsServer(url, to);
     return {
       scheme,
       defaultDestination: undefined,
@@ -82,4 +83,33 @@ export function publisherTarget(to: string, options: PublisherTargetOptions = {}
   rememberSecret(options.webhookSecret);
   const secret = options.webhookSecret as string;
   return { scheme, defaultDestination: url.href.replaceAll("%7Btype%7D", "{type}"), open: async () => new WebhookPublisher({ secret }) };
+}
+
+function checkNatsServer(url: URL, given: string): void {
+  if (url.pathname !== "" && url.pathname !== "/")
+    throw new InvalidArgumentError(`--to ${redactUrl(given)}: a NATS URL names a server only (nats://host:port); subjects come from --destination and --route`);
+}
+
+/** A NATS cluster's servers, separated by commas: the publisher connects to any of them and follows the cluster. */
+function natsCluster(to: string, options: PublisherTargetOptions): PublisherTarget {
+  const servers = to.split(",").map((server) => server.trim());
+  for (const server of servers) {
+    rememberUrlSecrets(server);
+    let url: URL;
+    try {
+      url = new URL(server);
+    } catch {
+      throw new InvalidArgumentError(
+        `--to: ${JSON.stringify(redactUrl(server))} in the NATS server list is not a URL; give servers as nats://host:port,nats://host:port`,
+      );
+    }
+    if (url.protocol !== "nats:")
+      throw new InvalidArgumentError(`--to: every server of a NATS cluster list must be nats://host:port (got ${redactUrl(server)})`);
+    checkNatsServer(url, server);
+  }
+  return {
+    scheme: "nats:",
+    defaultDestination: undefined,
+    open: () => NatsPublisher.open({ servers, ...(options.onStatus ? { onStatus: options.onStatus } : {}) }),
+  };
 }

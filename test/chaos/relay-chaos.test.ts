@@ -127,6 +127,7 @@ interface RelayChaosJson {
     kills: number;
     relayStarts: number;
     brokerRestarts: number;
+    streamMessages: number | null;
     consumerApplied: number;
     consumers: number;
     consumerStarts: number;
@@ -262,6 +263,18 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
       // Before the inbox kept each key's order, two consumers broke it with no fault at all (217
       // effects came after a later message of their key): each pulls its own batches.
       await relayChaosWithConsumerFaults(["--broker", "nats", "--consumers", "2", ...NATS_CONSUMER_FAULTS]);
+    },
+    RUN_MS,
+  );
+});
+
+describe.skipIf(!NATS)("wassal chaos relay --broker nats-cluster (short)", () => {
+  it(
+    "three NATS nodes, the stream on all three, its leader's node SIGKILLed mid-run, relays killed and paused: every message one effect, in each key's order, one copy each in the stream",
+    async () => {
+      const result = await relayChaos(["--broker", "nats-cluster", "--messages", "600", "--rate", "300"]);
+      expect(result.figures.consumerApplied).toBe(600);
+      expect(result.figures.streamMessages).toBe(600);
     },
     RUN_MS,
   );

@@ -49,6 +49,21 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     );
   });
 
+  it("a NATS cluster's server list must hold nats:// URLs naming servers only, and never echoes a password", async () => {
+    const dir = cwd();
+    const db = join(dir, "never.db");
+    const mixed = usageError(await runCli(["relay", "--db", db, "--to", "nats://127.0.0.1:4222,redis://127.0.0.1:6379"], { cwd: dir }));
+    expect(mixed).toContain("every server of a NATS cluster list must be nats://host:port (got redis://127.0.0.1:6379)");
+    const notUrl = usageError(await runCli(["relay", "--db", db, "--to", "nats://u:hunter2secret@127.0.0.1:4222,::bad"], { cwd: dir }));
+    expect(notUrl).toContain("in the NATS server list is not a URL");
+    const withPath = usageError(
+      await runCli(["relay", "--db", db, "--to", "nats://127.0.0.1:4222,nats://u:hunter2secret@127.0.0.1:4223/orders"], { cwd: dir }),
+    );
+    expect(withPath).toContain("a NATS URL names a server only");
+    for (const line of [mixed, notUrl, withPath]) expect(line).not.toContain("hunter2secret");
+    expect(existsSync(db)).toBe(false);
+  });
+
   it("a webhook without a secret, or with a short one, is refused and says how to make one", async () => {
     const dir = cwd();
     const db = join(dir, "never.db");
