@@ -1,10 +1,11 @@
 // `wassal outbox`: operate an outbox on either store: stats, dead messages, redrive, cancel, purge.
 
-import { Command } from "commander";
-import type { Cancelled, OutboxMessage } from "../outbox/types.js";
+import { Command, Option } from "commander";
+import type { Cancelled, OutboxMessage, OutboxStats, TypeCount } from "../outbox/types.js";
+import { ShardedOutbox } from "../shards/sharded-outbox.js";
 import { InvalidArgumentError, MessageNotFoundError, MessageNotPendingError, MessageRunningError } from "../outbox/errors.js";
 import { checkMessageId } from "../outbox/validate.js";
-import { withOutbox } from "../stores/open-outbox.js";
+import { type OpenedOutbox, type OpenOutboxOptions, withOutbox } from "../stores/open-outbox.js";
 import { EXIT } from "./exit-codes.js";
 import { integer, parseDuration } from "./options.js";
 import { err, field, out, printJson } from "./output.js";
@@ -43,32 +44,49 @@ const PURGED: Record<PurgeKind, readonly [one: string, many: string, when: strin
 export function outboxCommand(): Command {
   const outbox = new Command("outbox").description("inspect and repair an outbox: stats, dead messages, redrive, cancel, purge");
 
+  const stats = new Command("stats")
+    .description(
+      "counts by state, pending messages per type (the 20 most numerous), oldest pending message, leases held and expired per owner; of one outbox (--db), or of a sharded one (--shard, each shard's and their sum)",
+    )
+    .addOption(dbOption())
+    .addOption(
+      new Option("--shard <url-or-path>", "a shard of a sharded outbox (wassal/shards), given once per shard, in shard order, instead of --db").argParser(
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+      ),
+    )
+    .addOption(schemaOption())
+    .option("--json", "print JSON");
   outbox.addCommand(
-    common(new Command("stats"))
-      .description("counts by state, pending messages per type (the 20 most numerous), oldest pending message, leases held and expired per owner")
-      .action(async (options: Common) => {
-        await withOutbox(options.db, storeOptions(options, "read"), async ({ store, location }) => {
-          const stats = await store.stats();
-          const pendingByType = await store.pendingByType({ limit: 20 });
-          const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
-          if (options.json) {
-            printJson({ db: location, ...stats, pendingByType, oldestPendingAgeMs });
-            return;
-          }
-          const c = stats.counts;
-          const lines = [
-            `outbox ${location} at ${stats.now.toISOString()}`,
-            `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`,
-            `  pending by type:${pendingByType.length === 0 ? " none" : ""}`,
-            ...pendingByType.map((t) => `    ${field(t.type)}: ${t.count}`),
-            `  oldest pending: ${oldestPendingAgeMs === null ? "none" : `${age(oldestPendingAgeMs)} old`}`,
-            `  expired leases: ${stats.expiredLeases}`,
-            `  leases by owner:${stats.leasesByOwner.length === 0 ? " none" : ""}`,
-            ...stats.leasesByOwner.map((o) => `    ${field(o.owner)}: ${o.held} held, ${o.expired} expired`),
-          ];
-          out(`${lines.join("\n")}\n`);
-        });
-      }),
+    stats.action(async (options: Partial<Common> & { shard?: string[] }) => {
+      const shards = options.shard ?? [];
+      if (shards.length > 0 && stats.getOptionValueSource("db") === "cli") {
+        throw new InvalidArgumentError("give either --db (one outbox) or --shard once per shard (a sharded outbox), not both");
+      }
+      if (shards.length === 1)
+        throw new InvalidArgumentError("a sharded outbox has two or more shards: give --shard once for each (got one); for one outbox use --db");
+      if (shards.length > 1) {
+        await withOutboxes(shards, storeOptions(options, "read"), (opened) => printShardedStats(opened, options.json === true));
+        return;
+      }
+      if (options.db === undefined)
+        throw new InvalidArgumentError("give the outbox's database: --db <url-or-path> (or WASSAL_DATABASE_URL), or --shard once per shard");
+      await withOutbox(options.db, storeOptions(options, "read"), async ({ store, location }) => {
+        const stats = await store.stats();
+        const pendingByType = await store.pendingByType({ limit: 20 });
+        const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
+        if (options.json) {
+          printJson({ db: location, ...stats, pendingByType, oldestPendingAgeMs });
+          return;
+        }
+        const c = stats.counts;
+        const lines = [
+          `outbox ${location} at ${stats.now.toISOString()}`,
+          `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`,
+          ...statsLines(pendingByType, oldestPendingAgeMs, stats),
+        ];
+        out(`${lines.join("\n")}\n`);
+      });
+    }),
   );
 
   outbox.addCommand(
@@ -281,4 +299,57 @@ export function outboxCommand(): Command {
   );
 
   return outbox;
+}
+
+/** The lines of stats below the counts: pending by type, the oldest pending, expired leases and leases by owner. */
+function statsLines(
+  pendingByType: readonly TypeCount[],
+  oldestPendingAgeMs: number | null,
+  stats: Pick<OutboxStats, "expiredLeases" | "leasesByOwner">,
+): string[] {
+  return [
+    `  pending by type:${pendingByType.length === 0 ? " none" : ""}`,
+    ...pendingByType.map((t) => `    ${field(t.type)}: ${t.count}`),
+    `  oldest pending: ${oldestPendingAgeMs === null ? "none" : `${age(oldestPendingAgeMs)} old`}`,
+    `  expired leases: ${stats.expiredLeases}`,
+    `  leases by owner:${stats.leasesByOwner.length === 0 ? " none" : ""}`,
+    ...stats.leasesByOwner.map((o) => `    ${field(o.owner)}: ${o.held} held, ${o.expired} expired`),
+  ];
+}
+
+/** Opens every database (closing the ones opened if one fails), runs `work` with them, and closes them all. */
+async function withOutboxes<T>(dbs: readonly string[], options: OpenOutboxOptions, work: (opened: readonly OpenedOutbox[]) => Promise<T>): Promise<T> {
+  const [first, ...rest] = dbs;
+  if (first === undefined) return work([]);
+  return withOutbox(first, options, (opened) => withOutboxes(rest, options, (others) => work([opened, ...others])));
+}
+
+/** `outbox stats --shard …`: each shard's counts, and the sum with pending by type, leases and the oldest pending over all. */
+async function printShardedStats(opened: readonly OpenedOutbox[], json: boolean): Promise<void> {
+  const sharded = new ShardedOutbox(opened.map((o) => o.store));
+  const { total, shards } = await sharded.stats();
+  const byType = new Map<string, number>();
+  for (const { store } of opened) for (const t of await store.pendingByType({ limit: 20 })) byType.set(t.type, (byType.get(t.type) ?? 0) + t.count);
+  const pendingByType = [...byType]
+    .map(([type, count]) => ({ type, count }))
+    .sort((a, b) => b.count - a.count || a.type.localeCompare(b.type))
+    .slice(0, 20);
+  const now = shards[0]?.now ?? new Date();
+  const ageOf = (stats: Pick<OutboxStats, "oldestPendingCreatedAt">, at: Date) =>
+    stats.oldestPendingCreatedAt ? at.getTime() - stats.oldestPendingCreatedAt.getTime() : null;
+  if (json) {
+    printJson({
+      total: { ...total, pendingByType, oldestPendingAgeMs: ageOf(total, now) },
+      shards: shards.map((s, i) => ({ ...s, db: opened[i]?.location, oldestPendingAgeMs: ageOf(s, s.now) })),
+    });
+    return;
+  }
+  const counts = (c: OutboxStats["counts"]) => `pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`;
+  const lines = [
+    `sharded outbox, ${shards.length} shards, at ${now.toISOString()}`,
+    `  all shards: ${counts(total.counts)}`,
+    ...shards.map((s, i) => `  shard ${s.shard} ${opened[i]?.location ?? ""}: ${counts(s.counts)}`),
+    ...statsLines(pendingByType, ageOf(total, now), total),
+  ];
+  out(`${lines.join("\n")}\n`);
 }
