@@ -1054,11 +1054,14 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (!Array.isArray(turns)) throw new InvalidArgumentError(`carryKeySequences takes a list of { key, nextSeq } (got ${shown(turns)})`);
     if (turns.length > MAX_ENQUEUE_MANY)
       throw new InvalidArgumentError(`carryKeySequences takes at most ${MAX_ENQUEUE_MANY} keys at once (got ${turns.length})`);
-    const checked = turns.map((turn: KeySequence, index) => {
+    // One entry per key (the highest number given), as the one statement upserting them needs.
+    const highest = new Map<string, number>();
+    turns.forEach((turn: KeySequence, index) => {
       checkObject(turn, `key sequence ${index} ({ key, nextSeq })`);
-      return { key: checkOrderingKey(turn.key), nextSeq: checkKeySeq(turn.nextSeq) };
+      const key = checkOrderingKey(turn.key);
+      highest.set(key, Math.max(highest.get(key) ?? 0, checkKeySeq(turn.nextSeq)));
     });
-    if (checked.length > 0) await this.#driver.carryKeySequences({ turns: checked });
+    if (highest.size > 0) await this.#driver.carryKeySequences({ turns: [...highest].map(([key, nextSeq]) => ({ key, nextSeq })) });
   }
 
   describeSchema(): Promise<string> {

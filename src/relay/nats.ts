@@ -137,7 +137,11 @@ export class NatsPublisher implements Publisher {
       // stream's replicas elect a new leader: "jetstream is not enabled"): held, not failed. A
       // subject no stream takes answers the same, and is held too, with a warning each time.
       if (!this.#connected || nc.isClosed() || this.#disconnects !== disconnectsBefore || JETSTREAM_NOT_ANSWERING.test(text)) {
-        throw new BrokerUnavailableError(`${this.description}: ${text}`, { cause: error });
+        // Also what a server started without JetStream says, for good: the warning says what to check.
+        const hint = /jetstream is not enabled/i.test(text)
+          ? " (in a cluster, while the stream elects a leader; if it lasts, check that every server runs with JetStream, -js)"
+          : "";
+        throw new BrokerUnavailableError(`${this.description}: ${text}${hint}`, { cause: error });
       }
       if (signal.aborted) throw error;
       // No stream for the subject, a timeout, the server's own error: retried, then dead.

@@ -46,7 +46,7 @@ function supported(): string {
 /** Checks the URL and what its scheme needs (a webhook secret); throws InvalidArgumentError naming what would be valid. */
 export function publisherTarget(to: string, options: PublisherTargetOptions = {}): PublisherTarget {
   rememberUrlSecrets(to);
-  if (to.startsWith("nats://") && to.includes(",")) return natsCluster(to, options);
+  if (natsServers(to).length > 1) return natsCluster(to, options);
   let url: URL;
   try {
     url = new URL(to);
@@ -90,9 +90,22 @@ function checkNatsServer(url: URL, given: string): void {
     throw new InvalidArgumentError(`--to ${redactUrl(given)}: a NATS URL names a server only (nats://host:port); subjects come from --destination and --route`);
 }
 
+/**
+ * The servers of a `--to` that lists a NATS cluster's, separated by commas: split only where the
+ * next one starts with nats://, so a comma inside a password stays in it. One item for any other URL.
+ */
+export function natsServers(to: string): string[] {
+  return /^\s*nats:\/\//i.test(to) ? to.split(/,(?=\s*nats:\/\/)/i).map((server) => server.trim()) : [to];
+}
+
+/** `--to` as logs show it: each server of a NATS cluster's list redacted on its own. */
+export function redactTarget(to: string): string {
+  return natsServers(to).map(redactUrl).join(",");
+}
+
 /** A NATS cluster's servers, separated by commas: the publisher connects to any of them and follows the cluster. */
 function natsCluster(to: string, options: PublisherTargetOptions): PublisherTarget {
-  const servers = to.split(",").map((server) => server.trim());
+  const servers = natsServers(to);
   for (const server of servers) {
     rememberUrlSecrets(server);
     let url: URL;
@@ -100,7 +113,7 @@ function natsCluster(to: string, options: PublisherTargetOptions): PublisherTarg
       url = new URL(server);
     } catch {
       throw new InvalidArgumentError(
-        `--to: ${JSON.stringify(redactUrl(server))} in the NATS server list is not a URL; give servers as nats://host:port,nats://host:port`,
+        `--to: a server in the NATS server list ${redactTarget(to)} is not a URL; give servers as nats://host:port,nats://host:port`,
       );
     }
     if (url.protocol !== "nats:")

@@ -3,7 +3,7 @@
 
 import { defaultWorkerName } from "../outbox/worker.js";
 import { checkMetricsAddress, relayMetrics } from "../observability/metrics.js";
-import { publisherTarget } from "../relay/open-publisher.js";
+import { publisherTarget, redactTarget } from "../relay/open-publisher.js";
 import type { Routes } from "../relay/publisher.js";
 import { Relay, routedTypes } from "../relay/relay.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
@@ -45,13 +45,14 @@ export interface RunningRelay {
 
 export async function startRelay(options: RelayRunnerOptions): Promise<RunningRelay> {
   const { logger } = options;
+  const broker = redactTarget(options.to);
   const target = publisherTarget(options.to, {
     ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
     onStatus: (status) => {
-      if (status === "disconnect") logger.warn({ broker: options.to }, "broker connection lost; reconnecting");
-      else if (status === "connect" || status === "reconnect") logger.info({ broker: options.to, status }, "broker connected");
+      if (status === "disconnect") logger.warn({ broker }, "broker connection lost; reconnecting");
+      else if (status === "connect" || status === "reconnect") logger.info({ broker, status }, "broker connected");
       // Anything else is a failure ("connect failed: …"): said as one, never as connected.
-      else logger.warn({ broker: options.to, status }, "broker unreachable; trying again");
+      else logger.warn({ broker, status }, "broker unreachable; trying again");
     },
   });
   const defaultDestination = options.routes.default ?? target.defaultDestination;

@@ -5,9 +5,11 @@
 // key carries its place in its order (its next keySeq) to its new shard, so that a consumer's inbox
 // takes its next messages as new rather than as repeats.
 //
-// Nothing here stops the app from enqueueing while it runs: stop enqueues to the outbox first, add
-// the shards, then start the app with the longer list. The plan is read again after the carry, and
-// a key that became busy meanwhile is reported.
+// Nothing here stops the app from enqueueing, or the workers from retrying, while it runs: stop
+// enqueues to the outbox and let the workers finish first, add the shards, then start the app with
+// the longer list. The busy check reads pending, then running messages, then dead holders, not one
+// snapshot, so it is a safety net for that procedure, not a lock: the plan is read again after the
+// carry, and a key that became busy meanwhile is reported (busyAfter).
 
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import type { OutboxStore } from "../outbox/store.js";
@@ -31,7 +33,7 @@ export interface AddShardsPlan {
   readonly shardsAfter: number;
   /** Keys with unfinished messages that would move: while there are any, the addition is refused. */
   readonly busyKeys: readonly BusyKeyMove[];
-  /** Added shards (by their new number) that already hold messages: refused, since a new shard must start empty. */
+  /** Added shards (by their new number) that already hold messages or remembered key numbers: refused, since a new shard must start empty. */
   readonly notEmpty: readonly number[];
 }
 
@@ -58,7 +60,8 @@ export class AddShardsRefusedError extends WassalError {
         `${plan.busyKeys.length} key(s) that would move have unfinished messages: ${shown.join(", ")}${more}. Stop enqueueing, let the workers finish them (redrive or skip dead holders), then add the shards again`,
       );
     }
-    if (plan.notEmpty.length > 0) parts.push(`new shard(s) ${plan.notEmpty.join(", ")} already hold messages: a new shard must start empty`);
+    if (plan.notEmpty.length > 0)
+      parts.push(`new shard(s) ${plan.notEmpty.join(", ")} already hold messages or key numbers: a new shard must start empty (a new database or schema)`);
     super("ADD_SHARDS_REFUSED", `adding shards ${plan.shardsBefore} → ${plan.shardsAfter} was refused, nothing written: ${parts.join("; ")}`);
     this.plan = plan;
   }
@@ -80,8 +83,10 @@ export async function planAddShards<Tx>(outbox: ShardedOutbox<Tx>, added: readon
   }
   const notEmpty: number[] = [];
   for (const [index, store] of added.entries()) {
+    // Messages, or key numbers remembered from earlier use (which would win over the carried ones).
     const { counts } = await store.stats();
-    if (counts.pending + counts.processing + counts.processed + counts.dead > 0) notEmpty.push(shardsBefore + index);
+    const remembered = await store.keySequences({ limit: 1 });
+    if (counts.pending + counts.processing + counts.processed + counts.dead > 0 || remembered.length > 0) notEmpty.push(shardsBefore + index);
   }
   return { shardsBefore, shardsAfter, busyKeys, notEmpty };
 }
@@ -101,6 +106,8 @@ export async function addShards<Tx>(outbox: ShardedOutbox<Tx>, added: readonly O
     for (let after: string | undefined, page: KeySequence[]; ; after = page.at(-1)?.key) {
       page = await store.keySequences({ ...(after === undefined ? {} : { after }), limit: PAGE });
       for (const turn of page) {
+        // A key remembered here that lives elsewhere (left behind by an earlier addition) is not this shard's to carry.
+        if (shardOfKey(turn.key, plan.shardsBefore) !== from) continue;
         const to = shardOfKey(turn.key, plan.shardsAfter);
         if (to === from) continue;
         const list = moving.get(to) ?? [];

@@ -8,17 +8,23 @@
 // to the new shard, and no key moves between the old ones.
 
 import { createHash } from "node:crypto";
+import { InvalidArgumentError } from "../outbox/errors.js";
 
 const MASK_64 = (1n << 64n) - 1n;
 const JUMP_MULTIPLIER = 2862933555777941757n;
 
 /** The 64-bit hash a key is routed by: the first 8 bytes of SHA-256 of its UTF-8, big-endian. */
 export function keyHash(key: string): bigint {
+  if (typeof key !== "string") throw new InvalidArgumentError(`a key to route must be a string (got ${typeof key})`);
   return createHash("sha256").update(key, "utf8").digest().readBigUInt64BE(0);
 }
 
 /** The shard, from 0 to `shards` − 1, of a 64-bit hash (jump consistent hash). */
 export function jumpShard(hash: bigint, shards: number): number {
+  if (typeof hash !== "bigint") throw new InvalidArgumentError(`hash must be a bigint (got ${typeof hash})`);
+  if (!Number.isInteger(shards) || shards < 1 || shards > 2 ** 31 - 1) {
+    throw new InvalidArgumentError(`shards must be a whole number from 1 to ${2 ** 31 - 1} (got ${String(shards)})`);
+  }
   let state = hash & MASK_64;
   let bucket = -1;
   let next = 0;

@@ -8,6 +8,7 @@
 // and the `enqueue` it hands to `work` refuses a message that belongs on another shard.
 
 import { InvalidArgumentError, WrongShardError } from "../outbox/errors.js";
+import { checkDedupeKey, checkObject, checkOrderingKey } from "../outbox/validate.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { MESSAGE_STATUSES, type JsonValue, type NewMessage, type OutboxMessage, type OutboxStats, type OwnerLeases } from "../outbox/types.js";
 import { shardOfKey } from "./key-hash.js";
@@ -66,6 +67,14 @@ export class ShardedOutbox<Tx> {
    * else the next one round-robin. Throws InvalidArgumentError for a named shard out of range.
    */
   shardIndex(route: ShardRoute): number {
+    checkObject(route, "a shard route ({ key, dedupeKey, shard })");
+    if (route.key !== undefined) checkOrderingKey(route.key);
+    if (route.dedupeKey !== undefined) checkDedupeKey(route.dedupeKey);
+    if (route.shard !== undefined && (route.key !== undefined || route.dedupeKey !== undefined)) {
+      throw new InvalidArgumentError(
+        "shard names the shard of a message with neither an ordering key nor a dedupe key; a keyed message goes to its key's shard (give one or the other)",
+      );
+    }
     const routed = this.#routedShard(route);
     if (routed !== null) return routed;
     if (route.shard !== undefined) return this.#checkedShard(route.shard);
@@ -109,7 +118,7 @@ export class ShardedOutbox<Tx> {
     for (const store of this.shards) await store.migrate();
   }
 
-  /** Every shard's stats, read one shard at a time, and their sum. */
+  /** Every shard's stats (read from all of them at once) and their sum. */
   async stats(): Promise<ShardedStats> {
     const shards = await Promise.all(this.shards.map(async (store, shard) => ({ ...(await store.stats()), shard })));
     return { total: sumStats(shards), shards };

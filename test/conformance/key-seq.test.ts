@@ -158,6 +158,11 @@ describeEachStore("each key's messages are numbered 1, 2, 3… as their turns co
       await other.store.carryKeySequences([]);
       await other.store.carryKeySequences((await store.keySequences()).filter((turn) => turn.key !== "c"));
       await other.store.carryKeySequences([{ key: "a", nextSeq: 2 }]); // lower: the higher number stays
+      await other.store.carryKeySequences([
+        { key: "e", nextSeq: 4 },
+        { key: "e", nextSeq: 6 },
+      ]); // a key twice in one call: its highest number
+      expect(await other.store.keySequences({ after: "d" })).toEqual([{ key: "e", nextSeq: 6 }]);
       expect((await enqueueKeyed(other.store, "a", "a")).keySeq).toBe(3);
       expect((await enqueueKeyed(other.store, "b", "b")).keySeq).toBe(2);
       expect((await enqueueKeyed(other.store, "c", "c")).keySeq).toBe(1);

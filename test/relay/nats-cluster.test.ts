@@ -50,7 +50,9 @@ describe.skipIf(!natsUp)("NATS JetStream, a three-node cluster", () => {
     try {
       // Publish one message at a time, each until the broker takes it, while the fault runs.
       const publishOne = async (id: number) => {
+        const deadline = Date.now() + 60_000;
         for (;;) {
+          if (Date.now() > deadline) throw new Error(`message ${id} was not taken within 60 s: ${JSON.stringify([...failures])}`);
           try {
             return await publisher.publish(message(id, subject), signal);
           } catch (error) {

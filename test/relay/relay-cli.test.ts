@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { natsServers, redactTarget } from "../../src/relay/open-publisher.js";
 import { openOutbox } from "../../src/stores/open-outbox.js";
 import { errorLine } from "../support/assertions.js";
 import { freePort, releasePort } from "../../src/chaos/ports.js";
@@ -53,14 +54,18 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     const dir = cwd();
     const db = join(dir, "never.db");
     const mixed = usageError(await runCli(["relay", "--db", db, "--to", "nats://127.0.0.1:4222,redis://127.0.0.1:6379"], { cwd: dir }));
-    expect(mixed).toContain("every server of a NATS cluster list must be nats://host:port (got redis://127.0.0.1:6379)");
-    const notUrl = usageError(await runCli(["relay", "--db", db, "--to", "nats://u:hunter2secret@127.0.0.1:4222,::bad"], { cwd: dir }));
-    expect(notUrl).toContain("in the NATS server list is not a URL");
+    // The list splits only where a nats:// server starts, so another scheme stays in the item before it.
+    expect(mixed).toContain("--to nats://127.0.0.1:4222,redis://127.0.0.1:6379 is not a URL");
+    const notUrl = usageError(await runCli(["relay", "--db", db, "--to", "nats://u:hunter2secret@127.0.0.1:4222,nats://::bad"], { cwd: dir }));
+    expect(notUrl).toContain("a server in the NATS server list nats://u:***@127.0.0.1:4222,nats://::bad is not a URL");
     const withPath = usageError(
       await runCli(["relay", "--db", db, "--to", "nats://127.0.0.1:4222,nats://u:hunter2secret@127.0.0.1:4223/orders"], { cwd: dir }),
     );
     expect(withPath).toContain("a NATS URL names a server only");
     for (const line of [mixed, notUrl, withPath]) expect(line).not.toContain("hunter2secret");
+    // A comma inside a password is part of it: the list splits only where a nats:// server starts.
+    expect(natsServers("nats://u:pa,ss@127.0.0.1:4222,nats://127.0.0.1:4223")).toEqual(["nats://u:pa,ss@127.0.0.1:4222", "nats://127.0.0.1:4223"]);
+    expect(redactTarget("nats://127.0.0.1:4222,nats://u:pw12@127.0.0.1:4223")).not.toContain("pw12");
     expect(existsSync(db)).toBe(false);
   });
 

@@ -10,7 +10,9 @@ describe("a key's shard", () => {
   it("is the first 8 bytes of the key's SHA-256, then jump consistent hash: pinned values that must never change", () => {
     // SHA-256("") starts e3b0c44298fc1c14.
     expect(keyHash("")).toBe(0xe3b0c44298fc1c14n);
-    expect(keyHash("order-1")).toBeLessThan(2n ** 64n);
+    expect(keyHash("abc")).toBe(0xba7816bf8f01cfean); // SHA-256("abc") starts ba7816bf8f01cfea
+    expect(() => jumpShard(1n, 0)).toThrow(/shards must be a whole number from 1/);
+    expect(() => shardOfKey(42 as unknown as string, 2)).toThrow(/a key to route must be a string \(got number\)/);
     // Jump hash's test vectors, as every published implementation checks them.
     expect([jumpShard(1n, 1), jumpShard(42n, 57), jumpShard(0xdead10ccn, 1), jumpShard(0xdead10ccn, 666), jumpShard(256n, 1024)]).toEqual([0, 43, 0, 361, 520]);
     expect(jumpShard(2n ** 64n - 1n, 128)).toBe(92);

@@ -79,6 +79,10 @@ describe("a sharded outbox on three SQLite files", () => {
     expect(await shardOf(outbox, await outbox.enqueue({ type: "t", payload: { named: true } }, { shard: 2 }))).toEqual([2]);
     expect(() => outbox.shardIndex({ shard: 3 })).toThrow(/shard must be a whole number from 0 to 2 \(got 3\)/);
     expect(() => outbox.shardIndex({ shard: -1 })).toThrow(InvalidArgumentError);
+    expect(() => outbox.shardIndex({ key: "a", shard: 1 })).toThrow(/a keyed message goes to its key's shard/);
+    await expect(outbox.enqueue({ type: "t", key: "a", payload: {} }, { shard: 1 })).rejects.toThrow(/give one or the other/);
+    expect(() => outbox.shardIndex(undefined as unknown as { shard: number })).toThrow(/a shard route/);
+    await expect(outbox.enqueue({ type: "t", key: 7 as unknown as string, payload: {} })).rejects.toThrow(InvalidArgumentError);
   });
 
   it("commits the business row and its message together on the key's shard, and refuses a message that belongs on another shard, writing neither", async () => {
@@ -180,6 +184,25 @@ describe("adding a shard", () => {
     const spare = await sqliteShards(1);
     await spare.enqueue({ type: "t", payload: {} });
     await expect(addShards(outbox, spare.shards)).rejects.toThrow(/new shard\(s\) 2 already hold messages/);
+  });
+
+  it("refuses a new shard that remembers key numbers from earlier use, and on a second addition carries only the keys that move", async () => {
+    const outbox = await sqliteShards(2);
+    const [third, fourth] = (await sqliteShards(2)).shards;
+    if (third === undefined || fourth === undefined) throw new Error("setup");
+    for (const key of keys) await outbox.enqueue({ type: "t", key, payload: {} });
+    await processAll(outbox);
+    const used = await sqliteShards(1);
+    await used.enqueue({ type: "t", key: "old", payload: {} });
+    await processAll(used);
+    await used.shards[0]?.purgeProcessed(new Date(Date.now() + 60_000));
+    await expect(addShards(outbox, used.shards)).rejects.toThrow(/new shard\(s\) 2 already hold messages or key numbers/);
+
+    const three = await addShards(outbox, [third]);
+    expect(three.carried).toBe(moving.length);
+    const four = await addShards(three.outbox, [fourth]);
+    expect(four.carried).toBe(keys.filter((key) => shardOfKey(key, 4) === 3).length);
+    expect((await fourth.keySequences()).map((turn) => turn.key).sort()).toEqual(keys.filter((key) => shardOfKey(key, 4) === 3).sort());
   });
 
   it("carries each idle moving key's place to the new shard: its next message there goes on from it, and keys that stay are untouched", async () => {
