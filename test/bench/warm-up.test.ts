@@ -60,7 +60,7 @@ describe("npm run bench: the warm-up before the timed start", () => {
 
   it("refuses a --warm-up that is not a whole number, naming the option", () => {
     const run = bench(["--warm-up", "lots"]);
-    expect(run.status).toBe(2);
+    expect(run.status, `exit ${run.status}, stderr: ${run.stderr}`).toBe(2);
     expect(run.stderr).toContain('--warm-up must be a whole number >= 0 (got "lots")');
   });
 });
