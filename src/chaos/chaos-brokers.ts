@@ -50,11 +50,11 @@ export function chaosBroker(name: ChaosBrokerName, dir: string, runId: string, a
   return redisBroker(dir, runId);
 }
 
-/** Stops a child server with SIGTERM and waits for it to exit. */
-async function terminate(child: ChildProcess | undefined): Promise<void> {
+/** Stops a child server (SIGTERM, or SIGKILL for a crash) and waits for it to exit. */
+async function terminate(child: ChildProcess | undefined, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
   if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGTERM");
+  child.kill(signal);
   await exited;
 }
 
@@ -178,11 +178,7 @@ async function natsClusterBroker(dir: string, runId: string, ackWaitMs: number):
       faults += 1;
       const running = leader.child;
       leader.child = undefined;
-      if (running !== undefined && running.exitCode === null && running.signalCode === null) {
-        const exited = new Promise((resolve) => running.once("exit", resolve));
-        running.kill("SIGKILL");
-        await exited;
-      }
+      await terminate(running, "SIGKILL");
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       startNode(leader);
       await waitForPort(leader.port, true, `nats-server ${leader.name}`, 15_000);

@@ -109,8 +109,10 @@ export class ShardedOutbox<Tx> {
   }
 
   /** Enqueues one message in a transaction of its own, on the shard its keys route it to. */
-  enqueue<P extends JsonValue>(message: NewMessage<P>, options: { readonly shard?: number } = {}): Promise<OutboxMessage<P>> {
-    return this.transaction(routeOf(message, options.shard), (shard) => shard.enqueue(message));
+  async enqueue<P extends JsonValue>(message: NewMessage<P>, options: { readonly shard?: number } = {}): Promise<OutboxMessage<P>> {
+    // Routed by the message itself, so it belongs where it goes: no second hash to check it.
+    const store = this.shards[this.shardIndex(routeOf(message, options.shard))] as OutboxStore<Tx>;
+    return store.transaction((tx) => store.enqueue(tx, message));
   }
 
   /** Creates or upgrades the schema on every shard. */
