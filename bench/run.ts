@@ -75,12 +75,11 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import pg from "pg";
-import { PaymentsService, ProviderSimulator, openLabOutbox, openOutbox } from "wassal/lab";
+import { PaymentsService, ProviderSimulator, openLabOutbox, openOutbox, postgresBinaries, type PrivatePostgres, startPrivatePostgres } from "wassal/lab";
 import { type DashboardFigures, dashboardBench, dashboardRows } from "./dashboard.js";
 import { enqueueRate } from "./enqueue.js";
 import { LATENCY_POLL_MS, measureLatency } from "./latency.js";
 import { machineBusyUs } from "./machine-cpu.js";
-import { postgresBinaries, PRIVATE_SETTINGS, type PrivatePostgres, startPrivatePostgres } from "./private-postgres.js";
 import { HISTORY_KEYS, RELAY_BROKERS, type RelayBroker, relayBench } from "./relay.js";
 import { claimLatencies } from "./scale.js";
 import { statementCosts } from "./statements.js";
@@ -118,7 +117,7 @@ interface Settings {
   /** The relay section: ordering keys of its keyed rows, and processed messages in the table of its history rows (0: none). */
   relayKeys: number;
   relayHistory: number;
-  /** The private cluster of the postgres-autovacuum store (private-postgres.ts), once started: where, and its settings as postgresServer reads them. */
+  /** The private cluster of the postgres-autovacuum store (startPrivatePostgres, src/chaos/private-postgres.ts), once started: where, and its settings as postgresServer reads them. */
   privatePostgres: { url: string; bin: string; startSeconds: number; settings: Record<string, string | null> | null } | null;
 }
 
@@ -147,9 +146,11 @@ interface Config {
   readonly section: "throughput" | "payments" | "keys";
 }
 
+/** What the private cluster's postgresql.conf gets besides PostgreSQL's defaults (see startPrivatePostgres in wassal/lab). */
+const PRIVATE_SETTINGS: Readonly<Record<string, string>> = { autovacuum: "on" };
 /**
  * A private PostgreSQL cluster with autovacuum on and PostgreSQL's default settings, a server as
- * production runs one (private-postgres.ts): started before the first run that uses it and removed
+ * production runs one (startPrivatePostgres, src/chaos/private-postgres.ts): started before the first run that uses it and removed
  * at the end. The throughput, payments and relay sections measure it; the others leave it out.
  */
 const PRIVATE_STORE = "postgres-autovacuum";
@@ -847,7 +848,11 @@ async function main(): Promise<void> {
   let privatePostgres: PrivatePostgres | null = null;
   if (settings.stores.includes(PRIVATE_STORE)) {
     try {
-      privatePostgres = await startPrivatePostgres(postgresBinaries(options.postgresBin, await locatePostmaster(settings.postgresUrl)));
+      privatePostgres = await startPrivatePostgres({
+        bin: postgresBinaries(options.postgresBin, await locatePostmaster(settings.postgresUrl)),
+        settings: PRIVATE_SETTINGS,
+        label: "bench-pg",
+      });
       settings.privatePostgres = {
         url: privatePostgres.url,
         bin: privatePostgres.bin,

@@ -31,3 +31,4 @@ export {
 } from "./payments/types.js";
 export type { AtomicityMetrics, DurabilityMetrics, LabMetrics, OrderingMetrics, ScenarioMetrics } from "./lab/metrics.js";
 export { findScenario, runScenario, SCENARIOS, type LabRunOptions, type LabRunResult } from "./lab/run-lab.js";
+export { postgresBinaries, startPrivatePostgres, type PrivatePostgres, type PrivatePostgresOptions } from "./chaos/private-postgres.js";

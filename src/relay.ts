@@ -26,3 +26,5 @@ export {
 export { outgoing, Relay, type RelayEvent, type RelayOptions, type RelayStats } from "./relay/relay.js";
 export { WebhookPublisher, webhookKey, webhookSignature, type WebhookOptions } from "./relay/webhook.js";
 export { webhookReceiver, type WebhookReceiverOptions, type WebhookRequestHandler } from "./relay/webhook-receiver.js";
+export { WalRelay, type WalRelayFeedEvent, type WalRelayOptions, type WalRelayStats } from "./relay/wal-relay.js";
+export type { InsertedBatch, InsertedMessage, InsertFeed, InsertFeedEvent, InsertFeedHandlers, InsertFeedLag } from "./outbox/insert-feed.js";
