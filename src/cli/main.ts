@@ -32,6 +32,7 @@ const USAGE_CODES = new Set([
   "MISSING_CLIENT",
   "HANDLERS_MODULE",
   "UNROUTED_TYPES",
+  "LOGICAL_REPLICATION_UNAVAILABLE",
 ]);
 
 /** Commander's errors (an invalid option value is echoed) go through the one writer too; help is ours, written as it is. */

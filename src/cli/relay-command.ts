@@ -21,6 +21,7 @@ interface RelayCommandOptions extends RunnerFlags {
   idPrefix?: string;
   maxInFlight: number;
   audit?: boolean;
+  fromWal?: string | true;
   logLevel: LevelWithSilent;
 }
 
@@ -64,6 +65,10 @@ export function relayCommand(): Command {
     .option(
       "--audit",
       "keep the audit trail (every claim, completion, retry, dead message and release with its token), so the dashboard draws relayed messages' timelines",
+    )
+    .option(
+      "--from-wal [slot]",
+      "PostgreSQL with wal_level=logical: hear of new messages from a logical replication slot (default <schema>_outbox, made when missing) instead of by polling; one relay streams from a slot, others wait as standbys",
     );
   return withOptions(
     command,
@@ -76,7 +81,7 @@ export function relayCommand(): Command {
   )
     .addHelpText(
       "after",
-      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nWhat it takes: --types; else every type when there is a --destination (for webhooks, the --to URL) or --own-destinations; else the --route types. It prints them at start ("takes"). A relay and a worker on one outbox must not take the same type: each message goes to one of them. To send a message to both, enqueue it to named subscribers (subscriptions() in the library) and give each its copies' types (order.placed@relay).\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
+      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nWhat it takes: --types; else every type when there is a --destination (for webhooks, the --to URL) or --own-destinations; else the --route types. It prints them at start ("takes"). A relay and a worker on one outbox must not take the same type: each message goes to one of them. To send a message to both, enqueue it to named subscribers (subscriptions() in the library) and give each its copies' types (order.placed@relay).\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  wassal relay --db postgres://app@db/app --from-wal --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used, --from-wal on a server without logical replication), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
     .action(async (options: RelayCommandOptions) => {
       const logger = createLogger(options.logLevel);
@@ -94,6 +99,7 @@ export function relayCommand(): Command {
           ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),
           maxInFlight: options.maxInFlight,
           ...(options.audit ? { audit: true } : {}),
+          ...(options.fromWal === undefined ? {} : { fromWal: options.fromWal }),
           logger,
         });
         const { relay } = running;
@@ -108,6 +114,7 @@ export function relayCommand(): Command {
             metrics: running.metricsUrl,
             tracing: running.tracing,
             retention: retentionInEffect(options),
+            ...(running.wal === null ? {} : { fromWal: running.wal.feed.slot }),
           },
           "relay started",
         );

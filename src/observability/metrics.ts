@@ -138,6 +138,49 @@ export function relayMetrics(registry: Registry): (event: RelayMetricEvent) => v
   };
 }
 
+/**
+ * The WAL relay's slot: the write-ahead log the server keeps for it (bytes between the database's
+ * position and the slot's confirmed one), and whether a consumer streams from it, read at each
+ * scrape. A lag that keeps growing means the slot holds log the relay has not dealt with: a relay
+ * that is down, or stuck. A scrape that cannot read it (the database unreachable) leaves both out.
+ */
+export function slotMetrics(registry: Registry, lag: () => Promise<{ readonly slot: string; readonly bytes: number; readonly active: boolean } | null>): void {
+  // One read per scrape, shared by the two gauges.
+  let reading: Promise<Awaited<ReturnType<typeof lag>> | undefined> | undefined;
+  const read = () => {
+    reading ??= lag()
+      .catch(() => undefined)
+      .finally(() => {
+        setImmediate(() => {
+          reading = undefined;
+        });
+      });
+    return reading;
+  };
+  new Gauge({
+    name: "wassal_relay_slot_lag_bytes",
+    help: "Write-ahead log bytes the WAL relay's replication slot holds: the database's current position minus the slot's confirmed one.",
+    labelNames: ["slot"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const now = await read();
+      if (now) this.set({ slot: now.slot }, now.bytes);
+    },
+  });
+  new Gauge({
+    name: "wassal_relay_slot_active",
+    help: "1 when a consumer streams from the WAL relay's replication slot, else 0.",
+    labelNames: ["slot"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const now = await read();
+      if (now) this.set({ slot: now.slot }, now.active ? 1 : 0);
+    },
+  });
+}
+
 /** What retention reports of a pass: rows deleted per kind, and whether it failed. */
 export interface RetentionMetricPass {
   readonly deleted: Readonly<Partial<Record<"processed" | "dead" | "audit" | "inbox", number>>>;

@@ -58,7 +58,8 @@ export interface InsertFeed {
    * Takes the slot, waiting while another consumer holds it, and streams each committed batch to
    * `handlers.batch`, one at a time (the next waits until it resolves). Resolves once streaming
    * has begun; reconnects after a break until `stop`. Rejects when the database cannot stream at
-   * all (for example logical replication is off), with an error saying what to change.
+   * all (for example logical replication is off), with an error saying what to change. A stop
+   * while it waits for the slot resolves it.
    */
   start(handlers: InsertFeedHandlers): Promise<void>;
   /** Everything up to `position` is dealt with: the database may drop the log before it. Positions only move forward. */

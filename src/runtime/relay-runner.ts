@@ -2,13 +2,18 @@
 // opens the store, starts the publisher, wires logs and metrics, and starts publishing.
 
 import { defaultWorkerName } from "../outbox/worker.js";
-import { checkMetricsAddress, relayMetrics } from "../observability/metrics.js";
+import { checkMetricsAddress, relayMetrics, slotMetrics } from "../observability/metrics.js";
 import { publisherTarget, redactTarget } from "../relay/open-publisher.js";
 import type { Routes } from "../relay/publisher.js";
-import { Relay, routedTypes } from "../relay/relay.js";
+import { Relay, type RelayOptions, routedTypes } from "../relay/relay.js";
+import { WalRelay, type WalRelayFeedEvent } from "../relay/wal-relay.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
+import { backendFor } from "../stores/backends.js";
+import { redactUrl } from "../outbox/redact.js";
+import { openWalFeed } from "../stores/postgres/wal-feed.js";
+import type { Logger } from "../observability/logging.js";
 import { warnNearMisses } from "./near-miss.js";
 import { type Observed, observe, type RunnerOptions } from "./observed.js";
 
@@ -30,10 +35,17 @@ export interface RelayRunnerOptions extends RunnerOptions {
   readonly types?: readonly string[];
   /** Keep the audit trail (outbox_audit), as the worker's --audit does. */
   readonly audit?: boolean;
+  /**
+   * Hear of new messages from a PostgreSQL logical replication slot (the WAL relay) instead of by
+   * polling: the slot's name, or true for the default ("<schema>_outbox"). PostgreSQL only.
+   */
+  readonly fromWal?: string | true;
 }
 
 export interface RunningRelay {
   readonly relay: Relay<unknown>;
+  /** The WAL relay around it, when it reads a replication slot (--from-wal). */
+  readonly wal: WalRelay<unknown> | null;
   readonly location: string;
   readonly broker: string;
   readonly metricsUrl: string | null;
@@ -66,6 +78,11 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
     );
   }
   const types = routedTypes(options.types ?? (everyType ? undefined : routed), routes);
+  if (options.fromWal !== undefined && backendFor(options.db).name !== "postgres") {
+    throw new InvalidArgumentError(
+      `--from-wal reads a PostgreSQL replication slot, and ${redactUrl(options.db)} is a ${backendFor(options.db).name} database: run the relay without --from-wal (it polls)`,
+    );
+  }
   const name = options.name ?? defaultWorkerName();
   // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded with node --import).
   const tracing = registeredOtelTracing();
@@ -74,11 +91,12 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   const { store } = outbox;
   let observed: Observed | undefined;
   let publisher: Awaited<ReturnType<typeof target.open>> | undefined;
+  let wal: WalRelay<unknown> | null = null;
   try {
     observed = await observe(store, options);
     const count = relayMetrics(observed.registry);
     publisher = await target.open();
-    const relay = new Relay({
+    const relayOptions: RelayOptions<unknown> = {
       store,
       publisher,
       routes,
@@ -106,19 +124,43 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
           logger.debug({ messageId: event.messageId, destination: event.destination }, "published");
         }
       },
+    };
+    /** Resolves at the first "slot-busy": the relay then waits for the slot as a standby. */
+    let slotBusy!: () => void;
+    const standby = new Promise<"standby">((resolve) => {
+      slotBusy = () => resolve("standby");
     });
+    if (options.fromWal !== undefined) {
+      const feed = openWalFeed({
+        url: options.db,
+        ...(options.schema === undefined ? {} : { schema: options.schema }),
+        ...(options.fromWal === true ? {} : { slot: options.fromWal }),
+      });
+      wal = new WalRelay({
+        ...relayOptions,
+        feed,
+        onFeedEvent: (event) => {
+          logFeedEvent(logger, event);
+          if (event.type === "slot-busy") slotBusy();
+        },
+      });
+      slotMetrics(observed.registry, () => feed.lag());
+    }
+    const relay = wal?.relay ?? new Relay(relayOptions);
     await warnNearMisses(store, relay.types, logger);
-    await relay.start();
+    if (wal === null) await relay.start();
+    else await startWal(wal, standby, logger);
     const opened = publisher;
     const running = observed;
     return {
       relay,
+      wal,
       location: outbox.location,
       broker: opened.description,
       metricsUrl: running.metricsUrl,
       tracing: tracing !== undefined,
       async stop() {
-        await relay.stop();
+        await (wal ?? relay).stop();
         await opened.close();
         await running.close();
         await outbox.close();
@@ -126,9 +168,48 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
       },
     };
   } catch (error) {
+    await wal?.stop({ graceMs: 0 });
     await publisher?.close();
     await observed?.close();
     await outbox.close();
     throw error;
+  }
+}
+
+/**
+ * Starts the WAL relay: resolves once it streams from its slot, or once it has found the slot held
+ * by another relay (it then waits for it as a standby, logging, and takes over when it is free).
+ * Rejects when the server cannot stream (logical replication off): bad input, said at once.
+ */
+async function startWal(wal: WalRelay<unknown>, standby: Promise<"standby">, logger: Logger): Promise<void> {
+  const started = wal.start();
+  if ((await Promise.race([started.then(() => "streaming" as const), standby])) === "standby") {
+    started.catch((error: unknown) => logger.error({ error: error instanceof Error ? error.message : String(error) }, "the WAL relay could not take its slot"));
+  }
+}
+
+function logFeedEvent(logger: Logger, event: WalRelayFeedEvent): void {
+  switch (event.type) {
+    case "streaming":
+      logger.info({ slot: event.slot, from: event.from }, "reading new messages from the replication slot");
+      break;
+    case "slot-created":
+      logger.info({ slot: event.slot }, "replication slot created; claiming what was inserted before it from the table");
+      break;
+    case "slot-busy":
+      logger.warn(
+        { slot: event.slot, retryInMs: event.retryInMs, detail: event.detail },
+        "another relay streams from the replication slot; waiting for it as a standby",
+      );
+      break;
+    case "disconnected":
+      logger.warn({ slot: event.slot, retryInMs: event.retryInMs, error: event.error }, "replication stream lost; connecting again");
+      break;
+    case "claim-failed":
+      logger.warn({ messageId: event.messageId, error: event.error }, "could not claim a message from the slot; it stays pending for a claim");
+      break;
+    case "left-to-claim":
+      logger.debug({ messageId: event.messageId, reason: event.reason }, "message from the slot left to a claim");
+      break;
   }
 }

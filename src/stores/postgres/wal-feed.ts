@@ -209,7 +209,7 @@ class WalFeed implements InsertFeed {
       }
       if (waitMs > 0 && !this.#stopped) await this.#pause(waitMs);
     }
-    if (!started) failed(new WassalError("STOPPED", `the WAL feed of slot ${this.slot} was stopped before it streamed`));
+    if (!started) streaming(); // stopped before it streamed: nothing left to wait for
   }
 
   #pause(ms: number): Promise<void> {
