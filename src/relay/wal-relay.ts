@@ -52,7 +52,10 @@ export class WalRelay<Tx> {
   /** The last message taken of each key: the next one of that key waits for it. */
   readonly #keyTails = new Map<string, Promise<void>>();
   #inFlight = 0;
-  #slotFreed: (() => void) | undefined;
+  /** Batches waiting for a free place (at most maxInFlight messages from the feed at once). */
+  readonly #waitingForRoom: (() => void)[] = [];
+  /** Claims by id under way: a stop waits for them before it stops the worker. */
+  readonly #claiming = new Set<Promise<unknown>>();
   /** Positions are confirmed in the feed's order, each once everything before it is dealt with. */
   #confirmed: Promise<void> = Promise.resolve();
   #started = false;
@@ -71,7 +74,14 @@ export class WalRelay<Tx> {
     this.#maxInFlight = this.relay.worker.concurrency;
     const types = this.relay.types;
     this.#types = types === null ? null : new Set(types);
-    this.#onFeedEvent = options.onFeedEvent ?? (() => undefined);
+    const listener = options.onFeedEvent;
+    this.#onFeedEvent = (event) => {
+      try {
+        listener?.(event);
+      } catch {
+        // a listener's fault must not stall the feed or its confirmations
+      }
+    };
   }
 
   get name(): string {
@@ -95,28 +105,35 @@ export class WalRelay<Tx> {
     const relayStarted = new Promise<void>((resolve) => {
       ready = resolve;
     });
-    await this.feed.start({
-      batch: async (batch) => {
-        await relayStarted;
-        await this.#take(batch);
-      },
-      event: (event) => {
-        // Messages inserted before the slot was made are not in its stream: claim them now.
-        if (event.type === "slot-created") this.relay.worker.wake();
-        this.#onFeedEvent(event);
-      },
-    });
-    if (this.#stopping) return;
-    await this.relay.start();
-    ready();
+    try {
+      await this.feed.start({
+        batch: async (batch) => {
+          await relayStarted;
+          await this.#take(batch);
+        },
+        event: (event) => {
+          // Messages inserted before the slot was made are not in its stream: claim them now.
+          if (event.type === "slot-created") this.relay.worker.wake();
+          this.#onFeedEvent(event);
+        },
+      });
+      if (!this.#stopping) await this.relay.start();
+    } catch (error) {
+      await this.feed.stop();
+      throw error;
+    } finally {
+      ready(); // a batch that waited for the start goes on (and ends at once when stopping)
+    }
   }
 
   /** Stops reading the feed, then stops the relay as Relay.stop does. Does not close the publisher. */
   stop(options: { readonly graceMs?: number } = {}): Promise<void> {
     this.#stopped ??= (async () => {
       this.#stopping = true;
-      this.#slotFreed?.();
+      for (const wake of this.#waitingForRoom.splice(0)) wake();
       await this.feed.stop();
+      // A claim that lands now is run by the worker, or released by it once it stops.
+      await Promise.allSettled([...this.#claiming]);
       await this.relay.stop(options);
     })();
     return this.#stopped;
@@ -130,7 +147,7 @@ export class WalRelay<Tx> {
       if (this.#types !== null && !this.#types.has(message.type)) continue; // another relay's type
       while (this.#inFlight >= this.#maxInFlight && !this.#stopping) {
         await new Promise<void>((resolve) => {
-          this.#slotFreed = resolve;
+          this.#waitingForRoom.push(resolve);
         });
       }
       tasks.push(this.#publish(message));
@@ -152,9 +169,7 @@ export class WalRelay<Tx> {
     const done = task.finally(() => {
       this.#inFlight -= 1;
       if (key !== null && this.#keyTails.get(key) === done) this.#keyTails.delete(key);
-      const freed = this.#slotFreed;
-      this.#slotFreed = undefined;
-      freed?.();
+      this.#waitingForRoom.shift()?.();
     });
     if (key !== null) this.#keyTails.set(key, done);
     return done;
@@ -164,7 +179,9 @@ export class WalRelay<Tx> {
     if (this.#stopping) return;
     const { worker } = this.relay;
     try {
-      const result = await worker.store.claimMessage(worker.name, messageId, { leaseMs: this.#leaseMs });
+      const claiming = worker.store.claimMessage(worker.name, messageId, { leaseMs: this.#leaseMs });
+      this.#claiming.add(claiming);
+      const result = await claiming.finally(() => this.#claiming.delete(claiming));
       if (result.outcome === "claimed") {
         this.#stats.fromFeed += 1;
         await worker.adopt(result.lease);

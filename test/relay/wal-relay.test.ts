@@ -16,12 +16,13 @@ import { freePort, releasePort } from "../../src/chaos/ports.js";
 import { type PrivatePostgres, startPrivatePostgres } from "../../src/chaos/private-postgres.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { LogicalReplicationUnavailableError, openWalFeed } from "../../src/stores/postgres/wal-feed.js";
+import type { InsertFeed } from "../../src/outbox/insert-feed.js";
 import type { OnComplete } from "../../src/outbox/types.js";
 import type { OutgoingMessage, Publisher, PublishReceipt } from "../../src/relay/publisher.js";
 import { WalRelay, type WalRelayFeedEvent } from "../../src/relay/wal-relay.js";
 import { errorLine } from "../support/assertions.js";
 import { killAll, requireBuiltCli, runCli, startCli } from "../support/cli.js";
-import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
+import { postgresAvailable, TEST_DATABASE_URL, withClient } from "../support/postgres.js";
 import { natsAvailable, TEST_NATS_URL } from "../support/services.js";
 import { tempDir } from "../support/temp.js";
 import { until, within } from "../support/wait.js";
@@ -46,7 +47,10 @@ class RecordingPublisher implements Publisher {
   readonly description = "memory";
   readonly published: OutgoingMessage[] = [];
   readonly ids = new Set<string>();
+  /** Every publish, repeats included: a relay that published a message twice shows here. */
+  calls = 0;
   async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    this.calls += 1;
     const duplicate = this.ids.has(message.id);
     if (!duplicate) {
       this.ids.add(message.id);
@@ -65,8 +69,40 @@ async function outbox(onComplete: OnComplete = "keep") {
   return { store, schema, slot: `${schema}_slot` };
 }
 
-function relayOn(store: PostgresOutboxStore, slot: string, schema: string, publisher: Publisher, name: string, events: WalRelayFeedEvent[] = []) {
-  const feed = openWalFeed({ url: (server as PrivatePostgres).url, schema, slot, statusIntervalMs: 200, retryMs: 100 });
+/** The feed as the relay sees it, each position it is handed and each it confirms recorded. */
+function watched(feed: InsertFeed) {
+  const delivered: string[] = [];
+  const confirmed: string[] = [];
+  const watching: InsertFeed = {
+    slot: feed.slot,
+    start: (handlers) =>
+      feed.start({
+        ...handlers,
+        batch: async (batch) => {
+          delivered.push(batch.position);
+          await handlers.batch(batch);
+        },
+      }),
+    confirm: (position) => {
+      confirmed.push(position);
+      feed.confirm(position);
+    },
+    lag: () => feed.lag(),
+    stop: () => feed.stop(),
+  };
+  return { feed: watching, delivered, confirmed };
+}
+
+function relayOn(
+  store: PostgresOutboxStore,
+  slot: string,
+  schema: string,
+  publisher: Publisher,
+  name: string,
+  events: WalRelayFeedEvent[] = [],
+  given?: InsertFeed,
+) {
+  const feed = given ?? openWalFeed({ url: (server as PrivatePostgres).url, schema, slot, statusIntervalMs: 200, retryMs: 100 });
   const relay = new WalRelay({ store, publisher, feed, name, routes: { default: "events" }, heartbeatMs: false, onFeedEvent: (event) => events.push(event) });
   cleanups.push(() => relay.stop({ graceMs: 0 }));
   return relay;
@@ -96,6 +132,19 @@ async function slotRow(slot: string) {
     await client.end();
   }
 }
+
+async function onPrivate<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: (server as PrivatePostgres).url });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+const lsnBefore = (a: string, b: string) =>
+  onPrivate(async (client) => (await client.query<{ before: boolean }>("SELECT $1::pg_lsn < $2::pg_lsn AS before", [a, b])).rows[0]?.before);
 
 async function dropSlot(slot: string) {
   const client = new pg.Client({ connectionString: (server as PrivatePostgres).url });
@@ -130,6 +179,7 @@ describe.skipIf(!pgUp)("the WAL relay (logical replication, pgoutput)", () => {
       await until("60 messages published", () => publisher.published.length === 60, { last: () => publisher.published.length });
       const expected = Array.from({ length: 20 }, (_, n) => n);
       expect(inKeyOrder(publisher.published)).toEqual({ k1: expected, k2: expected, k3: expected });
+      expect(publisher.calls).toBe(60);
       // Every message came through the slot. Each was claimed by id, or had been claimed already by
       // the relay's own claim (it claims when a publish ends, and a key's next message is due then).
       expect(relay.stats.fromFeed + relay.stats.leftToClaim).toBe(60);
@@ -188,6 +238,9 @@ describe.skipIf(!pgUp)("the WAL relay (logical replication, pgoutput)", () => {
     await until("the backlog published", () => publisher.published.length === 100, { last: () => publisher.published.length });
     const expected = Array.from({ length: 50 }, (_, n) => n);
     expect(inKeyOrder(publisher.published)).toEqual({ k1: expected, k2: expected });
+    expect(publisher.calls).toBe(100);
+    // The slot kept the 10 transactions for the relay and streamed them on its return.
+    await until("the slot's 10 transactions streamed", () => b.stats.batches >= 10, { last: () => b.stats });
     await until("the slot catches up", async () => ((await feed.lag())?.bytes ?? Number.POSITIVE_INFINITY) < (down?.bytes ?? 0));
   }, 60_000);
 
@@ -224,14 +277,17 @@ describe.skipIf(!pgUp)("the WAL relay (logical replication, pgoutput)", () => {
     });
     // A broker that never acknowledges: the relay holds its messages, so nothing is confirmed.
     const stuck: Publisher = { description: "stuck", publish: () => held.then(() => ({ duplicate: false })), close: async () => {} };
-    const a = relayOn(store, slot, schema, stuck, "wal-a");
+    const seen = watched(openWalFeed({ url: (server as PrivatePostgres).url, schema, slot, statusIntervalMs: 200, retryMs: 100 }));
+    const a = relayOn(store, slot, schema, stuck, "wal-a", [], seen.feed);
     await a.start();
     await enqueueBatches(store, ["k1", "k2"], 3, 6);
     await until("both keys' first messages being published", () => a.relay.worker.inFlight === 2);
-    const before = (await slotRow(slot))?.confirmed;
-    // Past a status report or two: still not confirmed.
+    expect(seen.delivered).toHaveLength(1);
+    // Past a status report or two (every 200 ms): neither the relay nor the feed's keepalive
+    // answers confirmed the batch, and the slot is still short of it.
     await new Promise((resolve) => setTimeout(resolve, 600));
-    expect((await slotRow(slot))?.confirmed).toBe(before);
+    expect(seen.confirmed).toEqual([]);
+    expect(await lsnBefore((await slotRow(slot))?.confirmed ?? "0/0", seen.delivered[0] as string)).toBe(true);
     await a.stop({ graceMs: 0 });
     release();
     const publisher = new RecordingPublisher();
@@ -242,7 +298,10 @@ describe.skipIf(!pgUp)("the WAL relay (logical replication, pgoutput)", () => {
   }, 60_000);
 });
 
-describe.skipIf(!pgUp)("the WAL feed on a server without logical replication", () => {
+/** The shared server's wal_level: the refusal below is checked only where logical replication is off (as on this machine's). */
+const sharedWalLevel = pgUp ? await withClient(async (client) => (await client.query<{ wal_level: string }>("SHOW wal_level")).rows[0]?.wal_level) : undefined;
+
+describe.skipIf(!pgUp || sharedWalLevel === "logical")("the WAL feed on a server without logical replication", () => {
   it("refuses to start, naming the setting to change", async () => {
     const feed = openWalFeed({ url: TEST_DATABASE_URL, schema: "wassal", slot: "never_made" });
     const error = await feed.start({ batch: async () => undefined }).catch((e: unknown) => e);

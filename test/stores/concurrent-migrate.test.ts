@@ -48,7 +48,9 @@ describe("concurrent migrations", () => {
     try {
       await Promise.all(stores.map((s) => s.migrate()));
       const { rows } = await withClient((client) => client.query<{ name: string }>(`SELECT name FROM ${schema}.wassal_migrations`));
-      expect(rows.map((r) => r.name).sort()).toEqual([...OUTBOX_MIGRATION_NAMES, "outbox-009-sql-enqueue", "outbox-011-dedupe-partial"].sort());
+      expect(rows.map((r) => r.name).sort()).toEqual(
+        [...OUTBOX_MIGRATION_NAMES, "outbox-009-sql-enqueue", "outbox-011-dedupe-partial", "outbox-016-turns-without-circles"].sort(),
+      );
       await stores[3]!.transaction((tx) => stores[3]!.enqueue(tx, { type: "t", payload: 1 }));
       expect((await stores[5]!.countByStatus()).pending).toBe(1);
     } finally {

@@ -231,6 +231,15 @@ CREATE TABLE ${s}.outbox_owners (
 );
 `,
     },
+    {
+      name: "outbox-016-turns-without-circles",
+      sql: `
+-- The hand-on takes its keys' turns without waiting for one while it holds another (see
+-- wassal_hand_on's "turns" version): an app's transaction takes its keys' turns in the order it
+-- enqueues, and a completion that held key a while waiting for b, against an app holding b and
+-- waiting for a, was a deadlock that aborted one of them.
+${handOnFunction(schema, "turns")}`,
+    },
   ];
 }
 
@@ -310,9 +319,11 @@ $fn$;
  * wassal_hand_on: created by outbox-006 ("first"); outbox-007 replaces it with one that also wakes
  * listeners ("wakes"); outbox-012 with one that also numbers the message it promotes ("numbered":
  * `next_seqs[i]` is the number the next holder of `keys[i]` takes, or null to take the key's
- * remembered one) and remembers that number in outbox_keys when the key has nobody waiting.
+ * remembered one) and remembers that number in outbox_keys when the key has nobody waiting;
+ * outbox-016 with one that takes several keys' turns without waiting for one while it holds
+ * another ("turns").
  */
-function handOnFunction(schema: string, version: "first" | "wakes" | "numbered"): string {
+function handOnFunction(schema: string, version: "first" | "wakes" | "numbered" | "turns"): string {
   const s = quoteIdent(schema);
   const table = `${s}.outbox_messages`;
   const wake =
@@ -322,7 +333,7 @@ function handOnFunction(schema: string, version: "first" | "wakes" | "numbered")
   IF promoted > 0 THEN
     PERFORM pg_notify('${wakeChannel(schema)}', '');
   END IF;`;
-  if (version !== "numbered") {
+  if (version === "first" || version === "wakes") {
     return `CREATE ${version === "wakes" ? "OR REPLACE " : ""}FUNCTION ${s}.wassal_hand_on(keys text[]) RETURNS integer LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   k text;
@@ -353,16 +364,50 @@ $fn$;
   // each statement one plan: a probe of the key index per key, and lookups by primary key. jit =
   // off: a disabled node that is the only way costs 1e10 in the planner's sums and would cross
   // jit_above_cost, compiling the statement at every call (113 ms per call, measured).
-  return `CREATE FUNCTION ${s}.wassal_hand_on(keys text[], next_seqs bigint[] DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE
+  const turn = (key: string) => `hashtextextended('${schema}:' || ${key}, 0)`;
+  const takeTurns =
+    version === "turns"
+      ? `  -- One key: its turn is waited for, holding no other. Several: an app's transaction takes its
+  -- keys' turns in the order it enqueues them, so waiting for one while holding another could
+  -- close a circle with it (a deadlock). They are taken all at once or not at all: try each; when
+  -- one is busy, give back those taken (a subtransaction's rollback releases its locks), wait for
+  -- the busy one alone, give it back, and try all again.
+  SELECT array_agg(DISTINCT x ORDER BY x) INTO turns FROM unnest(keys) AS x WHERE x IS NOT NULL;
+  IF cardinality(turns) = 1 THEN
+    PERFORM pg_advisory_xact_lock(${turn("turns[1]")});
+  ELSIF cardinality(turns) > 1 THEN
+    LOOP
+      busy := NULL;
+      BEGIN
+        FOREACH k IN ARRAY turns LOOP
+          IF NOT pg_try_advisory_xact_lock(${turn("k")}) THEN
+            busy := k;
+            RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
+          END IF;
+        END LOOP;
+      EXCEPTION WHEN lock_not_available THEN
+        NULL;
+      END;
+      EXIT WHEN busy IS NULL;
+      BEGIN
+        PERFORM pg_advisory_xact_lock(${turn("busy")});
+        RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
+      EXCEPTION WHEN lock_not_available THEN
+        NULL;
+      END;
+    END LOOP;
+  END IF;`
+      : `  FOR k IN SELECT DISTINCT x FROM unnest(keys) AS x WHERE x IS NOT NULL ORDER BY x LOOP
+    PERFORM pg_advisory_xact_lock(${turn("k")});
+  END LOOP;`;
+  return `CREATE ${version === "turns" ? "OR REPLACE " : ""}FUNCTION ${s}.wassal_hand_on(keys text[], next_seqs bigint[] DEFAULT NULL) RETURNS integer LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off SET jit = off
 AS $fn$
 DECLARE
   k text;
-  promoted integer;
+  promoted integer;${version === "turns" ? "\n  turns text[];\n  busy text;" : ""}
 BEGIN
-  FOR k IN SELECT DISTINCT x FROM unnest(keys) AS x WHERE x IS NOT NULL ORDER BY x LOOP
-    PERFORM pg_advisory_xact_lock(hashtextextended('${schema}:' || k, 0));
-  END LOOP;
+${takeTurns}
   -- Each key's first entry in the key index: its holder (0), else its earliest waiting message (1),
   -- else a skipped one or another key's; only a waiting message of the key is promoted, so a key
   -- that still has a holder is left alone and calling this after any change is safe (it settles).

@@ -152,7 +152,11 @@ class WalFeed implements InsertFeed {
   }
 
   #pool(): Promise<OpenedPool> {
-    this.#opened ??= openPostgresPool(this.#source, { maxConnections: 1, applicationName: "wassal-wal-feed" });
+    // A failed open is forgotten, so the next attempt connects again (the server may be back).
+    this.#opened ??= openPostgresPool(this.#source, { maxConnections: 1, applicationName: "wassal-wal-feed" }).catch((error: unknown) => {
+      this.#opened = undefined;
+      throw error;
+    });
     return this.#opened;
   }
 
@@ -164,8 +168,16 @@ class WalFeed implements InsertFeed {
   }
 
   async #run(handlers: InsertFeedHandlers, streaming: () => void, failed: (error: unknown) => void): Promise<void> {
-    const event = handlers.event ?? (() => undefined);
+    const event = (what: InsertFeedEvent) => {
+      try {
+        handlers.event?.(what);
+      } catch {
+        // a listener's fault is not the feed's: it streams on
+      }
+    };
     let started = false;
+    /** The slot was found missing on the last attempt: made again at once only once in a row. */
+    let slotWasMissing = false;
     let module: ReplicationModule;
     try {
       module = await importOptional<ReplicationModule>("pg-logical-replication", "the WAL relay (reading the outbox from a replication slot)");
@@ -175,6 +187,8 @@ class WalFeed implements InsertFeed {
     }
     while (!this.#stopped) {
       let waitMs = this.#retryMs;
+      const missingBefore = slotWasMissing;
+      slotWasMissing = false;
       try {
         const opened = await this.#pool();
         if (await this.#prepare(opened.pool)) event({ type: "slot-created", slot: this.slot });
@@ -202,9 +216,10 @@ class WalFeed implements InsertFeed {
           );
           return;
         }
-        if (code === UNDEFINED_OBJECT)
-          waitMs = 0; // the slot went away: made again at once
-        else if (code === OBJECT_IN_USE) event({ type: "slot-busy", slot: this.slot, retryInMs: waitMs, detail });
+        if (code === UNDEFINED_OBJECT && /replication slot/i.test(detail) && !missingBefore) {
+          slotWasMissing = true;
+          waitMs = 0; // the slot went away (dropped, or a failover to a server without it): made again at once
+        } else if (code === OBJECT_IN_USE) event({ type: "slot-busy", slot: this.slot, retryInMs: waitMs, detail });
         else event({ type: "disconnected", slot: this.slot, error: detail, retryInMs: waitMs });
       }
       if (waitMs > 0 && !this.#stopped) await this.#pause(waitMs);
@@ -235,7 +250,10 @@ class WalFeed implements InsertFeed {
     const exists = await pool.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [this.#publication]);
     if (exists.rowCount === 0) {
       try {
-        await pool.query(`CREATE PUBLICATION ${quoteIdent(this.#publication)} FOR TABLE ${table} WITH (publish = 'insert')`);
+        // PostgreSQL 15 and later publish only the columns the feed reads, not the payloads.
+        const version = Number((await pool.query<{ v: string }>("SHOW server_version_num")).rows[0]?.v ?? 0);
+        const columns = version >= 150_000 ? " (id, type, ordering_key)" : "";
+        await pool.query(`CREATE PUBLICATION ${quoteIdent(this.#publication)} FOR TABLE ${table}${columns} WITH (publish = 'insert')`);
       } catch (error) {
         if ((error as { code?: string }).code !== DUPLICATE_OBJECT) throw error; // another relay made it meanwhile
       }
@@ -280,21 +298,34 @@ class WalFeed implements InsertFeed {
     );
     this.#service = service;
     let inserted: InsertedMessage[] = [];
-    service.on("error", () => undefined); // the subscribe call below rejects with it
+    const ignore = () => undefined;
+    service.on("error", ignore); // the subscribe call below rejects with it
+    // Data messages the library has parsed, and those handled: while they differ, some are queued
+    // behind the one being handled (flow control), and a keepalive's position may lie past them.
+    let received = 0;
+    let handled = 0;
+    const pgoutput = new module.PgoutputPlugin({ protoVersion: 1, publicationNames: [this.#publication] }) as { parse(buffer: Buffer): unknown };
+    const parse = pgoutput.parse.bind(pgoutput);
+    pgoutput.parse = (buffer) => {
+      received += 1;
+      return parse(buffer);
+    };
     service.on("start", () => {
       event({ type: "streaming", slot: this.slot, from: this.#confirmedText });
       streaming();
     });
     service.on("heartbeat", (lsn, _timestamp, shouldRespond) => {
-      // The server has sent everything before lsn. With nothing outstanding, none of it is ours to
-      // deal with (only the outbox's inserts are published to the feed): confirm it. Were a batch
-      // still queued unseen, confirming past it loses nothing: its rows are pending, and claimed.
-      if (!this.#inTransaction && this.#delivered <= this.#confirmed) this.confirm(lsn);
+      // The server has sent everything before lsn. With nothing outstanding (every message
+      // received handled, every batch confirmed) none of it is ours to deal with (only the
+      // outbox's inserts are published to the feed): confirm it.
+      const idle = received === handled && !this.#inTransaction && this.#delivered <= this.#confirmed;
+      if (idle && lsnValue(lsn) > this.#confirmed) this.confirm(lsn);
       else if (shouldRespond) report(service, this.#confirmed);
     });
     const status = setInterval(() => report(service, this.#confirmed, true), this.#statusIntervalMs);
     status.unref();
     service.on("data", async (lsn, message) => {
+      handled += 1;
       if (message.tag === "begin") {
         inserted = [];
         this.#inTransaction = true;
@@ -314,13 +345,14 @@ class WalFeed implements InsertFeed {
     });
     try {
       // From the slot's confirmed position: an LSN later than it would skip what lies between.
-      await service.subscribe(new module.PgoutputPlugin({ protoVersion: 1, publicationNames: [this.#publication] }), this.slot, "0/0");
+      await service.subscribe(pgoutput, this.slot, "0/0");
     } finally {
       clearInterval(status);
       this.#inTransaction = false;
       this.#service = undefined;
       await service.stop().catch(() => undefined);
       service.removeAllListeners();
+      service.on("error", ignore); // a late error from the library's queue would otherwise be thrown
     }
   }
 
