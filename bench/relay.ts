@@ -40,7 +40,8 @@ import pg from "pg";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { openOutbox } from "wassal/lab";
-import { NatsPublisher, type Publisher, RabbitMqPublisher, Relay } from "wassal/relay";
+import type { OutboxStore } from "wassal";
+import { NatsPublisher, type Publisher, RabbitMqPublisher, Relay, type RelayEvent } from "wassal/relay";
 import { preloadHistory } from "./history.js";
 import { machineBusyUs } from "./machine-cpu.js";
 import { listeningOn, processesNamed, processTicks, serverCpu, ticksBetweenUs } from "./server-cpu.js";
@@ -106,13 +107,14 @@ export interface RelayBenchOptions {
 }
 
 /** A place on the broker for one run: where to route, and how to remove it. */
-interface Target {
+export interface Target {
   readonly destination: string;
   count(): Promise<number>;
   remove(): Promise<void>;
 }
 
-async function natsTarget(): Promise<Target> {
+/** A JetStream stream of the run's own (BENCH_<random>), deleted by remove(). */
+export async function natsTarget(): Promise<Target> {
   const nc = await connect({ servers: NATS_URL });
   const jsm = await jetstreamManager(nc);
   const name = `BENCH_${randomBytes(4).toString("hex")}`;
@@ -145,12 +147,12 @@ async function rabbitTarget(): Promise<Target> {
   };
 }
 
-async function openPublisher(broker: RelayBroker): Promise<Publisher & { connected(): Promise<void> }> {
+export async function openPublisher(broker: RelayBroker): Promise<Publisher & { connected(): Promise<void> }> {
   return broker === "nats" ? NatsPublisher.open({ servers: NATS_URL }) : RabbitMqPublisher.open({ url: AMQP_URL });
 }
 
 /** Messages/s and CPU µs per message of one timed run, per component (null: not measured; see the top of this file). */
-interface RunFigures {
+export interface RunFigures {
   readonly rate: number;
   readonly relayUs: number;
   readonly brokerUs: number | null;
@@ -161,7 +163,7 @@ interface RunFigures {
   readonly table?: { readonly before: TableStats | null; readonly after: TableStats | null };
 }
 
-async function timed(messages: number, broker: RelayBroker, postmaster: number | null, work: () => Promise<void>): Promise<RunFigures> {
+export async function timed(messages: number, broker: RelayBroker, postmaster: number | null, work: () => Promise<void>): Promise<RunFigures> {
   const brokerPids = listeningOn(processesNamed(BROKER_PROCESS[broker]), BROKER_PORT[broker]);
   const brokerBefore = processTicks(brokerPids);
   const serverBefore = postmaster === null ? null : serverCpu(postmaster);
@@ -195,7 +197,7 @@ interface TableStats {
 }
 
 /** A client statement on the run's own table (the bench is a client here, as raw-sql.ts): ANALYZE, or reading its statistics. */
-async function onTable<T>(db: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+export async function onTable<T>(db: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: db });
   await client.connect();
   try {
@@ -223,6 +225,35 @@ function tableStats(db: string, schema: string): Promise<TableStats | null> {
           autoanalyzeCount: Number(row.autoanalyze_count),
           autovacuumCount: Number(row.autovacuum_count),
         };
+  });
+}
+
+/** The relay's outbox on a prepared store (8 connections). */
+function openRelayOutbox(prepared: PreparedStore) {
+  return openOutbox(prepared.db, { ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}), synchronous: prepared.synchronous, maxConnections: 8 });
+}
+
+/** Enqueues `messages` messages, 100 per transaction, spread round-robin over `keys` ordering keys (k0 …) when given. */
+export async function seedMessages(store: OutboxStore<unknown>, messages: number, keys?: number): Promise<void> {
+  for (let done = 0; done < messages; done += 100) {
+    await store.transaction(async (tx) => {
+      for (let n = done; n < Math.min(messages, done + 100); n += 1)
+        await store.enqueue(tx, {
+          type: "bench.event",
+          payload: { order: n, total: 1250, currency: "EUR" },
+          ...(keys === undefined ? {} : { key: `k${n % keys}` }),
+        });
+    });
+  }
+}
+
+/** Resolves once the store has reported `messages` completions (subscribe before the relay starts). */
+export function allCompleted(store: OutboxStore<unknown>, messages: number): Promise<void> {
+  let completed = 0;
+  return new Promise<void>((resolve) => {
+    store.events.subscribe((event) => {
+      if (event.type === "completed" && ++completed === messages) resolve();
+    });
   });
 }
 
@@ -260,33 +291,14 @@ async function runOnce(config: RelayConfig, storeOfBare: string, options: RelayB
       });
     }
     const prepared = await options.prepare(store);
-    const outbox = await openOutbox(prepared.db, {
-      ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
-      synchronous: prepared.synchronous,
-      maxConnections: 8,
-    });
+    const outbox = await openRelayOutbox(prepared);
     try {
       const historySeconds = config.history ? await preloadHistory(outbox.store, { count: config.history.rows, keys: HISTORY_KEYS }) : undefined;
-      const keys = config.keys;
-      for (let done = 0; done < messages; done += 100) {
-        await outbox.store.transaction(async (tx) => {
-          for (let n = done; n < Math.min(messages, done + 100); n += 1)
-            await outbox.store.enqueue(tx, {
-              type: "bench.event",
-              payload: { order: n, total: 1250, currency: "EUR" },
-              ...(keys === undefined ? {} : { key: `k${n % keys}` }),
-            });
-        });
-      }
+      await seedMessages(outbox.store, messages, config.keys);
       const postgres = prepared.schema !== "-";
       if (config.history?.analyzed && postgres) await onTable(prepared.db, (client) => client.query(`ANALYZE ${prepared.schema}.outbox_messages`));
       const before = config.history && postgres ? await tableStats(prepared.db, prepared.schema) : null;
-      let published = 0;
-      let finish: () => void = () => undefined;
-      const all = new Promise<void>((resolve) => (finish = resolve));
-      outbox.store.events.subscribe((event) => {
-        if (event.type === "completed" && ++published === messages) finish();
-      });
+      const all = allCompleted(outbox.store, messages);
       const relay = new Relay({
         store: outbox.store,
         publisher,
@@ -315,43 +327,37 @@ async function runOnce(config: RelayConfig, storeOfBare: string, options: RelayB
   }
 }
 
-/** Enqueue → broker acknowledgement at `rate` per second, with the relay running. */
-async function latency(
-  store: string,
-  broker: RelayBroker,
-  options: RelayBenchOptions,
-  rate: number,
-): Promise<{ messages: number; p50: number; p99: number; max: number }> {
-  const target = broker === "nats" ? await natsTarget() : await rabbitTarget();
-  const publisher = await openPublisher(broker);
-  await publisher.connected();
-  const prepared = await options.prepare(store);
-  const outbox = await openOutbox(prepared.db, {
-    ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
-    synchronous: prepared.synchronous,
-    maxConnections: 8,
-  });
+export interface LatencyFigures {
+  readonly messages: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+}
+
+/** Makes the relay of a latency run, reporting each publish to `onEvent`. */
+export type RelayOf = (onEvent: (event: RelayEvent) => void) => { start(): Promise<void>; stop(options: { graceMs?: number }): Promise<void> };
+
+/**
+ * Enqueue → broker acknowledgement at `rate` per second for `seconds` (one message per
+ * transaction), with the relay that `relayOf` makes running on `store`; stops it afterwards.
+ */
+export async function ackLatency(store: OutboxStore<unknown>, relayOf: RelayOf, rate: number, seconds: number): Promise<LatencyFigures> {
   const enqueuedAt = new Map<string, number>();
   // Kept by id and matched afterwards: on PostgreSQL the relay, woken by the commit's notification,
   // can publish a message before its enqueue call has returned the id.
   const publishedAt = new Map<string, number>();
-  const relay = new Relay({
-    store: outbox.store,
-    publisher,
-    routes: { default: target.destination },
-    onEvent: (event) => {
-      if (event.type === "published" && !publishedAt.has(event.messageId)) publishedAt.set(event.messageId, performance.now());
-    },
+  const relay = relayOf((event) => {
+    if (event.type === "published" && !publishedAt.has(event.messageId)) publishedAt.set(event.messageId, performance.now());
   });
   try {
     await relay.start();
-    const total = Math.round(rate * options.latencySeconds);
+    const total = Math.round(rate * seconds);
     const started = performance.now();
     for (let n = 0; n < total; n += 1) {
       const wait = started + (n / rate) * 1000 - performance.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       const before = performance.now();
-      const message = await outbox.store.transaction((tx) => outbox.store.enqueue(tx, { type: "bench.event", payload: { n } }));
+      const message = await store.transaction((tx) => store.enqueue(tx, { type: "bench.event", payload: { n } }));
       enqueuedAt.set(message.id, before);
     }
     const deadline = Date.now() + 10_000;
@@ -363,6 +369,24 @@ async function latency(
     return { messages: samples.length, p50: percentile(samples, 50), p99: percentile(samples, 99), max: Math.max(...samples) };
   } finally {
     await relay.stop({ graceMs: 1_000 });
+  }
+}
+
+/** Enqueue → broker acknowledgement at `rate` per second, with the relay running. */
+async function latency(store: string, broker: RelayBroker, options: RelayBenchOptions, rate: number): Promise<LatencyFigures> {
+  const target = broker === "nats" ? await natsTarget() : await rabbitTarget();
+  const publisher = await openPublisher(broker);
+  await publisher.connected();
+  const prepared = await options.prepare(store);
+  const outbox = await openRelayOutbox(prepared);
+  try {
+    return await ackLatency(
+      outbox.store,
+      (onEvent) => new Relay({ store: outbox.store, publisher, routes: { default: target.destination }, onEvent }),
+      rate,
+      options.latencySeconds,
+    );
+  } finally {
     await publisher.close();
     await outbox.close();
     await prepared.cleanup();

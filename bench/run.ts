@@ -63,6 +63,10 @@
 // latency section's "other process" row measures. Its sections: throughput (its raw loops
 // included), payments, keys, enqueue and latency; not yet scale, relay, dashboard or statements.
 //
+// And (wal.ts): the polling relay against the WAL relay (WalRelay on openWalFeed), to NATS, on a
+// private PostgreSQL server with wal_level = logical that the section starts and removes:
+// throughput with CPU per message, and enqueue → acknowledgement latency, interleaved.
+//
 // And the write-ahead log each PostgreSQL row wrote per message, in a table of its own (records,
 // full-page images, bytes; server-wal.ts, measured where the server's CPU is): work, not time.
 
@@ -86,6 +90,7 @@ import { statementCosts } from "./statements.js";
 import { analyzeMariaDb, locateMariadbd, mariadbScratch, mariadbServer } from "./mariadb.js";
 import { backendCpuUs, locatePostmaster, processCpu, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { openWalReader, walBetween } from "./server-wal.js";
+import { WAL_SETTINGS, walBench } from "./wal.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
@@ -161,7 +166,7 @@ const isPostgresStore = (store: string) => store === "postgres" || store === PRI
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", "mariadb", PRIVATE_STORE] as const;
 /** The sections the mariadb store is measured in (scale and the relay write or read PostgreSQL's or SQLite's tables themselves; the dashboard's run is not yet checked on it). */
 const MARIADB_SECTIONS: readonly string[] = ["throughput", "payments", "keys", "enqueue", "latency"];
-const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "dashboard"] as const;
+const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "wal", "dashboard"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
@@ -729,7 +734,7 @@ async function runOnce(
 async function main(): Promise<void> {
   const program = new Command("bench")
     .description(
-      "measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, its enqueue rate, latency, claims under history, (PostgreSQL on this machine) the server CPU of its claim and completion alone, and the relay from the outbox to NATS and RabbitMQ",
+      "measure Wassal's throughput on each store next to the store's raw limit, with the payments handler, its enqueue rate, latency, claims under history, (PostgreSQL on this machine) the server CPU of its claim and completion alone, the relay from the outbox to NATS and RabbitMQ, and the WAL relay against the polling relay",
     )
     .option(
       "--quick",
@@ -752,9 +757,12 @@ async function main(): Promise<void> {
       listOf("--stores", STORES),
       [...STORES],
     )
-    .option("--sections <list>", `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only)`, listOf("--sections", SECTIONS), [
-      ...SECTIONS,
-    ])
+    .option(
+      "--sections <list>",
+      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE})`,
+      listOf("--sections", SECTIONS),
+      [...SECTIONS],
+    )
     .option(
       "--processes <list>",
       "comma-separated process counts, each from 1 to 4 (the peers' pools need 25 connections per process): the throughput rows run at each; the payments and keys rows at those of theirs (1 and 4; 1 with --quick) that are in it (default: 1,2,4; 1,4 with --quick)",
@@ -1359,6 +1367,26 @@ async function main(): Promise<void> {
     }
   }
 
+  // WAL (wal.ts): the polling relay against the WAL relay, to NATS, on a private server with wal_level = logical.
+  let wal: unknown = null;
+  if (run("wal")) {
+    if (!options.stores.some(isPostgresStore)) process.stderr.write("bench: the wal section measures PostgreSQL, which --stores leaves out; leaving it out\n");
+    else if (!(await tcpReachable(4222))) process.stderr.write("bench: nats is unreachable on 127.0.0.1:4222; leaving out the wal section\n");
+    else {
+      const result = await walBench({
+        messages: settings.messages,
+        reps: settings.reps,
+        latencySeconds: options.quick ? 2 : 10,
+        bin: postgresBinaries(options.postgresBin, postmaster),
+        describe: postgresServer,
+      });
+      wal = result.data;
+      const latencyHeading = "WAL relay against the polling relay: enqueue → broker acknowledgement, relay running:";
+      lines.push(...(lines.length > 0 ? [""] : []), ...result.heading, "", ...result.table, "", latencyHeading, "", ...result.latencyTable);
+      process.stdout.write(`\n${result.heading.join("\n")}\n\n${result.table.join("\n")}\n\n${latencyHeading}\n\n${result.latencyTable.join("\n")}\n`);
+    }
+  }
+
   // Dashboard (dashboard.ts): the built CLI's dashboard over a 10 MB and a 1 MB message, per store
   // (SQLite in NORMAL: its sync mode plays no part in reads), against issue 37's targets.
   const dashboard: Record<string, DashboardFigures> = {};
@@ -1391,7 +1419,7 @@ async function main(): Promise<void> {
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, dashboard }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, dashboard }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }

@@ -9,8 +9,8 @@
 // is confirmed only once every message before it is dealt with: published and completed, or back
 // in the outbox's hands (a retry, or left pending for a claim).
 //
-// The rows stay the truth. The relay's worker still claims, though rarely (every `pollIntervalMs`,
-// default 5 s) and at once when the feed had to make its slot again: so a retry coming due, a
+// The rows stay the truth. The relay's worker still claims (every `pollIntervalMs`, default 1 s,
+// instead of at each NOTIFY) and at once when the feed had to make its slot again: so a retry coming due, a
 // message the feed never delivered (a lost slot, a gap) and a key's next message after a failure
 // are all published, without waiting on the stream.
 
@@ -69,7 +69,7 @@ export class WalRelay<Tx> {
       throw new InvalidArgumentError("WalRelay needs a feed of the outbox's inserts (wassal/postgres: openWalFeed({ url, slot }))");
     }
     this.feed = feed;
-    this.relay = new Relay<Tx>({ pollIntervalMs: 5_000, ...options, wakeOnNewMessages: false });
+    this.relay = new Relay<Tx>({ ...options, wakeOnNewMessages: false });
     this.#leaseMs = this.relay.worker.leaseMs;
     this.#maxInFlight = this.relay.worker.concurrency;
     const types = this.relay.types;

@@ -2,12 +2,20 @@
 // before the timed start, and the parent refuses a row whose warm-up did not process everything
 // it was given. Run on SQLite NORMAL with a few hundred messages, peers left out: the point is that
 // the warm-up happens and is checked, not how fast anything is (that is `npm run bench`'s job).
+//
+// And the wal section (bench/wal.ts), in this file so that one compile of the bench serves both (two
+// files compiling bench/.build at once could each run the other's half-written output): both
+// relays run on a private server with wal_level = logical, the WAL relay's messages pass through
+// its slot, and no slot, server or stream is left behind. A few hundred messages, one repetition.
 
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ROOT, requireBuilt } from "../support/cli.js";
+import { postgresAvailable } from "../support/postgres.js";
+import { natsAvailable } from "../support/services.js";
 
 const RUN = join(ROOT, "bench", ".build", "run.js");
 
@@ -24,24 +32,24 @@ function throughput(processes: string, messages: number, warmUp: number) {
 }
 
 /** The result files a run wrote (its last line names them); removed once read. */
-function results(stdout: string): { settings: { warmUp: number }; rows: { config: { system: string; processes: number } }[] } {
+function results<T = { settings: { warmUp: number }; rows: { config: { system: string; processes: number } }[] }>(stdout: string): T {
   const written = /written: (bench\/results\/[\w-]+)\.json and \.md/.exec(stdout)?.[1];
   if (written === undefined) throw new Error(`the bench named no result file:\n${stdout}`);
   const json = join(ROOT, `${written}.json`);
   try {
-    return JSON.parse(readFileSync(json, "utf8")) as ReturnType<typeof results>;
+    return JSON.parse(readFileSync(json, "utf8")) as T;
   } finally {
     rmSync(json, { force: true });
     rmSync(join(ROOT, `${written}.md`), { force: true });
   }
 }
 
-describe("npm run bench: the warm-up before the timed start", () => {
-  beforeAll(() => {
-    requireBuilt("index.js");
-    execFileSync(join(ROOT, "node_modules", ".bin", "tsc"), ["-p", join(ROOT, "bench", "tsconfig.json")], { cwd: ROOT });
-  }, 120_000);
+beforeAll(() => {
+  requireBuilt("index.js");
+  execFileSync(join(ROOT, "node_modules", ".bin", "tsc"), ["-p", join(ROOT, "bench", "tsconfig.json")], { cwd: ROOT });
+}, 120_000);
 
+describe("npm run bench: the warm-up before the timed start", () => {
   it("runs every throughput row after its processes worked a warm-up store, Wassal's and the raw loops' alike", () => {
     const run = throughput("1,2", 300, 200);
     expect(run.stderr, run.stdout).not.toMatch(/warm-up processed/);
@@ -63,4 +71,33 @@ describe("npm run bench: the warm-up before the timed start", () => {
     expect(run.status, `exit ${run.status}, stderr: ${run.stderr}`).toBe(2);
     expect(run.stderr).toContain('--warm-up must be a whole number >= 0 (got "lots")');
   });
+});
+
+const servicesUp = (await postgresAvailable()) && (await natsAvailable());
+
+interface WalResults {
+  wal: {
+    server: { wal_level: string } | null;
+    slotsLeft: number;
+    rows: { system: string; drains: { rate: number; fromFeed: number | null; byClaimLoop: number }[]; latencies: { messages: number }[] }[];
+  };
+}
+
+describe.skipIf(!servicesUp)("npm run bench: the wal section", () => {
+  it("runs the polling relay and the WAL relay to NATS on a private server, the WAL relay's messages through its slot, and leaves nothing behind", () => {
+    const run = bench(["--sections", "wal", "--stores", "postgres", "--reps", "1", "--messages", "300", "--quick"]);
+    expect(run.status, run.stderr).toBe(0);
+    const { wal } = results<WalResults>(run.stdout);
+    expect(wal.server?.wal_level).toBe("logical");
+    expect(wal.rows.map((r) => r.system)).toEqual(["polling relay", "WAL relay"]);
+    for (const row of wal.rows) {
+      expect(row.drains.map((d) => d.rate > 0)).toEqual([true]);
+      expect(row.latencies.map((l) => l.messages)).toEqual([400]); // 2 s at 200 a second (--quick), every one published
+    }
+    const [walDrain] = wal.rows[1]?.drains ?? [];
+    expect(walDrain?.fromFeed).toBeGreaterThan(0);
+    expect((walDrain?.fromFeed ?? 0) + (walDrain?.byClaimLoop ?? 0)).toBe(300);
+    expect(wal.slotsLeft).toBe(0);
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith("wassal-bench-wal-"))).toEqual([]);
+  }, 120_000);
 });
