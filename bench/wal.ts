@@ -1,6 +1,6 @@
 // The WAL section of `npm run bench`: the polling relay (Relay as shipped: LISTEN/NOTIFY wake-ups,
 // a poll every second) against the WAL relay (WalRelay on openWalFeed, as shipped: the slot's
-// inserts claimed by id, the worker's own claim every 5 s and whenever a slot of its 256 frees),
+// committed inserts waking the worker's batched claim, which also runs every 1 s and whenever a place of its 256 frees),
 // both publishing to NATS JetStream (a stream of each run's own, deleted after it), in one
 // interleaved run: each repetition runs both systems, the first of them alternating (A B, B A, …).
 // They run on a private PostgreSQL server this section starts with wal_level = logical (the shared
@@ -12,7 +12,7 @@
 // relay's slot must exist before the seeding, or the messages never pass through it: a WAL relay
 // is started and stopped on the empty table first (it makes the publication and the slot, which
 // then keeps every insert after it), and the timed WAL relay, a new one on that slot, streams all
-// N. The table says how many of them it claimed from the stream and how many its claim loop took.
+// N. The table says how many of them the slot reported, and how many the relay published.
 // CPU µs per message over the timed part: this process (the relay, its pg and NATS clients, and the
 // pgoutput decoding of pg-logical-replication), the PostgreSQL server (every process of the private
 // server: backends, the walsender, autovacuum), the broker, the whole machine (relay.ts `timed`).
@@ -67,10 +67,10 @@ export interface WalBenchResult {
   readonly data: unknown;
 }
 
-/** How a run's messages reached the relay: claimed by id from the slot's stream, or by the worker's claim loop (null: the polling relay, all by its claims). */
+/** How many of a run's messages the slot reported to the relay (null: the polling relay, which reads no slot), and how many it published. */
 interface Claims {
-  readonly fromFeed: number | null;
-  readonly byClaimLoop: number;
+  readonly reportedBySlot: number | null;
+  readonly published: number;
 }
 
 /** One run's own outbox schema, slot, publication, NATS stream and publisher on the private server. */
@@ -134,8 +134,8 @@ async function openPlace(url: string): Promise<Place> {
 
 const claimsOf = (relay: Relay<unknown> | WalRelay<unknown>): Claims =>
   relay instanceof WalRelay
-    ? { fromFeed: relay.stats.fromFeed, byClaimLoop: relay.stats.published - relay.stats.fromFeed }
-    : { fromFeed: null, byClaimLoop: relay.stats.published };
+    ? { reportedBySlot: relay.stats.messages, published: relay.stats.published }
+    : { reportedBySlot: null, published: relay.stats.published };
 
 /** Where the server stands: WAL bytes written so far, and the next transaction id (read without taking one). */
 function serverPosition(url: string): Promise<{ walBytes: number; nextXid: number }> {
@@ -211,14 +211,14 @@ export async function walBench(options: WalBenchOptions): Promise<WalBenchResult
         const f = await inPlace(server.url, (place) => drain(system, place, options.messages, postmaster));
         runs.get(system)?.drains.push(f);
         process.stderr.write(
-          `rep ${rep}/${options.reps}  wal ${system.padEnd(13)} ${Math.round(f.rate)} msg/s; CPU µs/msg: relay ${us(f.relayUs)}, PostgreSQL ${us(f.postgresUs)}, broker ${us(f.brokerUs)}, machine ${us(f.machineUs)}; per message ${f.writeTransactions.toFixed(3)} write transactions, ${us(f.walBytes)} WAL bytes; claimed from the feed ${f.fromFeed ?? "–"}, by the claim loop ${f.byClaimLoop}\n`,
+          `rep ${rep}/${options.reps}  wal ${system.padEnd(13)} ${Math.round(f.rate)} msg/s; CPU µs/msg: relay ${us(f.relayUs)}, PostgreSQL ${us(f.postgresUs)}, broker ${us(f.brokerUs)}, machine ${us(f.machineUs)}; per message ${f.writeTransactions.toFixed(3)} write transactions, ${us(f.walBytes)} WAL bytes; reported by the slot ${f.reportedBySlot ?? "–"}, published ${f.published}\n`,
         );
       }
       for (const system of order) {
         const l = await inPlace(server.url, (place) => latency(system, place, options.latencySeconds));
         runs.get(system)?.latencies.push(l);
         process.stderr.write(
-          `rep ${rep}/${options.reps}  wal latency ${system.padEnd(13)} p50 ${l.p50.toFixed(2)} ms, p99 ${l.p99.toFixed(2)} ms (${l.messages} messages; from the feed ${l.fromFeed ?? "–"}, by the claim loop ${l.byClaimLoop})\n`,
+          `rep ${rep}/${options.reps}  wal latency ${system.padEnd(13)} p50 ${l.p50.toFixed(2)} ms, p99 ${l.p99.toFixed(2)} ms (${l.messages} messages; reported by the slot ${l.reportedBySlot ?? "–"}, published ${l.published})\n`,
         );
       }
     }
@@ -242,37 +242,37 @@ export async function walBench(options: WalBenchOptions): Promise<WalBenchResult
         },
         writeTransactions: of(drains, (f) => f.writeTransactions),
         walBytes: of(drains, (f) => f.walBytes),
-        fromFeed: of(drains, (f) => f.fromFeed),
-        byClaimLoop: of(drains, (f) => f.byClaimLoop),
+        reportedBySlot: of(drains, (f) => f.reportedBySlot),
+        published: of(drains, (f) => f.published),
         latency: {
           p50: of(latencies, (l) => l.p50),
           p99: of(latencies, (l) => l.p99),
           max: of(latencies, (l) => l.max),
           messages: of(latencies, (l) => l.messages),
-          fromFeed: of(latencies, (l) => l.fromFeed),
+          reportedBySlot: of(latencies, (l) => l.reportedBySlot),
         },
         drains,
         latencies,
       };
     });
     const table = [
-      "| system | messages/s median (min–max) | CPU µs/msg: relay (this process) | CPU µs/msg: PostgreSQL server (all its processes) | CPU µs/msg: broker (nats-server) | CPU µs/msg: whole machine | write transactions/msg | WAL bytes/msg | claimed from the slot's stream / by the claim loop (medians) |",
+      "| system | messages/s median (min–max) | CPU µs/msg: relay (this process) | CPU µs/msg: PostgreSQL server (all its processes) | CPU µs/msg: broker (nats-server) | CPU µs/msg: whole machine | write transactions/msg | WAL bytes/msg | reported by the slot / published (medians) |",
       "|---|---|---|---|---|---|---|---|---|",
       ...rows.map(
         (r) =>
-          `| ${r.system} | ${fmt(r.rate)} | ${fmt(r.cpuUsPerMessage.relay)} | ${fmt(r.cpuUsPerMessage.postgres)} | ${fmt(r.cpuUsPerMessage.broker)} | ${fmt(r.cpuUsPerMessage.machine)} | ${fmt(r.writeTransactions, 3)} | ${fmt(r.walBytes)} | ${r.fromFeed === null ? "–" : Math.round(r.fromFeed.median)} / ${Math.round(r.byClaimLoop?.median ?? 0)} |`,
+          `| ${r.system} | ${fmt(r.rate)} | ${fmt(r.cpuUsPerMessage.relay)} | ${fmt(r.cpuUsPerMessage.postgres)} | ${fmt(r.cpuUsPerMessage.broker)} | ${fmt(r.cpuUsPerMessage.machine)} | ${fmt(r.writeTransactions, 3)} | ${fmt(r.walBytes)} | ${r.reportedBySlot === null ? "–" : Math.round(r.reportedBySlot.median)} / ${Math.round(r.published?.median ?? 0)} |`,
       ),
     ];
     const latencyTable = [
-      "| system | rate /s | messages per run | p50 ms median (min–max) | p99 ms median (min–max) | max ms median (min–max) | claimed from the slot's stream (median) |",
+      "| system | rate /s | messages per run | p50 ms median (min–max) | p99 ms median (min–max) | max ms median (min–max) | reported by the slot (median) |",
       "|---|---|---|---|---|---|---|",
       ...rows.map(
         (r) =>
-          `| ${r.system} | ${LATENCY_RATE} | ${Math.round(r.latency.messages?.median ?? 0)} | ${fmt(r.latency.p50, 2)} | ${fmt(r.latency.p99, 2)} | ${fmt(r.latency.max, 2)} | ${r.latency.fromFeed === null ? "–" : Math.round(r.latency.fromFeed.median)} |`,
+          `| ${r.system} | ${LATENCY_RATE} | ${Math.round(r.latency.messages?.median ?? 0)} | ${fmt(r.latency.p50, 2)} | ${fmt(r.latency.p99, 2)} | ${fmt(r.latency.max, 2)} | ${r.latency.reportedBySlot === null ? "–" : Math.round(r.latency.reportedBySlot.median)} |`,
       ),
     ];
     const heading = [
-      `WAL relay against the polling relay, outbox → NATS JetStream: ${options.messages} messages per throughput run, median (min–max) of ${options.reps} repetitions, interleaved (each repetition runs both, the first alternating). Both as shipped (256 in flight; the polling relay woken by LISTEN/NOTIFY, polling every 1 s; the WAL relay reading a logical replication slot through pgoutput, its own claim every 5 s and whenever one of its 256 slots frees). Seeding: 100 messages per transaction, untimed, then ANALYZE; for the WAL relay the slot is made first (a WAL relay started and stopped on the empty table), then the messages are seeded, and a new WAL relay on that slot is timed from its start to the last completion. CPU µs per message over the timed part; write transactions per message: transaction ids the server handed out over it (each a commit that flushes the WAL), and the WAL it wrote.`,
+      `WAL relay against the polling relay, outbox → NATS JetStream: ${options.messages} messages per throughput run, median (min–max) of ${options.reps} repetitions, interleaved (each repetition runs both, the first alternating). Both as shipped (256 in flight; the polling relay woken by LISTEN/NOTIFY, polling every 1 s; the WAL relay reading a logical replication slot through pgoutput, each committed batch waking its claim, which also runs every 1 s and whenever one of its 256 places frees). Seeding: 100 messages per transaction, untimed, then ANALYZE; for the WAL relay the slot is made first (a WAL relay started and stopped on the empty table), then the messages are seeded, and a new WAL relay on that slot is timed from its start to the last completion. CPU µs per message over the timed part; write transactions per message: transaction ids the server handed out over it (each a commit that flushes the WAL), and the WAL it wrote.`,
       `PostgreSQL: a private server the section started (${server.bin}, in ${server.startSeconds.toFixed(1)} s) with ${JSON.stringify(WAL_SETTINGS)} over PostgreSQL's defaults, removed at the end; it reports ${JSON.stringify(serverSettings)}. Replication slots left before its removal: ${slotsLeft}.`,
     ];
     return {

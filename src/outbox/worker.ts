@@ -503,29 +503,6 @@ export class Worker<Tx> {
     this.#loop = this.#claimLoop();
   }
 
-  /**
-   * Runs a lease taken outside the claim loop, with `store.claimMessage(worker.name, …)`, through
-   * this worker's handlers, renewals and group commit, as if its loop had claimed it: the WAL
-   * relay does this for each message it reads from the replication slot. Resolves once the worker
-   * is done with it (completed, failed, or released at shutdown). A worker that is not running
-   * (not started yet, or stopping) releases the lease at once instead.
-   */
-  async adopt(lease: Lease): Promise<void> {
-    if (lease?.owner !== this.name) {
-      throw new InvalidArgumentError(
-        `worker ${this.name} can only adopt its own leases (claimed as ${JSON.stringify(this.name)}); got one of ${JSON.stringify(lease?.owner)}`,
-      );
-    }
-    if (!this.#started || this.#stopping) {
-      await this.#releaseLease(lease, undefined);
-      return;
-    }
-    const claimTrace = this.#tracing?.claim(this.name, this.#types ?? null);
-    claimTrace?.end([lease]);
-    const job = this.#start(lease, claimTrace?.process(lease));
-    await job.finished;
-  }
-
   /** Claim now instead of at the next poll. */
   wake(): void {
     this.#woken = true;
@@ -608,14 +585,10 @@ export class Worker<Tx> {
     }
   }
 
-  #release(job: Job<Tx>): Promise<void> {
-    return this.#releaseLease(job.lease, job.trace);
-  }
-
-  async #releaseLease(lease: Lease, trace: ProcessTrace | undefined): Promise<void> {
-    const settled = trace?.settle("release");
+  async #release(job: Job<Tx>): Promise<void> {
+    const settled = job.trace?.settle("release");
     try {
-      const result = await this.store.release(lease); // (not inside settled?.(…): without a trace, it would not run)
+      const result = await this.store.release(job.lease); // (not inside settled?.(…): without a trace, it would not run)
       settled?.(result);
     } catch (error) {
       settled?.(undefined, error);
@@ -735,7 +708,7 @@ export class Worker<Tx> {
     });
   }
 
-  #start(lease: Lease, trace: ProcessTrace | undefined): Job<Tx> {
+  #start(lease: Lease, trace: ProcessTrace | undefined): void {
     const { type } = lease.message;
     const counted = this.#perType.get(type)?.concurrency !== undefined;
     if (counted) this.#runningOfType.set(type, (this.#runningOfType.get(type) ?? 0) + 1);
@@ -752,7 +725,6 @@ export class Worker<Tx> {
     // context is left (and after a release at shutdown, see #ended).
     job.finished = trace === undefined ? this.#process(job) : trace.run(() => this.#process(job)).finally(() => this.#ended(job));
     if (!job.ended) this.#running.add(job);
-    return job;
   }
 
   /** A job is done with: its trace ends, it leaves the running set, and the claim loop may fill its slot. */

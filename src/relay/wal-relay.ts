@@ -1,63 +1,76 @@
 // The WAL relay: a relay told of each new message by the database's change stream (an InsertFeed,
 // such as wassal/postgres's openWalFeed on a logical replication slot) instead of by polling.
 //
-// For each message the feed reports, it claims that message by id under a lease (the same claim a
-// polling relay makes, so two relays never publish one message twice), publishes it and completes
-// it through the Relay's own worker: the same publish, the same broker message ids for its dedupe,
-// the same group commit, the same completion (or deletion, in the delete-on-complete mode). A
-// key's messages are taken one after another, in the order they committed. The feed's position
-// is confirmed only once every message before it is dealt with: published and completed, or back
-// in the outbox's hands (a retry, or left pending for a claim).
+// Each committed batch the feed delivers wakes the Relay's worker, which claims (up to its free
+// places in one statement, under leases, so two relays never publish one message twice), publishes
+// and completes, as the polling relay does: the same publish, the same broker message ids for its
+// dedupe, the same group commit, the same completion (or deletion, in the delete-on-complete
+// mode), each key's messages in their order (the claim's own rule). The relay remembers the ids of
+// each batch, and confirms the batch's position once each of them is dealt with: completed, dead,
+// scheduled for a retry or released (the store's events say so), or found by two claims in a row,
+// nothing of the relay's running, not to be claimable (held by another relay, or waiting behind
+// its key). The positions are confirmed in the feed's order.
 //
-// The rows stay the truth. The relay's worker still claims (every `pollIntervalMs`, default 1 s,
-// instead of at each NOTIFY) and at once when the feed had to make its slot again: so a retry coming due, a
-// message the feed never delivered (a lost slot, a gap) and a key's next message after a failure
-// are all published, without waiting on the stream.
+// (A first version claimed each message by id as the feed reported it: one write transaction per
+// message, 727 against the polling relay's 6,529 messages/s on a backlog of 20,000; bench section
+// wal, docs/performance-history.md.)
+//
+// The rows stay the truth. The worker also claims every `pollIntervalMs` (default 1 s; it listens
+// for no NOTIFY) and at once when the feed had to make its slot again, so a retry coming due and a
+// message the feed never delivered (a lost slot, a gap) are published without the stream.
 
+import type { OutboxEvent } from "../outbox/events.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import type { InsertedBatch, InsertedMessage, InsertFeed, InsertFeedEvent } from "../outbox/insert-feed.js";
+import type { InsertedBatch, InsertFeed, InsertFeedEvent } from "../outbox/insert-feed.js";
 import { Relay, type RelayOptions, type RelayStats } from "./relay.js";
 
 export interface WalRelayOptions<Tx> extends RelayOptions<Tx> {
   /** Where the relay hears of new messages (wassal/postgres: openWalFeed). The relay starts and stops it. */
   readonly feed: InsertFeed;
-  /** What the feed and the relay's reading of it went through: for logs. */
+  /** What the feed went through (taking its slot, waiting for it, making it, reconnecting): for logs. */
   readonly onFeedEvent?: (event: WalRelayFeedEvent) => void;
+  /**
+   * Messages from the feed not yet dealt with, at most (default 10 000): past it, the feed waits
+   * (the server keeps the rest in its log), so a backlog does not fill the relay's memory.
+   */
+  readonly maxUnsettled?: number;
 }
 
-export type WalRelayFeedEvent =
-  | InsertFeedEvent
-  /** A message from the feed could not be claimed now (another relay holds it, it is done, or it waits behind its key): a claim takes it later if it needs one. */
-  | { readonly type: "left-to-claim"; readonly messageId: string; readonly reason: string }
-  /** Claiming a message from the feed failed (the database is unreachable): it stays pending for a claim. */
-  | { readonly type: "claim-failed"; readonly messageId: string; readonly error: string };
+export type WalRelayFeedEvent = InsertFeedEvent;
 
 export interface WalRelayStats extends RelayStats {
   /** Committed transactions the feed delivered. */
   batches: number;
-  /** Messages claimed by id as the feed reported them. */
-  fromFeed: number;
-  /** Messages from the feed left to a claim (held by another relay, already done, waiting behind their key, or a claim that failed). */
-  leftToClaim: number;
+  /** Messages the feed reported (of the types the relay takes). */
+  messages: number;
+  /** Positions confirmed to the feed. */
+  confirmed: number;
 }
+
+/** One delivered batch: its position, and the ids of its messages not yet dealt with. */
+interface Unsettled {
+  readonly position: string;
+  readonly ids: Set<string>;
+  /** Claims of the relay that found nothing while nothing of its own ran, since the batch came. */
+  quietClaims: number;
+}
+
+/** The store events that say a message is back in the outbox's hands or done with. */
+const SETTLING: ReadonlySet<OutboxEvent["type"]> = new Set(["completed", "dead", "retry-scheduled", "released"]);
 
 export class WalRelay<Tx> {
   readonly relay: Relay<Tx>;
   readonly feed: InsertFeed;
-  readonly #leaseMs: number;
-  readonly #maxInFlight: number;
   readonly #types: ReadonlySet<string> | null;
   readonly #onFeedEvent: (event: WalRelayFeedEvent) => void;
-  readonly #stats = { batches: 0, fromFeed: 0, leftToClaim: 0 };
-  /** The last message taken of each key: the next one of that key waits for it. */
-  readonly #keyTails = new Map<string, Promise<void>>();
-  #inFlight = 0;
-  /** Batches waiting for a free place (at most maxInFlight messages from the feed at once). */
+  readonly #maxUnsettled: number;
+  readonly #stats = { batches: 0, messages: 0, confirmed: 0 };
+  /** Delivered batches in the feed's order, the oldest first. */
+  readonly #unsettled: Unsettled[] = [];
+  readonly #batchOf = new Map<string, Unsettled>();
+  /** The feed waits here while too many messages are unsettled. */
   readonly #waitingForRoom: (() => void)[] = [];
-  /** Claims by id under way: a stop waits for them before it stops the worker. */
-  readonly #claiming = new Set<Promise<unknown>>();
-  /** Positions are confirmed in the feed's order, each once everything before it is dealt with. */
-  #confirmed: Promise<void> = Promise.resolve();
+  #unsubscribe: (() => void) | undefined;
   #started = false;
   #stopping = false;
   #stopped: Promise<void> | undefined;
@@ -68,10 +81,13 @@ export class WalRelay<Tx> {
     if (typeof feed?.start !== "function" || typeof feed.confirm !== "function") {
       throw new InvalidArgumentError("WalRelay needs a feed of the outbox's inserts (wassal/postgres: openWalFeed({ url, slot }))");
     }
+    const maxUnsettled = options.maxUnsettled ?? 10_000;
+    if (!Number.isSafeInteger(maxUnsettled) || maxUnsettled < 1) {
+      throw new InvalidArgumentError(`maxUnsettled must be a whole number >= 1 (got ${String(maxUnsettled)})`);
+    }
+    this.#maxUnsettled = maxUnsettled;
     this.feed = feed;
     this.relay = new Relay<Tx>({ ...options, wakeOnNewMessages: false });
-    this.#leaseMs = this.relay.worker.leaseMs;
-    this.#maxInFlight = this.relay.worker.concurrency;
     const types = this.relay.types;
     this.#types = types === null ? null : new Set(types);
     const listener = options.onFeedEvent;
@@ -79,7 +95,7 @@ export class WalRelay<Tx> {
       try {
         listener?.(event);
       } catch {
-        // a listener's fault must not stall the feed or its confirmations
+        // a listener's fault must not stall the feed
       }
     };
   }
@@ -105,6 +121,8 @@ export class WalRelay<Tx> {
     const relayStarted = new Promise<void>((resolve) => {
       ready = resolve;
     });
+    const { worker } = this.relay;
+    this.#unsubscribe = worker.store.events.subscribe((event) => this.#observe(event));
     try {
       await this.feed.start({
         batch: async (batch) => {
@@ -113,12 +131,13 @@ export class WalRelay<Tx> {
         },
         event: (event) => {
           // Messages inserted before the slot was made are not in its stream: claim them now.
-          if (event.type === "slot-created") this.relay.worker.wake();
+          if (event.type === "slot-created") worker.wake();
           this.#onFeedEvent(event);
         },
       });
       if (!this.#stopping) await this.relay.start();
     } catch (error) {
+      this.#unsubscribe?.();
       await this.feed.stop();
       throw error;
     } finally {
@@ -132,67 +151,59 @@ export class WalRelay<Tx> {
       this.#stopping = true;
       for (const wake of this.#waitingForRoom.splice(0)) wake();
       await this.feed.stop();
-      // A claim that lands now is run by the worker, or released by it once it stops.
-      await Promise.allSettled([...this.#claiming]);
       await this.relay.stop(options);
+      this.#unsubscribe?.();
     })();
     return this.#stopped;
   }
 
   async #take({ messages, position }: InsertedBatch): Promise<void> {
     this.#stats.batches += 1;
-    const tasks: Promise<void>[] = [];
-    for (const message of messages) {
-      if (this.#stopping) break;
-      if (this.#types !== null && !this.#types.has(message.type)) continue; // another relay's type
-      while (this.#inFlight >= this.#maxInFlight && !this.#stopping) {
-        await new Promise<void>((resolve) => {
-          this.#waitingForRoom.push(resolve);
-        });
-      }
-      tasks.push(this.#publish(message));
+    while (this.#batchOf.size >= this.#maxUnsettled && !this.#stopping) {
+      await new Promise<void>((resolve) => this.#waitingForRoom.push(resolve));
     }
-    const dealtWith = Promise.all(tasks);
-    this.#confirmed = this.#confirmed
-      .then(() => dealtWith)
-      .then(() => {
-        if (!this.#stopping) this.feed.confirm(position);
-      });
-  }
-
-  /** Claims one message by id and publishes it through the relay's worker, after the previous message of its key. Never rejects. */
-  #publish(message: InsertedMessage): Promise<void> {
-    const { key } = message;
-    const before = key === null ? undefined : this.#keyTails.get(key);
-    this.#inFlight += 1;
-    const task = (before ?? Promise.resolve()).then(() => this.#claimAndRun(message.id));
-    const done = task.finally(() => {
-      this.#inFlight -= 1;
-      if (key !== null && this.#keyTails.get(key) === done) this.#keyTails.delete(key);
-      this.#waitingForRoom.shift()?.();
-    });
-    if (key !== null) this.#keyTails.set(key, done);
-    return done;
-  }
-
-  async #claimAndRun(messageId: string): Promise<void> {
     if (this.#stopping) return;
-    const { worker } = this.relay;
-    try {
-      const claiming = worker.store.claimMessage(worker.name, messageId, { leaseMs: this.#leaseMs });
-      this.#claiming.add(claiming);
-      const result = await claiming.finally(() => this.#claiming.delete(claiming));
-      if (result.outcome === "claimed") {
-        this.#stats.fromFeed += 1;
-        await worker.adopt(result.lease);
-        return;
-      }
-      this.#stats.leftToClaim += 1;
-      const reason = result.outcome === "blocked" ? `held by ${result.heldBy ?? "another owner"}` : result.status;
-      this.#onFeedEvent({ type: "left-to-claim", messageId, reason });
-    } catch (error) {
-      this.#stats.leftToClaim += 1;
-      this.#onFeedEvent({ type: "claim-failed", messageId, error: error instanceof Error ? error.message : String(error) });
+    const batch: Unsettled = { position, ids: new Set(), quietClaims: 0 };
+    for (const message of messages) {
+      if (this.#types !== null && !this.#types.has(message.type)) continue; // another relay's type
+      this.#stats.messages += 1;
+      batch.ids.add(message.id);
+      this.#batchOf.set(message.id, batch);
     }
+    this.#unsettled.push(batch);
+    if (batch.ids.size > 0) this.relay.worker.wake();
+    else this.#confirmSettled();
+  }
+
+  #observe(event: OutboxEvent): void {
+    if (SETTLING.has(event.type) && "messageId" in event) {
+      const batch = this.#batchOf.get(event.messageId);
+      if (batch === undefined) return;
+      this.#batchOf.delete(event.messageId);
+      batch.ids.delete(event.messageId);
+      if (batch.ids.size === 0) this.#confirmSettled();
+    } else if (event.type === "claim-empty" && event.owner === this.name && this.relay.worker.inFlight === 0) {
+      // Two such claims in a row since a batch came: the second began after the batch committed
+      // and was delivered, so its messages left are not for this relay to run now (another relay
+      // holds them, or they wait behind their key or for a retry): the outbox has them.
+      for (const batch of this.#unsettled) {
+        batch.quietClaims += 1;
+        if (batch.quietClaims < 2) continue;
+        for (const id of batch.ids) this.#batchOf.delete(id);
+        batch.ids.clear();
+      }
+      this.#confirmSettled();
+    }
+  }
+
+  /** Confirms the positions of the oldest batches whose messages are all dealt with. */
+  #confirmSettled(): void {
+    let last: string | undefined;
+    while (this.#unsettled.length > 0 && this.#unsettled[0]?.ids.size === 0) last = this.#unsettled.shift()?.position;
+    if (last !== undefined && !this.#stopping) {
+      this.#stats.confirmed += 1;
+      this.feed.confirm(last);
+    }
+    while (this.#waitingForRoom.length > 0 && this.#batchOf.size < this.#maxUnsettled) this.#waitingForRoom.shift()?.();
   }
 }

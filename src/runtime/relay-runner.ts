@@ -205,11 +205,5 @@ function logFeedEvent(logger: Logger, event: WalRelayFeedEvent): void {
     case "disconnected":
       logger.warn({ slot: event.slot, retryInMs: event.retryInMs, error: event.error }, "replication stream lost; connecting again");
       break;
-    case "claim-failed":
-      logger.warn({ messageId: event.messageId, error: event.error }, "could not claim a message from the slot; it stays pending for a claim");
-      break;
-    case "left-to-claim":
-      logger.debug({ messageId: event.messageId, reason: event.reason }, "message from the slot left to a claim");
-      break;
   }
 }
