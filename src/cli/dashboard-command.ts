@@ -4,7 +4,7 @@
 import { Command, Option } from "commander";
 import type { RunningDashboard } from "../dashboard/dashboard.js";
 import { createLogger } from "../observability/logging.js";
-import { openOutbox } from "../stores/open-outbox.js";
+import { openOutbox, watchSlot } from "../stores/open-outbox.js";
 import { integer } from "./options.js";
 import { out } from "./output.js";
 import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
@@ -18,6 +18,7 @@ interface DashboardCommandOptions {
   token?: string;
   allowActions: boolean;
   pollMs: number;
+  slot?: string;
 }
 
 /** The dashboard holds no lease: stopping closes its connections and the database, nothing more (not a worker's words). */
@@ -47,6 +48,10 @@ export function dashboardCommand(): Command {
       false,
     )
     .option("--poll-ms <ms>", "how often the outbox is read for live updates", integer(100, 60_000), 1000)
+    .option(
+      "--slot <name>",
+      "PostgreSQL: show this replication slot of the WAL relay (wassal relay --from-wal): the write-ahead log it holds, and whether a relay streams from it",
+    )
     .addHelpText(
       "after",
       `
@@ -56,6 +61,7 @@ The dashboard migrates the database like a worker does (its tables must exist al
 Examples:
   wassal dashboard --db app.db
   wassal dashboard --db postgres://app@db/app --allow-actions --port 8080
+  wassal dashboard --db postgres://app@db/app --slot wassal_outbox
   WASSAL_DASHBOARD_TOKEN=$(openssl rand -hex 24) wassal dashboard --db app.db --host 0.0.0.0
 
 Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
@@ -64,6 +70,10 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
       // Loaded here, so that other commands do not load the web framework.
       const { checkDashboardAddress, startDashboard } = await import("../dashboard/dashboard.js");
       await checkDashboardAddress(options.host, options.port, options.token); // before the database is opened
+      const slot =
+        options.slot === undefined
+          ? undefined
+          : watchSlot(options.db, { slot: options.slot, ...(options.schema === undefined ? {} : { schema: options.schema }) });
       const logger = createLogger("info");
       // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
       const outbox = await openOutbox(options.db, { ...storeOptions(options, "repair"), audit: true });
@@ -81,8 +91,10 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
               allowActions: options.allowActions,
               pollMs: options.pollMs,
               ...(options.token === undefined ? {} : { token: options.token }),
+              ...(slot === undefined ? {} : { slot }),
             });
           } catch (error) {
+            await slot?.close();
             await outbox.close();
             throw error;
           }
@@ -92,6 +104,7 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
           return {
             stop: async () => {
               await running.close();
+              await slot?.close();
               await outbox.close();
             },
             stoppingDetail: () => ({ url: running.url }),

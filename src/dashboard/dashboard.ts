@@ -23,6 +23,7 @@ import { checkListenAddress, listenOn } from "../observability/listen.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { MESSAGE_STATUSES, type MessageStatus } from "../outbox/types.js";
 import { isMessageId } from "../outbox/validate.js";
+import type { InsertFeedLag } from "../outbox/insert-feed.js";
 import { DASHBOARD_CSS, LIVE_JS } from "./assets.js";
 import type { MessagePreview } from "./pages.js";
 import {
@@ -57,6 +58,8 @@ export interface DashboardOptions {
    * dashboard. Default: 127.0.0.1, localhost and [::1]. startDashboard adds the address it listens on.
    */
   readonly hostNames?: readonly string[];
+  /** The WAL relay's replication slot to show (its lag and whether a relay streams from it), read at each overview. */
+  readonly slot?: { readonly name: string; readonly lag: () => Promise<InsertFeedLag | null> };
 }
 
 const COOKIE = "wassal_dashboard";
@@ -224,15 +227,26 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   app.get("/favicon.ico", (c) => c.body(null, 204));
   app.get("/assets/live.js", (c) => c.body(LIVE_JS, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }));
 
+  const slotOf = async () => {
+    const { slot } = options;
+    if (slot === undefined) return undefined;
+    try {
+      return { name: slot.name, lag: await slot.lag() };
+    } catch (error) {
+      return { name: slot.name, error: error instanceof Error ? error.message : String(error) };
+    }
+  };
   const overview = async () => {
-    const [stats, processing, dead, blocked] = await Promise.all([
+    const [stats, processing, dead, blocked, slot] = await Promise.all([
       pulse.stats(),
       // Without payloads and headers: the overview shows neither, and one may be megabytes.
       store.listMessageStates({ status: ["processing"], limit: PROCESSING_LIMIT }),
       store.listMessageStates({ status: ["dead"], limit: DEAD_LIMIT }),
       store.blockedKeys({ limit: DEAD_LIMIT }),
+      slotOf(),
     ]);
     return overviewFragment(ctxOf(), {
+      ...(slot === undefined ? {} : { slot }),
       stats,
       throughput: pulse.throughput(),
       processing,

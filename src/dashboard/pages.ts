@@ -2,6 +2,7 @@
 // escaped by the template (a payload, header or error holding markup shows as text). The only
 // unescaped inserts are the timeline SVG and the throughput chart, which escape their own text.
 
+import type { InsertFeedLag } from "../outbox/insert-feed.js";
 import { html, raw } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { renderTimelineSvg, timelineFromAudit, timelineLegend } from "../observability/timeline.js";
@@ -95,6 +96,32 @@ function throughputChart(minutes: readonly MinuteThroughput[]): Html {
 <figcaption>Messages finished per minute (green processed, red dead), UTC, since the dashboard started watching; a pale bar is a lower bound (the minute was partly watched, or rows were purged or redriven in it); this minute so far: ${last?.processed ?? 0} processed, ${last?.dead ?? 0} dead.</figcaption></figure>`;
 }
 
+/** Bytes as people read them (1,024 each step). */
+function bytes(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
+}
+
+/** The WAL relay's slot: the log it holds, and whether a relay streams from it. */
+function slotSection(slot: { readonly name: string; readonly lag: InsertFeedLag | null } | { readonly name: string; readonly error: string }): Html {
+  const body =
+    "error" in slot
+      ? html`<p class="error" role="alert">The slot could not be read: ${slot.error}</p>`
+      : slot.lag === null
+        ? html`<p class="error" role="alert">There is no replication slot ${slot.name}: a WAL relay makes it when it starts (it then claims what was inserted meanwhile from the table).</p>`
+        : html`<section class="counts slot" aria-label="replication slot ${slot.name}">
+  <div class="count" data-slot-lag="${slot.lag.bytes}"><span class="n">${bytes(slot.lag.bytes)}</span><span class="label">write-ahead log held</span></div>
+  <div class="count" data-slot-active="${slot.lag.active ? "yes" : "no"}"><span class="n">${slot.lag.active ? "streaming" : "no relay"}</span><span class="label">relay</span></div>
+</section>${slot.lag.active ? "" : html`<p class="note">No relay streams from this slot: the server keeps the log for it until one does (or the slot is dropped).</p>`}`;
+  return html`<section><h2>Replication slot ${slot.name}</h2>${body}</section>`;
+}
+
 /** The overview: counts, throughput, leases per owner, blocked keys and dead messages. */
 export function overviewFragment(
   ctx: PageContext,
@@ -107,6 +134,8 @@ export function overviewFragment(
     readonly deadLimit: number;
     readonly blocked: readonly BlockedKey[];
     readonly pollError: string | null;
+    /** The WAL relay's replication slot, when the dashboard watches one (--slot): its lag, null when the slot does not exist, or why it could not be read. */
+    readonly slot?: { readonly name: string; readonly lag: InsertFeedLag | null } | { readonly name: string; readonly error: string };
   },
 ): Html {
   const { stats } = data;
@@ -120,6 +149,7 @@ ${data.pollError === null ? "" : html`<p class="error" role="alert">The outbox c
   <div class="count"><span class="n">${stats.oldestPendingCreatedAt === null ? "-" : `${Math.max(0, Math.round((stats.now.getTime() - stats.oldestPendingCreatedAt.getTime()) / 1000))} s`}</span><span class="label">oldest pending</span></div>
 </section>
 <section><h2>Throughput</h2>${throughputChart(data.throughput)}</section>
+${data.slot === undefined ? "" : slotSection(data.slot)}
 <section>
 <h2>Leases held, per owner</h2>
 ${

@@ -3,7 +3,10 @@
 // store opens the same way. It creates and upgrades Wassal's own tables only: a demo's or an
 // app's tables are theirs to create.
 
-import { DatabaseOpenError, NotMigratedError } from "../outbox/errors.js";
+import { DatabaseOpenError, InvalidArgumentError, NotMigratedError } from "../outbox/errors.js";
+import type { InsertFeedLag } from "../outbox/insert-feed.js";
+import { redactUrl } from "../outbox/redact.js";
+import { openWalFeed } from "./postgres/wal-feed.js";
 import type { Migration } from "../outbox/driver.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { OpenOutboxOptions } from "./backend.js";
@@ -95,4 +98,23 @@ export async function withOutbox<T>(db: string, options: OpenOutboxOptions, work
   } finally {
     await outbox.close();
   }
+}
+
+/** A replication slot to watch (the dashboard's --slot): its lag, read on demand, and how to let it go. */
+export interface SlotWatch {
+  readonly name: string;
+  lag(): Promise<InsertFeedLag | null>;
+  close(): Promise<void>;
+}
+
+/**
+ * Watches the WAL relay's slot on the PostgreSQL server of `db` (its lag and whether a relay
+ * streams from it), without taking it. InvalidArgumentError for a database that is not PostgreSQL.
+ */
+export function watchSlot(db: string, options: { readonly schema?: string; readonly slot: string }): SlotWatch {
+  if (backendFor(db).name !== "postgres") {
+    throw new InvalidArgumentError(`--slot watches a PostgreSQL replication slot, and ${redactUrl(db)} is a ${backendFor(db).name} database: leave --slot out`);
+  }
+  const feed = openWalFeed({ url: db, slot: options.slot, ...(options.schema === undefined ? {} : { schema: options.schema }) });
+  return { name: feed.slot, lag: () => feed.lag(), close: () => feed.stop() };
 }

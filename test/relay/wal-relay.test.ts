@@ -13,6 +13,8 @@ import { connect } from "@nats-io/transport-node";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freePort, releasePort } from "../../src/chaos/ports.js";
+import { dashboardApp } from "../../src/dashboard/dashboard.js";
+import { watchSlot } from "../../src/stores/open-outbox.js";
 import { type PrivatePostgres, startPrivatePostgres } from "../../src/chaos/private-postgres.js";
 import { PostgresOutboxStore } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { LogicalReplicationUnavailableError, openWalFeed } from "../../src/stores/postgres/wal-feed.js";
@@ -317,6 +319,28 @@ describe.skipIf(!pgUp || sharedWalLevel === "logical")("the WAL feed on a server
   });
 });
 
+describe.skipIf(!pgUp)("the dashboard's slot (--slot)", () => {
+  it("shows the log the slot holds and whether a relay streams from it, and says when there is no slot", async () => {
+    const { store, schema, slot } = await outbox();
+    const url = (server as PrivatePostgres).url;
+    const watch = watchSlot(url, { schema, slot });
+    cleanups.push(() => watch.close());
+    const { app, pulse } = dashboardApp({ store, database: "private", slot: watch });
+    cleanups.push(async () => pulse.stop());
+    const page = async () => (await app.request("http://127.0.0.1/")).text();
+    expect(await page()).toContain(`There is no replication slot ${slot}`);
+    const relay = relayOn(store, slot, schema, new RecordingPublisher(), "wal-a");
+    await relay.start();
+    expect(await page()).toContain('data-slot-active="yes"');
+    await relay.stop();
+    await enqueueBatches(store, ["k"], 20, 20);
+    const held = await page();
+    expect(held).toContain('data-slot-active="no"');
+    expect(held).toContain("No relay streams from this slot");
+    expect(Number(/data-slot-lag="(\d+)"/.exec(held)?.[1])).toBeGreaterThan(1_000);
+  }, 60_000);
+});
+
 describe.skipIf(!pgUp || !natsUp)("wassal relay --from-wal", () => {
   const cwd = tempDir("wassal-wal-cli-");
   beforeAll(requireBuiltCli);
@@ -359,6 +383,9 @@ describe.skipIf(!pgUp || !natsUp)("wassal relay --from-wal", () => {
 
   it("exits 2 with one line for a SQLite outbox, or a server without logical replication", async () => {
     const dir = mkdtempSync(join(cwd, "bad-"));
+    const dashboard = await runCli(["dashboard", "--db", join(dir, "app.db"), "--slot", "s", "--port", "0"], { cwd: dir });
+    expect(dashboard.code).toBe(2);
+    expect(errorLine(dashboard.stderr)).toMatch(/--slot watches a PostgreSQL replication slot, and .*app\.db is a sqlite database: leave --slot out/);
     const sqlite = await runCli(["relay", "--db", join(dir, "app.db"), "--from-wal", "--to", TEST_NATS_URL, "--destination", "x.{type}"], { cwd: dir });
     expect(sqlite.code).toBe(2);
     expect(errorLine(sqlite.stderr)).toMatch(
