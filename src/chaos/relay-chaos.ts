@@ -22,6 +22,8 @@ import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { checkStore, scratchPlace } from "../lab/stores/places.js";
+import { dropWalFeed } from "../stores/open-outbox.js";
+import { startPrivatePostgres } from "./private-postgres.js";
 import { redactUrl } from "../outbox/redact.js";
 import { RE_PUBLISHED } from "../runtime/relay-runner.js";
 import { openOutbox } from "../stores/open-outbox.js";
@@ -63,6 +65,13 @@ export interface RelayChaosOptions {
    * this long since its last pause, and a pause lasts 1.5 times it.
    */
   readonly ackWaitMs: number;
+  /**
+   * The relays read a logical replication slot of the run's own (`wassal relay --from-wal`): one
+   * streams from it, the others wait as standbys and take over when it dies. Needs PostgreSQL with
+   * wal_level = logical: with the store "sqlite" (the default) the run starts a private server
+   * for its data (initdb, removed at the end); a postgres:// store must have logical replication.
+   */
+  readonly fromWal?: boolean;
   /** Give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message). */
   readonly timeoutMs?: number;
   readonly keep: boolean;
@@ -188,6 +197,11 @@ function checkOptions(o: RelayChaosOptions): void {
   if (!CHAOS_BROKERS.includes(o.broker)) throw new InvalidArgumentError(`broker must be one of ${CHAOS_BROKERS.join(", ")} (got ${JSON.stringify(o.broker)})`);
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of messages per second (got ${o.rate})`);
   checkStore(o.store);
+  if (o.fromWal && o.store !== "sqlite" && !/^postgres(ql)?:\/\//.test(o.store)) {
+    throw new InvalidArgumentError(
+      `--from-wal needs PostgreSQL with logical replication: leave --store out (the run starts a private server) or give a postgres:// URL (got ${redactUrl(o.store)})`,
+    );
+  }
 }
 
 export function relayChaosTimeoutMs(o: Pick<RelayChaosOptions, "messages" | "rate">): number {
@@ -212,9 +226,26 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   const random = seededRandom(options.seed);
   const runId = randomBytes(3).toString("hex");
   const workDir = mkdtempSync(join(tmpdir(), "wassal-relay-chaos-"));
-  const producerPlace = await scratchPlace(options.store, workDir, "chaosr");
-  const consumerPlace = await scratchPlace(options.store, workDir, "chaosc").catch(async (error: unknown) => {
+  // The WAL relays' server: a private one with logical replication, unless a PostgreSQL URL was given.
+  const privateServer =
+    options.fromWal && options.store === "sqlite"
+      ? await startPrivatePostgres({ settings: { wal_level: "logical", max_replication_slots: "10", max_wal_senders: "20" }, label: "relay-chaos-pg" }).catch(
+          (error: unknown) => {
+            rmSync(workDir, { recursive: true, force: true });
+            throw error;
+          },
+        )
+      : undefined;
+  if (privateServer !== undefined) progress(`started a private PostgreSQL server with wal_level = logical in ${privateServer.startSeconds.toFixed(1)} s`);
+  const store = privateServer?.url ?? options.store;
+  const slot = options.fromWal ? `chaos_${runId}` : undefined;
+  const producerPlace = await scratchPlace(store, workDir, "chaosr").catch((error: unknown) => {
+    privateServer?.stop();
+    throw error;
+  });
+  const consumerPlace = await scratchPlace(store, workDir, "chaosc").catch(async (error: unknown) => {
     await producerPlace.remove().catch(() => undefined);
+    privateServer?.stop();
     throw error;
   });
   const {
@@ -299,6 +330,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
             "--db",
             producerDb,
             ...(producerSchema ? ["--schema", producerSchema] : []),
+            ...(slot === undefined ? [] : ["--from-wal", slot]),
             "--to",
             relayBroker.url,
             "--destination",
@@ -453,11 +485,20 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     await consumerOutbox?.close().catch(() => undefined);
     await broker?.stop().catch(() => undefined);
     await broker?.close().catch(() => undefined);
+    if (slot !== undefined && privateServer === undefined) {
+      // A slot left on a server that stays would hold its log for ever.
+      await dropWalFeed({ url: store, slot, ...(producerSchema ? { schema: producerSchema } : {}) }).catch((error: unknown) =>
+        progress(
+          `could not drop the replication slot ${slot}: ${error instanceof Error ? error.message : String(error)}; drop it by hand (pg_drop_replication_slot)`,
+        ),
+      );
+    }
     if (!options.keep) {
       await producerPlace.remove().catch(() => undefined);
       await consumerPlace.remove().catch(() => undefined);
       rmSync(workDir, { recursive: true, force: true });
     }
+    privateServer?.stop();
   }
 }
 

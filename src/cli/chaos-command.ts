@@ -238,6 +238,10 @@ export function chaosCommand(): Command {
         integer(...l.ackWaitMs),
         r.ackWaitMs,
       )
+      .option(
+        "--from-wal",
+        "the relays read a replication slot of the run's own (wassal relay --from-wal): one streams, the others wait as standbys; without --store the run starts a private PostgreSQL server with wal_level = logical for its data (initdb, removed at the end)",
+      )
       .option("--timeout <ms>", "give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message)", integer(1000))
       .option("--keep", "keep the databases and the relays' and consumers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")
@@ -271,12 +275,14 @@ export function chaosCommand(): Command {
           consumerKillEvery: number;
           consumerPauseEvery: number;
           ackWaitMs: number;
+          fromWal?: boolean;
           timeout?: number;
           keep?: boolean;
           json?: boolean;
         }) => {
           const result = await interruptible((signal) =>
             runRelayChaos({
+              ...(o.fromWal ? { fromWal: true } : {}),
               signal,
               store: o.store,
               broker: o.broker,

@@ -7,6 +7,8 @@ import { DatabaseOpenError, InvalidArgumentError, NotMigratedError } from "../ou
 import type { InsertFeedLag } from "../outbox/insert-feed.js";
 import { redactUrl } from "../outbox/redact.js";
 import { openWalFeed } from "./postgres/wal-feed.js";
+
+export { dropWalFeed } from "./postgres/wal-feed.js";
 import type { Migration } from "../outbox/driver.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { OpenOutboxOptions } from "./backend.js";

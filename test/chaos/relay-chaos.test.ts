@@ -268,6 +268,17 @@ describe.skipIf(!NATS)("wassal chaos relay (short)", () => {
   );
 });
 
+describe.skipIf(!NATS || !PG)("wassal chaos relay --from-wal (short)", () => {
+  it(
+    "a private PostgreSQL with wal_level = logical, the relays on one slot (one streams, one waits), killed and paused, the broker restarted: every message one effect, in each key's order",
+    async () => {
+      const result = await relayChaos(["--from-wal", "--messages", "600", "--rate", "300"]);
+      expect(result.figures.consumerApplied).toBe(600);
+    },
+    RUN_MS,
+  );
+});
+
 describe.skipIf(!NATS)("wassal chaos relay --broker nats-cluster (short)", () => {
   it(
     "three NATS nodes, the stream on all three, its leader's node SIGKILLed mid-run, relays killed and paused: every message one effect, in each key's order, one copy each in the stream",

@@ -389,3 +389,32 @@ class WalFeed implements InsertFeed {
     }
   }
 }
+
+/**
+ * Removes what a WAL feed made: its slot (once no consumer streams from it; the server would keep
+ * its log for ever) and its publication. What is missing is skipped.
+ */
+export async function dropWalFeed(options: WalFeedOptions): Promise<void> {
+  const schema = options.schema ?? "wassal";
+  if (typeof schema !== "string" || !SCHEMA_PATTERN.test(schema))
+    throw new InvalidArgumentError(`schema must match ${SCHEMA_PATTERN} (got ${JSON.stringify(schema)})`);
+  const slot = checkName("slot", options.slot ?? `${schema}_outbox`);
+  const publication = checkName("publication", options.publication ?? `${schema}_outbox_inserts`);
+  const source: PostgresSource = "url" in options ? { url: options.url } : "pool" in options ? { pool: options.pool } : { config: options.config };
+  const opened = await openPostgresPool(source, { maxConnections: 1, applicationName: "wassal-wal-feed" });
+  try {
+    // A consumer that just stopped may hold the slot a moment longer.
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await opened.pool.query("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", [slot]);
+        break;
+      } catch (error) {
+        if ((error as { code?: string }).code !== OBJECT_IN_USE || attempt >= 50) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    await opened.pool.query(`DROP PUBLICATION IF EXISTS ${quoteIdent(publication)}`);
+  } finally {
+    if (opened.owned) await opened.pool.end().catch(() => undefined);
+  }
+}
