@@ -121,6 +121,8 @@ describe("the relay chaos run's judge", () => {
 
 interface RelayChaosJson {
   passed: boolean;
+  location: string;
+  settings: { fromWal?: boolean };
   timedOut: boolean;
   figures: {
     enqueued: number;
@@ -274,6 +276,10 @@ describe.skipIf(!NATS || !PG)("wassal chaos relay --from-wal (short)", () => {
     async () => {
       const result = await relayChaos(["--from-wal", "--messages", "600", "--rate", "300"]);
       expect(result.figures.consumerApplied).toBe(600);
+      expect(result.settings.fromWal).toBe(true);
+      // Its data on the private server, not the shared one or a SQLite file.
+      expect(result.location).toMatch(/^postgres:\/\/postgres@127\.0\.0\.1:\d+\/test/);
+      expect(result.location).not.toContain(":5432/");
     },
     RUN_MS,
   );
