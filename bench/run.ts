@@ -67,6 +67,10 @@
 // private PostgreSQL server with wal_level = logical that the section starts and removes:
 // throughput with CPU per message, and enqueue → acknowledgement latency, interleaved.
 //
+// And (shards.ts): an outbox split over 2 PostgreSQL shards (private servers the section starts and
+// removes), drained by a worker process per shard or by one process for all (ShardWorkers), against
+// the same messages on 1 shard with 1 process: messages/s and CPU per message, interleaved.
+//
 // And the write-ahead log each PostgreSQL row wrote per message, in a table of its own (records,
 // full-page images, bytes; server-wal.ts, measured where the server's CPU is): work, not time.
 
@@ -91,6 +95,7 @@ import { analyzeMariaDb, locateMariadbd, mariadbScratch, mariadbServer } from ".
 import { backendCpuUs, locatePostmaster, processCpu, serverChildren, serverCpu, settleBackends } from "./server-cpu.js";
 import { openWalReader, walBetween } from "./server-wal.js";
 import { WAL_SETTINGS, walBench } from "./wal.js";
+import { SHARD_KEYS, shardsBench } from "./shards.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 
@@ -166,7 +171,7 @@ const isPostgresStore = (store: string) => store === "postgres" || store === PRI
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", "mariadb", PRIVATE_STORE] as const;
 /** The sections the mariadb store is measured in (scale and the relay write or read PostgreSQL's or SQLite's tables themselves; the dashboard's run is not yet checked on it). */
 const MARIADB_SECTIONS: readonly string[] = ["throughput", "payments", "keys", "enqueue", "latency"];
-const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "wal", "dashboard"] as const;
+const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "wal", "shards", "dashboard"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
@@ -492,6 +497,8 @@ interface RunCpu {
   walRecords: number | null;
   walFpi: number | null;
   walBytes: number | null;
+  /** The shards section: each of race's `postmasters` (its shards' servers), user + system µs over the run, null where not read. */
+  serversUs: (number | null)[];
 }
 
 /** After a payments run: every payment Paid or Failed, every message processed; throws otherwise. */
@@ -518,13 +525,16 @@ async function verifyPayments(db: string, schema: string, expected: number): Pro
  * Also the run's CPU: the children's own reports, and, with `server`, the PostgreSQL server's
  * time and WAL between "go" and the end (read once the backends of the run have exited, see
  * server-cpu.ts and server-wal.ts), and the whole machine's busy time over the timed part.
+ * `args`: every child's, or each child's by its number (the shards section: a shard per child).
+ * `postmasters`: further servers (the shards section's), each one's CPU read alike (RunCpu.serversUs).
  */
 async function race(
   script: string,
-  args: readonly string[],
+  args: readonly string[] | ((child: number) => readonly string[]),
   count: number,
   server: { readonly postmaster: number; readonly url: string } | { readonly mariadbd: number } | null,
   warmUp: readonly string[] | null,
+  postmasters: readonly number[] = [],
 ): Promise<{ seconds: number; reports: ChildReport[]; cpu: RunCpu }> {
   const postmaster = server !== null && "postmaster" in server ? server.postmaster : null;
   const mariadbd = server !== null && "mariadbd" in server ? server.mariadbd : null;
@@ -532,10 +542,14 @@ async function race(
   const walReader = server !== null && "url" in server ? await openWalReader(server.url) : null;
   try {
     const baseline = postmaster === null ? [] : serverChildren(postmaster);
+    const baselines = postmasters.map(serverChildren);
     // With a warm-up, each child first works the warm-up store (its leading arguments replaced), then the run's.
-    const command = warmUp === null ? [join(HERE, script), ...args] : [join(HERE, "warm-child.js"), script, ...args];
+    const command = (child: number) => {
+      const own = typeof args === "function" ? args(child) : args;
+      return warmUp === null ? [join(HERE, script), ...own] : [join(HERE, "warm-child.js"), script, ...own];
+    };
     const env = warmUp === null ? process.env : { ...process.env, WASSAL_BENCH_WARM_UP: JSON.stringify(warmUp) };
-    const children = Array.from({ length: count }, () => spawn(process.execPath, command, { stdio: ["pipe", "pipe", "inherit"], env }));
+    const children = Array.from({ length: count }, (_, child) => spawn(process.execPath, command(child), { stdio: ["pipe", "pipe", "inherit"], env }));
     const outputs = children.map(() => "");
     const ready = children.map(
       (child, i) =>
@@ -551,6 +565,7 @@ async function race(
     await Promise.all(ready);
     const walBefore = (await walReader?.read()) ?? null;
     const serverBefore = postmaster !== null ? serverCpu(postmaster) : mariadbd !== null ? processCpu(mariadbd) : null;
+    const serversBefore = postmasters.map(serverCpu);
     const machineBefore = machineBusyUs();
     const started = performance.now();
     for (const child of children) child.stdin.end("go\n");
@@ -566,6 +581,13 @@ async function race(
     } else if (mariadbd !== null && serverBefore) {
       // A connection's thread ends with it, and its time stays in the process's.
       serverAfter = processCpu(mariadbd);
+    }
+    const serversUs: (number | null)[] = [];
+    for (const [i, pm] of postmasters.entries()) {
+      await settleBackends(pm, baselines[i] ?? []);
+      const before = serversBefore[i];
+      const after = serverCpu(pm);
+      serversUs.push(before && after ? after.userUs - before.userUs + after.systemUs - before.systemUs : null);
     }
     const wal = walBetween(walBefore, (await walReader?.read()) ?? null);
     const serverTime =
@@ -584,6 +606,7 @@ async function race(
       walRecords: wal?.records ?? null,
       walFpi: wal?.fpi ?? null,
       walBytes: wal?.bytes ?? null,
+      serversUs,
     };
     return { seconds, reports, cpu };
   } finally {
@@ -722,6 +745,7 @@ async function runOnce(
         walRecords: per(cpu.walRecords),
         walFpi: per(cpu.walFpi),
         walBytes: per(cpu.walBytes),
+        serversUs: cpu.serversUs.map(per),
         lockBusy: cpu.lockHeldUs === null ? null : cpu.lockHeldUs / (seconds * 1e6),
         lockBusyBeforeCommit: cpu.lockHeldUs === null || cpu.lockCommitUs === null ? null : (cpu.lockHeldUs - cpu.lockCommitUs) / (seconds * 1e6),
       },
@@ -759,7 +783,7 @@ async function main(): Promise<void> {
     )
     .option(
       "--sections <list>",
-      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE})`,
+      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE}; shards: 2 PostgreSQL shards drained by a worker process per shard or by one process for all (ShardWorkers), and 1 shard with 1 process, ${SHARD_KEYS.toLocaleString("en")} ordering keys, on private servers it starts and removes, likewise)`,
       listOf("--sections", SECTIONS),
       [...SECTIONS],
     )
@@ -1387,6 +1411,25 @@ async function main(): Promise<void> {
     }
   }
 
+  // Shards (shards.ts): 2 shards, a worker process per shard or one for all, and 1 shard with 1 process, on private servers.
+  let shards: unknown = null;
+  if (run("shards")) {
+    if (!options.stores.some(isPostgresStore))
+      process.stderr.write("bench: the shards section measures PostgreSQL, which --stores leaves out; leaving it out\n");
+    else {
+      const result = await shardsBench({
+        messages: settings.messages,
+        reps: settings.reps,
+        bin: postgresBinaries(options.postgresBin, postmaster),
+        describe: postgresServer,
+        race: (argsOf, count, postmasters) => race("worker-child.js", argsOf, count, null, null, postmasters),
+      });
+      shards = result.data;
+      lines.push(...(lines.length > 0 ? [""] : []), ...result.heading, "", ...result.table);
+      process.stdout.write(`\n${result.heading.join("\n")}\n\n${result.table.join("\n")}\n`);
+    }
+  }
+
   // Dashboard (dashboard.ts): the built CLI's dashboard over a 10 MB and a 1 MB message, per store
   // (SQLite in NORMAL: its sync mode plays no part in reads), against issue 37's targets.
   const dashboard: Record<string, DashboardFigures> = {};
@@ -1419,7 +1462,7 @@ async function main(): Promise<void> {
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, dashboard }, null, 2));
+  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, shards, dashboard }, null, 2));
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }

@@ -7,6 +7,9 @@
 // files compiling bench/.build at once could each run the other's half-written output): both
 // relays run on a private server with wal_level = logical, the WAL relay's messages pass through
 // its slot, and no slot, server or stream is left behind. A few hundred messages, one repetition.
+//
+// And the shards section (bench/shards.ts): every layout drains all its messages, the sharded ones
+// over both shards, and no private server's directory is left behind.
 
 import { execFileSync, spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
@@ -99,5 +102,24 @@ describe.skipIf(!servicesUp)("npm run bench: the wal section", () => {
     expect(walDrain?.published).toBe(300);
     expect(wal.slotsLeft).toBe(0);
     expect(readdirSync(tmpdir()).filter((name) => name.startsWith("wassal-bench-wal-"))).toEqual([]);
+  }, 120_000);
+});
+
+interface ShardsResults {
+  shards: { rows: { layout: string; processes: number; perShard: { median: number }[]; runs: { rate: number }[] }[] };
+}
+
+describe.skipIf(!(await postgresAvailable()))("npm run bench: the shards section", () => {
+  it("drains 1 shard with 1 process, and 2 shards with a process per shard and with one process for all, removing its servers", () => {
+    const run = bench(["--sections", "shards", "--stores", "postgres", "--reps", "1", "--messages", "300"]);
+    expect(run.status, run.stderr).toBe(0);
+    const { rows } = results<ShardsResults>(run.stdout).shards;
+    expect(rows.map((r) => r.processes)).toEqual([1, 2, 1]);
+    for (const row of rows) expect(row.runs.map((r) => r.rate > 0)).toEqual([true]);
+    for (const row of rows.slice(1)) {
+      expect(row.perShard.map((s) => s.median > 0)).toEqual([true, true]);
+      expect(row.perShard.reduce((sum, s) => sum + s.median, 0)).toBe(300);
+    }
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith("wassal-bench-shard"))).toEqual([]);
   }, 120_000);
 });
