@@ -2,8 +2,8 @@
 // on, and an app's transaction enqueues for several keys: both take the keys' turns (outbox_keys
 // rows, locked by lockKeys' INSERT … ON DUPLICATE KEY UPDATE and held to commit). The app takes them
 // in the order it enqueues, which need not be sorted; the completion takes them sorted, in one
-// statement that locks a's row and then waits for b's. Against an app holding b and then wanting
-// a, that is a circle.
+// statement that locked a's row and then waited for b's. Against an app holding b and then wanting
+// a, that was a circle.
 
 import type mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -44,15 +44,13 @@ describe.skipIf(!MARIADB)("MariaDB: a group completion and an app's transaction 
     return Number(rows[0]?.n ?? 0);
   };
 
-  // Fails on MariaDB: the completion's hand-on takes both turns in one statement (lockKeys: INSERT
-  // INTO outbox_keys … VALUES ('a'), ('b') ON DUPLICATE KEY UPDATE), so it holds a's row while it
-  // waits for b's, which the app's first enqueue (lockKeys of 'b') holds. The app's second enqueue
-  // (lockKeys of 'a') then waits for the completion: InnoDB finds the circle at once and rolls back
-  // one of the two with ER_LOCK_DEADLOCK (1213). The app's transaction is the one rolled back (the
-  // lighter one); had it been the completion, completeBulk's retry would have hidden it. When the
-  // hand-on stops waiting for one turn while it holds another (as PostgreSQL's since outbox-016),
-  // this test passes, it.fails reports that, and `.fails` should go.
-  it.fails("both commit: the completion does not hold one key's turn while it waits for another's", async () => {
+  // Before the fix the completion's hand-on took both turns in one statement (lockKeys: INSERT
+  // INTO outbox_keys … VALUES ('a'), ('b') ON DUPLICATE KEY UPDATE), holding a's row while it
+  // waited for b's, which the app's first enqueue held; the app's second enqueue then waited for
+  // the completion, and InnoDB rolled back the app's transaction (ER_LOCK_DEADLOCK, 1213). Now the
+  // hand-on takes several turns without waiting, and when one is busy rolls its transaction back,
+  // waits for that turn alone and runs again.
+  it("both commit: the completion does not hold one key's turn while it waits for another's", async () => {
     await store.transaction(async (tx) => {
       await store.enqueue(tx, { type: "t", key: "a", payload: { n: 1 } });
       await store.enqueue(tx, { type: "t", key: "b", payload: { n: 1 } });

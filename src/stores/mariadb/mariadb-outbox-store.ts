@@ -73,7 +73,7 @@ import {
 } from "../rows.js";
 import { type MariaDbConnectOptions, type MariaDbTarget, openMariaDbPool, parseMariaDbUrl } from "./connect.js";
 import { applyMariaDbMigrations, recordedMigrations, refuseNewerMariaDb } from "./migrate.js";
-import { migrationScript, OUTBOX_MIGRATIONS, SQL, type MariaDbClaimedRow, type MariaDbMigration } from "./outbox-sql.js";
+import { migrationScript, OUTBOX_MIGRATIONS, SQL, TURNS_SQL, type MariaDbClaimedRow, type MariaDbMigration } from "./outbox-sql.js";
 
 /**
  * The transaction handle on MariaDB: a mysql2/promise connection of the store's pool, inside a
@@ -114,11 +114,28 @@ export interface MariaDbStoreOptions extends MariaDbConnectOptions {
   readonly readOnly?: boolean;
 }
 
-/** ER_DUP_ENTRY, ER_LOCK_DEADLOCK, ER_NO_SUCH_TABLE, ER_BAD_DB_ERROR. */
+/** ER_DUP_ENTRY, ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_NO_SUCH_TABLE, ER_BAD_DB_ERROR. */
 const DUPLICATE = 1062;
+const LOCK_WAIT_TIMEOUT = 1205;
 const DEADLOCK = 1213;
 const NO_SUCH_TABLE = 1146;
 const NO_SUCH_DATABASE = 1049;
+
+/**
+ * A hand-on of several keys found some of their turns busy (see TURNS_SQL): thrown inside one of
+ * the store's own transactions, whose transaction() rolls it back whole, waits for those turns one
+ * at a time holding nothing, and runs the work again. Only the protocol's transactions hand keys
+ * on (an app's store.transaction cannot reach handOn), and their work may run again (a completion
+ * group's business writes may already run twice: see LeasedOutbox's group commit).
+ */
+class TurnsBusy extends Error {
+  constructor(
+    readonly tx: MariaDbTx,
+    readonly keys: readonly string[],
+  ) {
+    super(`wassal: the turns of ordering keys ${JSON.stringify(keys)} are busy; the transaction runs again once they are free`);
+  }
+}
 
 /** How often a transaction of the store's own is run again after InnoDB chose it as a deadlock's victim (it was rolled back whole). */
 const DEADLOCK_RETRIES = 3;
@@ -288,6 +305,32 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     if (sorted.length > 0) await tx.query(SQL.lockKeys(sorted.length), sorted);
   }
 
+  /**
+   * The hand-on's turns. One key: waited for, as lockKeys takes it (holding no other turn, it
+   * closes no circle of turns with an app's transaction). Several: an app's transaction takes its
+   * keys' turns in the order it enqueues, so waiting for one while holding another could close a
+   * circle with it. They are taken without waiting (TURNS_SQL); when one is busy, TurnsBusy makes
+   * transaction() roll the whole transaction back (InnoDB keeps the turns taken until then), wait
+   * for each busy turn alone and run the work again. So a hand-on never waits for a turn while it
+   * holds another, nor while it holds the rows it completed or a business write.
+   */
+  async #takeTurns(tx: MariaDbTx, keys: readonly string[]): Promise<void> {
+    const sorted = sortedKeys(keys);
+    // Not one of the store's own transactions (none hands keys on today): it cannot be run again.
+    if (sorted.length <= 1 || !this.#open.has(tx)) return this.#lockKeys(tx, sorted);
+    const [free] = await tx.query<Rows>(TURNS_SQL.takeFree, [sorted]);
+    const taken = new Set(free.map((row) => String(row.ordering_key)));
+    // Busy ones, and keys without a row yet (or whose row another transaction is inserting).
+    const rest = sorted.filter((key) => !taken.has(key));
+    if (rest.length === 0) return;
+    try {
+      await tx.query(TURNS_SQL.takeRest(rest.length), rest);
+    } catch (error) {
+      if (errnoOf(error) === LOCK_WAIT_TIMEOUT) throw new TurnsBusy(tx, rest);
+      throw error;
+    }
+  }
+
   applyMigrations(migrations: readonly MariaDbMigration[]): Promise<string[]> {
     if (this.#readOnly) return Promise.reject(new StoreReadOnlyError(`MariaDB database ${this.database}`));
     return applyMariaDbMigrations(this.pool, this.database, migrations);
@@ -321,26 +364,33 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
   async transaction<T>(work: (tx: MariaDbTx) => T | Promise<T>): Promise<T> {
     const conn = await this.pool.getConnection();
     let broken = false;
-    const afterCommit = new Set<() => void>();
     try {
-      await conn.beginTransaction();
-      this.#open.set(conn, afterCommit);
-      let value: T;
-      try {
-        value = await work(conn);
-      } finally {
-        this.#open.delete(conn);
+      for (;;) {
+        const afterCommit = new Set<() => void>();
+        try {
+          await conn.beginTransaction();
+          this.#open.set(conn, afterCommit);
+          let value: T;
+          try {
+            value = await work(conn);
+          } finally {
+            this.#open.delete(conn);
+          }
+          await conn.commit();
+          for (const after of afterCommit) after();
+          return value;
+        } catch (error) {
+          try {
+            await conn.rollback();
+          } catch {
+            broken = true; // the connection itself failed: do not hand it out again
+          }
+          if (broken || !(error instanceof TurnsBusy) || error.tx !== conn) throw error;
+          // A hand-on found turns busy (see #takeTurns): everything is given back; wait for each
+          // busy turn alone, holding nothing, then run the work again.
+          for (const key of error.keys) await conn.query(TURNS_SQL.awaitTurn, [key]);
+        }
       }
-      await conn.commit();
-      for (const after of afterCommit) after();
-      return value;
-    } catch (error) {
-      try {
-        await conn.rollback();
-      } catch {
-        broken = true; // the connection itself failed: do not hand it out again
-      }
-      throw error;
     } finally {
       if (broken) conn.destroy();
       else conn.release();
@@ -572,9 +622,10 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
   async handOn(params: { tx: MariaDbTx; keys: readonly KeyTurn[] }): Promise<void> {
     const { tx } = params;
     if (params.keys.length === 0) return;
-    // The keys' turns first (an enqueue to a key waits for its turn, or is seen by the statements below).
+    // The keys' turns first (an enqueue to a key waits for its turn, or is seen by the statements
+    // below), several of them without waiting for one while holding another (#takeTurns).
     const turns = [...params.keys].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    await this.#lockKeys(
+    await this.#takeTurns(
       tx,
       turns.map((turn) => turn.key),
     );

@@ -372,6 +372,41 @@ const BIN = (expr: string) => `CONVERT(${expr} USING utf8mb4) COLLATE utf8mb4_no
 const PAGE_FILTER = `(? IS NULL OR status = ?) AND (? IS NULL OR type = ?) AND (? IS NULL OR ordering_key = ?)
       AND (? IS NULL OR id > ?) AND (? IS NULL OR id < ?)`;
 
+/**
+ * Several keys' turns taken without waiting, for a hand-on of more than one key (see handOn in
+ * mariadb-outbox-store.ts). An app's transaction takes its keys' turns in the order it enqueues
+ * them, so a hand-on that held one key's turn while it waited for another's could close a circle
+ * with it (a deadlock, whose victim may be the app's transaction). InnoDB keeps a row lock until
+ * the transaction ends, even after ROLLBACK TO SAVEPOINT or a failed statement, so turns taken
+ * cannot be given back: when one is busy, the hand-on's whole transaction is rolled back, the
+ * busy turns are waited for one at a time holding nothing (awaitTurn), and the transaction runs
+ * again. Outside the statements object on purpose: other stores have no counterparts.
+ */
+export const TURNS_SQL = {
+  /**
+   * Params: keys (an array, expanded). The free turns among the keys' rows, row-locked until the
+   * transaction ends; a row another transaction holds, or inserted and has not committed, is
+   * passed over (SKIP LOCKED), as is a key that has no row.
+   */
+  takeFree: "SELECT ordering_key FROM outbox_keys WHERE ordering_key IN (?) FOR UPDATE SKIP LOCKED",
+
+  /**
+   * The turns of `count` keys takeFree passed over (params: the keys, sorted), as lockKeys takes
+   * them (a key without a row gets one) but without waiting: a busy one fails the statement at
+   * once with ER_LOCK_WAIT_TIMEOUT (1205).
+   */
+  takeRest: (count: number): string =>
+    `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT INTO outbox_keys (ordering_key) VALUES ${Array.from({ length: count }, () => "(?)").join(", ")}
+     ON DUPLICATE KEY UPDATE next_seq = next_seq`,
+
+  /**
+   * Params: key. Waits until the key's turn is free, outside any transaction (autocommit): the
+   * statement is a transaction of its own that holds the turn only from when it is granted to its
+   * end, so the waiter holds nothing while it waits and nothing after.
+   */
+  awaitTurn: "SELECT ordering_key FROM outbox_keys WHERE ordering_key = ? FOR UPDATE",
+} as const;
+
 export const SQL = {
   /**
    * Params: type, dedupe key, headers (JSON text or null), destination, payload (JSON text),
