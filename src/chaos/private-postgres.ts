@@ -25,6 +25,12 @@ export interface PrivatePostgresOptions {
   readonly settings?: Readonly<Record<string, string>>;
   /** Names the temporary directory (wassal-<label>-…) and the errors (default "pg"). */
   readonly label?: string;
+  /**
+   * Stop the server on SIGINT, SIGTERM and SIGHUP, then end the process as the signal would
+   * (default true). False for a caller that handles those signals itself and calls stop() (a chaos
+   * run, which must report its interruption); the server is still stopped at the process's exit.
+   */
+  readonly onSignals?: boolean;
 }
 
 export interface PrivatePostgres {
@@ -88,7 +94,7 @@ export async function startPrivatePostgres(options: PrivatePostgresOptions = {})
     if (stopped) return;
     stopped = true;
     process.off("exit", stop);
-    for (const signal of SIGNALS) process.off(signal, onSignal);
+    if (onSignals) for (const signal of SIGNALS) process.off(signal, onSignal);
     if (running) {
       try {
         run("pg_ctl", ["stop", "-D", data, "-m", "fast", "-w", "-t", "60"]);
@@ -111,7 +117,8 @@ export async function startPrivatePostgres(options: PrivatePostgresOptions = {})
     process.kill(process.pid, signal);
   };
   process.on("exit", stop);
-  for (const signal of SIGNALS) process.once(signal, onSignal);
+  const onSignals = options.onSignals ?? true;
+  if (onSignals) for (const signal of SIGNALS) process.once(signal, onSignal);
   const start = () => {
     try {
       run("pg_ctl", ["start", "-D", data, "-l", log, "-w", "-t", "60", "-o", `-p ${port}`]);

@@ -41,6 +41,8 @@ const EXCLUDED: Readonly<Record<string, string>> = {
     "an example on a key a dead message holds: with none, it refuses (exit 2, naming `outbox blocked-keys`); test/cli covers it",
   'npx wassal outbox cancel  --db app.db 44 45 --reason "order withdrawn"':
     "an example on pending messages 44 and 45: whether they are still pending here depends on how far the workers above got; test/worker-cli/outbox-admin.test.ts covers it",
+  "npx wassal relay --db postgres://app@db/app --from-wal --to nats://127.0.0.1:4222 --destination 'events.{type}'":
+    "needs PostgreSQL with wal_level = logical, which the shared test server does not run (it would exit 2 naming wal_level); test/relay/wal-relay.test.ts runs the same command on a private server",
   "npx wassal outbox redrive --db app.db 42 43":
     "an example on dead messages 42 and 43: with them pending, it refuses (exit 2) and moves nothing; test/cli covers it",
 };
