@@ -229,12 +229,14 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   // The WAL relays' server: a private one with logical replication, unless a PostgreSQL URL was given.
   const privateServer =
     options.fromWal && options.store === "sqlite"
-      ? await startPrivatePostgres({ settings: { wal_level: "logical", max_replication_slots: "10", max_wal_senders: "20" }, label: "relay-chaos-pg", onSignals: false }).catch(
-          (error: unknown) => {
-            rmSync(workDir, { recursive: true, force: true });
-            throw error;
-          },
-        )
+      ? await startPrivatePostgres({
+          settings: { wal_level: "logical", max_replication_slots: "10", max_wal_senders: "20" },
+          label: "relay-chaos-pg",
+          onSignals: false,
+        }).catch((error: unknown) => {
+          rmSync(workDir, { recursive: true, force: true });
+          throw error;
+        })
       : undefined;
   if (privateServer !== undefined) progress(`started a private PostgreSQL server with wal_level = logical in ${privateServer.startSeconds.toFixed(1)} s`);
   const store = privateServer?.url ?? options.store;
