@@ -1,7 +1,7 @@
 // The shards section of `npm run bench`: an outbox split over 2 PostgreSQL shards, drained by one
 // worker process per shard, or by one process that claims from all of them (ShardWorkers: a
-// Worker per shard in one process); and, as the baseline, the same messages on 1 shard drained by
-// 1 process. Each shard is a private PostgreSQL server of its own (PostgreSQL's defaults) that the
+// Worker per shard in one process); over 3 shards by one process; and, as the baseline, the same
+// messages on 1 shard drained by 1 process. Each shard is a private PostgreSQL server of its own (PostgreSQL's defaults) that the
 // section starts and removes at its end; the baseline runs on the first of them.
 //
 // A run: a fresh schema on each of the layout's shards, N messages over SHARD_KEYS ordering keys
@@ -15,7 +15,7 @@
 // every process starts cold, so a layout with more processes pays more start-up.
 // CPU µs per message over the timed part: the worker processes (each child's own, summed), each
 // shard's server (all its processes, server-cpu.ts), and the whole machine (/proc/stat).
-// The layouts are interleaved, each repetition running all three, the order rotated by one each time.
+// The layouts are interleaved, each repetition running all of them, the order rotated by one each time.
 
 import { execSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -28,8 +28,8 @@ import { type Spread, spread } from "./stats.js";
 
 /** Ordering keys the messages spread over, round-robin. */
 export const SHARD_KEYS = 1_000;
-/** The shards of the sharded layouts. */
-const SHARDS = 2;
+/** The most shards of a layout: the servers the section starts. */
+const SHARDS = 3;
 /** Each worker process's pool on each shard. */
 const SHARD_CONNECTIONS = 40;
 /** Wassal's worker as the throughput section's batch-100 row. */
@@ -45,8 +45,9 @@ interface Layout {
 
 const LAYOUTS: readonly Layout[] = [
   { name: "1 shard, 1 process (baseline)", shards: 1, processes: "all" },
-  { name: `${SHARDS} shards, 1 process per shard`, shards: SHARDS, processes: "per shard" },
-  { name: `${SHARDS} shards, 1 process for all (ShardWorkers)`, shards: SHARDS, processes: "all" },
+  { name: "2 shards, 1 process per shard", shards: 2, processes: "per shard" },
+  { name: "2 shards, 1 process for all (ShardWorkers)", shards: 2, processes: "all" },
+  { name: "3 shards, 1 process for all (ShardWorkers)", shards: 3, processes: "all" },
 ];
 
 /** What run.ts's race reports that this section reads. */
@@ -198,17 +199,18 @@ export async function shardsBench(options: ShardsBenchOptions): Promise<ShardsBe
     });
     const baseline = rows[0]?.rate?.median ?? null;
     const table = [
-      "| layout | shards | worker processes | messages/s median (min–max) | ÷ baseline | CPU µs/msg: workers | CPU µs/msg: shard 0 server | CPU µs/msg: shard 1 server | CPU µs/msg: servers together | CPU µs/msg: whole machine |",
-      "|---|---|---|---|---|---|---|---|---|---|",
+      `| layout | shards | worker processes | messages/s median (min–max) | ÷ baseline | CPU µs/msg: workers | ${Array.from({ length: SHARDS }, (_, i) => `CPU µs/msg: shard ${i} server`).join(" | ")} | CPU µs/msg: servers together | CPU µs/msg: whole machine |`,
+      `|---|---|---|---|---|---|${"---|".repeat(SHARDS)}---|---|`,
       ...rows.map(
         (r) =>
-          `| ${r.layout} | ${r.shards} | ${r.processes} | ${fmt(r.rate)} | ${baseline === null || r.rate === null ? "–" : (r.rate.median / baseline).toFixed(2)} | ${fmt(r.cpuUsPerMessage.workers)} | ${fmt(r.cpuUsPerMessage.servers[0] ?? null)} | ${fmt(r.cpuUsPerMessage.servers[1] ?? null)} | ${fmt(r.cpuUsPerMessage.serversTotal)} | ${fmt(r.cpuUsPerMessage.machine)} |`,
+          `| ${r.layout} | ${r.shards} | ${r.processes} | ${fmt(r.rate)} | ${baseline === null || r.rate === null ? "–" : (r.rate.median / baseline).toFixed(2)} | ${fmt(r.cpuUsPerMessage.workers)} | ${Array.from({ length: SHARDS }, (_, i) => fmt(r.cpuUsPerMessage.servers[i] ?? null)).join(" | ")} | ${fmt(r.cpuUsPerMessage.serversTotal)} | ${fmt(r.cpuUsPerMessage.machine)} |`,
       ),
     ];
-    const split = rows[1]?.perShard.map((s) => Math.round(s?.median ?? 0)).join(" + ") ?? "–";
+    const split = (shards: number) =>
+      rows.find((r) => r.shards === shards)?.perShard.map((s) => Math.round(s?.median ?? 0)).join(" + ") ?? "–";
     const heading = [
-      `Shards: an outbox split over ${SHARDS} PostgreSQL shards, drained by a worker process per shard or by one process claiming from all (ShardWorkers), and the same messages on 1 shard with 1 process: ${options.messages} messages per run over ${SHARD_KEYS} ordering keys (on ${SHARDS} shards by their keys' hash: ${split}), median (min–max) of ${options.reps} repetitions, interleaved (each repetition runs all three, the order rotated). Every worker: concurrency ${CONCURRENCY}, group commits of up to ${GROUP}, a no-op handler, a pool of ${SHARD_CONNECTIONS} per shard; no warm-up (every process starts cold). Seeding untimed (enqueueMany, 1,000 per transaction, then ANALYZE and a sync); the clock runs from "go" to the last process's end. CPU µs per message over the timed part, each divided by all N messages (so the shards' servers add up): the worker processes together, each shard's server (all its processes), the whole machine.`,
-      `PostgreSQL: ${SHARDS} private servers the section started (${servers[0]?.bin ?? "–"}, in ${servers.map((s) => s.startSeconds.toFixed(1)).join(" and ")} s), PostgreSQL's defaults, removed at the end; the first reports ${JSON.stringify(serverSettings)}. The baseline runs on the first.`,
+      `Shards: an outbox split over 2 PostgreSQL shards, drained by a worker process per shard or by one process claiming from all (ShardWorkers); over 3 shards by one process; and the same messages on 1 shard with 1 process: ${options.messages} messages per run over ${SHARD_KEYS} ordering keys (by their keys' hash: ${split(2)} on 2 shards, ${split(3)} on 3), median (min–max) of ${options.reps} repetitions, interleaved (each repetition runs every layout, the order rotated). Every worker: concurrency ${CONCURRENCY}, group commits of up to ${GROUP}, a no-op handler, a pool of ${SHARD_CONNECTIONS} per shard; no warm-up (every process starts cold). Seeding untimed (enqueueMany, 1,000 per transaction, then ANALYZE and a sync); the clock runs from "go" to the last process's end. CPU µs per message over the timed part, each divided by all N messages (so the shards' servers add up): the worker processes together, each shard's server (all its processes), the whole machine.`,
+      `PostgreSQL: ${SHARDS} private servers the section started (${servers[0]?.bin ?? "–"}, in ${servers.map((s) => s.startSeconds.toFixed(1)).join(", ")} s), PostgreSQL's defaults, removed at the end; the first reports ${JSON.stringify(serverSettings)}. The baseline runs on the first.`,
     ];
     return {
       heading,

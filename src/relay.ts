@@ -24,6 +24,7 @@ export {
   type Routes,
 } from "./relay/publisher.js";
 export { outgoing, Relay, type RelayEvent, type RelayOptions, type RelayStats } from "./relay/relay.js";
+export { ShardRelays, type ShardRelayOptions } from "./relay/shard-relays.js";
 export { WebhookPublisher, webhookKey, webhookSignature, type WebhookOptions } from "./relay/webhook.js";
 export { webhookReceiver, type WebhookReceiverOptions, type WebhookRequestHandler } from "./relay/webhook-receiver.js";
 export { WalRelay, type WalRelayFeedEvent, type WalRelayOptions, type WalRelayStats } from "./relay/wal-relay.js";

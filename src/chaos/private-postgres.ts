@@ -9,7 +9,7 @@
 // Binaries: the given directory, else `pg_config --bindir`, else the directory of a running
 // server's own postgres binary (so the same version), else initdb, pg_ctl and createdb from the PATH.
 
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -42,9 +42,9 @@ export interface PrivatePostgres {
   /** How long initdb, start and createdb took, in seconds. */
   readonly startSeconds: number;
   /** Stops it the way a power cut would (`pg_ctl stop -m immediate`): no checkpoint, crash recovery at the next start. */
-  crash(): void;
-  /** Starts it again on the same port and directory, and waits until it accepts connections. */
-  restart(): void;
+  crash(): Promise<void>;
+  /** Starts it again on the same port and directory, and resolves once it accepts connections. */
+  restart(): Promise<void>;
   /** Whether it is running (not crashed, not stopped). */
   readonly running: boolean;
   /** Stops the server and removes its directory. Synchronous (it also runs from exit and signal handlers); a second call does nothing. */
@@ -86,6 +86,15 @@ export async function startPrivatePostgres(options: PrivatePostgresOptions = {})
       throw new Error(`private PostgreSQL (${label}): ${name} ${args.join(" ")} exited ${result.status}: ${(result.stderr || result.stdout).trim()}`);
     return result.stdout;
   };
+  /** As run, without blocking the event loop (a crash or a restart in the middle of a run). */
+  const runAsync = (name: string, args: readonly string[]) =>
+    new Promise<void>((resolve, reject) => {
+      const [command, ...rest] = asRoot ? ["runuser", "-u", "postgres", "--", tool(name), ...args] : [tool(name), ...args];
+      execFile(command as string, rest, { cwd: dir, encoding: "utf8" }, (error, stdout, stderr) => {
+        if (error) reject(new Error(`private PostgreSQL (${label}): ${name} ${args.join(" ")} failed: ${(stderr || stdout || error.message).trim()}`));
+        else resolve();
+      });
+    });
   const lastLogLines = () => (existsSync(log) ? readFileSync(log, "utf8").split("\n").slice(-10).join("\n") : "");
   let running = false;
   let stopped = false;
@@ -107,6 +116,13 @@ export async function startPrivatePostgres(options: PrivatePostgresOptions = {})
         }
       }
       running = false;
+    } else if (port !== 0) {
+      // Crashed, or a restart under way: stop whatever may be coming up before its folder goes.
+      try {
+        run("pg_ctl", ["stop", "-D", data, "-m", "immediate", "-w", "-t", "30"]);
+      } catch {
+        // not running: nothing to stop
+      }
     }
     if (port !== 0) releasePort(port);
     rmSync(dir, { recursive: true, force: true });
@@ -147,14 +163,20 @@ export async function startPrivatePostgres(options: PrivatePostgresOptions = {})
       port,
       bin: bin ?? "(PATH)",
       startSeconds: (performance.now() - started) / 1000,
-      crash() {
-        if (!running) return;
-        run("pg_ctl", ["stop", "-D", data, "-m", "immediate", "-w", "-t", "30"]);
+      async crash() {
+        if (!running || stopped) return;
         running = false;
+        await runAsync("pg_ctl", ["stop", "-D", data, "-m", "immediate", "-w", "-t", "30"]);
       },
-      restart() {
+      async restart() {
         if (stopped) throw new Error(`private PostgreSQL (${label}) was stopped for good`);
-        if (!running) start();
+        if (running) return;
+        try {
+          await runAsync("pg_ctl", ["start", "-D", data, "-l", log, "-w", "-t", "60", "-o", `-p ${port}`]);
+        } catch (error) {
+          throw new Error(`${error instanceof Error ? error.message : String(error)}\n${lastLogLines()}`);
+        }
+        running = true;
       },
       get running() {
         return running;

@@ -19,11 +19,13 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
+import { DuplicateMessageError, InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
 import { checkStore, scratchPlace } from "../lab/stores/places.js";
 import { dropWalFeed } from "../stores/open-outbox.js";
-import { startPrivatePostgres } from "./private-postgres.js";
+import { type PrivatePostgres, startPrivatePostgres } from "./private-postgres.js";
+import { ShardedOutbox } from "../shards/sharded-outbox.js";
+import { shardIdPrefix } from "../shards/key-hash.js";
 import { redactUrl } from "../outbox/redact.js";
 import { RE_PUBLISHED } from "../runtime/relay-runner.js";
 import { openOutbox } from "../stores/open-outbox.js";
@@ -72,7 +74,17 @@ export interface RelayChaosOptions {
    * for its data (initdb, removed at the end); a postgres:// store must have logical replication.
    */
   readonly fromWal?: boolean;
-  /** Give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message). */
+  /**
+   * A sharded outbox (wassal/shards) of this many shards, 2 to 8, each a private PostgreSQL server
+   * of the run's own (initdb, removed at the end); the app enqueues through ShardedOutbox and each
+   * relay process works every shard (`wassal relay --shard …`). One shard is crashed (`pg_ctl stop
+   * -m immediate`) mid-run and started again `shardDownMs` later; the run records each shard's
+   * completions over time and checks that the others kept flowing meanwhile. 0 or absent: one outbox.
+   */
+  readonly shards?: number;
+  /** How long the crashed shard stays down (default 3000 ms). */
+  readonly shardDownMs?: number;
+  /** Give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message, + the shard's downtime). */
   readonly timeoutMs?: number;
   readonly keep: boolean;
   readonly onProgress?: (line: string) => void;
@@ -109,6 +121,8 @@ export const RELAY_CHAOS_DEFAULTS: Omit<RelayChaosOptions, "store"> = {
 /** The bounds of the options, checked here and by the CLI (which names the flag). */
 export const RELAY_CHAOS_LIMITS = {
   relays: [1, 64],
+  shards: [2, 8],
+  shardDownMs: [100, 600_000],
   consumers: [1, 64],
   leaseMs: [100, 600_000],
   ackWaitMs: [100, 600_000],
@@ -159,6 +173,15 @@ export interface RelayChaosFigures {
 /** The options a run was given (a PostgreSQL URL with its password hidden), to read or replay it. */
 export type RelayChaosSettings = Omit<RelayChaosOptions, "onProgress" | "keep" | "timeoutMs" | "signal"> & { readonly timeoutMs: number };
 
+/** A sharded run's shards over time: the outage, and each shard's completed messages, sampled. */
+export interface ShardTimeline {
+  readonly shards: number;
+  /** The shard crashed, and when (seconds since the first enqueue) it went down and answered again (null: never back). */
+  readonly outage: { readonly shard: number; readonly downAt: number; readonly upAt: number | null } | null;
+  /** Messages the relays completed on each shard in each second of the run (null: the shard did not answer that second). */
+  readonly perSecond: readonly { readonly second: number; readonly completed: readonly (number | null)[] }[];
+}
+
 export interface RelayChaosResult {
   readonly passed: boolean;
   readonly settings: RelayChaosSettings;
@@ -169,6 +192,8 @@ export interface RelayChaosResult {
   readonly timedOut: boolean;
   /** First problems found, for the reader. */
   readonly examples: readonly string[];
+  /** A sharded run's shards over time; null for one outbox. */
+  readonly shards: ShardTimeline | null;
 }
 
 const CLI = fileURLToPath(new URL("../cli/main.js", import.meta.url));
@@ -197,6 +222,8 @@ function checkOptions(o: RelayChaosOptions): void {
   if (!CHAOS_BROKERS.includes(o.broker)) throw new InvalidArgumentError(`broker must be one of ${CHAOS_BROKERS.join(", ")} (got ${JSON.stringify(o.broker)})`);
   if (!(o.rate > 0)) throw new InvalidArgumentError(`rate must be a positive number of messages per second (got ${o.rate})`);
   checkStore(o.store);
+  if (o.shards !== undefined && o.shards !== 0) whole("shards", o.shards, ...RELAY_CHAOS_LIMITS.shards);
+  if (o.shardDownMs !== undefined) whole("shardDownMs", o.shardDownMs, ...RELAY_CHAOS_LIMITS.shardDownMs);
   if (o.fromWal && o.store !== "sqlite" && !/^postgres(ql)?:\/\//.test(o.store)) {
     throw new InvalidArgumentError(
       `--from-wal needs PostgreSQL with logical replication: leave --store out (the run starts a private server) or give a postgres:// URL (got ${redactUrl(o.store)})`,
@@ -204,9 +231,13 @@ function checkOptions(o: RelayChaosOptions): void {
   }
 }
 
-export function relayChaosTimeoutMs(o: Pick<RelayChaosOptions, "messages" | "rate">): number {
-  return Math.round(30_000 + (o.messages / o.rate) * 1000 + o.messages * 20);
+export function relayChaosTimeoutMs(o: Pick<RelayChaosOptions, "messages" | "rate" | "shards" | "shardDownMs">): number {
+  const outage = (o.shards ?? 0) >= 2 ? (o.shardDownMs ?? SHARD_DOWN_MS) : 0;
+  return Math.round(30_000 + (o.messages / o.rate) * 1000 + o.messages * 20 + outage);
 }
+
+const SHARD_DOWN_MS = 3_000;
+const SAMPLE_EVERY_MS = 250;
 
 function isReport(message: unknown): message is ChaosConsumerReport {
   return typeof message === "object" && message !== null && typeof (message as { stats?: unknown }).stats === "object";
@@ -225,40 +256,55 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   const progress = options.onProgress ?? (() => undefined);
   const random = seededRandom(options.seed);
   const runId = randomBytes(3).toString("hex");
+  const shardCount = options.shards !== undefined && options.shards >= 2 ? options.shards : 0;
+  const shardDownMs = options.shardDownMs ?? SHARD_DOWN_MS;
   const workDir = mkdtempSync(join(tmpdir(), "wassal-relay-chaos-"));
-  // The WAL relays' server: a private one with logical replication, unless a PostgreSQL URL was given.
-  const privateServer =
-    options.fromWal && options.store === "sqlite"
-      ? await startPrivatePostgres({
-          settings: { wal_level: "logical", max_replication_slots: "10", max_wal_senders: "20" },
-          label: "relay-chaos-pg",
-          onSignals: false,
-        }).catch((error: unknown) => {
-          rmSync(workDir, { recursive: true, force: true });
-          throw error;
-        })
-      : undefined;
-  if (privateServer !== undefined) progress(`started a private PostgreSQL server with wal_level = logical in ${privateServer.startSeconds.toFixed(1)} s`);
-  const store = privateServer?.url ?? options.store;
+  const walSettings = { wal_level: "logical", max_replication_slots: "10", max_wal_senders: "20" };
+  // Private PostgreSQL servers: the shards, or the WAL relays' server when no PostgreSQL URL was given.
+  const servers: PrivatePostgres[] = [];
+  const stopServers = () => {
+    for (const server of servers) server.stop();
+  };
+  const startServer = async (label: string, settings: Readonly<Record<string, string>>) => {
+    const server = await startPrivatePostgres({ settings, label, onSignals: false }).catch((error: unknown) => {
+      stopServers();
+      rmSync(workDir, { recursive: true, force: true });
+      throw error;
+    });
+    servers.push(server);
+    return server;
+  };
+  for (let shard = 0; shard < shardCount; shard += 1) {
+    const server = await startServer(`relay-chaos-shard${shard}`, options.fromWal ? walSettings : {});
+    progress(`started shard ${shard}: a private PostgreSQL server in ${server.startSeconds.toFixed(1)} s`);
+  }
+  const walServer = shardCount === 0 && options.fromWal && options.store === "sqlite" ? await startServer("relay-chaos-pg", walSettings) : undefined;
+  if (walServer !== undefined) progress(`started a private PostgreSQL server with wal_level = logical in ${walServer.startSeconds.toFixed(1)} s`);
+  const store = walServer?.url ?? options.store;
   const slot = options.fromWal ? `chaos_${runId}` : undefined;
-  const producerPlace = await scratchPlace(store, workDir, "chaosr").catch((error: unknown) => {
-    privateServer?.stop();
-    throw error;
-  });
+  // One outbox: a scratch place on the store. Shards: the private servers' own databases.
+  const producerPlace =
+    shardCount > 0
+      ? undefined
+      : await scratchPlace(store, workDir, "chaosr").catch((error: unknown) => {
+          stopServers();
+          throw error;
+        });
   const consumerPlace = await scratchPlace(store, workDir, "chaosc").catch(async (error: unknown) => {
-    await producerPlace.remove().catch(() => undefined);
-    privateServer?.stop();
+    await producerPlace?.remove().catch(() => undefined);
+    stopServers();
     throw error;
   });
-  const {
-    db: producerDb,
-    options: { schema: producerSchema },
-  } = producerPlace;
+  const producerSchema = producerPlace?.options.schema;
+  const producerDbs = producerPlace === undefined ? servers.map((server) => server.url) : [producerPlace.db];
   const {
     db: consumerDb,
     options: { schema: consumerSchema },
   } = consumerPlace;
-  const location = `${producerPlace.location}, ${consumerPlace.location}`;
+  const location =
+    shardCount > 0
+      ? `${shardCount} shards (${producerDbs.join(", ")}), ${consumerPlace.location}`
+      : `${producerPlace?.location ?? ""}, ${consumerPlace.location}`;
   let timedOut = false;
   const stopIfAborted = () => {
     if (options.signal?.aborted)
@@ -268,13 +314,15 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   };
 
   // Everything the run starts is undone in the finally below, whatever fails: the processes, the
-  // broker (and its folder), the databases' handles, the schemas and the folder (unless --keep).
+  // broker (and its folder), the databases' handles, the schemas, the servers and the folder (unless --keep).
   let broker: ChaosBroker | undefined;
-  let producer: Awaited<ReturnType<typeof openOutbox>> | undefined;
+  const producers: Awaited<ReturnType<typeof openOutbox>>[] = [];
   let consumerOutbox: Awaited<ReturnType<typeof openOutbox>> | undefined;
   let relays: ProcessPool | undefined;
   let consumers: ProcessPool | undefined;
   const timers: NodeJS.Timeout[] = [];
+  let outage: Promise<void> | undefined;
+  let brokerFaultDone: Promise<void> | undefined;
   try {
     const brokerDir = join(workDir, options.broker);
     mkdirSync(brokerDir);
@@ -283,10 +331,11 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     await broker.start();
     stopIfAborted();
     await broker.prepare();
-    producer = await openOutbox(producerDb, { ...(producerSchema ? { schema: producerSchema } : {}) });
+    for (const db of producerDbs) producers.push(await openOutbox(db, { ...(producerSchema ? { schema: producerSchema } : {}) }));
+    const producerStores = producers.map((producer) => producer.store);
+    const sharded = shardCount > 0 ? new ShardedOutbox(producerStores) : undefined;
     // Opened (and migrated) here before any consumer process opens it; the run reads the effects through it.
     consumerOutbox = await openOutbox(consumerDb, { ...(consumerSchema ? { schema: consumerSchema } : {}) });
-    const producerStore = producer.store;
     const consumerStore = consumerOutbox.store;
 
     // The last counters each consumer process (slot/start) reported.
@@ -314,6 +363,8 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       },
     });
     const relayBroker = broker;
+    // Each relay process works the one outbox, or every shard (one relay per shard inside it).
+    const outboxArgs = sharded ? producerDbs.flatMap((db) => ["--shard", db]) : ["--db", producerDbs[0] as string];
     relays = new ProcessPool({
       size: options.relays,
       workDir,
@@ -329,8 +380,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
           args: [
             CLI,
             "relay",
-            "--db",
-            producerDb,
+            ...outboxArgs,
             ...(producerSchema ? ["--schema", producerSchema] : []),
             ...(slot === undefined ? [] : ["--from-wal", slot]),
             "--to",
@@ -377,20 +427,113 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
 
     let brokerRestarts = 0;
     const from = performance.now();
+    const secondsSince = () => (performance.now() - from) / 1000;
+    // Shards: each shard's completed messages, sampled; the app's messages for a shard that does not
+    // answer wait in that shard's queue, in order, and go once it answers (so a key's order holds).
+    const samples: { at: number; processed: (number | null)[] }[] = [];
+    let shardOutage = null as { shard: number; downAt: number; upAt: number | null } | null;
+    const backlogs: { n: number; key: string | null }[][] = producerStores.map(() => []);
+    const coolUntil = producerStores.map(() => 0);
+    if (sharded) {
+      let sampling = false;
+      every(SAMPLE_EVERY_MS, () => {
+        if (sampling) return;
+        sampling = true;
+        const at = secondsSince();
+        void Promise.all(producerStores.map((shardStore) => answered(shardStore.countByStatus(), SAMPLE_EVERY_MS)))
+          .then((counts) => samples.push({ at, processed: counts.map((c) => c?.processed ?? null) }))
+          .finally(() => {
+            sampling = false;
+          });
+      });
+    }
+    const enqueueOn = async (shard: number, item: { n: number; key: string | null }): Promise<string> => {
+      const shardStore = producerStores[shard] as (typeof producerStores)[number];
+      // Shards: a dedupe key, so that an enqueue whose commit went unanswered (the server crashed)
+      // and is tried again is found, not doubled.
+      const dedupeKey = sharded ? `chaos-${runId}-${item.n}` : undefined;
+      try {
+        const message = await shardStore.transaction((tx) =>
+          shardStore.enqueue(tx, {
+            type: "chaos.event",
+            payload: { n: item.n },
+            ...(item.key ? { key: item.key } : {}),
+            ...(dedupeKey ? { dedupeKey } : {}),
+          }),
+        );
+        return message.id;
+      } catch (error) {
+        const found =
+          error instanceof DuplicateMessageError ? (await shardStore.findMessages(error.dedupeKey)).find((m) => m.dedupeKey === dedupeKey) : undefined;
+        if (found !== undefined) return found.id;
+        throw error;
+      }
+    };
+    /** Enqueues a shard's waiting messages in order, until one fails (its server does not answer: tried again a moment later). */
+    const drain = async (shard: number) => {
+      const backlog = backlogs[shard] as { n: number; key: string | null }[];
+      while (backlog.length > 0 && performance.now() >= (coolUntil[shard] as number)) {
+        const item = backlog[0] as { n: number; key: string | null };
+        try {
+          const id = await enqueueOn(shard, item);
+          backlog.shift();
+          enqueuedIds.push({ id: sharded ? `${shardIdPrefix(shard)}${id}` : id, key: item.key });
+        } catch (error) {
+          if (!sharded) throw error;
+          coolUntil[shard] = performance.now() + 250;
+        }
+      }
+    };
     const restartAt = options.brokerRestart ? Math.floor(options.messages * 0.4) : -1;
+    const outageAt = sharded ? Math.floor(options.messages * 0.2) : -1;
+    let brokerFaulted = false;
+    let brokerFault: Promise<void> | undefined;
+    const faultingBroker = broker;
+    const faultBroker = () => {
+      brokerFaulted = true;
+      progress(`faulting the ${options.broker} broker`);
+      brokerFault = faultingBroker.fault().then((said) => {
+        progress(said);
+        brokerRestarts += 1;
+      });
+      brokerFaultDone = brokerFault;
+    };
     for (let n = 0; n < options.messages; n += 1) {
       const wait = from + (n / options.rate) * 1000 - performance.now();
       if (wait > 0) await sleep(wait);
       stopIfAborted();
-      if (n === restartAt) {
-        progress(`faulting the ${options.broker} broker`);
-        progress(await broker.fault());
-        brokerRestarts += 1;
+      // The broker's fault runs beside the enqueues (the app goes on); with shards, only once the
+      // crashed shard is back, so that the other shards' flow during its outage is theirs alone.
+      if (!brokerFaulted && restartAt >= 0 && n >= restartAt && (outageAt < 0 || shardOutage?.upAt != null)) faultBroker();
+      if (n === outageAt) {
+        const shard = Math.floor(random() * shardCount);
+        const server = servers[shard] as PrivatePostgres;
+        outage = (async () => {
+          const downAt = secondsSince();
+          shardOutage = { shard, downAt, upAt: null };
+          await server.crash();
+          progress(`crashed shard ${shard} (pg_ctl stop -m immediate); starting it again in ${shardDownMs} ms`);
+          await sleep(shardDownMs);
+          await server.restart();
+          shardOutage = { shard, downAt, upAt: secondsSince() };
+          progress(`shard ${shard} answers again`);
+        })();
       }
       const key = options.keys > 0 ? `key-${n % options.keys}` : null;
-      const message = await producerStore.transaction((tx) => producerStore.enqueue(tx, { type: "chaos.event", payload: { n }, ...(key ? { key } : {}) }));
-      enqueuedIds.push({ id: message.id, key });
+      const shard = sharded ? sharded.shardIndex(key ? { key } : {}) : 0;
+      (backlogs[shard] as { n: number; key: string | null }[]).push({ n, key });
+      for (let other = 0; other < backlogs.length; other += 1) await drain(other);
       if ((n + 1) % Math.max(1, Math.floor(options.messages / 10)) === 0) progress(`enqueued ${n + 1}/${options.messages}`);
+    }
+    await outage;
+    if (!brokerFaulted && restartAt >= 0) faultBroker();
+    await brokerFault;
+    // What waited for a shard that was down goes now.
+    while (backlogs.some((backlog) => backlog.length > 0)) {
+      stopIfAborted();
+      for (let shard = 0; shard < backlogs.length; shard += 1) await drain(shard);
+      if (performance.now() - from > (options.timeoutMs ?? relayChaosTimeoutMs(options))) break;
+      await sleep(50);
     }
 
     // Done when the relays completed everything and every message has an effect in the consumer's
@@ -400,15 +543,26 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       const applied = new Set((await consumerStore.listMessages()).map((m) => (m.payload as { id: string }).id));
       return enqueuedIds.every(({ id }) => applied.has(id));
     };
+    const producerCounts = async () => {
+      const counts = await Promise.all(producerStores.map((producerStore) => producerStore.countByStatus()));
+      return counts.reduce(
+        (sum, c) => ({ pending: sum.pending + c.pending, processing: sum.processing + c.processing, processed: sum.processed + c.processed }),
+        {
+          pending: 0,
+          processing: 0,
+          processed: 0,
+        },
+      );
+    };
     const timeoutMs = options.timeoutMs ?? relayChaosTimeoutMs(options);
     const deadline = performance.now() + timeoutMs;
     let lastReport = 0;
     for (;;) {
       stopIfAborted();
-      const counts = await producerStore.countByStatus().catch(() => undefined);
+      const counts = await producerCounts().catch(() => undefined);
       const applied = await effectRows().catch(() => undefined);
       const published = counts !== undefined && counts.pending + counts.processing === 0;
-      if (published && applied !== undefined && applied >= options.messages && (await everyOneApplied().catch(() => false))) break;
+      if (published && applied !== undefined && applied >= enqueuedIds.length && (await everyOneApplied().catch(() => false))) break;
       if (performance.now() > deadline) {
         progress(`timed out after ${timeoutMs} ms: ${applied ?? "?"} effects of ${options.messages} messages`);
         timedOut = true;
@@ -435,7 +589,8 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
 
     // Judge what reached the consumer.
     const effects = (await consumerStore.listMessages()).filter((m) => m.type === "chaos.effect").map((m) => (m.payload as { id: string }).id);
-    const unpublished = (await producerStore.listMessages()).filter((m) => m.status !== "processed").length;
+    let unpublished = 0;
+    for (const producerStore of producerStores) unpublished += (await producerStore.listMessages()).filter((m) => m.status !== "processed").length;
     const figures: RelayChaosFigures = {
       enqueued: enqueuedIds.length,
       relayStarts: relays.starts,
@@ -455,7 +610,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       consumerReported: reported,
       seconds: Math.round((performance.now() - started) / 100) / 10,
     };
-    const { rows, examples } = judgeRelayChaos({
+    const judged = judgeRelayChaos({
       expected: options.messages,
       enqueued: enqueuedIds,
       effects,
@@ -468,6 +623,8 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       consumerPauses: figures.consumerPauses,
       consumerTerminated: figures.consumerTerminated,
     });
+    const timeline = sharded ? shardTimeline(shardCount, shardOutage, samples) : null;
+    const rows = timeline === null ? judged.rows : [...judged.rows, ...judgeShardOutage(timeline)];
     const { onProgress: _progress, keep: _keep, signal: _signal, ...given } = options;
     return {
       passed: rows.every((r) => r.ok) && !timedOut,
@@ -477,17 +634,20 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       location,
       workDir: options.keep ? workDir : null,
       timedOut,
-      examples,
+      examples: judged.examples,
+      shards: timeline,
     };
   } finally {
     for (const timer of timers) clearInterval(timer);
+    await outage?.catch(() => undefined);
+    await brokerFaultDone?.catch(() => undefined);
     await relays?.stop().catch(() => undefined);
     await consumers?.stop().catch(() => undefined);
-    await producer?.close().catch(() => undefined);
+    for (const producer of producers) await producer.close().catch(() => undefined);
     await consumerOutbox?.close().catch(() => undefined);
     await broker?.stop().catch(() => undefined);
     await broker?.close().catch(() => undefined);
-    if (slot !== undefined && privateServer === undefined) {
+    if (slot !== undefined && servers.length === 0) {
       // A slot left on a server that stays would hold its log for ever.
       await dropWalFeed({ url: store, slot, ...(producerSchema ? { schema: producerSchema } : {}) }).catch((error: unknown) =>
         progress(
@@ -496,12 +656,84 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       );
     }
     if (!options.keep) {
-      await producerPlace.remove().catch(() => undefined);
+      await producerPlace?.remove().catch(() => undefined);
       await consumerPlace.remove().catch(() => undefined);
       rmSync(workDir, { recursive: true, force: true });
     }
-    privateServer?.stop();
+    stopServers();
   }
+}
+
+/** The promise's value, or undefined when it has not settled within `ms` or failed (a server that does not answer). */
+function answered<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return Promise.race([promise.catch(() => undefined), sleep(ms).then(() => undefined)]);
+}
+
+/** Each shard's completions per second of the run, from the samples of its processed count. */
+export function shardTimeline(
+  shards: number,
+  outage: ShardTimeline["outage"],
+  samples: readonly { readonly at: number; readonly processed: readonly (number | null)[] }[],
+): ShardTimeline {
+  const last = samples.at(-1)?.at ?? 0;
+  const perSecond: { second: number; completed: (number | null)[] }[] = [];
+  /** The last count of `shard` sampled at or before `at` (0 before any). */
+  const countAt = (shard: number, at: number) => {
+    let count = 0;
+    for (const sample of samples) {
+      if (sample.at > at) break;
+      const seen = sample.processed[shard];
+      if (seen !== null && seen !== undefined) count = seen;
+    }
+    return count;
+  };
+  for (let second = 1; second <= Math.ceil(last); second += 1) {
+    const completed = Array.from({ length: shards }, (_, shard) => {
+      const within = samples.filter((sample) => sample.at > second - 1 && sample.at <= second);
+      if (within.every((sample) => sample.processed[shard] === null)) return null;
+      return countAt(shard, second) - countAt(shard, second - 1);
+    });
+    perSecond.push({ second, completed });
+  }
+  return { shards, outage, perSecond };
+}
+
+/** The checks of a sharded run: the crashed shard came back, and each other shard completed messages while it was down. */
+export function judgeShardOutage(timeline: ShardTimeline): RelayChaosRow[] {
+  const { outage } = timeline;
+  if (outage === null) return [{ name: "a shard crashed mid-run", observed: 0, expected: "1", ok: false }];
+  const rows: RelayChaosRow[] = [
+    { name: `shard ${outage.shard} answered again after its crash`, observed: outage.upAt === null ? 0 : 1, expected: "1", ok: outage.upAt !== null },
+  ];
+  const upAt = outage.upAt ?? Number.POSITIVE_INFINITY;
+  for (let shard = 0; shard < timeline.shards; shard += 1) {
+    if (shard === outage.shard) continue;
+    // The whole seconds inside the outage: what each other shard completed then.
+    const seconds = timeline.perSecond.filter((s) => s.second - 1 >= outage.downAt && s.second <= upAt);
+    const completed = seconds.reduce((sum, s) => sum + (s.completed[shard] ?? 0), 0);
+    rows.push({
+      name: `shard ${shard}: messages completed while shard ${outage.shard} was down (${seconds.length} whole seconds)`,
+      observed: completed,
+      expected: "> 0",
+      ok: seconds.length > 0 && completed > 0,
+    });
+  }
+  return rows;
+}
+
+/** The shards' completions per second as a table, the crashed shard's downtime marked. */
+export function renderShardTimeline(timeline: ShardTimeline): string {
+  const { outage } = timeline;
+  const header = ["second", ...Array.from({ length: timeline.shards }, (_, shard) => `shard ${shard}`)];
+  const rows = timeline.perSecond.map(({ second, completed }) => {
+    const down = outage !== null && second > outage.downAt && second - 1 < (outage.upAt ?? Number.POSITIVE_INFINITY);
+    return [String(second), ...completed.map((n, shard) => (n === null ? "-" : `${n}${down && shard === outage?.shard ? " (down)" : ""}`))];
+  });
+  const said =
+    outage === null
+      ? "no shard was crashed"
+      : `shard ${outage.shard} crashed at ${outage.downAt.toFixed(1)} s, answered again at ${outage.upAt === null ? "never" : `${outage.upAt.toFixed(1)} s`}`;
+  return `messages completed per second, by shard (${said}; "-": the shard did not answer):\n${textTable(header, rows)}`;
 }
 
 export interface RelayChaosEvidence {

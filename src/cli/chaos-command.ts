@@ -11,6 +11,7 @@ import {
   RelayChaosInterruptedError,
   relayChaosFigureRows,
   renderRelayChaos,
+  renderShardTimeline,
   runRelayChaos,
 } from "../chaos/relay-chaos.js";
 import { CHAOS_DEFAULTS, ChaosInterruptedError, runChaos } from "../chaos/run-chaos.js";
@@ -242,7 +243,13 @@ export function chaosCommand(): Command {
         "--from-wal",
         "the relays read a replication slot of the run's own (wassal relay --from-wal): one streams, the others wait as standbys; without --store the run starts a private PostgreSQL server with wal_level = logical for its data (initdb, removed at the end)",
       )
-      .option("--timeout <ms>", "give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message)", integer(1000))
+      .option(
+        "--shards <n>",
+        "a sharded outbox (wassal/shards) of n shards, each a private PostgreSQL server of the run's own; each relay works every shard (wassal relay --shard …); one shard is crashed (pg_ctl stop -m immediate) mid-run and started again, and the report shows each shard's completions per second",
+        integer(...l.shards),
+      )
+      .option("--shard-down-ms <ms>", "with --shards: how long the crashed shard stays down", integer(...l.shardDownMs), 3000)
+      .option("--timeout <ms>", "give up waiting after this long (default: 30 s + the enqueue time + 20 ms per message + the shard's downtime)", integer(1000))
       .option("--keep", "keep the databases and the relays' and consumers' logs (their folder is printed)")
       .option("--json", "print one JSON object instead of the table")
       .addHelpText(
@@ -276,6 +283,8 @@ export function chaosCommand(): Command {
           consumerPauseEvery: number;
           ackWaitMs: number;
           fromWal?: boolean;
+          shards?: number;
+          shardDownMs: number;
           timeout?: number;
           keep?: boolean;
           json?: boolean;
@@ -283,6 +292,7 @@ export function chaosCommand(): Command {
           const result = await interruptible((signal) =>
             runRelayChaos({
               ...(o.fromWal ? { fromWal: true } : {}),
+              ...(o.shards === undefined ? {} : { shards: o.shards, shardDownMs: o.shardDownMs }),
               signal,
               store: o.store,
               broker: o.broker,
@@ -317,6 +327,7 @@ export function chaosCommand(): Command {
                 textTable(["figure", "value"], relayChaosFigureRows(result.figures)),
                 "",
                 renderRelayChaos(result),
+                ...(result.shards === null ? [] : [renderShardTimeline(result.shards), ""]),
                 result.workDir ? `kept: ${result.workDir}` : "",
                 result.passed
                   ? "PASSED: every message had exactly one effect, in each key's order"

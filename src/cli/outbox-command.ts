@@ -1,6 +1,6 @@
 // `wassal outbox`: operate an outbox on either store: stats, dead messages, redrive, cancel, purge.
 
-import { Command, Option } from "commander";
+import { Command } from "commander";
 import type { Cancelled, OutboxMessage, OutboxStats, TypeCount } from "../outbox/types.js";
 import { ShardedOutbox } from "../shards/sharded-outbox.js";
 import { InvalidArgumentError, MessageNotFoundError, MessageNotPendingError, MessageRunningError } from "../outbox/errors.js";
@@ -9,7 +9,7 @@ import { type OpenedOutbox, type OpenOutboxOptions, withOutbox } from "../stores
 import { EXIT } from "./exit-codes.js";
 import { integer, parseDuration } from "./options.js";
 import { err, field, out, printJson } from "./output.js";
-import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
+import { dbOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
 
 interface Common {
   db: string;
@@ -49,28 +49,17 @@ export function outboxCommand(): Command {
       "counts by state, pending messages per type (the 20 most numerous), oldest pending message, leases held and expired per owner; of one outbox (--db), or of a sharded one (--shard, each shard's and their sum)",
     )
     .addOption(dbOption())
-    .addOption(
-      new Option("--shard <url-or-path>", "a shard of a sharded outbox (wassal/shards), given once per shard, in shard order, instead of --db").argParser(
-        (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
-      ),
-    )
+    .addOption(shardOption())
     .addOption(schemaOption())
     .option("--json", "print JSON");
   outbox.addCommand(
     stats.action(async (options: Partial<Common> & { shard?: string[] }) => {
-      const shards = options.shard ?? [];
-      if (shards.length > 0 && stats.getOptionValueSource("db") === "cli") {
-        throw new InvalidArgumentError("give either --db (one outbox) or --shard once per shard (a sharded outbox), not both");
-      }
-      if (shards.length === 1)
-        throw new InvalidArgumentError("a sharded outbox has two or more shards: give --shard once for each (got one); for one outbox use --db");
-      if (shards.length > 1) {
-        await withOutboxes(shards, storeOptions(options, "read"), (opened) => printShardedStats(opened, options.json === true));
+      const target = outboxTarget(options, stats);
+      if (typeof target !== "string") {
+        await withOutboxes(target, storeOptions(options, "read"), (opened) => printShardedStats(opened, options.json === true));
         return;
       }
-      if (options.db === undefined)
-        throw new InvalidArgumentError("give the outbox's database: --db <url-or-path> (or WASSAL_DATABASE_URL), or --shard once per shard");
-      await withOutbox(options.db, storeOptions(options, "read"), async ({ store, location }) => {
+      await withOutbox(target, storeOptions(options, "read"), async ({ store, location }) => {
         const stats = await store.stats();
         const pendingByType = await store.pendingByType({ limit: 20 });
         const oldestPendingAgeMs = stats.oldestPendingCreatedAt ? stats.now.getTime() - stats.oldestPendingCreatedAt.getTime() : null;

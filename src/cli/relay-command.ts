@@ -7,9 +7,10 @@ import { createLogger } from "../observability/logging.js";
 import { PUBLISHER_SCHEMES } from "../relay/open-publisher.js";
 import { startRelay } from "../runtime/relay-runner.js";
 import { integer, typeList } from "./options.js";
-import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
+import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, shardOption, synchronousOption, withOptions } from "./shared-options.js";
 import { retentionInEffect } from "./retention-options.js";
 import { runUntilSignal } from "./until-signal.js";
+import type { Relay } from "../relay/relay.js";
 
 interface RelayCommandOptions extends RunnerFlags {
   to: string;
@@ -40,7 +41,8 @@ export function relayCommand(): Command {
     .join("\n");
   const command = new Command("relay")
     .description("publish the outbox's messages to a broker, completing each once the broker acknowledged it (until SIGTERM or SIGINT)")
-    .addOption(dbOption().makeOptionMandatory())
+    .addOption(dbOption())
+    .addOption(shardOption())
     .addOption(schemaOption())
     .addOption(synchronousOption())
     .requiredOption("--to <url>", "the broker: nats://host:port (JetStream), or an http(s) URL for webhooks")
@@ -59,7 +61,10 @@ export function relayCommand(): Command {
       typeList,
     )
     .addOption(new Option("--webhook-secret <whsec_…>", "Standard Webhooks signing secret, required for http(s)").env("WASSAL_WEBHOOK_SECRET"))
-    .option("--id-prefix <text>", "put in front of each message id the broker deduplicates on (give each outbox sharing a broker its own)")
+    .option(
+      "--id-prefix <text>",
+      "put in front of each message id the broker deduplicates on (give each outbox sharing a broker its own; with --shard, each shard's ids also get shard<n>- after it)",
+    )
     .option("--name <name>", "owner name written on the relay's leases (default: host-pid-random)")
     .option("--max-in-flight <n>", "messages published and awaiting the broker's acknowledgement at once", integer(1, 1000), 256)
     .option(
@@ -81,13 +86,13 @@ export function relayCommand(): Command {
   )
     .addHelpText(
       "after",
-      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nWhat it takes: --types; else every type when there is a --destination (for webhooks, the --to URL) or --own-destinations; else the --route types. It prints them at start ("takes"). A relay and a worker on one outbox must not take the same type: each message goes to one of them. To send a message to both, enqueue it to named subscribers (subscriptions() in the library) and give each its copies' types (order.placed@relay).\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  wassal relay --db postgres://app@db/app --from-wal --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used, --from-wal on a server without logical replication), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
+      `\nBrokers (--to):\n${schemes}\n\nWhere a message goes: its own destination (set at enqueue), else its type's --route, else --destination.\n\nWhat it takes: --types; else every type when there is a --destination (for webhooks, the --to URL) or --own-destinations; else the --route types. It prints them at start ("takes"). A relay and a worker on one outbox must not take the same type: each message goes to one of them. To send a message to both, enqueue it to named subscribers (subscriptions() in the library) and give each its copies' types (order.placed@relay).\n\nExamples:\n  wassal relay --db app.db --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  wassal relay --db postgres://app@db/app --from-wal --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  wassal relay --shard postgres://db-a/app --shard postgres://db-b/app --to nats://127.0.0.1:4222 --destination 'events.{type}'\n  WASSAL_WEBHOOK_SECRET=whsec_… wassal relay --db app.db --to https://example.com/hooks/{type}\n\nExit codes: 0 stopped by a signal, 2 bad input (an unknown URL scheme, a missing or short webhook secret, a database that cannot be used, --from-wal on a server without logical replication, no shard of --shard answering), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
-    .action(async (options: RelayCommandOptions) => {
+    .action(async (options: RelayCommandOptions, cmd: Command) => {
       const logger = createLogger(options.logLevel);
       await runUntilSignal(logger, "relay", async () => {
         const running = await startRelay({
-          ...runnerSettings(options),
+          ...runnerSettings(options, cmd),
           to: options.to,
           routes: {
             byType: options.route,
@@ -102,10 +107,10 @@ export function relayCommand(): Command {
           ...(options.fromWal === undefined ? {} : { fromWal: options.fromWal }),
           logger,
         });
-        const { relay } = running;
+        const [relay] = running.relays as [Relay<unknown>];
         logger.info(
           {
-            relay: relay.name,
+            relay: running.names.length > 1 ? running.names : relay.name,
             db: running.location,
             broker: running.broker,
             takes: relay.types ?? "every type",
@@ -114,13 +119,17 @@ export function relayCommand(): Command {
             metrics: running.metricsUrl,
             tracing: running.tracing,
             retention: retentionInEffect(options),
-            ...(running.wal === null ? {} : { fromWal: running.wal.feed.slot }),
+            ...(running.slot === null ? {} : { fromWal: running.slot }),
           },
           "relay started",
         );
         return {
           stop: () => running.stop(),
-          stoppingDetail: () => ({ inFlight: relay.worker.inFlight, graceMs: options.graceMs, published: relay.stats.published }),
+          stoppingDetail: () => ({
+            inFlight: running.relays.reduce((sum, r) => sum + r.worker.inFlight, 0),
+            graceMs: options.graceMs,
+            published: running.relays.reduce((sum, r) => sum + r.stats.published, 0),
+          }),
         };
       });
     });

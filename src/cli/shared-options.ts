@@ -1,6 +1,8 @@
 // Options several commands share.
 
-import { Option } from "commander";
+import { type Command, Option } from "commander";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import { redactUrl } from "../outbox/redact.js";
 import { LOG_LEVELS } from "../observability/logging.js";
 import { ON_COMPLETE_MODES, type OnComplete } from "../outbox/types.js";
 import { ownerTiming } from "../outbox/worker.js";
@@ -26,6 +28,32 @@ export function storeOptions(options: { readonly schema?: string; readonly synch
 
 export function dbOption(): Option {
   return new Option("--db <url-or-path>", `the database: ${BACKENDS.map((b) => `${b.shape} (${b.name})`).join(", ")}`).env("WASSAL_DATABASE_URL");
+}
+
+/** --shard, repeatable: the shards of a sharded outbox (wassal/shards), in shard order, instead of --db. */
+export function shardOption(): Option {
+  return new Option("--shard <url-or-path>", "a shard of a sharded outbox (wassal/shards), given once per shard, in shard order, instead of --db").argParser(
+    (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+  );
+}
+
+/**
+ * The outbox a command runs on: --db's, or the --shard list (two or more, each once, in shard
+ * order). Refuses both, neither, one shard, and a shard given twice, naming what to give.
+ */
+export function outboxTarget(options: { readonly db?: string; readonly shard?: readonly string[] }, command: Command): string | readonly string[] {
+  const shards = options.shard ?? [];
+  if (shards.length > 0 && command.getOptionValueSource("db") === "cli") {
+    throw new InvalidArgumentError("give either --db (one outbox) or --shard once per shard (a sharded outbox), not both");
+  }
+  if (shards.length === 1)
+    throw new InvalidArgumentError("a sharded outbox has two or more shards: give --shard once for each (got one); for one outbox use --db");
+  const twice = shards.find((shard, i) => shards.indexOf(shard) !== i);
+  if (twice !== undefined) throw new InvalidArgumentError(`--shard ${redactUrl(twice)} is given twice: give each shard once, in shard order`);
+  if (shards.length > 1) return shards;
+  if (options.db === undefined)
+    throw new InvalidArgumentError("give the outbox's database: --db <url-or-path> (or WASSAL_DATABASE_URL), or --shard once per shard");
+  return options.db;
 }
 
 export function schemaOption(): Option {
@@ -87,7 +115,8 @@ export function withOptions<C extends { addOption(option: Option): C }>(command:
 
 /** What runnerOptions (with --db, --schema, --synchronous and --name) parsed to, the --retain-* flags included. */
 export interface RunnerFlags extends RetentionFlags {
-  db: string;
+  db?: string;
+  shard?: string[];
   schema?: string;
   synchronous?: "FULL" | "NORMAL";
   name?: string;
@@ -106,7 +135,8 @@ export interface RunnerFlags extends RetentionFlags {
 const FLAG_NAMES = { heartbeatMs: "--heartbeat-ms", pollIntervalMs: "--poll-ms", ownerDeadAfterMs: "--owner-dead-after-ms" } as const;
 
 /** The settings every runner takes, from its flags, checked together before anything opens. */
-export function runnerSettings(flags: RunnerFlags) {
+export function runnerSettings(flags: RunnerFlags, command: Command) {
+  const db = outboxTarget(flags, command);
   const retention = retentionSettings(flags);
   const heartbeatMs = flags.heartbeatMs === 0 ? (false as const) : flags.heartbeatMs;
   ownerTiming(
@@ -114,7 +144,7 @@ export function runnerSettings(flags: RunnerFlags) {
     FLAG_NAMES,
   );
   return {
-    db: flags.db,
+    db,
     ...(flags.schema === undefined ? {} : { schema: flags.schema }),
     ...(flags.synchronous === undefined ? {} : { synchronous: flags.synchronous }),
     ...(flags.name === undefined ? {} : { name: flags.name }),

@@ -7,9 +7,27 @@ import { createLogger } from "../observability/logging.js";
 import { startPaymentsWorker } from "../runtime/payments-worker.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { integer, share as rate, typeList } from "./options.js";
-import { dbOption, type RunnerFlags, runnerOptions, runnerSettings, schemaOption, synchronousOption, withOptions } from "./shared-options.js";
+import {
+  dbOption,
+  outboxTarget,
+  type RunnerFlags,
+  runnerOptions,
+  runnerSettings,
+  schemaOption,
+  shardOption,
+  synchronousOption,
+  withOptions,
+} from "./shared-options.js";
 import { retentionInEffect } from "./retention-options.js";
 import { runUntilSignal } from "./until-signal.js";
+import type { Worker } from "../outbox/worker.js";
+
+/** --fault-stall-first watches one database: refused with shards. */
+function stallFirstDb(options: WorkerOptions, cmd: Command): string {
+  const target = outboxTarget(options, cmd);
+  if (typeof target !== "string") throw new InvalidArgumentError("--fault-stall-first is a testing aid for one outbox (--db): leave it out with --shard");
+  return target;
+}
 
 interface WorkerOptions extends RunnerFlags {
   concurrency: number;
@@ -34,7 +52,8 @@ export function workerCommand(): Command {
     .description(
       "process messages with your handlers (--handlers) or the payments demo's, until stopped (SIGTERM or SIGINT: graceful; a second signal: at once)",
     )
-    .addOption(dbOption().makeOptionMandatory())
+    .addOption(dbOption())
+    .addOption(shardOption())
     .addOption(schemaOption())
     .addOption(synchronousOption())
     .option("--name <name>", "owner name written on this worker's leases (default: host-pid-random)")
@@ -72,7 +91,7 @@ export function workerCommand(): Command {
     )
     .addHelpText(
       "after",
-      '\nExamples:\n  wassal worker --db app.db --handlers ./handlers.mjs   # your handlers; other types stay pending\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # the demo, in two terminals: they share the work\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.\n\nOpenTelemetry: preload your SDK setup (node --import ./instrumentation.mjs $(which wassal) worker …) and the worker traces each claim, handler and completion, continuing the trace of the request that enqueued the message (see docs/tracing.md).',
+      '\nExamples:\n  wassal worker --db app.db --handlers ./handlers.mjs   # your handlers; other types stay pending\n  wassal payments seed --db app.db --count 100\n  wassal worker --db app.db --concurrency 4      # the demo, in two terminals: they share the work\n  wassal worker --shard a.db --shard b.db --handlers ./handlers.mjs   # a sharded outbox: one worker per shard, in this process\n\nStarted with an IPC channel (child_process.fork, pm2\'s wait_ready), it sends "ready" there once it is claiming.\n\nOpenTelemetry: preload your SDK setup (node --import ./instrumentation.mjs $(which wassal) worker …) and the worker traces each claim, handler and completion, continuing the trace of the request that enqueued the message (see docs/tracing.md).',
     )
     .action(async (options: WorkerOptions, cmd: Command) => {
       if (options.handlers !== undefined) {
@@ -84,7 +103,7 @@ export function workerCommand(): Command {
       const logger = createLogger(options.logLevel);
       await runUntilSignal(logger, "worker", async () => {
         const running = await startPaymentsWorker({
-          ...runnerSettings(options),
+          ...runnerSettings(options, cmd),
           concurrency: options.concurrency,
           ...(options.handlers === undefined ? {} : { handlersModule: options.handlers }),
           ...(options.types === undefined ? {} : { types: options.types }),
@@ -99,14 +118,16 @@ export function workerCommand(): Command {
             ...(options.faultProviderTimeoutRate === undefined ? {} : { providerTimeoutRate: options.faultProviderTimeoutRate }),
             ...(options.faultLatencySpikeRate === undefined ? {} : { latencySpikeRate: options.faultLatencySpikeRate }),
             ...(options.faultLatencySpikeMs === undefined ? {} : { latencySpikeMs: options.faultLatencySpikeMs }),
-            ...(options.faultStallFirst ? { stallFirst: { db: options.db, ...(options.schema === undefined ? {} : { schema: options.schema }) } } : {}),
+            ...(options.faultStallFirst
+              ? { stallFirst: { db: stallFirstDb(options, cmd), ...(options.schema === undefined ? {} : { schema: options.schema }) } }
+              : {}),
           },
           logger,
         });
-        const { worker } = running;
+        const [worker] = running.workers as [Worker<unknown>];
         logger.info(
           {
-            worker: worker.name,
+            worker: running.names.length > 1 ? running.names : worker.name,
             db: running.location,
             types: worker.types,
             takes: worker.types ?? "every type",
@@ -119,7 +140,10 @@ export function workerCommand(): Command {
           },
           "worker started",
         );
-        return { stop: () => running.stop(), stoppingDetail: () => ({ inFlight: worker.inFlight, graceMs: options.graceMs }) };
+        return {
+          stop: () => running.stop(),
+          stoppingDetail: () => ({ inFlight: running.workers.reduce((sum, w) => sum + w.inFlight, 0), graceMs: options.graceMs }),
+        };
       });
     });
 }

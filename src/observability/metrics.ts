@@ -215,7 +215,10 @@ export function checkMetricsAddress(port: number, host = "127.0.0.1"): Promise<v
   return checkListenAddress(host, port, METRICS_NAMES);
 }
 
-export async function serveMetrics(registry: Registry, port: number, host = "127.0.0.1"): Promise<Server> {
+/** What the metrics server reads at each scrape: a registry, or several read as one. */
+export type MetricsSource = Pick<Registry, "metrics" | "contentType">;
+
+export async function serveMetrics(registry: MetricsSource, port: number, host = "127.0.0.1"): Promise<Server> {
   const server = createServer((request, response) => {
     if (request.url !== "/metrics") {
       response.writeHead(404, { "content-type": "text/plain" }).end("see /metrics\n");

@@ -1,20 +1,24 @@
 // What every long-running command (the worker, the relay) sets up around its store, the same way:
 // its options in common, logs and metrics from the store's events, the metrics server, and the
-// built-in retention (retention.ts) when asked for.
+// built-in retention (retention.ts) when asked for; for one store, or for each shard of a sharded one.
 
 import type { Logger } from "pino";
-import type { Registry } from "prom-client";
+import { AggregatorRegistry, collectDefaultMetrics, Registry } from "prom-client";
 import type { RetryPolicy } from "../outbox/retry.js";
 import type { OutboxStore } from "../outbox/store.js";
 import { logEvents } from "../observability/logging.js";
-import { outboxMetrics, serveMetrics } from "../observability/metrics.js";
+import { type MetricsSource, outboxMetrics, serveMetrics } from "../observability/metrics.js";
+import type { Retention } from "../outbox/retention.js";
 import type { OpenOutboxOptions } from "../stores/open-outbox.js";
 import { type RetentionSettings, runRetention } from "./retention.js";
 
 /** The options a worker and a relay share. */
 export interface RunnerOptions extends OpenOutboxOptions {
-  /** A SQLite file path or a postgres:// URL. */
-  readonly db: string;
+  /**
+   * A SQLite file path or a server's URL; or the shards of a sharded outbox (wassal/shards), in
+   * shard order, each run by its own worker or relay in this process, named <name>-shard<n>.
+   */
+  readonly db: string | readonly string[];
   /** The owner name on its leases (default: host-pid-random). */
   readonly name?: string;
   readonly leaseMs?: number;
@@ -32,37 +36,105 @@ export interface RunnerOptions extends OpenOutboxOptions {
   readonly logger: Logger;
 }
 
+/** The databases a runner opens: the one, or the shards in order. */
+export function outboxDbs(db: RunnerOptions["db"]): readonly string[] {
+  return typeof db === "string" ? [db] : db;
+}
+
+/** The owner name on a shard's leases: the runner's name, with -shard<n> when there are shards. */
+export function shardName(name: string, shard: number, dbs: readonly string[]): string {
+  return dbs.length > 1 ? `${name}-shard${shard}` : name;
+}
+
+/** A shard's logger: its lines carry the shard's number when there are shards. */
+export function shardLogger(logger: Logger, shard: number, dbs: readonly string[]): Logger {
+  return dbs.length > 1 ? logger.child({ shard }) : logger;
+}
+
 export interface Observed {
+  /** The registry of what the process counts as a whole (the relay's publishes). */
   readonly registry: Registry;
+  /**
+   * Each store's own registry, in shard order: its outbox and retention metrics, and anything else
+   * of that store (a WAL relay's slot). With one store, the one registry above; with shards, one
+   * each, labelled shard="<n>".
+   */
+  readonly registries: readonly Registry[];
   /** The metrics server's address, when serving. */
   readonly metricsUrl: string | null;
-  /** Stops retention (after its current batch), logging and counting, and closes the metrics server. */
+  /**
+   * Logs and counts shard `shard`'s store events (with one store: shard 0) and runs the retention
+   * asked for on it; the function returned undoes that and empties the shard's registry.
+   */
+  attach(shard: number, store: OutboxStore<unknown>): () => Promise<void>;
+  /** Stops every retention (after its current batch), logging and counting, and closes the metrics server. */
   close(): Promise<void>;
 }
 
-/** Logs and counts the store's events, serves the metrics when a port is given, and runs the retention asked for. */
-export async function observe(
-  store: OutboxStore<unknown>,
-  options: Pick<RunnerOptions, "metricsPort" | "metricsHost" | "logger" | "retention">,
-): Promise<Observed> {
-  const detachLogs = logEvents(store.events, options.logger);
-  const metrics = outboxMetrics(store.events, { countByStatus: () => store.countByStatus(), processMetrics: true });
+/**
+ * The process's logs and metrics over `shards` stores (1: one outbox): serves the metrics when a
+ * port is given; each store is attached once it is open. One store: one registry, as ever.
+ * Several (the shards of a sharded outbox, in order): each shard's series carry a shard="<n>"
+ * label and its log lines a shard field, served together on the one port.
+ */
+export async function observe(shards: number, options: Pick<RunnerOptions, "metricsPort" | "metricsHost" | "logger" | "retention">): Promise<Observed> {
+  const sharded = shards > 1;
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const registries = sharded
+    ? Array.from({ length: shards }, (_, shard) => {
+        const own = new Registry();
+        own.setDefaultLabels({ shard: String(shard) });
+        return own;
+      })
+    : [registry];
+  const attached = new Set<() => Promise<void>>();
   let server: Awaited<ReturnType<typeof serveMetrics>> | undefined;
-  let retention: ReturnType<typeof runRetention>;
-  const close = async () => {
-    await retention?.stop();
-    detachLogs();
-    metrics.detach();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-  };
-  try {
-    if (options.metricsPort !== undefined) server = await serveMetrics(metrics.registry, options.metricsPort, options.metricsHost);
-    retention = runRetention(store, options.retention, { logger: options.logger, registry: metrics.registry });
-  } catch (error) {
-    await close();
-    throw error;
+  if (options.metricsPort !== undefined) {
+    server = await serveMetrics(sharded ? mergedRegistries([registry, ...registries]) : registry, options.metricsPort, options.metricsHost);
   }
   const address = server?.address();
   const metricsUrl = address && typeof address === "object" ? `http://${address.address}:${address.port}/metrics` : null;
-  return { registry: metrics.registry, metricsUrl, close };
+  return {
+    registry,
+    registries,
+    metricsUrl,
+    attach(shard, store) {
+      const logger = sharded ? options.logger.child({ shard }) : options.logger;
+      const own = registries[shard] as Registry;
+      const detachLogs = logEvents(store.events, logger);
+      const metrics = outboxMetrics(store.events, { registry: own, countByStatus: () => store.countByStatus() });
+      let retention: Retention | undefined;
+      const detach = async () => {
+        attached.delete(detach);
+        await retention?.stop();
+        detachLogs();
+        metrics.detach();
+        if (sharded) own.clear();
+      };
+      attached.add(detach);
+      try {
+        retention = runRetention(store, options.retention, { logger, registry: own });
+      } catch (error) {
+        void detach();
+        throw error;
+      }
+      return detach;
+    },
+    async close() {
+      await Promise.all([...attached].map((detach) => detach()));
+      await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    },
+  };
+}
+
+/** The registries read together at each scrape: each metric once, with every registry's series (told apart by their default labels). */
+function mergedRegistries(registries: readonly Registry[]): MetricsSource {
+  return {
+    contentType: (registries[0] as Registry).contentType,
+    async metrics() {
+      const all = await Promise.all(registries.map((registry) => registry.getMetricsAsJSON()));
+      return AggregatorRegistry.aggregate(all).metrics();
+    },
+  };
 }

@@ -10,7 +10,9 @@ import { flushRegisteredTracing, registeredOtelTracing } from "../observability/
 import { openOutbox } from "../stores/open-outbox.js";
 import { importHandlers } from "./handlers-module.js";
 import { warnNearMisses } from "./near-miss.js";
-import { type Observed, observe, type RunnerOptions } from "./observed.js";
+import { redactUrl } from "../outbox/redact.js";
+import { observe, outboxDbs, type RunnerOptions, shardLogger, shardName } from "./observed.js";
+import { type RunningShards, type ShardUnit, startShardUnits } from "./shard-units.js";
 import type { PaymentsHandlerSettings, WorkerFaults } from "./payments-handlers.js";
 
 export type { WorkerFaults } from "./payments-handlers.js";
@@ -39,7 +41,11 @@ export interface PaymentsWorkerOptions extends RunnerOptions {
 }
 
 export interface RunningPaymentsWorker {
-  readonly worker: Worker<unknown>;
+  /** The workers' names (the owner on their leases), in shard order: the one, or <name>-shard<n> each. */
+  readonly names: readonly string[];
+  /** The workers running now, in shard order: with shards, one whose server has not answered yet is missing. */
+  readonly workers: readonly Worker<unknown>[];
+  /** The database's location (its path, or its URL without the password), or the shards' in order. */
   readonly location: string;
   /** The metrics server's address, when serving. */
   readonly metricsUrl: string | null;
@@ -49,68 +55,104 @@ export interface RunningPaymentsWorker {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** One shard's worker (or the one worker) with its open store. */
+interface WorkerUnit extends ShardUnit {
+  readonly worker: Worker<unknown>;
+}
+
 export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promise<RunningPaymentsWorker> {
   // The module first: one that is missing or exports no handlers is refused before anything opens.
   const makeHandlers = await importHandlers(options.handlersModule ?? PAYMENTS_HANDLERS);
+  const dbs = outboxDbs(options.db);
   const name = options.name ?? defaultWorkerName();
   // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded, or by the handlers module).
   const tracing = registeredOtelTracing();
   // A metrics address that cannot serve is refused before the database is opened (or created).
   if (options.metricsPort !== undefined) await checkMetricsAddress(options.metricsPort, options.metricsHost);
-  const outbox = await openOutbox(options.db, {
-    ...options,
-    applicationName: `wassal-worker-${name}`.slice(0, 63),
-    ...(tracing === undefined ? {} : { tracing }),
-  });
-  const { store } = outbox;
-  let observed: Observed | undefined;
-  try {
-    // The payments demo is a handlers module too, loaded the same way; its settings are the demo's flags.
-    const settings: PaymentsHandlerSettings = {
-      ...(options.providerLatencyMs === undefined ? {} : { providerLatencyMs: options.providerLatencyMs }),
-      ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
-      ...(options.faults === undefined ? {} : { faults: options.faults }),
-    };
-    const { handlers, perType } = await makeHandlers({
-      store,
-      logger: options.logger,
-      ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
-    });
-    observed = await observe(store, options);
-    const worker = new Worker({
-      store,
-      name,
-      handlers,
-      ...(options.types === undefined ? {} : { types: options.types }),
-      ...(perType === undefined ? {} : { perType }),
-      ...(options.maxProcessingMs === undefined ? {} : { maxProcessingMs: options.maxProcessingMs }),
-      ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
-      ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
-      ...(options.retry === undefined ? {} : { retry: options.retry }),
-      ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
-      ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
-      ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
+  // The payments demo is a handlers module too, loaded the same way; its settings are the demo's flags.
+  const settings: PaymentsHandlerSettings = {
+    ...(options.providerLatencyMs === undefined ? {} : { providerLatencyMs: options.providerLatencyMs }),
+    ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
+    ...(options.faults === undefined ? {} : { faults: options.faults }),
+  };
+  const observed = await observe(dbs.length, options);
+  /** Each shard's location: the opened store's once it is open (a SQLite path made absolute). */
+  const locations = dbs.map((db) => redactUrl(db));
+  const up = async (db: string, shard: number): Promise<WorkerUnit> => {
+    const shardLog = shardLogger(options.logger, shard, dbs);
+    const outbox = await openOutbox(db, {
+      ...options,
+      applicationName: `wassal-worker-${shardName(name, shard, dbs)}`.slice(0, 63),
       ...(tracing === undefined ? {} : { tracing }),
     });
-    await warnNearMisses(store, worker.types, options.logger);
-    await worker.start();
-    const running = observed;
-    return {
-      worker,
-      location: outbox.location,
-      metricsUrl: running.metricsUrl,
-      tracing: tracing !== undefined,
-      async stop(graceMs) {
-        await worker.stop(graceMs === undefined ? {} : { graceMs });
-        await running.close();
-        await outbox.close();
-        if (tracing !== undefined) await flushRegisteredTracing();
-      },
-    };
+    locations[shard] = outbox.location;
+    const { store } = outbox;
+    let detach: (() => Promise<void>) | undefined;
+    let worker: Worker<unknown> | undefined;
+    try {
+      // Each shard's handlers are made with its own store (a handler's context.store is its shard's).
+      const { handlers, perType } = await makeHandlers({
+        store,
+        logger: shardLog,
+        ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
+      });
+      detach = observed.attach(shard, store);
+      worker = new Worker({
+        store,
+        name: shardName(name, shard, dbs),
+        handlers,
+        ...(options.types === undefined ? {} : { types: options.types }),
+        ...(perType === undefined ? {} : { perType }),
+        ...(options.maxProcessingMs === undefined ? {} : { maxProcessingMs: options.maxProcessingMs }),
+        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+        ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+        ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
+        ...(options.retry === undefined ? {} : { retry: options.retry }),
+        ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+        ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+        ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
+        ...(tracing === undefined ? {} : { tracing }),
+      });
+      await warnNearMisses(store, worker.types, shardLog);
+      await worker.start();
+      const started = worker;
+      const detachThis = detach;
+      return {
+        worker: started,
+        async stop(graceMs) {
+          await started.stop(graceMs === undefined ? {} : { graceMs });
+          await detachThis();
+          await outbox.close();
+        },
+      };
+    } catch (error) {
+      await worker?.stop({ graceMs: 0 }).catch(() => undefined);
+      await detach?.();
+      await outbox.close();
+      throw error;
+    }
+  };
+  let shards: RunningShards<WorkerUnit>;
+  try {
+    shards = await startShardUnits(dbs, up, { logger: options.logger, describe: redactUrl });
   } catch (error) {
-    await observed?.close();
-    await outbox.close();
+    await observed.close();
     throw error;
   }
+  return {
+    names: dbs.map((_, shard) => shardName(name, shard, dbs)),
+    get workers() {
+      return shards.units.flatMap((unit) => (unit === undefined ? [] : [unit.worker]));
+    },
+    get location() {
+      return locations.join(", ");
+    },
+    metricsUrl: observed.metricsUrl,
+    tracing: tracing !== undefined,
+    async stop(graceMs) {
+      await shards.stop(graceMs);
+      await observed.close();
+      if (tracing !== undefined) await flushRegisteredTracing();
+    },
+  };
 }

@@ -14,8 +14,11 @@ import { backendFor } from "../stores/backends.js";
 import { redactUrl } from "../outbox/redact.js";
 import { openWalFeed } from "../stores/postgres/wal-feed.js";
 import type { Logger } from "../observability/logging.js";
+import type { Registry } from "prom-client";
 import { warnNearMisses } from "./near-miss.js";
-import { type Observed, observe, type RunnerOptions } from "./observed.js";
+import { type Observed, observe, outboxDbs, type RunnerOptions, shardLogger, shardName } from "./observed.js";
+import { type ShardUnit, startShardUnits } from "./shard-units.js";
+import { shardIdPrefix } from "../shards/key-hash.js";
 
 /** The log line of a re-publish the broker recognised (after a relay stopped between its ack and the completion). */
 export const RE_PUBLISHED = "re-published; the broker already had it (its duplicate window absorbed it)";
@@ -43,9 +46,13 @@ export interface RelayRunnerOptions extends RunnerOptions {
 }
 
 export interface RunningRelay {
-  readonly relay: Relay<unknown>;
-  /** The WAL relay around it, when it reads a replication slot (--from-wal). */
-  readonly wal: WalRelay<unknown> | null;
+  /** The relays' names (the owner on their leases), in shard order: the one, or <name>-shard<n> each. */
+  readonly names: readonly string[];
+  /** The relays running now, in shard order: with shards, one whose server has not answered yet is missing. */
+  readonly relays: readonly Relay<unknown>[];
+  /** The replication slot each relay reads (--from-wal), or null when they poll. */
+  readonly slot: string | null;
+  /** The database's location (its path, or its URL without the password), or the shards' in order. */
   readonly location: string;
   readonly broker: string;
   readonly metricsUrl: string | null;
@@ -55,8 +62,14 @@ export interface RunningRelay {
   stop(): Promise<void>;
 }
 
+/** One shard's relay (or the one relay) with its open store. */
+interface RelayUnit extends ShardUnit {
+  readonly relay: Relay<unknown>;
+}
+
 export async function startRelay(options: RelayRunnerOptions): Promise<RunningRelay> {
   const { logger } = options;
+  const dbs = outboxDbs(options.db);
   const broker = redactTarget(options.to);
   const target = publisherTarget(options.to, {
     ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
@@ -78,100 +91,157 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
     );
   }
   const types = routedTypes(options.types ?? (everyType ? undefined : routed), routes);
-  if (options.fromWal !== undefined && backendFor(options.db).name !== "postgres") {
+  const notPostgres = dbs.find((db) => backendFor(db).name !== "postgres");
+  if (options.fromWal !== undefined && notPostgres !== undefined) {
     throw new InvalidArgumentError(
-      `--from-wal reads a PostgreSQL replication slot, and ${redactUrl(options.db)} is a ${backendFor(options.db).name} database: run the relay without --from-wal (it polls)`,
+      `--from-wal reads a PostgreSQL replication slot, and ${redactUrl(notPostgres)} is a ${backendFor(notPostgres).name} database: run the relay without --from-wal (it polls)`,
     );
   }
   const name = options.name ?? defaultWorkerName();
   // Traced when an OpenTelemetry SDK registered a tracer provider (preloaded with node --import).
   const tracing = registeredOtelTracing();
   if (options.metricsPort !== undefined) await checkMetricsAddress(options.metricsPort, options.metricsHost); // before the database is opened
-  const outbox = await openOutbox(options.db, { ...options, mustExist: true, applicationName: `wassal-relay-${name}`.slice(0, 63) });
-  const { store } = outbox;
   let observed: Observed | undefined;
   let publisher: Awaited<ReturnType<typeof target.open>> | undefined;
-  let wal: WalRelay<unknown> | null = null;
   try {
-    observed = await observe(store, options);
-    const count = relayMetrics(observed.registry);
-    publisher = await target.open();
-    const relayOptions: RelayOptions<unknown> = {
-      store,
-      publisher,
-      routes,
-      ...(types === undefined ? {} : { types }),
-      name,
-      ...(options.idPrefix === undefined ? {} : { idPrefix: options.idPrefix }),
-      ...(options.maxInFlight === undefined ? {} : { maxInFlight: options.maxInFlight }),
-      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
-      ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
-      ...(options.retry === undefined ? {} : { retry: options.retry }),
-      ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
-      ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
-      ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
-      ...(tracing === undefined ? {} : { tracing }),
-      onEvent: (event) => {
-        count(event);
-        if (event.type === "broker-unavailable") {
-          logger.warn(
-            { messageId: event.messageId, retryInMs: event.retryInMs, error: event.error },
-            "broker unreachable; holding the message and publishing again",
-          );
-        } else if (event.duplicate) {
-          logger.warn({ messageId: event.messageId, destination: event.destination }, RE_PUBLISHED);
-        } else {
-          logger.debug({ messageId: event.messageId, destination: event.destination }, "published");
-        }
-      },
+    const running = await observe(dbs.length, options);
+    observed = running;
+    const count = relayMetrics(running.registry);
+    /** Opened once, after the first database (a database that cannot be used is said before the broker is tried). */
+    let opening: Promise<Awaited<ReturnType<typeof target.open>>> | undefined;
+    const openPublisher = () => {
+      opening ??= target.open().then((opened) => {
+        publisher = opened;
+        return opened;
+      });
+      return opening;
     };
-    /** Resolves at the first "slot-busy": the relay then waits for the slot as a standby. */
-    let slotBusy!: () => void;
-    const standby = new Promise<"standby">((resolve) => {
-      slotBusy = () => resolve("standby");
-    });
-    if (options.fromWal !== undefined) {
-      const feed = openWalFeed({
-        url: options.db,
-        ...(options.schema === undefined ? {} : { schema: options.schema }),
-        ...(options.fromWal === true ? {} : { slot: options.fromWal }),
-      });
-      wal = new WalRelay({
-        ...relayOptions,
-        feed,
-        onFeedEvent: (event) => {
-          logFeedEvent(logger, event);
-          if (event.type === "slot-busy") slotBusy();
-        },
-      });
-      slotMetrics(observed.registry, () => feed.lag());
-    }
-    const relay = wal?.relay ?? new Relay(relayOptions);
-    await warnNearMisses(store, relay.types, logger);
-    if (wal === null) await relay.start();
-    else await startWal(wal, standby, logger);
-    const opened = publisher;
-    const running = observed;
+    const onEvent: RelayOptions<unknown>["onEvent"] = (event) => {
+      count(event);
+      if (event.type === "broker-unavailable") {
+        logger.warn(
+          { messageId: event.messageId, retryInMs: event.retryInMs, error: event.error },
+          "broker unreachable; holding the message and publishing again",
+        );
+      } else if (event.duplicate) {
+        logger.warn({ messageId: event.messageId, destination: event.destination }, RE_PUBLISHED);
+      } else {
+        logger.debug({ messageId: event.messageId, destination: event.destination }, "published");
+      }
+    };
+    /** The slot the WAL relays read (the same name on each shard), once one is made. */
+    let slot: string | null = null;
+    /** Each shard's location: the opened store's once it is open (a SQLite path made absolute). */
+    const locations = dbs.map((db) => redactUrl(db));
+    const up = async (db: string, shard: number): Promise<RelayUnit> => {
+      const shardLog = shardLogger(logger, shard, dbs);
+      const outbox = await openOutbox(db, { ...options, mustExist: true, applicationName: `wassal-relay-${shardName(name, shard, dbs)}`.slice(0, 63) });
+      locations[shard] = outbox.location;
+      let opened: Awaited<ReturnType<typeof target.open>>;
+      try {
+        opened = await openPublisher();
+      } catch (error) {
+        await outbox.close();
+        throw error;
+      }
+      let detach: (() => Promise<void>) | undefined;
+      let runner: Relay<unknown> | WalRelay<unknown> | undefined;
+      try {
+        detach = running.attach(shard, outbox.store);
+        // Each shard numbers its messages on its own: its ids at the broker carry the shard.
+        const idPrefix = dbs.length > 1 ? shardIdPrefix(shard, options.idPrefix) : options.idPrefix;
+        const relayOptions: RelayOptions<unknown> = {
+          store: outbox.store,
+          publisher: opened,
+          routes,
+          ...(types === undefined ? {} : { types }),
+          name: shardName(name, shard, dbs),
+          ...(idPrefix === undefined ? {} : { idPrefix }),
+          ...(options.maxInFlight === undefined ? {} : { maxInFlight: options.maxInFlight }),
+          ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+          ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
+          ...(options.retry === undefined ? {} : { retry: options.retry }),
+          ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+          ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+          ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
+          ...(tracing === undefined ? {} : { tracing }),
+          onEvent,
+        };
+        let relay: Relay<unknown>;
+        if (options.fromWal !== undefined) {
+          const feed = openWalFeed({
+            url: db,
+            ...(options.schema === undefined ? {} : { schema: options.schema }),
+            ...(options.fromWal === true ? {} : { slot: options.fromWal }),
+          });
+          /** Resolves at the first "slot-busy": the relay then waits for its slot as a standby. */
+          let slotBusy!: () => void;
+          const standby = new Promise<"standby">((resolve) => {
+            slotBusy = () => resolve("standby");
+          });
+          const wal = new WalRelay({
+            ...relayOptions,
+            feed,
+            onFeedEvent: (event) => {
+              logFeedEvent(shardLog, event);
+              if (event.type === "slot-busy") slotBusy();
+            },
+          });
+          runner = wal;
+          relay = wal.relay;
+          slot = feed.slot;
+          slotMetrics(running.registries[shard] as Registry, () => feed.lag());
+          await warnNearMisses(outbox.store, relay.types, shardLog);
+          await startWal(wal, standby, shardLog);
+        } else {
+          relay = new Relay(relayOptions);
+          runner = relay;
+          await warnNearMisses(outbox.store, relay.types, shardLog);
+          await relay.start();
+        }
+        const started = runner;
+        const detachThis = detach;
+        return {
+          relay,
+          async stop(graceMs) {
+            await started.stop(graceMs === undefined ? {} : { graceMs });
+            await detachThis();
+            await outbox.close();
+          },
+        };
+      } catch (error) {
+        await runner?.stop({ graceMs: 0 }).catch(() => undefined);
+        await detach?.();
+        await outbox.close();
+        throw error;
+      }
+    };
+    const shards = await startShardUnits(dbs, up, { logger, describe: redactUrl });
+    const opened = await openPublisher();
     return {
-      relay,
-      wal,
-      location: outbox.location,
+      names: dbs.map((_, shard) => shardName(name, shard, dbs)),
+      get relays() {
+        return shards.units.flatMap((unit) => (unit === undefined ? [] : [unit.relay]));
+      },
+      get slot() {
+        return slot;
+      },
+      get location() {
+        return locations.join(", ");
+      },
       broker: opened.description,
       metricsUrl: running.metricsUrl,
       tracing: tracing !== undefined,
       async stop() {
-        await (wal ?? relay).stop();
+        await shards.stop();
         await opened.close();
         await running.close();
-        await outbox.close();
         if (tracing !== undefined) await flushRegisteredTracing();
       },
     };
   } catch (error) {
-    await wal?.stop({ graceMs: 0 });
     await publisher?.close();
     await observed?.close();
-    await outbox.close();
     throw error;
   }
 }

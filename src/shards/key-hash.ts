@@ -40,3 +40,13 @@ export function jumpShard(hash: bigint, shards: number): number {
 export function shardOfKey(key: string, shards: number): number {
   return jumpShard(keyHash(key), shards);
 }
+
+/**
+ * The prefix of shard `shard`'s message ids at a broker that several shards publish to: "shard<n>-",
+ * after the relays' own prefix. Each shard numbers its messages on its own, so without it two
+ * shards' message 7 would share one id, and the broker's duplicate window (and a consumer's inbox)
+ * would drop the second as a repeat: a lost message.
+ */
+export function shardIdPrefix(shard: number, idPrefix = ""): string {
+  return `${idPrefix}shard${shard}-`;
+}

@@ -6,7 +6,7 @@
 
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import { countInversions, judgeRelayChaos } from "../../src/chaos/relay-chaos.js";
+import { countInversions, judgeRelayChaos, judgeShardOutage, renderShardTimeline, shardTimeline } from "../../src/chaos/relay-chaos.js";
 import { requireBuiltCli, ROOT, runCli } from "../support/cli.js";
 import { postgresAvailable, TEST_DATABASE_URL } from "../support/postgres.js";
 import { natsAvailable, rabbitAvailable, redisAvailable } from "../support/services.js";
@@ -22,6 +22,53 @@ const RABBIT = await rabbitAvailable();
 const REDIS = await redisAvailable();
 
 beforeAll(requireBuiltCli);
+
+describe("a sharded run's timeline and its outage check", () => {
+  // Shard 1 down from 1.5 s to 4.2 s; samples every half second of each shard's processed count.
+  const outage = { shard: 1, downAt: 1.5, upAt: 4.2 };
+  const sample = (at: number, zero: number | null, one: number | null) => ({ at, processed: [zero, one] });
+
+  it("counts each shard's completions per second from its samples, null for a second it never answered", () => {
+    const samples = [
+      sample(0.5, 5, 4),
+      sample(1, 10, 8),
+      sample(1.5, 15, null),
+      sample(2, 20, null),
+      sample(2.5, 25, null),
+      sample(3, 31, null),
+      sample(3.5, 36, null),
+      sample(4, 40, null),
+      sample(4.5, 45, 30),
+    ];
+    const timeline = shardTimeline(2, outage, samples);
+    expect(timeline.perSecond).toEqual([
+      { second: 1, completed: [10, 8] },
+      { second: 2, completed: [10, null] },
+      { second: 3, completed: [11, null] },
+      { second: 4, completed: [9, null] },
+      { second: 5, completed: [5, 22] },
+    ]);
+    // Whole seconds 2–3 and 3–4 lie inside the outage: shard 0 completed 20 then.
+    expect(judgeShardOutage(timeline)).toEqual([
+      { name: "shard 1 answered again after its crash", observed: 1, expected: "1", ok: true },
+      { name: "shard 0: messages completed while shard 1 was down (2 whole seconds)", observed: 20, expected: "> 0", ok: true },
+    ]);
+    expect(renderShardTimeline(timeline)).toContain("shard 1 crashed at 1.5 s, answered again at 4.2 s");
+    expect(renderShardTimeline(timeline)).toMatch(/^3 +11 +- *$/m);
+  });
+
+  it("fails when another shard stalled through the outage, when the shard never came back, and when no shard was crashed", () => {
+    const stalled = shardTimeline(2, outage, [sample(1, 10, 8), sample(2, 12, null), sample(3, 12, null), sample(4, 12, null), sample(5, 20, 30)]);
+    expect(
+      judgeShardOutage(stalled)
+        .filter((r) => !r.ok)
+        .map((r) => [r.name, r.observed]),
+    ).toEqual([["shard 0: messages completed while shard 1 was down (2 whole seconds)", 0]]);
+    const neverBack = judgeShardOutage(shardTimeline(2, { ...outage, upAt: null }, [sample(1, 10, 8), sample(2, 20, null), sample(3, 30, null)]));
+    expect(neverBack.find((r) => r.name === "shard 1 answered again after its crash")?.ok).toBe(false);
+    expect(judgeShardOutage(shardTimeline(2, null, [sample(1, 10, 8)]))).toEqual([{ name: "a shard crashed mid-run", observed: 0, expected: "1", ok: false }]);
+  });
+});
 
 describe("the relay chaos run's judge", () => {
   const enqueued = [
@@ -139,6 +186,11 @@ interface RelayChaosJson {
   };
   rows: { name: string; observed: number; ok: boolean }[];
   examples: string[];
+  shards: {
+    shards: number;
+    outage: { shard: number; downAt: number; upAt: number | null } | null;
+    perSecond: { second: number; completed: (number | null)[] }[];
+  } | null;
 }
 
 /** 2 relays, 30 keys; the relays killed every 200 ms and paused past their 500 ms lease every 600 ms. */
@@ -292,6 +344,39 @@ describe.skipIf(!NATS)("wassal chaos relay --broker nats-cluster (short)", () =>
       const result = await relayChaos(["--broker", "nats-cluster", "--messages", "600", "--rate", "300"]);
       expect(result.figures.consumerApplied).toBe(600);
       expect(result.figures.streamMessages).toBe(600);
+    },
+    RUN_MS,
+  );
+});
+
+describe.skipIf(!NATS || !PG)("wassal chaos relay --shards (short)", () => {
+  it(
+    "2 shards on private PostgreSQL servers, one crashed and started again, the NATS cluster's leader killed, relays killed and paused: every message one effect, in each key's order, and the other shard kept flowing",
+    async () => {
+      const result = await relayChaos([
+        "--shards",
+        "2",
+        "--broker",
+        "nats-cluster",
+        "--messages",
+        "800",
+        "--rate",
+        "200",
+        "--shard-down-ms",
+        "2500",
+        ...GENTLER_RELAY_FAULTS,
+      ]);
+      expect(result.figures.consumerApplied).toBe(800);
+      expect(result.location).toMatch(/^2 shards \(postgres:\/\/postgres@127\.0\.0\.1:\d+\/test, postgres:\/\/postgres@127\.0\.0\.1:\d+\/test\)/);
+      const { outage, perSecond } = result.shards ?? { outage: null, perSecond: [] };
+      expect(outage?.upAt).toBeGreaterThan(outage?.downAt ?? Number.POSITIVE_INFINITY);
+      const other = 1 - (outage?.shard ?? 0);
+      const during = result.rows.find((r) => r.name.startsWith(`shard ${other}: messages completed while shard ${outage?.shard} was down`));
+      expect(during?.observed).toBeGreaterThan(0);
+      // Every message counted on its shard's timeline.
+      const total = perSecond.reduce((sum, s) => sum + (s.completed[0] ?? 0) + (s.completed[1] ?? 0), 0);
+      expect(total).toBeLessThanOrEqual(800);
+      expect(total).toBeGreaterThan(0);
     },
     RUN_MS,
   );

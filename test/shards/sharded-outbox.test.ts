@@ -11,6 +11,8 @@ import type { OutboxMessage } from "../../src/outbox/types.js";
 import { shardOfKey } from "../../src/shards/key-hash.js";
 import { ShardedOutbox } from "../../src/shards/sharded-outbox.js";
 import { ShardWorkers } from "../../src/shards/shard-workers.js";
+import { ShardRelays } from "../../src/relay/shard-relays.js";
+import type { OutgoingMessage, Publisher } from "../../src/relay/publisher.js";
 import { AddShardsRefusedError, addShards, planAddShards } from "../../src/shards/add-shards.js";
 import { PostgresOutboxStore, type PostgresTx } from "../../src/stores/postgres/postgres-outbox-store.js";
 import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
@@ -141,6 +143,38 @@ describe("a sharded outbox on three SQLite files", () => {
       await workers.stop();
     }
     for (const key of keys) expect(done[key]).toEqual([0, 1, 2, 3, 4]);
+  });
+});
+
+describe("a relay per shard, one broker", () => {
+  it("publishes every shard's messages once, each shard's ids prefixed, where unprefixed ids collide and the broker's window would drop them", async () => {
+    const outbox = await sqliteShards(2);
+    for (let n = 0; n < 30; n += 1) await outbox.enqueue({ type: "step", key: `k${n % 6}`, payload: { n } });
+    const plain = await Promise.all(outbox.shards.map(async (store) => (await store.listMessages()).map((m) => m.id)));
+    // Each shard numbers its messages from 1: the same ids on both.
+    expect(plain[0]?.filter((id) => plain[1]?.includes(id)).length).toBeGreaterThan(0);
+    // A broker with a duplicate window: an id it has seen is acknowledged as a duplicate and not stored again.
+    const stored = new Map<string, OutgoingMessage>();
+    const publisher: Publisher = {
+      description: "a broker with a duplicate window",
+      async publish(message) {
+        const duplicate = stored.has(message.id);
+        if (!duplicate) stored.set(message.id, message);
+        return { duplicate };
+      },
+      async close() {},
+    };
+    const relays = new ShardRelays(outbox, { publisher, routes: { default: "events.{type}" }, name: "fan", idPrefix: "orders-", pollIntervalMs: 20 });
+    expect(relays.relays.map((relay) => relay.name)).toEqual(["fan-shard0", "fan-shard1"]);
+    await relays.start();
+    try {
+      await until("every message published", async () => (await outbox.stats()).total.counts.processed === 30, { timeoutMs: 20_000 });
+    } finally {
+      await relays.stop();
+    }
+    expect(stored.size).toBe(30);
+    expect([...stored.keys()].filter((id) => id.startsWith("orders-shard0-")).length).toBe(plain[0]?.length);
+    expect([...stored.keys()].filter((id) => id.startsWith("orders-shard1-")).length).toBe(plain[1]?.length);
   });
 });
 

@@ -32,7 +32,7 @@ describe("bad input: exit 2, one clear line, no stack trace, no damage", () => {
   it("worker without --db names the missing option", async () => {
     const dir = cwd();
     const line = usageError(await runCli(["worker"], { cwd: dir }));
-    expect(line).toBe("error: required option '--db <url-or-path>' not specified");
+    expect(line).toBe("wassal: give the outbox's database: --db <url-or-path> (or WASSAL_DATABASE_URL), or --shard once per shard");
     expect(readdirSync(dir)).toEqual([]);
   });
 
