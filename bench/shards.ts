@@ -207,7 +207,10 @@ export async function shardsBench(options: ShardsBenchOptions): Promise<ShardsBe
       ),
     ];
     const split = (shards: number) =>
-      rows.find((r) => r.shards === shards)?.perShard.map((s) => Math.round(s?.median ?? 0)).join(" + ") ?? "–";
+      rows
+        .find((r) => r.shards === shards)
+        ?.perShard.map((s) => Math.round(s?.median ?? 0))
+        .join(" + ") ?? "–";
     const heading = [
       `Shards: an outbox split over 2 PostgreSQL shards, drained by a worker process per shard or by one process claiming from all (ShardWorkers); over 3 shards by one process; and the same messages on 1 shard with 1 process: ${options.messages} messages per run over ${SHARD_KEYS} ordering keys (by their keys' hash: ${split(2)} on 2 shards, ${split(3)} on 3), median (min–max) of ${options.reps} repetitions, interleaved (each repetition runs every layout, the order rotated). Every worker: concurrency ${CONCURRENCY}, group commits of up to ${GROUP}, a no-op handler, a pool of ${SHARD_CONNECTIONS} per shard; no warm-up (every process starts cold). Seeding untimed (enqueueMany, 1,000 per transaction, then ANALYZE and a sync); the clock runs from "go" to the last process's end. CPU µs per message over the timed part, each divided by all N messages (so the shards' servers add up): the worker processes together, each shard's server (all its processes), the whole machine.`,
       `PostgreSQL: ${SHARDS} private servers the section started (${servers[0]?.bin ?? "–"}, in ${servers.map((s) => s.startSeconds.toFixed(1)).join(", ")} s), PostgreSQL's defaults, removed at the end; the first reports ${JSON.stringify(serverSettings)}. The baseline runs on the first.`,

@@ -116,13 +116,32 @@ describe("entry points", () => {
     expect(out.drizzle).toEqual(["enqueue", "fromDrizzle"]);
     expect(out.typeorm).toEqual(["enqueue", "fromTypeOrm"]);
     expect(out.prisma).toEqual(["enqueue", "fromPrisma"]);
-    expect(out.shards).toEqual(["AddShardsRefusedError", "ShardWorkers", "ShardedOutbox", "addShards", "jumpShard", "keyHash", "planAddShards", "shardIdPrefix", "shardOfKey"]);
+    expect(out.shards).toEqual([
+      "AddShardsRefusedError",
+      "ShardWorkers",
+      "ShardedOutbox",
+      "addShards",
+      "jumpShard",
+      "keyHash",
+      "planAddShards",
+      "shardIdPrefix",
+      "shardOfKey",
+    ]);
     expect(out.sqlite).toEqual(["SqliteOutboxStore"]);
     expect(out.postgres).toEqual(["LogicalReplicationUnavailableError", "PostgresOutboxStore", "openWalFeed"]);
     expect(out.mariadb).toEqual(["MariaDbOutboxStore"]);
     expect(out.observability).toEqual(["createLogger", "logEvents", "otelTracing", "outboxMetrics", "relayMetrics", "serveMetrics"]);
     expect(out.relay).toEqual(
-      expect.arrayContaining(["Relay", "ShardRelays", "WalRelay", "NatsPublisher", "WebhookPublisher", "PermanentPublishError", "BrokerUnavailableError", "router"]),
+      expect.arrayContaining([
+        "Relay",
+        "ShardRelays",
+        "WalRelay",
+        "NatsPublisher",
+        "WebhookPublisher",
+        "PermanentPublishError",
+        "BrokerUnavailableError",
+        "router",
+      ]),
     );
     expect(out.lab).toEqual(expect.arrayContaining(["openOutbox", "withOutbox", "PaymentsService", "ProviderSimulator", "runScenario", "SCENARIOS"]));
   });
