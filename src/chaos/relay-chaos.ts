@@ -137,6 +137,8 @@ export interface RelayChaosRow {
 
 export interface RelayChaosFigures {
   readonly enqueued: number;
+  /** From the first enqueue to the last: the rate the app achieved is enqueued / enqueueSeconds. */
+  readonly enqueueSeconds: number;
   readonly relayStarts: number;
   /** Relays SIGKILLed (each restarted). */
   readonly kills: number;
@@ -323,6 +325,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
   const timers: NodeJS.Timeout[] = [];
   let outage: Promise<void> | undefined;
   let brokerFaultDone: Promise<void> | undefined;
+  let stopPumpsOnExit: (() => Promise<void>) | undefined;
   try {
     const brokerDir = join(workDir, options.broker);
     mkdirSync(brokerDir);
@@ -433,7 +436,6 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     const samples: { at: number; processed: (number | null)[] }[] = [];
     let shardOutage = null as { shard: number; downAt: number; upAt: number | null } | null;
     const backlogs: { n: number; key: string | null }[][] = producerStores.map(() => []);
-    const coolUntil = producerStores.map(() => 0);
     if (sharded) {
       let sampling = false;
       every(SAMPLE_EVERY_MS, () => {
@@ -469,20 +471,48 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
         throw error;
       }
     };
-    /** Enqueues a shard's waiting messages in order, until one fails (its server does not answer: tried again a moment later). */
-    const drain = async (shard: number) => {
+    // Each shard's own app thread: it enqueues that shard's messages one after another, in order,
+    // while the others go on; a message its shard refuses (the server does not answer) is tried
+    // again a moment later, and the ones behind it wait. One outbox: a failure fails the run.
+    let producing = true;
+    /** The run is ending on an error or a signal: the pumps stop at once, waiting messages and all. */
+    let abandoned = false;
+    let pumpFailure: unknown;
+    const wakeups = producerStores.map(() => (): void => undefined);
+    const pump = async (shard: number) => {
       const backlog = backlogs[shard] as { n: number; key: string | null }[];
-      while (backlog.length > 0 && performance.now() >= (coolUntil[shard] as number)) {
-        const item = backlog[0] as { n: number; key: string | null };
+      while (!abandoned && !options.signal?.aborted && pumpFailure === undefined) {
+        const item = backlog[0];
+        if (item === undefined) {
+          if (!producing) return;
+          await new Promise<void>((resolve) => {
+            wakeups[shard] = resolve;
+          });
+          continue;
+        }
         try {
           const id = await enqueueOn(shard, item);
           backlog.shift();
           enqueuedIds.push({ id: sharded ? `${shardIdPrefix(shard)}${id}` : id, key: item.key });
         } catch (error) {
-          if (!sharded) throw error;
-          coolUntil[shard] = performance.now() + 250;
+          if (!sharded) {
+            pumpFailure = error;
+            return;
+          }
+          if (performance.now() - from > (options.timeoutMs ?? relayChaosTimeoutMs(options))) return;
+          await sleep(250);
         }
       }
+    };
+    const pumps = producerStores.map((_, shard) => pump(shard));
+    const stopPumps = async () => {
+      producing = false;
+      for (const wake of wakeups) wake();
+      await Promise.all(pumps);
+    };
+    stopPumpsOnExit = () => {
+      abandoned = true;
+      return stopPumps();
     };
     const restartAt = options.brokerRestart ? Math.floor(options.messages * 0.4) : -1;
     const outageAt = sharded ? Math.floor(options.messages * 0.2) : -1;
@@ -522,19 +552,18 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
       const key = options.keys > 0 ? `key-${n % options.keys}` : null;
       const shard = sharded ? sharded.shardIndex(key ? { key } : {}) : 0;
       (backlogs[shard] as { n: number; key: string | null }[]).push({ n, key });
-      for (let other = 0; other < backlogs.length; other += 1) await drain(other);
+      wakeups[shard]?.();
+      if (pumpFailure !== undefined) throw pumpFailure;
       if ((n + 1) % Math.max(1, Math.floor(options.messages / 10)) === 0) progress(`enqueued ${n + 1}/${options.messages}`);
     }
     await outage;
     if (!brokerFaulted && restartAt >= 0) faultBroker();
     await brokerFault;
-    // What waited for a shard that was down goes now.
-    while (backlogs.some((backlog) => backlog.length > 0)) {
-      stopIfAborted();
-      for (let shard = 0; shard < backlogs.length; shard += 1) await drain(shard);
-      if (performance.now() - from > (options.timeoutMs ?? relayChaosTimeoutMs(options))) break;
-      await sleep(50);
-    }
+    // What waits for a shard that was down goes now.
+    await stopPumps();
+    stopIfAborted();
+    if (pumpFailure !== undefined) throw pumpFailure;
+    const enqueueSeconds = secondsSince();
 
     // Done when the relays completed everything and every message has an effect in the consumer's
     // database (counted there: a killed consumer's counters are gone).
@@ -593,6 +622,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     for (const producerStore of producerStores) unpublished += (await producerStore.listMessages()).filter((m) => m.status !== "processed").length;
     const figures: RelayChaosFigures = {
       enqueued: enqueuedIds.length,
+      enqueueSeconds: Math.round(enqueueSeconds * 10) / 10,
       relayStarts: relays.starts,
       kills: relays.kills,
       pauses: relays.pauses,
@@ -641,6 +671,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     for (const timer of timers) clearInterval(timer);
     await outage?.catch(() => undefined);
     await brokerFaultDone?.catch(() => undefined);
+    await stopPumpsOnExit?.().catch(() => undefined);
     await relays?.stop().catch(() => undefined);
     await consumers?.stop().catch(() => undefined);
     for (const producer of producers) await producer.close().catch(() => undefined);
