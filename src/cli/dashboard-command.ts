@@ -7,11 +7,14 @@ import { createLogger } from "../observability/logging.js";
 import { openOutbox, watchSlot } from "../stores/open-outbox.js";
 import { integer } from "./options.js";
 import { out } from "./output.js";
-import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
+import { dbOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
+import { InvalidArgumentError } from "../outbox/errors.js";
+import type { OpenedOutbox } from "../stores/open-outbox.js";
 import { runUntilSignal, type StoppingWords } from "./until-signal.js";
 
 interface DashboardCommandOptions {
-  db: string;
+  db?: string;
+  shard?: string[];
   schema?: string;
   host: string;
   port: number;
@@ -30,9 +33,10 @@ const DASHBOARD_STOPPING: StoppingWords = {
 export function dashboardCommand(): Command {
   return new Command("dashboard")
     .description(
-      "serve a web page over the outbox: counts, throughput, leases per owner, dead messages, search, and each message's ownership timeline (until SIGTERM or SIGINT)",
+      "serve a web page over the outbox (or a sharded one: --shard): counts, throughput, leases per owner, dead messages, search, and each message's ownership timeline (until SIGTERM or SIGINT)",
     )
-    .addOption(dbOption().makeOptionMandatory())
+    .addOption(dbOption())
+    .addOption(shardOption())
     .addOption(schemaOption())
     .option("--host <address>", "the address to listen on; any but loopback requires --token", "127.0.0.1")
     .option("--port <port>", "the port to listen on (0 picks a free one)", integer(0, 65_535), 4300)
@@ -62,50 +66,65 @@ Examples:
   wassal dashboard --db app.db
   wassal dashboard --db postgres://app@db/app --allow-actions --port 8080
   wassal dashboard --db postgres://app@db/app --slot wassal_outbox
+  wassal dashboard --shard postgres://db-a/app --shard postgres://db-b/app   # a sharded outbox: the shards' sums at /, each shard at /shard/<n>/
   WASSAL_DASHBOARD_TOKEN=$(openssl rand -hex 24) wassal dashboard --db app.db --host 0.0.0.0
 
 Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
-    .action(async (options: DashboardCommandOptions) => {
+    .action(async (options: DashboardCommandOptions, cmd: Command) => {
+      const target = outboxTarget(options, cmd);
+      if (typeof target !== "string" && options.slot !== undefined) {
+        throw new InvalidArgumentError("--slot watches one outbox's replication slot: give it with --db, not with --shard");
+      }
       // Loaded here, so that other commands do not load the web framework.
-      const { checkDashboardAddress, startDashboard } = await import("../dashboard/dashboard.js");
+      const { checkDashboardAddress, startDashboard, startShardedDashboard } = await import("../dashboard/dashboard.js");
       await checkDashboardAddress(options.host, options.port, options.token); // before the database is opened
       const slot =
-        options.slot === undefined
+        options.slot === undefined || typeof target !== "string"
           ? undefined
-          : watchSlot(options.db, { slot: options.slot, ...(options.schema === undefined ? {} : { schema: options.schema }) });
+          : watchSlot(target, { slot: options.slot, ...(options.schema === undefined ? {} : { schema: options.schema }) });
       const logger = createLogger("info");
       // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
-      const outbox = await openOutbox(options.db, { ...storeOptions(options, "repair"), audit: true });
+      const opened: OpenedOutbox[] = [];
+      const closeAll = async () => {
+        await slot?.close();
+        await Promise.all(opened.map((outbox) => outbox.close()));
+      };
+      try {
+        for (const db of typeof target === "string" ? [target] : target) opened.push(await openOutbox(db, { ...storeOptions(options, "repair"), audit: true }));
+      } catch (error) {
+        await closeAll();
+        throw error;
+      }
+      const common = {
+        host: options.host,
+        port: options.port,
+        allowActions: options.allowActions,
+        pollMs: options.pollMs,
+        ...(options.token === undefined ? {} : { token: options.token }),
+      };
       await runUntilSignal(
         logger,
         "dashboard",
         async () => {
           let running: RunningDashboard;
           try {
-            running = await startDashboard({
-              store: outbox.store,
-              database: outbox.location,
-              host: options.host,
-              port: options.port,
-              allowActions: options.allowActions,
-              pollMs: options.pollMs,
-              ...(options.token === undefined ? {} : { token: options.token }),
-              ...(slot === undefined ? {} : { slot }),
-            });
+            const [only] = opened as [OpenedOutbox];
+            running =
+              typeof target === "string"
+                ? await startDashboard({ ...common, store: only.store, database: only.location, ...(slot === undefined ? {} : { slot }) })
+                : await startShardedDashboard({ ...common, shards: opened.map((outbox) => ({ store: outbox.store, database: outbox.location })) });
           } catch (error) {
-            await slot?.close();
-            await outbox.close();
+            await closeAll();
             throw error;
           }
           out(
-            `dashboard on ${running.url} (${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
+            `dashboard on ${running.url} (${opened.length > 1 ? `${opened.length} shards, ` : ""}${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
           );
           return {
             stop: async () => {
               await running.close();
-              await slot?.close();
-              await outbox.close();
+              await closeAll();
             },
             stoppingDetail: () => ({ url: running.url }),
           };

@@ -25,7 +25,7 @@ import { MESSAGE_STATUSES, type MessageStatus } from "../outbox/types.js";
 import { isMessageId } from "../outbox/validate.js";
 import type { InsertFeedLag } from "../outbox/insert-feed.js";
 import { DASHBOARD_CSS, LIVE_JS } from "./assets.js";
-import type { MessagePreview } from "./pages.js";
+import type { MessagePreview, ShardSummary } from "./pages.js";
 import {
   layout,
   type ListQuery,
@@ -36,6 +36,7 @@ import {
   type PageContext,
   problemPage,
   searchFragment,
+  shardsPage,
 } from "./pages.js";
 import { Pulse } from "./pulse.js";
 import { MessageWatch } from "./watch.js";
@@ -58,6 +59,11 @@ export interface DashboardOptions {
    * dashboard. Default: 127.0.0.1, localhost and [::1]. startDashboard adds the address it listens on.
    */
   readonly hostNames?: readonly string[];
+  /**
+   * The path the app is mounted under, without a trailing slash (default "": the root). Its pages'
+   * links, forms and live updates carry it; the stylesheet and script stay at /assets.
+   */
+  readonly base?: string;
   /** The WAL relay's replication slot to show (its lag and whether a relay streams from it), read at each overview. */
   readonly slot?: { readonly name: string; readonly lag: () => Promise<InsertFeedLag | null> };
 }
@@ -160,19 +166,14 @@ export function parseListQuery(
   return { query, ...(after === undefined ? {} : { after }), ...(before === undefined ? {} : { before }), cancelled: given.get("cancelled") ?? null };
 }
 
-/** The dashboard as a Hono app (mount it in your own server, or start it with startDashboard), its poller, and its per-message watch. */
-export function dashboardApp(options: DashboardOptions): { readonly app: Hono; readonly pulse: Pulse; readonly watch: MessageWatch } {
-  const { store, token } = options;
-  const allowActions = options.allowActions ?? false;
-  const now = options.now ?? Date.now;
-  const pollMs = options.pollMs ?? 1000;
-  const pulse = new Pulse(store, pollMs, now);
-  const watch = new MessageWatch(store, pollMs);
-  const previews = new Previews();
-  const csrfToken = allowActions ? randomBytes(24).toString("base64url") : null;
-  const app = new Hono();
-  const ctxOf = (): PageContext => ({ database: options.database, csrfToken, now: new Date(now()) });
-
+/**
+ * A Hono app with the dashboard's guards (its security headers; without a token, requests only to
+ * this machine's own names; with one, the token on every request) and its assets.
+ */
+function guardedApp(options: Pick<DashboardOptions, "token" | "hostNames">): Hono {
+  const { token } = options;
+  // Not strict: "/shard/1/" is "/shard/1", as a browser expects of a folder-like address.
+  const app = new Hono({ strict: false });
   app.use(
     "*",
     secureHeaders({
@@ -226,6 +227,25 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   app.get("/assets/dashboard.css", (c) => c.body(DASHBOARD_CSS, 200, { "content-type": "text/css; charset=utf-8", "cache-control": "no-cache" }));
   app.get("/favicon.ico", (c) => c.body(null, 204));
   app.get("/assets/live.js", (c) => c.body(LIVE_JS, 200, { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" }));
+
+  return app;
+}
+
+/** The dashboard as a Hono app (mount it in your own server, or start it with startDashboard), its poller, and its per-message watch. */
+export function dashboardApp(options: DashboardOptions): { readonly app: Hono; readonly pulse: Pulse; readonly watch: MessageWatch } {
+  const { store } = options;
+  const allowActions = options.allowActions ?? false;
+  const now = options.now ?? Date.now;
+  const pollMs = options.pollMs ?? 1000;
+  const pulse = new Pulse(store, pollMs, now);
+  const watch = new MessageWatch(store, pollMs);
+  const previews = new Previews();
+  const csrfToken = allowActions ? randomBytes(24).toString("base64url") : null;
+  const app = guardedApp(options);
+  const base = options.base ?? "";
+  if (base !== "" && !/^(\/[\w-]+)+$/.test(base))
+    throw new InvalidArgumentError(`base must be a path like /shard/1, without a trailing slash (got ${JSON.stringify(base)})`);
+  const ctxOf = (): PageContext => ({ database: options.database, base, csrfToken, now: new Date(now()) });
 
   const slotOf = async () => {
     const { slot } = options;
@@ -282,7 +302,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   };
   const notFound = (c: Context, what: string) => c.html(problemPage("404: not found", what), 404);
 
-  app.get("/", async (c) => c.html(layout("Overview", ctxOf(), { fragment: "/fragments/overview", events: "/events" }, await overview())));
+  app.get("/", async (c) => c.html(layout("Overview", ctxOf(), { fragment: `${base}/fragments/overview`, events: `${base}/events` }, await overview())));
   app.get("/fragments/overview", async (c) => c.html(await overview()));
 
   app.get("/search", async (c) => {
@@ -291,7 +311,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
       return c.html(problemPage("400: nothing to search for", "Give a message id, a dedupe key or an ordering key of 1 to 255 characters."), 400);
     }
     const found = await store.findMessages(query, { limit: SEARCH_LIMIT });
-    return c.html(layout(`Search: ${query}`, ctxOf(), { fragment: "", events: "" }, searchFragment(query, found, SEARCH_LIMIT)));
+    return c.html(layout(`Search: ${query}`, ctxOf(), { fragment: "", events: "" }, searchFragment(ctxOf(), query, found, SEARCH_LIMIT)));
   });
 
   app.get("/messages", async (c) => {
@@ -314,7 +334,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     const id = c.req.param("id");
     const view = await messageView(id);
     if (view === null) return notFound(c, `There is no message with id ${id}. Search by id, dedupe key or ordering key from the overview.`);
-    return c.html(layout(`Message #${id}`, ctxOf(), { fragment: `/fragments/messages/${id}`, events: `/events?message=${id}` }, view));
+    return c.html(layout(`Message #${id}`, ctxOf(), { fragment: `${base}/fragments/messages/${id}`, events: `${base}/events?message=${id}` }, view));
   });
   app.get("/fragments/messages/:id", async (c) => {
     const view = await messageView(c.req.param("id"));
@@ -392,7 +412,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     if (!isMessageId(id)) return notFound(c, `There is no message with id ${id}.`);
     const result = await store.redrive({ messageIds: [id] });
     if (result.moved === 0 && result.notMoved[0]?.status === "missing") return notFound(c, `There is no message with id ${id}.`);
-    return c.redirect(`/messages/${id}`, 303);
+    return c.redirect(`${base}/messages/${id}`, 303);
   });
   app.post("/messages/:id/cancel", async (c) => {
     if (!allowActions) return refuse(c);
@@ -406,7 +426,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
       if (error instanceof MessageRunningError || error instanceof MessageNotPendingError) return c.html(problemPage("409: not cancelled", error.message), 409);
       throw error;
     }
-    return c.redirect(`/messages?status=pending&cancelled=${id}`, 303);
+    return c.redirect(`${base}/messages?status=pending&cancelled=${id}`, 303);
   });
   app.post("/keys/:key/:action", async (c) => {
     if (!allowActions) return refuse(c);
@@ -419,7 +439,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
       if (error instanceof WassalError) return c.html(problemPage("409: not blocked", error.message), 409);
       throw error;
     }
-    return c.redirect("/", 303);
+    return c.redirect(`${base}/`, 303);
   });
 
   app.notFound((c) => notFound(c, "Nothing here. The overview is at /."));
@@ -488,19 +508,76 @@ export async function checkDashboardAddress(host: string, port: number, token: s
   await checkListenAddress(host, port, DASHBOARD_NAMES);
 }
 
-/** Serves the dashboard; refuses (InvalidArgumentError) a non-loopback host without a token, or a port it cannot use. */
-export async function startDashboard(options: StartDashboardOptions): Promise<RunningDashboard> {
+/** One shard of a sharded outbox, for its page of the dashboard. */
+export interface DashboardShard {
+  readonly store: OutboxStore<unknown>;
+  /** Shown in its pages' header: which database it is (a path, or a URL without its password). */
+  readonly database: string;
+}
+
+export interface ShardedDashboardOptions extends Omit<DashboardOptions, "store" | "database" | "base" | "slot"> {
+  /** The shards, in shard order (two or more). */
+  readonly shards: readonly DashboardShard[];
+}
+
+/**
+ * The dashboard of a sharded outbox as a Hono app: at / each shard's counts and their sum, and
+ * under /shard/<n>/ shard n's own dashboard (its messages, leases, search, timelines and actions).
+ */
+export function shardedDashboardApp(options: ShardedDashboardOptions): {
+  readonly app: Hono;
+  readonly pulses: readonly Pulse[];
+  readonly watches: readonly MessageWatch[];
+} {
+  if (!Array.isArray(options.shards) || options.shards.length < 2) {
+    throw new InvalidArgumentError(
+      `a sharded outbox's dashboard takes two or more shards (got ${Array.isArray(options.shards) ? options.shards.length : "none"})`,
+    );
+  }
+  const { shards: _shards, ...common } = options;
+  const parts = options.shards.map((shard, n) =>
+    dashboardApp({ ...common, store: shard.store, database: `shard ${n}: ${shard.database}`, base: `/shard/${n}` }),
+  );
+  const app = guardedApp(options);
+  const now = options.now ?? Date.now;
+  app.get("/", async (c) => {
+    const summaries = await Promise.all(
+      parts.map(async (part, shard): Promise<ShardSummary> => {
+        const database = (options.shards[shard] as DashboardShard).database;
+        try {
+          return { shard, database, stats: await part.pulse.stats(), error: null };
+        } catch (error) {
+          return { shard, database, stats: null, error: error instanceof Error ? error.message : String(error) };
+        }
+      }),
+    );
+    return c.html(shardsPage({ actions: options.allowActions ?? false, now: new Date(now()) }, summaries));
+  });
+  for (const [n, part] of parts.entries()) app.route(`/shard/${n}`, part.app);
+  app.notFound((c) => c.html(problemPage("404: not found", "Nothing here. The shards' overview is at /, each shard's dashboard at /shard/<n>/."), 404));
+  return { app, pulses: parts.map((part) => part.pulse), watches: parts.map((part) => part.watch) };
+}
+
+/** Serves the dashboard of a sharded outbox (see shardedDashboardApp), as startDashboard serves one outbox's. */
+export async function startShardedDashboard(options: ShardedDashboardOptions & Pick<StartDashboardOptions, "host" | "port">): Promise<RunningDashboard> {
   const host = options.host ?? "127.0.0.1";
-  const port = options.port ?? 4300;
   checkDashboardAccess(host, options.token);
-  const { app, pulse, watch } = dashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
-  await pulse.start();
+  const { app, pulses, watches } = shardedDashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
+  return serveDashboard(app, pulses, watches, host, options.port ?? 4300);
+}
+
+/** Starts the pollers and serves the app; closing stops them and the server. */
+async function serveDashboard(app: Hono, pulses: readonly Pulse[], watches: readonly MessageWatch[], host: string, port: number): Promise<RunningDashboard> {
+  const stop = () => {
+    for (const pulse of pulses) pulse.stop();
+    for (const watch of watches) watch.stop();
+  };
+  await Promise.all(pulses.map((pulse) => pulse.start()));
   const server = createAdaptorServer({ fetch: app.fetch });
   try {
     await listenOn(server as Server, host, port, DASHBOARD_NAMES);
   } catch (error) {
-    pulse.stop();
-    watch.stop();
+    stop();
     throw error;
   }
   const address = server.address() as AddressInfo;
@@ -509,10 +586,17 @@ export async function startDashboard(options: StartDashboardOptions): Promise<Ru
     url: `http://${shown}:${address.port}/`,
     close: () =>
       new Promise<void>((resolve) => {
-        pulse.stop();
-        watch.stop();
+        stop();
         if ("closeAllConnections" in server) server.closeAllConnections();
         server.close(() => resolve());
       }),
   };
+}
+
+/** Serves the dashboard; refuses (InvalidArgumentError) a non-loopback host without a token, or a port it cannot use. */
+export async function startDashboard(options: StartDashboardOptions): Promise<RunningDashboard> {
+  const host = options.host ?? "127.0.0.1";
+  checkDashboardAccess(host, options.token);
+  const { app, pulse, watch } = dashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
+  return serveDashboard(app, [pulse], [watch], host, options.port ?? 4300);
 }

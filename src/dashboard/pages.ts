@@ -15,6 +15,8 @@ type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
 /** What every page needs to know about the request and the dashboard. */
 export interface PageContext {
   readonly database: string;
+  /** The path the dashboard is mounted under ("" at the root; "/shard/1" for a shard of a sharded outbox's). */
+  readonly base: string;
   /** Null when actions are off: no form is shown. */
   readonly csrfToken: string | null;
   readonly now: Date;
@@ -43,11 +45,11 @@ export function layout(title: string, ctx: PageContext, live: { readonly fragmen
 </head>
 <body>
 <header>
-  <a class="brand" href="/">Wassal outbox</a>
-  <nav><a href="/">Overview</a> <a href="/messages">Messages</a></nav>
+  <a class="brand" href="${ctx.base}/">Wassal outbox</a>
+  <nav>${ctx.base === "" ? "" : html`<a href="/">All shards</a> `}<a href="${ctx.base}/">Overview</a> <a href="${ctx.base}/messages">Messages</a></nav>
   <span class="db">${ctx.database}</span>
   <span class="mode">${ctx.csrfToken === null ? "read-only" : "actions allowed"}</span>
-  <form class="search" method="get" action="/search" role="search">
+  <form class="search" method="get" action="${ctx.base}/search" role="search">
     <input name="q" placeholder="message id, dedupe key or ordering key" aria-label="search" maxlength="255" required>
     <button type="submit">Find</button>
   </form>
@@ -62,13 +64,13 @@ function statusBadge(status: MessageStatus): Html {
   return html`<span class="status status-${status}">${status}</span>`;
 }
 
-function messageLink(message: Pick<OutboxMessage, "id">): Html {
-  return html`<a class="message-link" href="/messages/${message.id}">#${message.id}</a>`;
+function messageLink(ctx: Pick<PageContext, "base">, message: Pick<OutboxMessage, "id">): Html {
+  return html`<a class="message-link" href="${ctx.base}/messages/${message.id}">#${message.id}</a>`;
 }
 
 function actionForm(ctx: PageContext, path: string, label: string): Html {
   if (ctx.csrfToken === null) return html``;
-  return html`<form class="action" method="post" action="${path}"><input type="hidden" name="csrf" value="${ctx.csrfToken}"><button type="submit">${label}</button></form>`;
+  return html`<form class="action" method="post" action="${ctx.base}${path}"><input type="hidden" name="csrf" value="${ctx.csrfToken}"><button type="submit">${label}</button></form>`;
 }
 
 /** Processed and dead messages per minute, as bars (SVG). */
@@ -158,7 +160,7 @@ ${
     : html`<table class="leases"><thead><tr><th>owner</th><th>leases</th><th>next to run out</th><th>messages</th></tr></thead><tbody>
 ${[...owners].map(([owner, held]) => {
   const soonest = held.reduce((a, b) => ((a.lockedUntil?.getTime() ?? 0) <= (b.lockedUntil?.getTime() ?? 0) ? a : b));
-  return html`<tr data-owner="${owner}"><td>${owner}</td><td>${held.length}</td><td>${soonest.lockedUntil === null ? "-" : timeLeft(soonest.lockedUntil, ctx.now)}</td><td>${held.slice(0, 8).map((m) => html`${messageLink(m)} `)}${held.length > 8 ? `and ${held.length - 8} more` : ""}</td></tr>`;
+  return html`<tr data-owner="${owner}"><td>${owner}</td><td>${held.length}</td><td>${soonest.lockedUntil === null ? "-" : timeLeft(soonest.lockedUntil, ctx.now)}</td><td>${held.slice(0, 8).map((m) => html`${messageLink(ctx, m)} `)}${held.length > 8 ? `and ${held.length - 8} more` : ""}</td></tr>`;
 })}
 </tbody></table>${data.processing.length >= data.processingLimit ? html`<p class="note">Showing the first ${data.processingLimit} processing messages.</p>` : ""}`
 }
@@ -171,7 +173,7 @@ ${
     : html`<table class="blocked"><thead><tr><th>key</th><th>dead message</th><th>waiting</th><th>died</th><th>last error</th><th></th></tr></thead><tbody>
 ${data.blocked.map(
   (b) =>
-    html`<tr data-key="${b.key}"><td>${b.key}</td><td>${messageLink({ id: b.messageId })} ${b.type}</td><td>${b.waiting}</td><td>${time(b.diedAt)}</td><td class="error-text">${b.lastError ?? ""}</td><td>${actionForm(ctx, `/keys/${encodeURIComponent(b.key)}/redrive`, "Redrive its message")}${actionForm(ctx, `/keys/${encodeURIComponent(b.key)}/skip`, "Skip it")}</td></tr>`,
+    html`<tr data-key="${b.key}"><td>${b.key}</td><td>${messageLink(ctx, { id: b.messageId })} ${b.type}</td><td>${b.waiting}</td><td>${time(b.diedAt)}</td><td class="error-text">${b.lastError ?? ""}</td><td>${actionForm(ctx, `/keys/${encodeURIComponent(b.key)}/redrive`, "Redrive its message")}${actionForm(ctx, `/keys/${encodeURIComponent(b.key)}/skip`, "Skip it")}</td></tr>`,
 )}
 </tbody></table>`
 }
@@ -184,7 +186,7 @@ ${
     : html`<table class="dead"><thead><tr><th>message</th><th>type</th><th>key</th><th>attempts</th><th>died</th><th>last error</th><th></th></tr></thead><tbody>
 ${data.dead.map(
   (m) =>
-    html`<tr data-message="${m.id}"><td>${messageLink(m)}</td><td>${m.type}</td><td>${m.key ?? ""}</td><td>${m.attempts}</td><td>${time(m.availableAt)}</td><td class="error-text">${m.lastError ?? ""}</td><td>${actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive")}</td></tr>`,
+    html`<tr data-message="${m.id}"><td>${messageLink(ctx, m)}</td><td>${m.type}</td><td>${m.key ?? ""}</td><td>${m.attempts}</td><td>${time(m.availableAt)}</td><td class="error-text">${m.lastError ?? ""}</td><td>${actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive")}</td></tr>`,
 )}
 </tbody></table>${data.dead.length >= data.deadLimit ? html`<p class="note">Showing the ${data.deadLimit} oldest dead messages.</p>` : ""}`
 }
@@ -192,13 +194,13 @@ ${data.dead.map(
 }
 
 /** Search results: messages whose id, dedupe key or ordering key matched. */
-export function searchFragment(query: string, found: readonly OutboxMessage[], limit: number): Html {
+export function searchFragment(ctx: PageContext, query: string, found: readonly OutboxMessage[], limit: number): Html {
   return html`<section><h2>Messages matching “${query}”</h2>
 ${
   found.length === 0
     ? html`<p class="empty">No message has that id, dedupe key or ordering key.</p>`
     : html`<table class="results"><thead><tr><th>message</th><th>status</th><th>type</th><th>dedupe key</th><th>key</th><th>created</th></tr></thead><tbody>
-${found.map((m) => html`<tr data-message="${m.id}"><td>${messageLink(m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.dedupeKey ?? ""}</td><td>${m.key ?? ""}</td><td>${time(m.createdAt)}</td></tr>`)}
+${found.map((m) => html`<tr data-message="${m.id}"><td>${messageLink(ctx, m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.dedupeKey ?? ""}</td><td>${m.key ?? ""}</td><td>${time(m.createdAt)}</td></tr>`)}
 </tbody></table>${found.length >= limit ? html`<p class="note">Showing the first ${limit}.</p>` : ""}`
 }</section>`;
 }
@@ -213,7 +215,7 @@ export interface ListQuery {
 }
 
 /** The messages page's address with these filters and a cursor (the filters kept, the defaults left out). */
-export function listHref(query: ListQuery, cursor: { readonly after?: string; readonly before?: string } = {}): string {
+export function listHref(base: string, query: ListQuery, cursor: { readonly after?: string; readonly before?: string } = {}): string {
   const params = new URLSearchParams();
   if (query.status !== undefined) params.set("status", query.status);
   if (query.type !== undefined) params.set("type", query.type);
@@ -223,7 +225,7 @@ export function listHref(query: ListQuery, cursor: { readonly after?: string; re
   if (cursor.after !== undefined) params.set("after", cursor.after);
   if (cursor.before !== undefined) params.set("before", cursor.before);
   const search = params.toString();
-  return search === "" ? "/messages" : `/messages?${search}`;
+  return search === "" ? `${base}/messages` : `${base}/messages?${search}`;
 }
 
 /** The messages page: a filter form, one page of messages (each linking to its page), and links to the next and previous pages. */
@@ -233,7 +235,7 @@ export function messagesFragment(ctx: PageContext, query: ListQuery, page: Messa
   return html`<section class="messages-list">
 <h1>Messages</h1>
 ${cancelled === null ? "" : html`<p class="notice" role="status">Message #${cancelled} was cancelled (deleted; it will not be delivered).</p>`}
-<form class="filters" method="get" action="/messages">
+<form class="filters" method="get" action="${ctx.base}/messages">
   <label>status <select name="status">${option("", "any", query.status ?? "")}${STATUSES.map((s) => option(s, s === "processing" ? "processing (running)" : s, query.status))}</select></label>
   <label>type <input name="type" value="${query.type ?? ""}" maxlength="200"></label>
   <label>ordering key <input name="key" value="${query.key ?? ""}" maxlength="255"></label>
@@ -247,13 +249,13 @@ ${
     : html`<table class="messages"><thead><tr><th>message</th><th>status</th><th>type</th><th>key</th><th>created</th><th>attempts</th><th>owner</th><th></th></tr></thead><tbody>
 ${page.messages.map(
   (m) =>
-    html`<tr data-message="${m.id}" data-status="${m.status}"><td>${messageLink(m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.key ?? ""}${m.keySeq === null ? "" : ` #${m.keySeq}`}</td><td>${time(m.createdAt)}</td><td>${m.attempts}</td><td>${m.lockedBy ?? ""}</td><td>${m.status === "pending" ? actionForm(ctx, `/messages/${m.id}/cancel`, "Cancel") : m.status === "dead" ? actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive") : ""}</td></tr>`,
+    html`<tr data-message="${m.id}" data-status="${m.status}"><td>${messageLink(ctx, m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.key ?? ""}${m.keySeq === null ? "" : ` #${m.keySeq}`}</td><td>${time(m.createdAt)}</td><td>${m.attempts}</td><td>${m.lockedBy ?? ""}</td><td>${m.status === "pending" ? actionForm(ctx, `/messages/${m.id}/cancel`, "Cancel") : m.status === "dead" ? actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive") : ""}</td></tr>`,
 )}
 </tbody></table>`
 }
 <nav class="pages">
-${page.previous === null ? html`<span class="page-none">Previous</span>` : html`<a class="page-previous" rel="prev" href="${listHref(query, { before: page.previous })}">Previous</a>`}
-${page.next === null ? html`<span class="page-none">Next</span>` : html`<a class="page-next" rel="next" href="${listHref(query, { after: page.next })}">Next</a>`}
+${page.previous === null ? html`<span class="page-none">Previous</span>` : html`<a class="page-previous" rel="prev" href="${listHref(ctx.base, query, { before: page.previous })}">Previous</a>`}
+${page.next === null ? html`<span class="page-none">Next</span>` : html`<a class="page-next" rel="next" href="${listHref(ctx.base, query, { after: page.next })}">Next</a>`}
 </nav>
 </section>`;
 }
@@ -330,15 +332,15 @@ function readable(text: string): string {
 }
 
 /** What the page says above a payload or headers it shows: the size, how much is shown, and the download. */
-function excerptNote(messageId: string, what: "payload" | "headers", json: JsonText): Html {
-  const link = html`<a class="download" href="/messages/${messageId}/${what}" download>Download the whole ${what}</a>`;
+function excerptNote(base: string, messageId: string, what: "payload" | "headers", json: JsonText): Html {
+  const link = html`<a class="download" href="${base}/messages/${messageId}/${what}" download>Download the whole ${what}</a>`;
   return json.cut
     ? html`<p class="note cut" data-bytes="${json.bytes}">Showing the first ${decimal.format(json.text.length)} characters of ${sizeText(json.bytes)} of JSON. ${link} (JSON, as stored).</p>`
     : html`<p class="note" data-bytes="${json.bytes}">${sizeText(json.bytes)} of JSON. ${link}.</p>`;
 }
 
-function headersSection(messageId: string, headers: JsonText): Html {
-  if (headers.cut) return html`${excerptNote(messageId, "headers", headers)}<pre class="headers-text">${headers.text}</pre>`;
+function headersSection(base: string, messageId: string, headers: JsonText): Html {
+  if (headers.cut) return html`${excerptNote(base, messageId, "headers", headers)}<pre class="headers-text">${headers.text}</pre>`;
   let parsed: Record<string, string>;
   try {
     parsed = JSON.parse(headers.text) as Record<string, string>;
@@ -350,8 +352,8 @@ function headersSection(messageId: string, headers: JsonText): Html {
     : html`<table class="headers"><tbody>${Object.entries(parsed).map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`)}</tbody></table>`;
 }
 
-function payloadSection(messageId: string, payload: JsonText): Html {
-  return html`${excerptNote(messageId, "payload", payload)}<pre class="payload">${payload.cut ? payload.text : readable(payload.text)}</pre>`;
+function payloadSection(base: string, messageId: string, payload: JsonText): Html {
+  return html`${excerptNote(base, messageId, "payload", payload)}<pre class="payload">${payload.cut ? payload.text : readable(payload.text)}</pre>`;
 }
 
 /** One message: its fields, its ownership timeline, its audit trail, and the start of its headers and payload. */
@@ -388,9 +390,9 @@ ${trail.map((e) => html`<tr class="audit-${e.action}" data-action="${e.action}" 
 </tbody></table>`
 }
 <h2>Headers</h2>
-${headersSection(message.id, preview.headers)}
+${headersSection(ctx.base, message.id, preview.headers)}
 <h2>Payload</h2>
-${payloadSection(message.id, preview.payload)}
+${payloadSection(ctx.base, message.id, preview.payload)}
 </section>`;
 }
 
@@ -399,4 +401,57 @@ export function problemPage(title: string, detail: string): Html {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${title} · Wassal</title><link rel="stylesheet" href="/assets/dashboard.css"></head>
 <body><main class="problem"><h1>${title}</h1><p>${detail}</p><p><a href="/">Back to the overview</a></p></main></body></html>`;
+}
+
+/** One shard as the sharded outbox's overview shows it: its counts, or why they could not be read. */
+export interface ShardSummary {
+  readonly shard: number;
+  readonly database: string;
+  readonly stats: OutboxStats | null;
+  readonly error: string | null;
+}
+
+/** The overview of a sharded outbox: each shard's counts and their sum, each shard linking to its own dashboard. */
+export function shardsPage(ctx: { readonly actions: boolean; readonly now: Date }, shards: readonly ShardSummary[]): Html {
+  const total = (status: MessageStatus) => shards.reduce((sum, s) => sum + (s.stats?.counts[status] ?? 0), 0);
+  const unread = shards.filter((s) => s.stats === null).length;
+  const oldest = (s: ShardSummary) =>
+    s.stats?.oldestPendingCreatedAt == null ? "-" : `${Math.max(0, Math.round((ctx.now.getTime() - s.stats.oldestPendingCreatedAt.getTime()) / 1000))} s`;
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="refresh" content="5">
+<title>Sharded outbox · Wassal</title>
+<link rel="stylesheet" href="/assets/dashboard.css">
+</head>
+<body>
+<header>
+  <a class="brand" href="/">Wassal outbox</a>
+  <nav>${shards.map((s) => html`<a href="/shard/${s.shard}/">Shard ${s.shard}</a> `)}</nav>
+  <span class="db">${shards.length} shards</span>
+  <span class="mode">${ctx.actions ? "actions allowed" : "read-only"}</span>
+</header>
+<main>
+<section class="counts" aria-label="messages per state, all shards">
+  ${STATUSES.map((s) => html`<div class="count count-${s}" data-status="${s}"><span class="n">${total(s)}</span><span class="label">${s}</span></div>`)}
+</section>
+${unread === 0 ? "" : html`<p class="error" role="alert">${unread} of ${shards.length} shards could not be read: their counts are left out of the sums.</p>`}
+<section><h2>Shards</h2>
+<table class="shards"><thead><tr><th>shard</th><th>database</th>${STATUSES.map((s) => html`<th>${s}</th>`)}<th>expired leases</th><th>oldest pending</th></tr></thead><tbody>
+${shards.map(
+  (s) =>
+    html`<tr data-shard="${s.shard}"><td><a href="/shard/${s.shard}/">Shard ${s.shard}</a></td><td>${s.database}</td>${
+      s.stats === null
+        ? html`<td colspan="${STATUSES.length + 2}" class="error-text">could not be read: ${s.error ?? "unknown"}</td>`
+        : html`${STATUSES.map((status) => html`<td data-status="${status}">${s.stats?.counts[status]}</td>`)}<td>${s.stats.expiredLeases}</td><td>${oldest(s)}</td>`
+    }</tr>`,
+)}
+</tbody></table>
+<p class="note">Each shard's page has its messages, leases, dead messages, search and timelines. This page reloads every 5 s.</p>
+</section>
+</main>
+</body>
+</html>`;
 }
