@@ -177,6 +177,11 @@ export async function startPrivatePostgres(options: PrivatePostgresOptions = {})
           throw new Error(`${error instanceof Error ? error.message : String(error)}\n${lastLogLines()}`);
         }
         running = true;
+        // Stopped for good while it started: stop what came up (its folder is gone or going).
+        if (stopped) {
+          running = false;
+          await runAsync("pg_ctl", ["stop", "-D", data, "-m", "immediate", "-w", "-t", "30"]).catch(() => undefined);
+        }
       },
       get running() {
         return running;

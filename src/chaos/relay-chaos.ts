@@ -122,7 +122,7 @@ export const RELAY_CHAOS_DEFAULTS: Omit<RelayChaosOptions, "store"> = {
 export const RELAY_CHAOS_LIMITS = {
   relays: [1, 64],
   shards: [2, 8],
-  shardDownMs: [100, 600_000],
+  shardDownMs: [2_000, 600_000],
   consumers: [1, 64],
   leaseMs: [100, 600_000],
   ackWaitMs: [100, 600_000],
@@ -517,15 +517,22 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     const restartAt = options.brokerRestart ? Math.floor(options.messages * 0.4) : -1;
     const outageAt = sharded ? Math.floor(options.messages * 0.2) : -1;
     let brokerFaulted = false;
+    /** A fault that could not be done (the broker's, or the shard's crash or restart): the run fails with it. */
+    let faultFailure: unknown;
     let brokerFault: Promise<void> | undefined;
     const faultingBroker = broker;
     const faultBroker = () => {
       brokerFaulted = true;
       progress(`faulting the ${options.broker} broker`);
-      brokerFault = faultingBroker.fault().then((said) => {
-        progress(said);
-        brokerRestarts += 1;
-      });
+      brokerFault = faultingBroker.fault().then(
+        (said) => {
+          progress(said);
+          brokerRestarts += 1;
+        },
+        (error: unknown) => {
+          faultFailure ??= error;
+        },
+      );
       brokerFaultDone = brokerFault;
     };
     for (let n = 0; n < options.messages; n += 1) {
@@ -547,18 +554,23 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
           await server.restart();
           shardOutage = { shard, downAt, upAt: secondsSince() };
           progress(`shard ${shard} answers again`);
-        })();
+        })().catch((error: unknown) => {
+          faultFailure ??= error;
+        });
       }
       const key = options.keys > 0 ? `key-${n % options.keys}` : null;
-      const shard = sharded ? sharded.shardIndex(key ? { key } : {}) : 0;
+      // Routed as ShardedOutbox routes it: by its ordering key, else by its dedupe key.
+      const shard = sharded ? sharded.shardIndex(key ? { key } : { dedupeKey: `chaos-${runId}-${n}` }) : 0;
       (backlogs[shard] as { n: number; key: string | null }[]).push({ n, key });
       wakeups[shard]?.();
       if (pumpFailure !== undefined) throw pumpFailure;
+      if (faultFailure !== undefined) throw faultFailure;
       if ((n + 1) % Math.max(1, Math.floor(options.messages / 10)) === 0) progress(`enqueued ${n + 1}/${options.messages}`);
     }
     await outage;
     if (!brokerFaulted && restartAt >= 0) faultBroker();
     await brokerFault;
+    if (faultFailure !== undefined) throw faultFailure;
     // What waits for a shard that was down goes now.
     await stopPumps();
     stopIfAborted();

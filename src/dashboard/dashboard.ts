@@ -545,7 +545,10 @@ export function shardedDashboardApp(options: ShardedDashboardOptions): {
       parts.map(async (part, shard): Promise<ShardSummary> => {
         const database = (options.shards[shard] as DashboardShard).database;
         try {
-          return { shard, database, stats: await part.pulse.stats(), error: null };
+          const stats = await part.pulse.stats();
+          // The last good reading stays in the pulse: a shard that stopped answering is said as such, not summed.
+          if (part.pulse.error !== null) return { shard, database, stats: null, error: part.pulse.error };
+          return { shard, database, stats, error: null };
         } catch (error) {
           return { shard, database, stats: null, error: error instanceof Error ? error.message : String(error) };
         }

@@ -62,8 +62,10 @@ export function outboxMetrics(
       labelNames: ["status"],
       registers: [registry],
       async collect() {
-        const counts = await count();
-        for (const status of MESSAGE_STATUSES) this.set({ status }, counts[status]);
+        // A database that cannot be read now leaves the gauge out of this scrape, not the whole page.
+        this.reset();
+        const counts = await count().catch(() => undefined);
+        if (counts !== undefined) for (const status of MESSAGE_STATUSES) this.set({ status }, counts[status]);
       },
     });
   }

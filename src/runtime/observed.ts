@@ -110,7 +110,10 @@ export async function observe(shards: number, options: Pick<RunnerOptions, "metr
         await retention?.stop();
         detachLogs();
         metrics.detach();
-        if (sharded) own.clear();
+        if (sharded) {
+          own.clear(); // its default labels too: set again for the next attach
+          own.setDefaultLabels({ shard: String(shard) });
+        }
       };
       attached.add(detach);
       try {
@@ -133,7 +136,10 @@ function mergedRegistries(registries: readonly Registry[]): MetricsSource {
   return {
     contentType: (registries[0] as Registry).contentType,
     async metrics() {
-      const all = await Promise.all(registries.map((registry) => registry.getMetricsAsJSON()));
+      // Each metric appears in one registry only, so none needs adding up: "omit" (the process's start time) would drop it.
+      const all = (await Promise.all(registries.map((registry) => registry.getMetricsAsJSON()))).map((metrics) =>
+        metrics.map((metric) => (metric.aggregator === "omit" ? { ...metric, aggregator: "first" as const } : metric)),
+      );
       return AggregatorRegistry.aggregate(all).metrics();
     },
   };

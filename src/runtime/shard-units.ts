@@ -20,7 +20,7 @@ export interface RunningShards<U extends ShardUnit> {
 }
 
 /** Error codes of a server that cannot be reached now (down, restarting, or not there yet). */
-const UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EPIPE", "57P03"]);
+const UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EPIPE", "EAI_AGAIN", "57P03", "53300"]);
 
 /** Whether opening a store failed because its server did not answer (rather than bad input). */
 export function isUnreachable(error: unknown): boolean {
@@ -54,16 +54,18 @@ export async function startShardUnits<U extends ShardUnit>(
     stopping = true;
     for (const timer of timers) clearTimeout(timer);
     timers.clear();
-    await Promise.all([...attempts]);
-    await Promise.all(units.map((unit) => unit?.stop(graceMs)));
+    await Promise.allSettled([...attempts]);
+    const stopped = await Promise.allSettled(units.map((unit) => unit?.stop(graceMs)));
+    const failed = stopped.find((result): result is PromiseRejectedResult => result.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
   };
   const retryLater = (db: string, shard: number) => {
     const timer = setTimeout(() => {
       timers.delete(timer);
       if (stopping) return;
       const attempt = up(db, shard).then(
-        (unit) => {
-          if (stopping) return unit.stop(0);
+        async (unit) => {
+          if (stopping) return unit.stop(0).catch(() => undefined);
           units[shard] = unit;
           options.logger.info({ shard, db: options.describe(db) }, "shard answers now; working it");
         },
@@ -81,20 +83,19 @@ export async function startShardUnits<U extends ShardUnit>(
     }, retryMs);
     timers.add(timer);
   };
+  // Every shard at once: one whose server does not answer (a connection timeout) holds back no other.
+  const results = await Promise.allSettled(dbs.map((db, shard) => up(db, shard)));
   const unreachable: { db: string; shard: number; error: unknown }[] = [];
-  try {
-    for (const [shard, db] of dbs.entries()) {
-      try {
-        units[shard] = await up(db, shard);
-      } catch (error) {
-        if (dbs.length === 1 || !isUnreachable(error)) throw error;
-        unreachable.push({ db, shard, error });
-      }
-    }
-    if (unreachable.length === dbs.length) throw (unreachable[0] as { error: unknown }).error;
-  } catch (error) {
-    await stop(0);
-    throw error;
+  let failure: { error: unknown } | undefined;
+  for (const [shard, result] of results.entries()) {
+    if (result.status === "fulfilled") units[shard] = result.value;
+    else if (dbs.length > 1 && isUnreachable(result.reason)) unreachable.push({ db: dbs[shard] as string, shard, error: result.reason });
+    else failure ??= { error: result.reason };
+  }
+  if (failure === undefined && unreachable.length === dbs.length) failure = { error: (unreachable[0] as { error: unknown }).error };
+  if (failure !== undefined) {
+    await stop(0).catch(() => undefined);
+    throw failure.error;
   }
   for (const { db, shard, error } of unreachable) {
     options.logger.warn(

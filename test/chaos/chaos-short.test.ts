@@ -167,6 +167,10 @@ describe("short chaos runs", () => {
           ...COMMON,
           "--payments",
           "120",
+          // Created over 2 s, not 0.3: a worker is faulted only once ready for a lease, and on a
+          // loaded machine (CI beside other runs) a faster run was seen ending before any was.
+          "--rate",
+          "60",
           "--keys",
           "8",
           "--on-complete",
