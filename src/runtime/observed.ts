@@ -36,6 +36,18 @@ export interface RunnerOptions extends OpenOutboxOptions {
   readonly logger: Logger;
 }
 
+/** The lease, polling, retry, shutdown and heartbeat settings a Worker and a Relay take alike, those given. */
+export function runnerTiming(options: RunnerOptions) {
+  return {
+    ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+    ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
+    ...(options.retry === undefined ? {} : { retry: options.retry }),
+    ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+    ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
+    ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
+  };
+}
+
 /** The databases a runner opens: the one, or the shards in order. */
 export function outboxDbs(db: RunnerOptions["db"]): readonly string[] {
   return typeof db === "string" ? [db] : db;

@@ -11,8 +11,8 @@ import { openOutbox } from "../stores/open-outbox.js";
 import { importHandlers } from "./handlers-module.js";
 import { warnNearMisses } from "./near-miss.js";
 import { redactUrl } from "../outbox/redact.js";
-import { observe, outboxDbs, type RunnerOptions, shardLogger, shardName } from "./observed.js";
-import { type RunningShards, type ShardUnit, startShardUnits } from "./shard-units.js";
+import { observe, outboxDbs, type RunnerOptions, runnerTiming, shardLogger, shardName } from "./observed.js";
+import { type RunningShards, type ShardUnit, shardUnit, startShardUnits } from "./shard-units.js";
 import type { PaymentsHandlerSettings, WorkerFaults } from "./payments-handlers.js";
 
 export type { WorkerFaults } from "./payments-handlers.js";
@@ -87,50 +87,33 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
     });
     locations[shard] = outbox.location;
     const { store } = outbox;
-    let detach: (() => Promise<void>) | undefined;
-    let worker: Worker<unknown> | undefined;
-    try {
-      // Each shard's handlers are made with its own store (a handler's context.store is its shard's).
-      const { handlers, perType } = await makeHandlers({
-        store,
-        logger: shardLog,
-        ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
-      });
-      detach = observed.attach(shard, store);
-      worker = new Worker({
-        store,
-        name: shardName(name, shard, dbs),
-        handlers,
-        ...(options.types === undefined ? {} : { types: options.types }),
-        ...(perType === undefined ? {} : { perType }),
-        ...(options.maxProcessingMs === undefined ? {} : { maxProcessingMs: options.maxProcessingMs }),
-        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-        ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
-        ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
-        ...(options.retry === undefined ? {} : { retry: options.retry }),
-        ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
-        ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
-        ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
-        ...(tracing === undefined ? {} : { tracing }),
-      });
-      await warnNearMisses(store, worker.types, shardLog);
-      await worker.start();
-      const started = worker;
-      const detachThis = detach;
-      return {
-        worker: started,
-        async stop(graceMs) {
-          await started.stop(graceMs === undefined ? {} : { graceMs });
-          await detachThis();
-          await outbox.close();
-        },
-      };
-    } catch (error) {
-      await worker?.stop({ graceMs: 0 }).catch(() => undefined);
-      await detach?.();
-      await outbox.close();
-      throw error;
-    }
+    return shardUnit(
+      outbox,
+      () => observed.attach(shard, store),
+      async (track) => {
+        // Each shard's handlers are made with its own store (a handler's context.store is its shard's).
+        const { handlers, perType } = await makeHandlers({
+          store,
+          logger: shardLog,
+          ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
+        });
+        const worker = new Worker({
+          store,
+          name: shardName(name, shard, dbs),
+          handlers,
+          ...(options.types === undefined ? {} : { types: options.types }),
+          ...(perType === undefined ? {} : { perType }),
+          ...(options.maxProcessingMs === undefined ? {} : { maxProcessingMs: options.maxProcessingMs }),
+          ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+          ...runnerTiming(options),
+          ...(tracing === undefined ? {} : { tracing }),
+        });
+        track(worker);
+        await warnNearMisses(store, worker.types, shardLog);
+        await worker.start();
+        return { worker };
+      },
+    );
   };
   let shards: RunningShards<WorkerUnit>;
   try {

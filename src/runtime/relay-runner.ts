@@ -16,8 +16,8 @@ import { openWalFeed } from "../stores/postgres/wal-feed.js";
 import type { Logger } from "../observability/logging.js";
 import type { Registry } from "prom-client";
 import { warnNearMisses } from "./near-miss.js";
-import { type Observed, observe, outboxDbs, type RunnerOptions, shardLogger, shardName } from "./observed.js";
-import { type ShardUnit, startShardUnits } from "./shard-units.js";
+import { type Observed, observe, outboxDbs, type RunnerOptions, runnerTiming, shardLogger, shardName } from "./observed.js";
+import { type ShardUnit, shardUnit, startShardUnits } from "./shard-units.js";
 import { shardIdPrefix } from "../shards/key-hash.js";
 
 /** The log line of a re-publish the broker recognised (after a relay stopped between its ack and the completion). */
@@ -137,85 +137,61 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
       const shardLog = shardLogger(logger, shard, dbs);
       const outbox = await openOutbox(db, { ...options, mustExist: true, applicationName: `wassal-relay-${shardName(name, shard, dbs)}`.slice(0, 63) });
       locations[shard] = outbox.location;
-      let opened: Awaited<ReturnType<typeof target.open>>;
-      try {
-        opened = await openPublisher();
-      } catch (error) {
-        await outbox.close();
-        throw error;
-      }
-      let detach: (() => Promise<void>) | undefined;
-      let runner: Relay<unknown> | WalRelay<unknown> | undefined;
-      try {
-        detach = running.attach(shard, outbox.store);
-        // Each shard numbers its messages on its own: its ids at the broker carry the shard.
-        const idPrefix = dbs.length > 1 ? shardIdPrefix(shard, options.idPrefix) : options.idPrefix;
-        const relayOptions: RelayOptions<unknown> = {
-          store: outbox.store,
-          publisher: opened,
-          routes,
-          ...(types === undefined ? {} : { types }),
-          name: shardName(name, shard, dbs),
-          ...(idPrefix === undefined ? {} : { idPrefix }),
-          ...(options.maxInFlight === undefined ? {} : { maxInFlight: options.maxInFlight }),
-          ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
-          ...(options.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.pollIntervalMs }),
-          ...(options.retry === undefined ? {} : { retry: options.retry }),
-          ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
-          ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
-          ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
-          ...(tracing === undefined ? {} : { tracing }),
-          onEvent,
-        };
-        let relay: Relay<unknown>;
-        if (options.fromWal !== undefined) {
-          const feed = openWalFeed({
-            url: db,
-            ...(options.schema === undefined ? {} : { schema: options.schema }),
-            ...(options.fromWal === true ? {} : { slot: options.fromWal }),
-          });
-          /** Resolves at the first "slot-busy": the relay then waits for its slot as a standby. */
-          let slotBusy!: () => void;
-          const standby = new Promise<"standby">((resolve) => {
-            slotBusy = () => resolve("standby");
-          });
-          const wal = new WalRelay({
-            ...relayOptions,
-            feed,
-            onFeedEvent: (event) => {
-              logFeedEvent(shardLog, event);
-              if (event.type === "slot-busy") slotBusy();
-            },
-          });
-          runner = wal;
-          relay = wal.relay;
-          slot = feed.slot;
-          slotMetrics(running.registries[shard] as Registry, () => feed.lag());
-          await warnNearMisses(outbox.store, relay.types, shardLog);
-          await startWal(wal, standby, shardLog);
-        } else {
-          relay = new Relay(relayOptions);
-          runner = relay;
-          await warnNearMisses(outbox.store, relay.types, shardLog);
-          await relay.start();
-        }
-        const started = runner;
-        const detachThis = detach;
-        return {
-          relay,
-          async stop(graceMs) {
-            await started.stop(graceMs === undefined ? {} : { graceMs });
-            await detachThis();
-            await outbox.close();
-          },
-        };
-      } catch (error) {
-        await runner?.stop({ graceMs: 0 }).catch(() => undefined);
-        await detach?.();
-        await outbox.close();
-        throw error;
-      }
+      return shardUnit(
+        outbox,
+        () => running.attach(shard, outbox.store),
+        async (track) => {
+          // Each shard numbers its messages on its own: its ids at the broker carry the shard.
+          const idPrefix = dbs.length > 1 ? shardIdPrefix(shard, options.idPrefix) : options.idPrefix;
+          const relayOptions: RelayOptions<unknown> = {
+            store: outbox.store,
+            publisher: await openPublisher(),
+            routes,
+            ...(types === undefined ? {} : { types }),
+            name: shardName(name, shard, dbs),
+            ...(idPrefix === undefined ? {} : { idPrefix }),
+            ...(options.maxInFlight === undefined ? {} : { maxInFlight: options.maxInFlight }),
+            ...runnerTiming(options),
+            ...(tracing === undefined ? {} : { tracing }),
+            onEvent,
+          };
+          let relay: Relay<unknown>;
+          if (options.fromWal !== undefined) {
+            const feed = openWalFeed({
+              url: db,
+              ...(options.schema === undefined ? {} : { schema: options.schema }),
+              ...(options.fromWal === true ? {} : { slot: options.fromWal }),
+            });
+            /** Resolves at the first "slot-busy": the relay then waits for its slot as a standby. */
+            let slotBusy!: () => void;
+            const standby = new Promise<"standby">((resolve) => {
+              slotBusy = () => resolve("standby");
+            });
+            const wal = new WalRelay({
+              ...relayOptions,
+              feed,
+              onFeedEvent: (event) => {
+                logFeedEvent(shardLog, event);
+                if (event.type === "slot-busy") slotBusy();
+              },
+            });
+            track(wal);
+            relay = wal.relay;
+            slot = feed.slot;
+            slotMetrics(running.registries[shard] as Registry, () => feed.lag());
+            await warnNearMisses(outbox.store, relay.types, shardLog);
+            await startWal(wal, standby, shardLog);
+          } else {
+            relay = new Relay(relayOptions);
+            track(relay);
+            await warnNearMisses(outbox.store, relay.types, shardLog);
+            await relay.start();
+          }
+          return { relay };
+        },
+      );
     };
+
     const shards = await startShardUnits(dbs, up, { logger, describe: redactUrl });
     const opened = await openPublisher();
     return {

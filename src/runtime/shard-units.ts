@@ -106,3 +106,42 @@ export async function startShardUnits<U extends ShardUnit>(
   }
   return { units, stop };
 }
+
+/** What a unit runs: a Worker, a Relay or a WalRelay. */
+interface Stoppable {
+  stop(options?: { readonly graceMs?: number }): Promise<void>;
+}
+
+/**
+ * A shard's unit over its open store: attaches its logs and metrics, then `build` makes and starts
+ * its runner (handing it to `track` before starting it). The unit's stop stops the runner, detaches
+ * and closes the store; a failure anywhere undoes what was done, closing the store, and rethrows.
+ */
+export async function shardUnit<T extends object>(
+  outbox: { close(): Promise<void> },
+  attach: () => () => Promise<void>,
+  build: (track: (runner: Stoppable) => void) => Promise<T>,
+): Promise<T & ShardUnit> {
+  let detach: (() => Promise<void>) | undefined;
+  let runner: Stoppable | undefined;
+  try {
+    detach = attach();
+    const unit = await build((made) => {
+      runner = made;
+    });
+    const [started, detached] = [runner, detach];
+    return {
+      ...unit,
+      async stop(graceMs?: number) {
+        await started?.stop(graceMs === undefined ? {} : { graceMs });
+        await detached();
+        await outbox.close();
+      },
+    };
+  } catch (error) {
+    await runner?.stop({ graceMs: 0 }).catch(() => undefined);
+    await detach?.();
+    await outbox.close();
+    throw error;
+  }
+}
