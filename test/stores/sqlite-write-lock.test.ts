@@ -172,25 +172,35 @@ it("waits for another connection's write lock blocking the event loop for 2 ms a
     if (sql === "BEGIN IMMEDIATE") begins.push(sameTask ? "in the call's task" : "later");
     return exec(sql);
   });
-  const waiting = waiter.transaction((tx) => waiter.enqueue(tx, { type: "t", payload: 1 }));
-  await new Promise<void>((resolve) =>
-    setImmediate(() => {
+  // The call's task ends at the first timer or immediate after it. A timer armed here, before the
+  // call, fires no later than the waiter's first retry timer (armed later, for 1 ms or more), so a
+  // retry made from a timer is never taken for one made in the call's task, however late the
+  // event loop's next turn comes on a loaded machine.
+  const taskEnded = new Promise<void>((resolve) => {
+    const end = () => {
       sameTask = false;
       resolve();
-    }),
-  );
-  // One refused BEGIN IMMEDIATE in the call's task: the event loop was blocked for one busy_timeout
-  // (2 ms, above) at most. (A waiter that retried there, or with a longer busy_timeout, blocks it
-  // for longer.) Every further try is made later, from a timer.
-  expect(begins).toEqual(["in the call's task"]);
-  // The event loop runs while the waiter waits: its timers fire and it tries again, refused each
-  // time, and it has not got the lock.
-  await until("the waiter's retries", () => begins.length >= 4, { timeoutMs: 10_000, intervalMs: 1 });
-  expect(begins.slice(1).every((b) => b === "later")).toBe(true);
-  expect(waiter.writeLock.stats.transactions).toBe(before.transactions);
-  release();
-  await held;
-  await waiting;
+    };
+    setTimeout(end, 0);
+    setImmediate(end);
+  });
+  const waiting = waiter.transaction((tx) => waiter.enqueue(tx, { type: "t", payload: 1 }));
+  try {
+    await taskEnded;
+    // One refused BEGIN IMMEDIATE in the call's task: the event loop was blocked for one busy_timeout
+    // (2 ms, above) at most. (A waiter that retried there, or with a longer busy_timeout, blocks it
+    // for longer.) Every further try is made later, from a timer.
+    expect(begins).toEqual(["in the call's task"]);
+    // The event loop runs while the waiter waits: its timers fire and it tries again, refused each
+    // time, and it has not got the lock.
+    await until("the waiter's retries", () => begins.length >= 4, { timeoutMs: 10_000, intervalMs: 1 });
+    expect(begins.slice(1).every((b) => b === "later")).toBe(true);
+    expect(waiter.writeLock.stats.transactions).toBe(before.transactions);
+  } finally {
+    release(); // a failed check above must not leave the holder's transaction open for afterEach
+    await held;
+    await waiting;
+  }
   expect(waiter.writeLock.stats.contended - before.contended).toBe(1);
   expect(await waiter.countByStatus()).toMatchObject({ pending: 1 });
   spy.mockRestore();
