@@ -1,11 +1,12 @@
 // A publisher from one URL, as `wassal relay --to URL` takes it: nats:// for NATS JetStream,
 // amqp:// or amqps:// for RabbitMQ, redis:// or rediss:// for Redis Streams, http:// or https://
-// for webhooks. Checked before anything connects, so bad input costs nothing.
+// for webhooks. A NATS or RabbitMQ cluster is given as its nodes' URLs separated by commas, all of
+// one scheme. Checked before anything connects, so bad input costs nothing.
 
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { redactUrl, rememberSecret, rememberUrlSecrets } from "../outbox/redact.js";
 import { NatsPublisher } from "./nats.js";
-import { RabbitMqPublisher } from "./rabbitmq.js";
+import { amqpUrls, listedUrls, RabbitMqPublisher } from "./rabbitmq.js";
 import { RedisStreamsPublisher } from "./redis.js";
 import type { Publisher } from "./publisher.js";
 import { WebhookPublisher, webhookKey } from "./webhook.js";
@@ -14,7 +15,8 @@ import { WebhookPublisher, webhookKey } from "./webhook.js";
 export const PUBLISHER_SCHEMES: Readonly<Record<string, string>> = {
   "nats:":
     "NATS JetStream, e.g. nats://127.0.0.1:4222, or a cluster's servers separated by commas, nats://a:4222,nats://b:4222 (subjects from --destination and --route)",
-  "amqp:": 'RabbitMQ, e.g. amqp://127.0.0.1:5672, credentials before the host (destinations "<exchange>/<routing key>", or "/<queue>")',
+  "amqp:":
+    'RabbitMQ, e.g. amqp://127.0.0.1:5672, credentials before the host, or the nodes of a cluster separated by commas, amqp://a:5672,amqp://b:5672, each with its credentials (destinations "<exchange>/<routing key>", or "/<queue>")',
   "amqps:": "RabbitMQ over TLS",
   "redis:": "Redis Streams, e.g. redis://127.0.0.1:6379 (destinations are stream keys)",
   "rediss:": "Redis Streams over TLS",
@@ -33,8 +35,8 @@ export interface PublisherTarget {
 export interface PublisherTargetOptions {
   /** The Standard Webhooks secret ("whsec_…"), required for http(s). */
   readonly webhookSecret?: string;
-  /** Connection changes of a broker (e.g. "disconnect", "reconnect"), for logs. */
-  readonly onStatus?: (status: string) => void;
+  /** Connection changes of a broker (e.g. "disconnect", "reconnect"), for logs; RabbitMQ's "connect" and "disconnect" also name the node (redacted). */
+  readonly onStatus?: (status: string, node?: string) => void;
 }
 
 function supported(): string {
@@ -46,6 +48,8 @@ function supported(): string {
 /** Checks the URL and what its scheme needs (a webhook secret); throws InvalidArgumentError naming what would be valid. */
 export function publisherTarget(to: string, options: PublisherTargetOptions = {}): PublisherTarget {
   rememberUrlSecrets(to);
+  // Before the NATS list: "nats://a,amqp://b" is one NATS item to natsServers, and a URL that parses.
+  if (listedUrls(to).some(isAmqp)) return rabbitMq(to, options);
   if (natsServers(to).length > 1) return natsCluster(to, options);
   let url: URL;
   try {
@@ -63,13 +67,6 @@ export function publisherTarget(to: string, options: PublisherTargetOptions = {}
       scheme,
       defaultDestination: undefined,
       open: () => NatsPublisher.open({ servers: to, ...(options.onStatus ? { onStatus: options.onStatus } : {}) }),
-    };
-  }
-  if (scheme === "amqp:" || scheme === "amqps:") {
-    return {
-      scheme,
-      defaultDestination: undefined,
-      open: () => RabbitMqPublisher.open({ url: to, ...(options.onStatus ? { onStatus: options.onStatus } : {}) }),
     };
   }
   if (scheme === "redis:" || scheme === "rediss:") {
@@ -98,9 +95,35 @@ export function natsServers(to: string): string[] {
   return /^\s*nats:\/\//i.test(to) ? to.split(/,(?=\s*nats:\/\/)/i).map((server) => server.trim()) : [to];
 }
 
-/** `--to` as logs show it: each server of a NATS cluster's list redacted on its own. */
+/** `--to` as logs show it: each server of a NATS or RabbitMQ cluster's list redacted on its own. */
 export function redactTarget(to: string): string {
-  return natsServers(to).map(redactUrl).join(",");
+  return listedUrls(to).map(redactUrl).join(",");
+}
+
+function isAmqp(url: string): boolean {
+  return /^amqps?:\/\//i.test(url);
+}
+
+/**
+ * RabbitMQ: one amqp(s):// URL, or a cluster's nodes separated by commas (split where the next
+ * URL starts, so a comma inside a password stays in it), each node checked now.
+ */
+function rabbitMq(to: string, options: PublisherTargetOptions): PublisherTarget {
+  const nodes = listedUrls(to);
+  for (const node of nodes) rememberUrlSecrets(node);
+  const other = nodes.find((node) => !isAmqp(node) && node !== "");
+  if (other !== undefined) {
+    throw new InvalidArgumentError(
+      `--to ${redactTarget(to)} mixes brokers: ${redactUrl(other)} is not amqp:// or amqps://; a list names the nodes of one cluster, all RabbitMQ (amqp://h1:5672,amqp://h2:5672) or all NATS (nats://h1:4222,nats://h2:4222)`,
+    );
+  }
+  const urls = amqpUrls(nodes, "--to");
+  const scheme = new URL(urls[0] as string).protocol;
+  return {
+    scheme,
+    defaultDestination: undefined,
+    open: () => RabbitMqPublisher.open({ url: urls, ...(options.onStatus ? { onStatus: options.onStatus } : {}) }),
+  };
 }
 
 /** A NATS cluster's servers, separated by commas: the publisher connects to any of them and follows the cluster. */

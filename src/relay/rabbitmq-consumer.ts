@@ -3,7 +3,12 @@
 // after the commit; a redelivered or re-published message finds its message-id in the inbox and is
 // acked without running the handler. A handler that keeps failing is rejected without requeue
 // (to the queue's dead-letter exchange, if it has one) after maxAttempts. A lost connection is
-// opened again with backoff, and consuming goes on. See deliver.ts.
+// opened again, and consuming goes on. See deliver.ts.
+//
+// A cluster is given as its nodes' URLs (separated by commas, or an array), as for the publisher
+// (rabbitmq.ts): at start each node is tried once, in order, and none working is an error then; on
+// every reconnection the nodes are tried in turn from the one after the node that dropped the
+// connection (tried last), and the backoff applies only after a whole round failed.
 //
 // Stopping (`stop()`): it cancels its consumption at once; a message between two tries of a failing
 // handler (or not yet started) is rejected with requeue, back in its place for the next consumer,
@@ -13,6 +18,7 @@
 
 import type { Channel, ChannelModel, ConsumeMessage } from "amqplib";
 import { InvalidArgumentError } from "../outbox/errors.js";
+import { redactUrl } from "../outbox/redact.js";
 import {
   type ConsumerRetry,
   type ConsumerShutdown,
@@ -30,9 +36,15 @@ import {
 } from "./deliver.js";
 import type { Inbox } from "./inbox.js";
 import { importOptional } from "../outbox/optional.js";
+import { AMQP_CONNECT_TIMEOUT_MS, amqpUrls, failureText, nodeRound } from "./rabbitmq.js";
 
 export interface RabbitMqConsumerOptions<Tx> extends ConsumerRetry, ConsumerShutdown {
-  readonly url: string;
+  /**
+   * e.g. amqp://guest:guest@127.0.0.1:5672; or a cluster's nodes, separated by commas
+   * (amqp://guest:guest@h1:5672,amqp://guest:guest@h2:5672) or as an array: each a full amqp:// or
+   * amqps:// URL.
+   */
+  readonly url: string | readonly string[];
   /** The queue to consume (it must exist). */
   readonly queue: string;
   readonly inbox: Inbox<Tx>;
@@ -63,6 +75,11 @@ export class RabbitMqConsumer {
   /** How long `stop()` waits for a handler already running, unless told otherwise. */
   readonly shutdownGraceMs: number;
   readonly #amqp: typeof import("amqplib");
+  readonly #urls: readonly string[];
+  /** The nodes as errors show them (redacted), in the order of #urls. */
+  readonly #nodes: readonly string[];
+  /** The index of the node last connected to (-1: none yet): the next round starts after it. */
+  #last = -1;
   readonly #options: RabbitMqConsumerOptions<unknown>;
   readonly #retry: { maxAttempts: number; delayMs: number };
   #model: ChannelModel | undefined;
@@ -76,32 +93,54 @@ export class RabbitMqConsumer {
 
   private constructor(
     amqp: typeof import("amqplib"),
+    urls: readonly string[],
     options: RabbitMqConsumerOptions<unknown>,
     retry: { maxAttempts: number; delayMs: number },
     graceMs: number,
   ) {
     this.#amqp = amqp;
+    this.#urls = urls;
+    this.#nodes = urls.map(redactUrl);
     this.shutdownGraceMs = graceMs;
     this.#options = options;
     this.#retry = retry;
   }
 
-  /** Connects and starts consuming; reconnects (with backoff) whenever the connection is lost. */
+  /** Connects and starts consuming; reconnects (to the next node, with backoff once every node failed) whenever the connection is lost. */
   static async start<Tx>(options: RabbitMqConsumerOptions<Tx>): Promise<RabbitMqConsumer> {
     if (typeof options.handle !== "function") throw new InvalidArgumentError("RabbitMqConsumer needs handle: (message, tx) => void");
+    const urls = amqpUrls(options.url);
     const retry = checkRetry(options);
     const graceMs = checkGrace(options.shutdownGraceMs);
     const amqp = await importOptional<typeof import("amqplib")>("amqplib", "a RabbitMQ consumer");
-    const consumer = new RabbitMqConsumer(amqp, options as RabbitMqConsumerOptions<unknown>, retry, graceMs);
-    const { closed } = await consumer.#connect(); // the first connection must work: a bad URL or queue is an error now
+    const consumer = new RabbitMqConsumer(amqp, urls, options as RabbitMqConsumerOptions<unknown>, retry, graceMs);
+    const { closed } = await consumer.#connectFirst(); // the first connection must work: a bad URL or queue is an error now
     consumer.#loop = consumer.#reconnecting(closed);
     return consumer;
   }
 
-  /** Opens a connection and consumes; resolves with a promise that settles when it closes. */
-  async #connect(): Promise<{ readonly closed: Promise<void> }> {
+  /**
+   * The first connection: each node once, in order. Throws if none works: with one node, its error
+   * as it was; with several, an AggregateError saying what each node answered.
+   */
+  async #connectFirst(): Promise<{ readonly closed: Promise<void> }> {
+    const errors: unknown[] = [];
+    for (const index of nodeRound(this.#last, this.#urls.length)) {
+      try {
+        return await this.#connect(index);
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    if (errors.length === 1) throw errors[0];
+    const answers = errors.map((error, index) => `${this.#nodes[index]}: ${failureText(error)}`).join("; ");
+    throw new AggregateError(errors, `no RabbitMQ node could consume queue ${JSON.stringify(this.#options.queue)}: ${answers}`);
+  }
+
+  /** Opens a connection to one node and consumes; resolves with a promise that settles when it closes. */
+  async #connect(index: number): Promise<{ readonly closed: Promise<void> }> {
     const options = this.#options;
-    const model = await this.#amqp.connect(options.url);
+    const model = await this.#amqp.connect(this.#urls[index] as string, { timeout: AMQP_CONNECT_TIMEOUT_MS });
     try {
       const closed = new Promise<void>((resolve) => {
         model.on("close", () => resolve());
@@ -117,6 +156,7 @@ export class RabbitMqConsumer {
       this.#model = model;
       this.#channel = channel;
       this.#tag = consumerTag;
+      this.#last = index;
       return { closed };
     } catch (error) {
       await model.close().catch(() => undefined);
@@ -151,20 +191,35 @@ export class RabbitMqConsumer {
   }
 
   async #reconnecting(closed: Promise<void>): Promise<void> {
-    for (let current = closed; ; ) {
-      await current;
+    for (let current: { readonly closed: Promise<void> } | undefined = { closed }; current !== undefined; ) {
+      await current.closed;
       if (this.#stopping) return;
-      for (let delay = 250; !this.#stopping; delay = Math.min(delay * 2, 5_000)) {
+      current = await this.#reconnect();
+    }
+  }
+
+  /**
+   * Connects again, to each node in turn from the one after the node that dropped the connection
+   * (so it moves to another node at once); the backoff comes only after a whole round failed.
+   * Resolves with the new connection's `closed` (wrapped: a promise returned bare would be awaited
+   * too), or undefined once stopping.
+   */
+  async #reconnect(): Promise<{ readonly closed: Promise<void> } | undefined> {
+    for (let delay = 250; !this.#stopping; delay = Math.min(delay * 2, 5_000)) {
+      for (const index of nodeRound(this.#last, this.#urls.length)) {
+        if (this.#stopping) return undefined;
         try {
-          current = (await this.#connect()).closed;
-          if (this.#stopping) await this.#model?.close().catch(() => undefined); // stopped while connecting
-          break;
+          const connected = await this.#connect(index);
+          if (!this.#stopping) return connected;
+          await this.#model?.close().catch(() => undefined); // stopped while connecting
+          return undefined;
         } catch {
-          await sleep(delay, this.#stopSignal.signal);
+          // the next node
         }
       }
-      if (this.#stopping) return;
+      await sleep(delay, this.#stopSignal.signal);
     }
+    return undefined;
   }
 
   /**

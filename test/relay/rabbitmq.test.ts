@@ -1,13 +1,20 @@
 // The relay to RabbitMQ, on every store, against the real broker (127.0.0.1:5672): persistent,
 // mandatory publishes with message-id and headers, completion after the confirm, keyed messages in
 // enqueue order, a message no queue takes retried and then dead, and an exchange that does not
-// exist likewise (without closing the channel the other messages use).
+// exist likewise (without closing the channel the other messages use). A cluster's node list: a
+// node that refuses is passed over, a node that drops the connection is left for the next one (and
+// tried last), and a bad list is refused naming the bad node, its password hidden.
 
 import { randomBytes } from "node:crypto";
+import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from "amqplib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { InvalidArgumentError } from "../../src/outbox/errors.js";
+import { redactUrl } from "../../src/outbox/redact.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import { Inbox } from "../../src/relay/inbox.js";
+import { publisherTarget, redactTarget } from "../../src/relay/open-publisher.js";
+import { BrokerUnavailableError, type OutgoingMessage } from "../../src/relay/publisher.js";
 import { RabbitMqPublisher } from "../../src/relay/rabbitmq.js";
 import { RabbitMqConsumer } from "../../src/relay/rabbitmq-consumer.js";
 import type { RelayOptions } from "../../src/relay/relay.js";
@@ -15,9 +22,140 @@ import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../co
 import { TEST_AMQP_URL, rabbitAvailable } from "../support/services.js";
 import { stopTests } from "./consumer-stop.js";
 import { useRelays, waitForRetry } from "./support.js";
+import { until, within } from "../support/wait.js";
 import { waitForSleepers, waitForStatus, waitUntil } from "../worker/support.js";
 
 const rabbitUp = await rabbitAvailable();
+
+/** TEST_AMQP_URL (its credentials and vhost) with another port on this machine. */
+function nodeUrl(port: number): string {
+  const url = new URL(TEST_AMQP_URL);
+  url.hostname = "127.0.0.1";
+  url.port = String(port);
+  return url.href;
+}
+
+function listening(server: Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
+}
+
+function closing(server: Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+/** A port the OS just gave and took back: nothing listens on it, so a connection is refused. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  const port = await listening(server);
+  await closing(server);
+  return port;
+}
+
+/** A TCP proxy to the broker, on a port of its own: a node whose connections can be cut, as a node going down cuts them. */
+async function brokerProxy() {
+  const broker = new URL(TEST_AMQP_URL);
+  const sockets = new Set<Socket>();
+  let accepted = 0;
+  const server = createServer((client) => {
+    accepted += 1;
+    const upstream = connect({ host: broker.hostname, port: Number(broker.port || 5672) });
+    for (const [socket, other] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(socket);
+      socket.on("error", () => undefined);
+      socket.on("close", () => {
+        sockets.delete(socket);
+        other.destroy();
+      });
+      socket.pipe(other);
+    }
+  });
+  const port = await listening(server);
+  return {
+    url: nodeUrl(port),
+    /** Connections it took so far. */
+    accepted: () => accepted,
+    /** Cuts every connection through it; it still listens. */
+    drop(): void {
+      for (const socket of sockets) socket.destroy();
+    },
+    close(): Promise<void> {
+      this.drop();
+      return closing(server);
+    },
+  };
+}
+
+/** A message as the relay hands it to a publisher. */
+function outgoing(destination: string): OutgoingMessage {
+  const id = `cluster-${randomBytes(4).toString("hex")}`;
+  return { id, messageId: id, type: "t", key: null, keySeq: null, destination, headers: {}, body: JSON.stringify({ id }), createdAt: new Date() };
+}
+
+describe("a RabbitMQ cluster's node list: bad input", () => {
+  const VALID = /give amqp:\/\/HOST:5672 .*or a cluster's nodes separated by commas \(amqp:\/\/h1:5672,amqp:\/\/h2:5672\), or an array/;
+
+  async function refused(url: string | readonly string[]): Promise<string> {
+    const publisher = await RabbitMqPublisher.open({ url }).catch((error: unknown) => error);
+    expect(publisher).toBeInstanceOf(InvalidArgumentError);
+    // The consumer checks the same way, before it loads the client or connects.
+    const { SqliteOutboxStore } = await import("../../src/stores/sqlite/sqlite-outbox-store.js");
+    const store = new SqliteOutboxStore({ path: ":memory:" });
+    try {
+      const consumer = await RabbitMqConsumer.start({ url, queue: "never", inbox: new Inbox({ store }), handle: () => undefined }).catch(
+        (error: unknown) => error,
+      );
+      expect(consumer).toBeInstanceOf(InvalidArgumentError);
+      expect((consumer as Error).message).toBe((publisher as Error).message);
+    } finally {
+      await store.close();
+    }
+    const { message } = publisher as Error;
+    expect(message).toMatch(VALID);
+    return message;
+  }
+
+  it("a node that is not an amqp:// URL is named; an empty string or list is refused", async () => {
+    expect(await refused("amqp://a:5672,http://b")).toContain('"http://b" (node 2 of 2) is not an amqp:// or amqps:// URL');
+    expect(await refused(["amqp://a:5672", "http://b"])).toContain('"http://b" (node 2 of 2) is not an amqp:// or amqps:// URL');
+    expect(await refused("")).toContain('"" is not an amqp:// or amqps:// URL');
+    expect(await refused([])).toContain("the list of RabbitMQ nodes is empty");
+    // A list whose later nodes lack their scheme parses as one URL with a comma in its host.
+    expect(await refused("amqp://h1:5672,h2:5672")).toContain('"amqp://h1:5672,h2:5672" is not an amqp:// or amqps:// URL');
+    expect(await refused("amqp://h1,h2")).toContain("each node of a list needs its own amqp://");
+  });
+
+  it("a bad node's password is never shown, nor any other node's", async () => {
+    const message = await refused("amqp://u:first-hunter2@a:5672,http://u:second-hunter2@b");
+    expect(message).toContain('"http://u:***@b"');
+    expect(message).not.toContain("hunter2");
+    const inArray = await refused(["amqp://u:third-hunter2@a:5672", "amqps://u:fourth-hunter2@"]);
+    expect(inArray).toContain('"amqps://u:***@" (node 2 of 2)');
+    expect(inArray).not.toContain("hunter2");
+  });
+
+  it("--to takes a RabbitMQ list, each node redacted in logs; mixed schemes are refused", async () => {
+    const list = "amqp://u:first-hunter2@127.0.0.1:5672, amqp://u:second-hunter2@127.0.0.1:5673";
+    expect(publisherTarget(list).scheme).toBe("amqp:");
+    expect(redactTarget(list)).toBe("amqp://u:***@127.0.0.1:5672,amqp://u:***@127.0.0.1:5673");
+    for (const mixed of ["amqp://u:pw-hunter2@a:5672,nats://b:4222", "nats://a:4222,amqp://u:pw-hunter2@b:5672"]) {
+      const error = (() => {
+        try {
+          publisherTarget(mixed);
+        } catch (caught) {
+          return caught;
+        }
+      })();
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as Error).message).toMatch(/mixes brokers: nats:\/\/\S+:4222 is not amqp:\/\/ or amqps:\/\//);
+      expect((error as Error).message).not.toContain("hunter2");
+    }
+    expect(() => publisherTarget("amqp://a:5672,http://u:pw-hunter2@b")).toThrow(/mixes brokers: http:\/\/u:\*\*\*@b is not amqp/);
+    expect(() => publisherTarget("amqp://h1,h2")).toThrow(/--to: "amqp:\/\/h1,h2" has a comma in its host/);
+  });
+});
 
 describe.skipIf(!rabbitUp)("RabbitMQ", () => {
   let model: ChannelModel;
@@ -47,6 +185,42 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
     );
     return { exchange: name, queue, received };
   }
+
+  it("a message the broker nacks (a full queue that rejects publishes) is 'broker unavailable': held and published again, no attempt spent", async () => {
+    const name = `wassal-test-${randomBytes(4).toString("hex")}`;
+    await admin.assertExchange(name, "direct", { durable: false, autoDelete: true });
+    const { queue } = await admin.assertQueue(`${name}-full`, {
+      durable: false,
+      exclusive: true,
+      arguments: { "x-max-length": 1, "x-overflow": "reject-publish" },
+    });
+    await admin.bindQueue(queue, name, "events");
+    const publisher = await RabbitMqPublisher.open({ url: TEST_AMQP_URL });
+    try {
+      await publisher.connected();
+      const signal = new AbortController().signal;
+      const one = (n: number): OutgoingMessage => ({
+        id: `nack-${n}`,
+        messageId: `nack-${n}`,
+        type: "t",
+        key: null,
+        keySeq: null,
+        destination: `${name}/events`,
+        headers: {},
+        body: "{}",
+        createdAt: new Date(),
+      });
+      await expect(publisher.publish(one(1), signal)).resolves.toEqual({ duplicate: false });
+      const refused = publisher.publish(one(2), signal);
+      await expect(refused).rejects.toBeInstanceOf(BrokerUnavailableError);
+      await expect(refused).rejects.toThrow(/did not take the message \(message nacked\); it is published again/);
+      // Room again: the same message is taken.
+      await admin.purgeQueue(queue);
+      await expect(publisher.publish(one(2), signal)).resolves.toEqual({ duplicate: false });
+    } finally {
+      await publisher.close();
+    }
+  });
 
   describeEachStore("the relay to RabbitMQ", (factory) => {
     const ctx = useStoreHarness(factory);
@@ -190,6 +364,147 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
         await waitUntil("the queue holds them", async () => (await admin.checkQueue(queue)).messageCount === count);
       },
       start: (queue, options) => RabbitMqConsumer.start({ url: TEST_AMQP_URL, queue, maxAttempts: 5, ...options }),
+    });
+  });
+
+  describe("a cluster's node list", () => {
+    /** A queue (not exclusive: a consumer on a connection of its own takes it), removed after the test. */
+    async function queue(): Promise<string> {
+      const { queue } = await admin.assertQueue(`wassal-test-${randomBytes(4).toString("hex")}-cluster`, { durable: false });
+      return queue;
+    }
+
+    async function memoryInbox() {
+      const { SqliteOutboxStore } = await import("../../src/stores/sqlite/sqlite-outbox-store.js");
+      const store = new SqliteOutboxStore({ path: ":memory:" });
+      await store.migrate();
+      return { store, inbox: new Inbox({ store }) };
+    }
+
+    it("the publisher (from --to) passes over a node that refuses and publishes through the next, confirmed", async () => {
+      const refusing = nodeUrl(await closedPort());
+      const statuses: { status: string; node: string | undefined }[] = [];
+      const target = publisherTarget(`${refusing},${TEST_AMQP_URL}`, { onStatus: (status, node) => void statuses.push({ status, node }) });
+      const publisher = await target.open();
+      try {
+        expect(publisher).toBeInstanceOf(RabbitMqPublisher);
+        expect(publisher.description).toBe(`RabbitMQ at ${redactUrl(refusing)}, ${redactUrl(TEST_AMQP_URL)}`);
+        // Within the first round: no backoff, and no "connect failed", for a node passed over.
+        await within("the connection", (publisher as RabbitMqPublisher).connected(), 10_000);
+        expect(statuses).toEqual([{ status: "connect", node: redactUrl(TEST_AMQP_URL) }]);
+        const { exchange, received } = await route();
+        const message = outgoing(`${exchange}/events.t`);
+        expect(await publisher.publish(message, new AbortController().signal)).toEqual({ duplicate: false });
+        await waitUntil("the delivery", () => received.some((m) => m.properties.messageId === message.id));
+      } finally {
+        await publisher.close();
+      }
+    });
+
+    it("a round in which every node refuses is said once, naming each node, and the publisher keeps trying", async () => {
+      const nodes = [nodeUrl(await closedPort()), nodeUrl(await closedPort())];
+      const statuses: string[] = [];
+      const publisher = await RabbitMqPublisher.open({ url: nodes, onStatus: (status) => void statuses.push(status) });
+      try {
+        await until("two failed rounds", () => statuses.length >= 2, { last: () => statuses });
+        for (const status of statuses.slice(0, 2)) {
+          expect(status).toBe(
+            `connect failed: ${redactUrl(nodes[0]!)}: connect ECONNREFUSED ${new URL(nodes[0]!).host}; ${redactUrl(nodes[1]!)}: connect ECONNREFUSED ${new URL(nodes[1]!).host}`,
+          );
+        }
+        await expect(publisher.publish(outgoing("/nowhere"), new AbortController().signal)).rejects.toThrow(
+          /the broker cannot be reached: RabbitMQ at .*: not connected/,
+        );
+      } finally {
+        await publisher.close();
+      }
+    });
+
+    it("the consumer passes over a node that refuses and consumes through the next; none working is an error at start", async () => {
+      const refusing = nodeUrl(await closedPort());
+      const name = await queue();
+      const { store, inbox } = await memoryInbox();
+      const applied: string[] = [];
+      const consumer = await RabbitMqConsumer.start({ url: [refusing, TEST_AMQP_URL], queue: name, inbox, handle: (m) => void applied.push(m.id) });
+      try {
+        admin.sendToQueue(name, Buffer.from("{}"), { messageId: "through-the-second" });
+        await waitUntil("the message applied", () => applied.includes("through-the-second"));
+        // At start every node is tried once, and none working is an error then, saying what each answered.
+        const refusingToo = nodeUrl(await closedPort());
+        const failed = await RabbitMqConsumer.start({ url: `${refusing},${refusingToo}`, queue: name, inbox, handle: () => undefined }).catch(
+          (error: unknown) => error,
+        );
+        expect(failed).toBeInstanceOf(AggregateError);
+        expect((failed as Error).message).toMatch(
+          /^no RabbitMQ node could consume queue "[^"]+": amqp:\S+: connect ECONNREFUSED \S+; amqp:\S+: connect ECONNREFUSED/,
+        );
+        const missing = await RabbitMqConsumer.start({ url: [refusing, TEST_AMQP_URL], queue: `${name}-missing`, inbox, handle: () => undefined }).catch(
+          (error: unknown) => error,
+        );
+        expect((missing as Error).message).toContain(`${redactUrl(TEST_AMQP_URL)}: `);
+        expect((missing as Error).message).toMatch(/NOT_FOUND/);
+        expect(consumer.stats.applied).toBe(1);
+      } finally {
+        await consumer.stop();
+        await store.close();
+        await admin.deleteQueue(name);
+      }
+    });
+
+    it("a node that drops the publisher's connection is tried last: it reconnects to the next node at once, and publishes go on", async () => {
+      const proxy = await brokerProxy();
+      const statuses: { status: string; node: string | undefined }[] = [];
+      const publisher = await RabbitMqPublisher.open({ url: [proxy.url, TEST_AMQP_URL], onStatus: (status, node) => void statuses.push({ status, node }) });
+      try {
+        await within("the connection", publisher.connected(), 10_000);
+        expect(statuses).toEqual([{ status: "connect", node: redactUrl(proxy.url) }]);
+        expect(proxy.accepted()).toBe(1);
+        const { exchange, received } = await route();
+        const before = outgoing(`${exchange}/events.t`);
+        expect(await publisher.publish(before, new AbortController().signal)).toEqual({ duplicate: false });
+        // The node goes down, taking its connections with it, though it still listens: the next round starts at the other node.
+        proxy.drop();
+        await until("the reconnection", () => statuses.length >= 3, { last: () => statuses });
+        expect(statuses.slice(1)).toEqual([
+          { status: "disconnect", node: redactUrl(proxy.url) },
+          { status: "connect", node: redactUrl(TEST_AMQP_URL) },
+        ]);
+        expect(proxy.accepted()).toBe(1);
+        await proxy.close();
+        const after = outgoing(`${exchange}/events.t`);
+        expect(await publisher.publish(after, new AbortController().signal)).toEqual({ duplicate: false });
+        await waitUntil("both deliveries", () => [before.id, after.id].every((id) => received.some((m) => m.properties.messageId === id)));
+      } finally {
+        await publisher.close();
+        await proxy.close();
+      }
+    });
+
+    it("a node that drops the consumer's connection is tried last: it consumes through the next node at once", async () => {
+      const proxy = await brokerProxy();
+      const name = await queue();
+      const { store, inbox } = await memoryInbox();
+      const applied: string[] = [];
+      const consumer = await RabbitMqConsumer.start({ url: `${proxy.url},${TEST_AMQP_URL}`, queue: name, inbox, handle: (m) => void applied.push(m.id) });
+      try {
+        expect(proxy.accepted()).toBe(1);
+        admin.sendToQueue(name, Buffer.from("{}"), { messageId: "before-the-drop" });
+        await waitUntil("the first message applied", () => applied.includes("before-the-drop"));
+        proxy.drop();
+        admin.sendToQueue(name, Buffer.from("{}"), { messageId: "after-the-drop" });
+        await waitUntil("the message sent after the drop applied", () => applied.includes("after-the-drop"));
+        // Through the other node: the one that dropped the connection, still listening, was not tried first.
+        expect(proxy.accepted()).toBe(1);
+        await proxy.close();
+        admin.sendToQueue(name, Buffer.from("{}"), { messageId: "after-the-close" });
+        await waitUntil("the message sent after the node closed applied", () => applied.includes("after-the-close"));
+        expect(applied.filter((id) => id === "before-the-drop")).toHaveLength(1);
+      } finally {
+        await consumer.stop();
+        await store.close();
+        await proxy.close();
+        await admin.deleteQueue(name);
+      }
     });
   });
 
