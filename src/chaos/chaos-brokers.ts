@@ -1,7 +1,8 @@
 // The brokers a relay chaos run starts for itself, each on a free port with a data folder of its
 // own, so that the run can stop and start it at will without touching a shared one: a nats-server
-// with JetStream, a cluster of three of them with the stream on all three, a RabbitMQ node, or a
-// redis-server whose append-only file survives its restart.
+// with JetStream, a cluster of three of them with the stream on all three, a RabbitMQ node, a
+// cluster of three with a quorum queue on all three (rabbitmq-cluster.ts), or a redis-server whose
+// append-only file survives its restart.
 // Each says where the relays publish (--to, --destination) and what the consumer processes
 // consume (see consumer-process.ts).
 
@@ -12,9 +13,10 @@ import { join } from "node:path";
 import { importOptional } from "../outbox/optional.js";
 import type { ChaosConsumerBroker } from "./consumer-process.js";
 import { freePort, waitForPort } from "./ports.js";
+import { rabbitClusterBroker } from "./rabbitmq-cluster.js";
 
-export type ChaosBrokerName = "nats" | "nats-cluster" | "rabbitmq" | "redis";
-export const CHAOS_BROKERS: readonly ChaosBrokerName[] = ["nats", "nats-cluster", "rabbitmq", "redis"];
+export type ChaosBrokerName = "nats" | "nats-cluster" | "rabbitmq" | "rabbitmq-cluster" | "redis";
+export const CHAOS_BROKERS: readonly ChaosBrokerName[] = ["nats", "nats-cluster", "rabbitmq", "rabbitmq-cluster", "redis"];
 
 /** A broker of the run's own: its own port and data folder, stopped and started at will. */
 export interface ChaosBroker {
@@ -47,6 +49,7 @@ export function chaosBroker(name: ChaosBrokerName, dir: string, runId: string, a
   if (name === "nats") return natsBroker(dir, runId, ackWaitMs);
   if (name === "nats-cluster") return natsClusterBroker(dir, runId, ackWaitMs);
   if (name === "rabbitmq") return rabbitBroker(runId);
+  if (name === "rabbitmq-cluster") return rabbitClusterBroker(dir, runId);
   return redisBroker(dir, runId);
 }
 

@@ -92,6 +92,15 @@ export interface RelayChaosOptions {
   readonly signal?: AbortSignal;
 }
 
+/** Resolves once the signal aborts (never, without one). */
+function aborted(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal === undefined) return;
+    if (signal.aborted) return resolve();
+    signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
 /** The run was aborted through its signal; it removed what it had started (unless --keep). */
 export class RelayChaosInterruptedError extends WassalError {
   override name = "RelayChaosInterruptedError";
@@ -331,7 +340,11 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     mkdirSync(brokerDir);
     broker = await chaosBroker(options.broker, brokerDir, runId, options.ackWaitMs);
     progress(`starting the run's own ${options.broker} broker`);
-    await broker.start();
+    // A cluster takes a while to start: a signal meanwhile ends the wait, and the finally below
+    // stops what was started (the broker refuses to start more once closed).
+    const starting = broker.start();
+    starting.catch(() => undefined); // an abandoned start's failure is the signal's
+    await Promise.race([starting, aborted(options.signal)]);
     stopIfAborted();
     await broker.prepare();
     for (const db of producerDbs) producers.push(await openOutbox(db, { ...(producerSchema ? { schema: producerSchema } : {}) }));

@@ -197,13 +197,13 @@ export function chaosCommand(): Command {
   chaos.addCommand(
     new Command("relay")
       .description(
-        "end to end: enqueue at a steady rate, relays publish to a broker of the run's own (NATS JetStream, RabbitMQ or Redis Streams), consumer processes apply each message through the inbox; kill and pause relays and consumers, restart the broker; then check every message had exactly one effect, in each key's order",
+        "end to end: enqueue at a steady rate, relays publish to a broker of the run's own (NATS JetStream, RabbitMQ or Redis Streams; NATS and RabbitMQ also as a 3-node cluster), consumer processes apply each message through the inbox; kill and pause relays and consumers, restart the broker; then check every message had exactly one effect, in each key's order",
       )
       .addOption(new Option("--store <sqlite|url>", `${storeShapes()}: the run's data in temporary files, schemas or databases`).default("sqlite"))
       .addOption(
         new Option(
           "--broker <name>",
-          "the broker the run starts for itself: nats (a nats-server with JetStream), nats-cluster (three nats-servers as one cluster, the stream replicated on all three; the mid-run fault SIGKILLs the stream leader's node), rabbitmq (a RabbitMQ node) or redis (a redis-server with an append-only file; Redis Streams)",
+          "the broker the run starts for itself: nats (a nats-server with JetStream), nats-cluster (three nats-servers as one cluster, the stream replicated on all three; the mid-run fault SIGKILLs the stream leader's node), rabbitmq (a RabbitMQ node), rabbitmq-cluster (three RabbitMQ nodes as one cluster, a quorum queue on all three; the mid-run fault SIGKILLs the queue leader's node) or redis (a redis-server with an append-only file; Redis Streams)",
         )
           .choices(CHAOS_BROKERS)
           .default(r.broker),
@@ -218,7 +218,7 @@ export function chaosCommand(): Command {
       .option("--pause-every <ms>", "SIGSTOP a random relay for 1.5 leases, then SIGCONT, this often; 0: never", integer(0), r.pauseEveryMs)
       .option(
         "--no-broker-restart",
-        "do not fault the broker mid-run (stop and restart it; with nats-cluster, SIGKILL the stream leader's node and restart it)",
+        "do not fault the broker mid-run (stop and restart it; with a cluster, SIGKILL the node leading the stream or queue and restart it)",
       )
       .option(
         "--consumers <n>",

@@ -392,6 +392,16 @@ describe.skipIf(!RABBIT)("wassal chaos relay --broker rabbitmq (short)", () => {
   );
 });
 
+describe.skipIf(!RABBIT)("wassal chaos relay --broker rabbitmq-cluster (short)", () => {
+  it(
+    "sqlite: three RabbitMQ nodes, a quorum queue on all three, its leader's node SIGKILLed mid-run; relays and the consumer killed and paused: every message one effect, in each key's order",
+    async () => {
+      await relayChaosWithConsumerFaults(["--broker", "rabbitmq-cluster", ...CONSUMER_FAULTS]);
+    },
+    RUN_MS,
+  );
+});
+
 describe.skipIf(!REDIS)("wassal chaos relay --broker redis (short)", () => {
   it(
     "sqlite: relays and the consumer killed and paused, the run's own redis-server restarted: every message one effect, in each key's order",
