@@ -1,6 +1,7 @@
 // Options several commands share.
 
 import { type Command, Option } from "commander";
+import { resolve } from "node:path";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { redactUrl } from "../outbox/redact.js";
 import { LOG_LEVELS } from "../observability/logging.js";
@@ -41,6 +42,27 @@ export function shardOption(): Option {
  * The outbox a command runs on: --db's, or the --shard list (two or more, each once, in shard
  * order). Refuses both, neither, one shard, and a shard given twice, naming what to give.
  */
+/** The server ports a URL may leave out, by scheme. */
+const DEFAULT_PORTS: Readonly<Record<string, string>> = { "postgres:": "5432", "postgresql:": "5432", "mysql:": "3306", "mariadb:": "3306" };
+
+/**
+ * Where a --db or --shard value points, so that two spellings of one database compare equal: a
+ * file path resolved against the working directory (./a.db and a.db), a URL with its scheme's
+ * synonyms, its host's case and its default port made one (postgres://h/db and
+ * postgresql://H:5432/db). Two host names for one machine (localhost, 127.0.0.1) still differ.
+ */
+export function databasePlace(value: string): string {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return resolve(value);
+  try {
+    const url = new URL(value);
+    const scheme = url.protocol === "postgresql:" ? "postgres:" : url.protocol === "mariadb:" ? "mysql:" : url.protocol;
+    const port = url.port === "" ? (DEFAULT_PORTS[url.protocol] ?? "") : url.port;
+    return `${scheme}//${url.hostname.toLowerCase()}:${port}${url.pathname.replace(/\/+$/, "")}${url.search}`;
+  } catch {
+    return value;
+  }
+}
+
 export function outboxTarget(options: { readonly db?: string; readonly shard?: readonly string[] }, command: Command): string | readonly string[] {
   const shards = options.shard ?? [];
   if (shards.length > 0 && command.getOptionValueSource("db") === "cli") {
@@ -48,8 +70,13 @@ export function outboxTarget(options: { readonly db?: string; readonly shard?: r
   }
   if (shards.length === 1)
     throw new InvalidArgumentError("a sharded outbox has two or more shards: give --shard once for each (got one); for one outbox use --db");
-  const twice = shards.find((shard, i) => shards.indexOf(shard) !== i);
-  if (twice !== undefined) throw new InvalidArgumentError(`--shard ${redactUrl(twice)} is given twice: give each shard once, in shard order`);
+  const places = shards.map(databasePlace);
+  const twice = shards.find((_shard, i) => places.indexOf(places[i] as string) !== i);
+  if (twice !== undefined) {
+    const first = shards[places.indexOf(databasePlace(twice))] as string;
+    const also = first === twice ? "" : ` (the same database as ${redactUrl(first)})`;
+    throw new InvalidArgumentError(`--shard ${redactUrl(twice)} is given twice${also}: give each shard once, in shard order`);
+  }
   if (shards.length > 1) return shards;
   if (options.db === undefined)
     throw new InvalidArgumentError("give the outbox's database: --db <url-or-path> (or WASSAL_DATABASE_URL), or --shard once per shard");

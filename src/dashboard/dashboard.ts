@@ -246,6 +246,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   if (base !== "" && !/^(\/[\w-]+)+$/.test(base))
     throw new InvalidArgumentError(`base must be a path like /shard/1, without a trailing slash (got ${JSON.stringify(base)})`);
   const ctxOf = (): PageContext => ({ database: options.database, base, csrfToken, now: new Date(now()) });
+  const problem = (title: string, detail: string) => problemPage(title, detail, base);
 
   const slotOf = async () => {
     const { slot } = options;
@@ -300,7 +301,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
         : null;
     return messageFragment(ctxOf(), read.message, read.preview, trail, unaudited);
   };
-  const notFound = (c: Context, what: string) => c.html(problemPage("404: not found", what), 404);
+  const notFound = (c: Context, what: string) => c.html(problem("404: not found", what), 404);
 
   app.get("/", async (c) => c.html(layout("Overview", ctxOf(), { fragment: `${base}/fragments/overview`, events: `${base}/events` }, await overview())));
   app.get("/fragments/overview", async (c) => c.html(await overview()));
@@ -308,7 +309,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   app.get("/search", async (c) => {
     const query = (c.req.query("q") ?? "").trim();
     if (query === "" || query.length > 255) {
-      return c.html(problemPage("400: nothing to search for", "Give a message id, a dedupe key or an ordering key of 1 to 255 characters."), 400);
+      return c.html(problem("400: nothing to search for", "Give a message id, a dedupe key or an ordering key of 1 to 255 characters."), 400);
     }
     const found = await store.findMessages(query, { limit: SEARCH_LIMIT });
     return c.html(layout(`Search: ${query}`, ctxOf(), { fragment: "", events: "" }, searchFragment(ctxOf(), query, found, SEARCH_LIMIT)));
@@ -316,7 +317,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
 
   app.get("/messages", async (c) => {
     const parsed = parseListQuery(new URL(c.req.url).searchParams);
-    if ("problem" in parsed) return c.html(problemPage("400: bad request", parsed.problem), 400);
+    if ("problem" in parsed) return c.html(problem("400: bad request", parsed.problem), 400);
     const { query, after, before, cancelled } = parsed;
     const page = await store.pageMessages({
       ...(query.status === undefined ? {} : { status: query.status }),
@@ -394,16 +395,13 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   app.use("/messages/:id/cancel", csrf());
   app.use("/keys/:key/*", csrf());
   const refuse = (c: Context) =>
-    c.html(
-      problemPage("403: actions are off", "This dashboard is read-only. Start it with --allow-actions to redrive or cancel messages and unblock keys."),
-      403,
-    );
+    c.html(problem("403: actions are off", "This dashboard is read-only. Start it with --allow-actions to redrive or cancel messages and unblock keys."), 403);
   const checkCsrf = async (c: Context): Promise<boolean> => {
     const body = await c.req.parseBody();
     const given = typeof body.csrf === "string" ? body.csrf : "";
     return csrfToken !== null && sameSecret(given, csrfToken);
   };
-  const badCsrf = (c: Context) => c.html(problemPage("403: stale form", "The form's token did not match: reload the page and try again."), 403);
+  const badCsrf = (c: Context) => c.html(problem("403: stale form", "The form's token did not match: reload the page and try again."), 403);
 
   app.post("/messages/:id/redrive", async (c) => {
     if (!allowActions) return refuse(c);
@@ -423,7 +421,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
       await store.cancel(id, { reason: "dashboard" });
     } catch (error) {
       if (error instanceof MessageNotFoundError) return notFound(c, `There is no message with id ${id}.`);
-      if (error instanceof MessageRunningError || error instanceof MessageNotPendingError) return c.html(problemPage("409: not cancelled", error.message), 409);
+      if (error instanceof MessageRunningError || error instanceof MessageNotPendingError) return c.html(problem("409: not cancelled", error.message), 409);
       throw error;
     }
     return c.redirect(`${base}/messages?status=pending&cancelled=${id}`, 303);
@@ -436,7 +434,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     try {
       await store.unblockKey(c.req.param("key"), action);
     } catch (error) {
-      if (error instanceof WassalError) return c.html(problemPage("409: not blocked", error.message), 409);
+      if (error instanceof WassalError) return c.html(problem("409: not blocked", error.message), 409);
       throw error;
     }
     return c.redirect(`${base}/`, 303);
@@ -444,12 +442,12 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
 
   app.notFound((c) => notFound(c, "Nothing here. The overview is at /."));
   app.onError((error, c) => {
-    if (error instanceof InvalidArgumentError) return c.html(problemPage("400: bad request", error.message), 400);
+    if (error instanceof InvalidArgumentError) return c.html(problem("400: bad request", error.message), 400);
     // The CSRF guard refuses a cross-site form with a 403 of its own.
     if (error instanceof HTTPException) {
-      return c.html(problemPage(`${error.status}: refused`, "A form from another site cannot act on this dashboard."), error.status);
+      return c.html(problem(`${error.status}: refused`, "A form from another site cannot act on this dashboard."), error.status);
     }
-    return c.html(problemPage("500: the outbox could not be read", error instanceof Error ? error.message : String(error)), 500);
+    return c.html(problem("500: the outbox could not be read", error instanceof Error ? error.message : String(error)), 500);
   });
   return { app, pulse, watch };
 }

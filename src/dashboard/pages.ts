@@ -396,11 +396,14 @@ ${payloadSection(ctx.base, message.id, preview.payload)}
 </section>`;
 }
 
-/** A page for what is not there (404) or not allowed (401, 403), saying what to do. */
-export function problemPage(title: string, detail: string): Html {
+/**
+ * A page for what is not there (404) or not allowed (401, 403), saying what to do. Its link goes
+ * back to the overview of the dashboard it is part of (`base`: a shard's, under a sharded one).
+ */
+export function problemPage(title: string, detail: string, base = ""): Html {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${title} · Wassal</title><link rel="stylesheet" href="/assets/dashboard.css"></head>
-<body><main class="problem"><h1>${title}</h1><p>${detail}</p><p><a href="/">Back to the overview</a></p></main></body></html>`;
+<body><main class="problem"><h1>${title}</h1><p>${detail}</p><p><a href="${base}/">Back to the overview</a></p></main></body></html>`;
 }
 
 /** One shard as the sharded outbox's overview shows it: its counts, or why they could not be read. */

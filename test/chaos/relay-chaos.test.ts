@@ -169,7 +169,7 @@ describe("the relay chaos run's judge", () => {
 interface RelayChaosJson {
   passed: boolean;
   location: string;
-  settings: { fromWal?: boolean };
+  settings: { fromWal?: boolean; shards?: number };
   timedOut: boolean;
   figures: {
     enqueued: number;
@@ -377,6 +377,31 @@ describe.skipIf(!NATS || !PG)("wassal chaos relay --shards (short)", () => {
       const total = perSecond.reduce((sum, s) => sum + (s.completed[0] ?? 0) + (s.completed[1] ?? 0), 0);
       expect(total).toBeLessThanOrEqual(800);
       expect(total).toBeGreaterThan(0);
+    },
+    RUN_MS,
+  );
+});
+
+describe.skipIf(!NATS || !PG)("wassal chaos relay --shards --from-wal (short)", () => {
+  it(
+    "2 shards with wal_level = logical, each relay process reading a slot on each, one shard crashed and started again (its slot kept), relays killed and paused: every message one effect, in each key's order",
+    async () => {
+      const result = await relayChaos([
+        "--shards",
+        "2",
+        "--from-wal",
+        "--messages",
+        "600",
+        "--rate",
+        "200",
+        "--shard-down-ms",
+        "2500",
+        ...GENTLER_RELAY_FAULTS,
+      ]);
+      expect(result.figures.consumerApplied).toBe(600);
+      expect(result.settings).toMatchObject({ fromWal: true, shards: 2 });
+      const outage = result.shards?.outage;
+      expect(outage?.upAt).toBeGreaterThan(outage?.downAt ?? Number.POSITIVE_INFINITY);
     },
     RUN_MS,
   );

@@ -81,6 +81,11 @@ describe("wassal dashboard --shard", () => {
     const message = await (await fetch(`${root}shard/1/messages/${ids[1]?.[0]}`)).text();
     expect(message).toContain(`data-fragment="/shard/1/fragments/messages/${ids[1]?.[0]}"`);
     expect((await fetch(`${root}shard/2/`)).status).toBe(404);
+    // A shard's error page leads back to that shard's overview; the shards' own 404 to theirs.
+    const missing = await fetch(`${root}shard/1/messages/999999999`);
+    expect(missing.status).toBe(404);
+    expect(await missing.text()).toContain('<a href="/shard/1/">Back to the overview</a>');
+    expect(await (await fetch(`${root}nowhere`)).text()).toContain('<a href="/">Back to the overview</a>');
   });
 
   it("asks every page for the token, the shards' overview and each shard's", async () => {

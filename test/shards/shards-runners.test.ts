@@ -9,6 +9,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startPrivatePostgres } from "../../src/chaos/private-postgres.js";
+import { databasePlace } from "../../src/cli/shared-options.js";
 import { ShardedOutbox } from "../../src/shards/sharded-outbox.js";
 import { shardOfKey } from "../../src/shards/key-hash.js";
 import { openOutbox } from "../../src/stores/open-outbox.js";
@@ -59,6 +60,18 @@ function samples(body: string): Map<string, number> {
   return found;
 }
 
+describe("databasePlace: two spellings of one database compare equal", () => {
+  it("resolves file paths, and makes a URL's scheme synonyms, host case and default port one; other databases stay apart", () => {
+    expect(databasePlace("a.db")).toBe(databasePlace(`${process.cwd()}/x/../a.db`));
+    expect(databasePlace("postgres://app:secret@DB-A/app")).toBe(databasePlace("postgresql://other@db-a:5432/app"));
+    expect(databasePlace("mysql://root@h/test")).toBe(databasePlace("mariadb://root@h:3306/test"));
+    expect(databasePlace("postgres://db-a/app")).not.toBe(databasePlace("postgres://db-a:5433/app"));
+    expect(databasePlace("postgres://db-a/app")).not.toBe(databasePlace("postgres://db-a/other"));
+    expect(databasePlace("postgres://db-a/app")).not.toBe(databasePlace("postgres://db-b/app"));
+    expect(databasePlace("postgres://db-a/app?schema=s1")).not.toBe(databasePlace("postgres://db-a/app?schema=s2"));
+  });
+});
+
 describe("--shard lists: bad input exits 2 before anything opens", () => {
   for (const command of [["worker"], ["relay", "--to", "nats://127.0.0.1:4222", "--destination", "x"]]) {
     it(`${command[0]}: one --shard, --shard with --db, a shard given twice`, async () => {
@@ -70,6 +83,9 @@ describe("--shard lists: bad input exits 2 before anything opens", () => {
       expect([both.code, both.stderr]).toEqual([2, expect.stringContaining("give either --db (one outbox) or --shard once per shard")]);
       const twice = await runCli([...command, "--shard", a, "--shard", b, "--shard", a], { cwd: dir });
       expect([twice.code, twice.stderr]).toEqual([2, expect.stringContaining(`--shard ${a} is given twice`)]);
+      // The same file by another path is the same shard.
+      const spelled = await runCli([...command, "--shard", a, "--shard", b, "--shard", "./a.db"], { cwd: dir });
+      expect([spelled.code, spelled.stderr]).toEqual([2, expect.stringContaining(`--shard ./a.db is given twice (the same database as ${a})`)]);
       expect([existsSync(a), existsSync(b)]).toEqual([false, false]);
     });
   }
