@@ -9,6 +9,8 @@ import { integer } from "./options.js";
 import { out } from "./output.js";
 import { dbOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
+import { redactUrl } from "../outbox/redact.js";
+import { type RunningShards, type ShardUnit, startShardUnits } from "../runtime/shard-units.js";
 import type { OpenedOutbox } from "../stores/open-outbox.js";
 import { runUntilSignal, type StoppingWords } from "./until-signal.js";
 
@@ -69,7 +71,7 @@ Examples:
   wassal dashboard --shard postgres://db-a/app --shard postgres://db-b/app   # a sharded outbox: the shards' sums at /, each shard at /shard/<n>/
   WASSAL_DASHBOARD_TOKEN=$(openssl rand -hex 24) wassal dashboard --db app.db --host 0.0.0.0
 
-Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
+Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's address, a non-loopback host without a token, a database that cannot be used, no shard of --shard answering), 70 an internal error, 74 the machine failed (disk full, I/O error, out of memory).`,
     )
     .action(async (options: DashboardCommandOptions, cmd: Command) => {
       const target = outboxTarget(options, cmd);
@@ -84,18 +86,6 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
           ? undefined
           : watchSlot(target, { slot: options.slot, ...(options.schema === undefined ? {} : { schema: options.schema }) });
       const logger = createLogger("info");
-      // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
-      const opened: OpenedOutbox[] = [];
-      const closeAll = async () => {
-        await slot?.close();
-        await Promise.all(opened.map((outbox) => outbox.close()));
-      };
-      try {
-        for (const db of typeof target === "string" ? [target] : target) opened.push(await openOutbox(db, { ...storeOptions(options, "repair"), audit: true }));
-      } catch (error) {
-        await closeAll();
-        throw error;
-      }
       const common = {
         host: options.host,
         port: options.port,
@@ -103,6 +93,65 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
         pollMs: options.pollMs,
         ...(options.token === undefined ? {} : { token: options.token }),
       };
+      // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
+      const openOptions = { ...storeOptions(options, "repair"), audit: true };
+      if (typeof target !== "string") {
+        const shards = target;
+        // The shards: served at once, each shard's pages from when its database opens. A shard whose
+        // server does not answer is shown as such and tried again; none answering is exit 2.
+        await runUntilSignal(
+          logger,
+          "dashboard",
+          async () => {
+            const running = await startShardedDashboard({ ...common, shards: shards.map((db) => ({ database: redactUrl(db) })) });
+            let units: RunningShards<ShardUnit>;
+            try {
+              units = await startShardUnits(
+                shards,
+                async (db, shard) => {
+                  const outbox = await openOutbox(db, openOptions);
+                  try {
+                    await running.attach(shard, outbox.store, outbox.location);
+                  } catch (error) {
+                    await outbox.close();
+                    throw error;
+                  }
+                  return { stop: () => outbox.close() };
+                },
+                { logger, describe: redactUrl },
+              );
+            } catch (error) {
+              await running.close();
+              throw error;
+            }
+            const waiting = units.units.filter((unit) => unit === undefined).length;
+            out(
+              `dashboard on ${running.url} (${shards.length} shards${waiting === 0 ? "" : `, ${waiting} not answering yet`}, ${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
+            );
+            return {
+              stop: async () => {
+                const stopped = units.stop(0); // no shard is attached from now on
+                await running.close();
+                await stopped;
+              },
+              stoppingDetail: () => ({ url: running.url }),
+            };
+          },
+          DASHBOARD_STOPPING,
+        );
+        return;
+      }
+      const opened: OpenedOutbox[] = [];
+      const closeAll = async () => {
+        await slot?.close();
+        await Promise.all(opened.map((outbox) => outbox.close()));
+      };
+      try {
+        opened.push(await openOutbox(target, openOptions));
+      } catch (error) {
+        await closeAll();
+        throw error;
+      }
       await runUntilSignal(
         logger,
         "dashboard",
@@ -110,16 +159,13 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
           let running: RunningDashboard;
           try {
             const [only] = opened as [OpenedOutbox];
-            running =
-              typeof target === "string"
-                ? await startDashboard({ ...common, store: only.store, database: only.location, ...(slot === undefined ? {} : { slot }) })
-                : await startShardedDashboard({ ...common, shards: opened.map((outbox) => ({ store: outbox.store, database: outbox.location })) });
+            running = await startDashboard({ ...common, store: only.store, database: only.location, ...(slot === undefined ? {} : { slot }) });
           } catch (error) {
             await closeAll();
             throw error;
           }
           out(
-            `dashboard on ${running.url} (${opened.length > 1 ? `${opened.length} shards, ` : ""}${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
+            `dashboard on ${running.url} (${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
           );
           return {
             stop: async () => {

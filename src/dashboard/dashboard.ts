@@ -440,7 +440,7 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     return c.redirect(`${base}/`, 303);
   });
 
-  app.notFound((c) => notFound(c, "Nothing here. The overview is at /."));
+  app.notFound((c) => notFound(c, `Nothing here. The overview is at ${base}/.`));
   app.onError((error, c) => {
     if (error instanceof InvalidArgumentError) return c.html(problem("400: bad request", error.message), 400);
     // The CSRF guard refuses a cross-site form with a 403 of its own.
@@ -508,7 +508,8 @@ export async function checkDashboardAddress(host: string, port: number, token: s
 
 /** One shard of a sharded outbox, for its page of the dashboard. */
 export interface DashboardShard {
-  readonly store: OutboxStore<unknown>;
+  /** Its open store; none while its server has not answered yet (see ShardedDashboard.attach). */
+  readonly store?: OutboxStore<unknown> | undefined;
   /** Shown in its pages' header: which database it is (a path, or a URL without its password). */
   readonly database: string;
 }
@@ -518,30 +519,55 @@ export interface ShardedDashboardOptions extends Omit<DashboardOptions, "store" 
   readonly shards: readonly DashboardShard[];
 }
 
+/** One shard's own dashboard: its app (served under /shard/<n>), its poller and its per-message watch. */
+interface ShardPart {
+  readonly app: Hono;
+  readonly pulse: Pulse;
+  readonly watch: MessageWatch;
+}
+
+export interface ShardedDashboard {
+  readonly app: Hono;
+  /** Each shard's own dashboard, in shard order; undefined while the shard has no store. */
+  readonly parts: readonly (ShardPart | undefined)[];
+  /** Gives a shard that had none its store (its server answers now): its pages are served from then on. */
+  attach(shard: number, store: OutboxStore<unknown>, database: string): ShardPart;
+}
+
 /**
  * The dashboard of a sharded outbox as a Hono app: at / each shard's counts and their sum, and
  * under /shard/<n>/ shard n's own dashboard (its messages, leases, search, timelines and actions).
+ * A shard given without a store (its server did not answer yet) is shown as not answering, and
+ * its pages answer 503, until it is attached.
  */
-export function shardedDashboardApp(options: ShardedDashboardOptions): {
-  readonly app: Hono;
-  readonly pulses: readonly Pulse[];
-  readonly watches: readonly MessageWatch[];
-} {
+export function shardedDashboardApp(options: ShardedDashboardOptions): ShardedDashboard {
   if (!Array.isArray(options.shards) || options.shards.length < 2) {
     throw new InvalidArgumentError(
       `a sharded outbox's dashboard takes two or more shards (got ${Array.isArray(options.shards) ? options.shards.length : "none"})`,
     );
   }
   const { shards: _shards, ...common } = options;
-  const parts = options.shards.map((shard, n) =>
-    dashboardApp({ ...common, store: shard.store, database: `shard ${n}: ${shard.database}`, base: `/shard/${n}` }),
-  );
+  const databases = options.shards.map((shard) => shard.database);
+  const parts: (ShardPart | undefined)[] = options.shards.map(() => undefined);
+  const attach = (shard: number, store: OutboxStore<unknown>, database: string): ShardPart => {
+    if (!Number.isInteger(shard) || shard < 0 || shard >= parts.length) {
+      throw new InvalidArgumentError(`shard ${shard} is not one of this dashboard's shards (0 to ${parts.length - 1})`);
+    }
+    if (parts[shard] !== undefined) throw new InvalidArgumentError(`shard ${shard} has its store already`);
+    const part = dashboardApp({ ...common, store, database: `shard ${shard}: ${database}`, base: `/shard/${shard}` });
+    databases[shard] = database;
+    parts[shard] = part;
+    return part;
+  };
+  for (const [n, shard] of options.shards.entries()) if (shard.store !== undefined) attach(n, shard.store, shard.database);
   const app = guardedApp(options);
   const now = options.now ?? Date.now;
+  const waiting = (shard: number) => `shard ${shard} (${databases[shard]}) has not answered since the dashboard started; it is tried again every few seconds`;
   app.get("/", async (c) => {
     const summaries = await Promise.all(
       parts.map(async (part, shard): Promise<ShardSummary> => {
-        const database = (options.shards[shard] as DashboardShard).database;
+        const database = databases[shard] as string;
+        if (part === undefined) return { shard, database, stats: null, error: waiting(shard) };
         try {
           const stats = await part.pulse.stats();
           // The last good reading stays in the pulse: a shard that stopped answering is said as such, not summed.
@@ -554,17 +580,52 @@ export function shardedDashboardApp(options: ShardedDashboardOptions): {
     );
     return c.html(shardsPage({ actions: options.allowActions ?? false, now: new Date(now()) }, summaries));
   });
-  for (const [n, part] of parts.entries()) app.route(`/shard/${n}`, part.app);
+  // Each shard's own app, under its path (which it is given without the prefix); a shard not
+  // attached yet answers 503.
+  for (const n of parts.keys()) {
+    app.mount(`/shard/${n}`, (request) => {
+      const part = parts[n];
+      if (part !== undefined) return part.app.fetch(request);
+      return new Response(String(problemPage(`503: shard ${n} does not answer`, `${waiting(n)}. The other shards are at /.`)), {
+        status: 503,
+        headers: { "content-type": "text/html; charset=utf-8", "retry-after": "2" },
+      });
+    });
+  }
   app.notFound((c) => c.html(problemPage("404: not found", "Nothing here. The shards' overview is at /, each shard's dashboard at /shard/<n>/."), 404));
-  return { app, pulses: parts.map((part) => part.pulse), watches: parts.map((part) => part.watch) };
+  return { app, parts, attach };
+}
+
+/** A sharded outbox's dashboard, serving; `attach` gives a shard that had none its store, and starts its pollers. */
+export interface RunningShardedDashboard extends RunningDashboard {
+  attach(shard: number, store: OutboxStore<unknown>, database: string): Promise<void>;
 }
 
 /** Serves the dashboard of a sharded outbox (see shardedDashboardApp), as startDashboard serves one outbox's. */
-export async function startShardedDashboard(options: ShardedDashboardOptions & Pick<StartDashboardOptions, "host" | "port">): Promise<RunningDashboard> {
+export async function startShardedDashboard(options: ShardedDashboardOptions & Pick<StartDashboardOptions, "host" | "port">): Promise<RunningShardedDashboard> {
   const host = options.host ?? "127.0.0.1";
   checkDashboardAccess(host, options.token);
-  const { app, pulses, watches } = shardedDashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
-  return serveDashboard(app, pulses, watches, host, options.port ?? 4300);
+  const sharded = shardedDashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
+  const attached = sharded.parts.filter((part): part is ShardPart => part !== undefined);
+  const pulses = attached.map((part) => part.pulse);
+  const watches = attached.map((part) => part.watch);
+  const running = await serveDashboard(sharded.app, pulses, watches, host, options.port ?? 4300);
+  let closed = false;
+  return {
+    url: running.url,
+    async attach(shard, store, database) {
+      if (closed) throw new Error("the dashboard has stopped");
+      const part = sharded.attach(shard, store, database);
+      // Stopped with the others when the dashboard closes.
+      pulses.push(part.pulse);
+      watches.push(part.watch);
+      await part.pulse.start();
+    },
+    close() {
+      closed = true;
+      return running.close();
+    },
+  };
 }
 
 /** Starts the pollers and serves the app; closing stops them and the server. */

@@ -6,15 +6,19 @@
 import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { startPrivatePostgres } from "../../src/chaos/private-postgres.js";
 import { ShardedOutbox } from "../../src/shards/sharded-outbox.js";
 import { shardOfKey } from "../../src/shards/key-hash.js";
 import { SqliteOutboxStore, type SqliteTx } from "../../src/stores/sqlite/sqlite-outbox-store.js";
-import { killAll, requireBuiltCli, runCli, startCli } from "../support/cli.js";
+import { cliOk, killAll, requireBuiltCli, runCli, startCli } from "../support/cli.js";
+import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
+import { until } from "../support/wait.js";
 
 const FILE_TMP = tempDir("wassal-shards-dashboard-");
 const cwd = () => mkdtempSync(join(FILE_TMP, "cwd-"));
 const TOKEN = "shards-dashboard-token-0123456789";
+const pgUp = await postgresAvailable();
 
 beforeAll(requireBuiltCli);
 afterEach(killAll);
@@ -41,7 +45,7 @@ function dashboard(dir: string, args: readonly string[]) {
   const p = startCli(["dashboard", "--port", "0", ...args], { cwd: dir });
   const url = new Promise<string>((resolve, reject) => {
     p.child.stdout?.on("data", () => {
-      const found = /dashboard on (http:\/\/127\.0\.0\.1:\d+\/) \(2 shards, (read-only|actions allowed)/.exec(p.stdout());
+      const found = /dashboard on (http:\/\/127\.0\.0\.1:\d+\/) \(2 shards, (1 not answering yet, )?(read-only|actions allowed)/.exec(p.stdout());
       if (found?.[1]) resolve(found[1]);
     });
     p.exited.then(() => reject(new Error(`exited: ${p.stderr()}`)), reject);
@@ -107,4 +111,47 @@ describe("wassal dashboard --shard", () => {
     const one = await runCli(["dashboard", "--shard", a], { cwd: dir });
     expect([one.code, one.stderr]).toEqual([2, expect.stringContaining("a sharded outbox has two or more shards")]);
   });
+});
+
+describe.runIf(pgUp || process.env.CI)("wassal dashboard --shard, a shard's server down at start (a private PostgreSQL server)", () => {
+  it("serves the others at once, shows the one down as not answering (its pages 503), and serves it once it answers", async () => {
+    const dir = cwd();
+    const { paths } = await twoShards(dir);
+    const server = await startPrivatePostgres({ label: "shard-dashboard-down" });
+    try {
+      await cliOk(["migrate", "--db", server.url], { cwd: dir });
+      await server.crash();
+      const { p, url } = dashboard(dir, ["--shard", paths[0] as string, "--shard", server.url]);
+      const root = await url;
+      expect(p.stdout()).toContain("(2 shards, 1 not answering yet, read-only)");
+      const overview = await (await fetch(root)).text();
+      expect(overview).toContain("1 of 2 shards could not be read");
+      expect(overview).toContain("has not answered since the dashboard started");
+      expect((await fetch(`${root}shard/0/`)).status).toBe(200);
+      const down = await fetch(`${root}shard/1/messages`);
+      expect([down.status, down.headers.get("retry-after")]).toEqual([503, "2"]);
+      expect(await down.text()).toContain("503: shard 1 does not answer");
+      await server.restart();
+      await until("shard 1's dashboard once its server answers", async () => (await fetch(`${root}shard/1/`)).status === 200, { timeoutMs: 30_000 });
+      expect(await (await fetch(root)).text()).not.toContain("could not be read");
+      expect(p.stderr()).toContain("shard answers now");
+      p.signal("SIGTERM");
+      expect(await p.waitForExit(15_000)).toMatchObject({ code: 0, signal: null });
+    } finally {
+      server.stop();
+    }
+  }, 90_000);
+
+  it("every shard down: exits 2 naming the first, as with one outbox", async () => {
+    const dir = cwd();
+    const server = await startPrivatePostgres({ label: "shard-dashboard-down" });
+    try {
+      await server.crash();
+      const run = await runCli(["dashboard", "--port", "0", "--shard", server.url, "--shard", server.url.replace(/\/test$/, "/other")], { cwd: dir });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain("connection refused");
+    } finally {
+      server.stop();
+    }
+  }, 60_000);
 });
