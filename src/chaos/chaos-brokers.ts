@@ -26,6 +26,11 @@ export interface ChaosBroker {
   /** The relays' --destination. */
   readonly destination: string;
   start(): Promise<void>;
+  /**
+   * True when close() may be called while start() is still under way (it then stops what was
+   * started and starts nothing more): the run stops waiting for the start at a signal.
+   */
+  readonly closesWhileStarting?: boolean;
   /** Stops it (gracefully); what it keeps on disk stays for the next start. */
   stop(): Promise<void>;
   /**

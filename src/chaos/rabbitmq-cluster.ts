@@ -47,6 +47,7 @@ export interface RabbitCluster {
   readonly url: string;
   readonly destination: string;
   readonly consumer: ChaosConsumerBroker;
+  readonly closesWhileStarting: true;
   start(): Promise<void>;
   stop(): Promise<void>;
   fault(): Promise<string>;
@@ -147,29 +148,49 @@ export async function rabbitClusterBroker(dir: string, runId: string): Promise<R
       }
     }
   };
-  /** Stops a node's whole process group (SIGTERM: a clean stop; SIGKILL: a crash) and waits for its exit. */
+  /** Signals a process group; false when it is gone. */
+  const signalGroup = (pid: number, signal: NodeJS.Signals): boolean => {
+    try {
+      process.kill(-pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  /**
+   * Stops a node's whole process group (SIGTERM: a clean stop; SIGKILL: a crash) and waits until
+   * its AMQP port is closed; a group still there after 30 s is SIGKILLed. The node stays known
+   * (and is SIGKILLed at this process's exit) until it is gone.
+   */
   const stopNode = async (node: RabbitNode, signal: NodeJS.Signals): Promise<void> => {
     const child = node.child;
-    node.child = undefined;
-    if (child?.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once("exit", resolve));
+    if (child?.pid === undefined) return;
+    const pid = child.pid;
+    const alive = child.exitCode === null && child.signalCode === null;
+    const exited = alive ? new Promise((resolve) => child.once("exit", resolve)) : Promise.resolve();
+    signalGroup(pid, signal);
+    const late = setTimeout(() => signalGroup(pid, "SIGKILL"), 30_000);
     try {
-      process.kill(-child.pid, signal);
-    } catch {
-      return; // gone already
+      await exited;
+      // The VM may outlive the script by a moment: its AMQP port closes when it is gone.
+      await waitForPort(node.port, false, `RabbitMQ node ${node.name}`, 30_000).catch(async (error: unknown) => {
+        signalGroup(pid, "SIGKILL");
+        await waitForPort(node.port, false, `RabbitMQ node ${node.name}`, 10_000).catch(() => {
+          throw error;
+        });
+      });
+      if (node.child === child) node.child = undefined;
+    } finally {
+      clearTimeout(late);
     }
-    const late = setTimeout(() => {
-      try {
-        process.kill(-(child.pid as number), "SIGKILL");
-      } catch {
-        // gone
-      }
-    }, 30_000);
-    await exited;
-    clearTimeout(late);
-    // The VM may outlive the script by a moment: its AMQP port closes when it is gone.
-    await waitForPort(node.port, false, `RabbitMQ node ${node.name}`, 30_000);
   };
+  // Killed or stopped by a second signal (process.exit), the run leaves no node behind: every
+  // node's group and the epmd are SIGKILLed as this process exits (a SIGKILL of it cannot be helped).
+  const killAtExit = () => {
+    for (const node of nodes) if (node.child?.pid !== undefined) signalGroup(node.child.pid, "SIGKILL");
+    epmd?.kill("SIGKILL");
+  };
+  process.once("exit", killAtExit);
   const running = () => nodes.filter((node) => node.child !== undefined);
   /** The node leading the quorum queue now, as a running node sees it. */
   const leader = async (): Promise<string | undefined> => {
@@ -186,6 +207,7 @@ export async function rabbitClusterBroker(dir: string, runId: string): Promise<R
     destination: `${exchange}/events`,
     // Every consumer process consumes the same quorum queue, through any node.
     consumer: { kind: "rabbitmq", url: urls.join(","), queue },
+    closesWhileStarting: true,
     async start() {
       if (closed) throw new Error("the run's RabbitMQ cluster was closed");
       if (epmd === undefined) {
@@ -203,7 +225,9 @@ export async function rabbitClusterBroker(dir: string, runId: string): Promise<R
       }
     },
     async stop() {
-      await Promise.all(nodes.map((node) => stopNode(node, "SIGTERM")));
+      const stopped = await Promise.allSettled(nodes.map((node) => stopNode(node, "SIGTERM")));
+      const failed = stopped.find((result): result is PromiseRejectedResult => result.status === "rejected");
+      if (failed !== undefined) throw failed.reason;
     },
     async fault() {
       const before = await leader();
@@ -244,17 +268,23 @@ export async function rabbitClusterBroker(dir: string, runId: string): Promise<R
     stored: async () => null,
     async close() {
       closed = true;
-      await Promise.all(nodes.map((node) => stopNode(node, "SIGKILL")));
-      epmd?.kill("SIGKILL");
-      epmd = undefined;
-      // An Erlang VM that found no epmd on the port starts one as a daemon (a node booting just as
-      // ours stopped): ask whatever epmd is left on the port to end too.
-      await run("epmd", ["-port", String(epmdPort), "-kill"], { timeout: 10_000 }).catch(() => undefined);
-      for (const node of nodes) {
-        releasePort(node.port);
-        releasePort(node.distPort);
+      try {
+        const stopped = await Promise.allSettled(nodes.map((node) => stopNode(node, "SIGKILL")));
+        const failed = stopped.find((result): result is PromiseRejectedResult => result.status === "rejected");
+        if (failed !== undefined) throw failed.reason;
+      } finally {
+        epmd?.kill("SIGKILL");
+        epmd = undefined;
+        // An Erlang VM that found no epmd on the port starts one as a daemon (a node booting just as
+        // ours stopped): ask whatever epmd is left on the port to end too.
+        await run("epmd", ["-port", String(epmdPort), "-kill"], { timeout: 10_000 }).catch(() => undefined);
+        for (const node of nodes) {
+          releasePort(node.port);
+          releasePort(node.distPort);
+        }
+        releasePort(epmdPort);
+        process.removeListener("exit", killAtExit);
       }
-      releasePort(epmdPort);
     },
   };
 }

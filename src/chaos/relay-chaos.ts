@@ -340,11 +340,15 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     mkdirSync(brokerDir);
     broker = await chaosBroker(options.broker, brokerDir, runId, options.ackWaitMs);
     progress(`starting the run's own ${options.broker} broker`);
-    // A cluster takes a while to start: a signal meanwhile ends the wait, and the finally below
-    // stops what was started (the broker refuses to start more once closed).
+    // A cluster takes a while to start: where the broker can be closed while it starts, a signal
+    // meanwhile ends the wait, and the finally below stops what was started (and nothing more starts).
     const starting = broker.start();
-    starting.catch(() => undefined); // an abandoned start's failure is the signal's
-    await Promise.race([starting, aborted(options.signal)]);
+    if (broker.closesWhileStarting === true) {
+      starting.catch(() => undefined); // an abandoned start's failure is the signal's
+      await Promise.race([starting, aborted(options.signal)]);
+    } else {
+      await starting;
+    }
     stopIfAborted();
     await broker.prepare();
     for (const db of producerDbs) producers.push(await openOutbox(db, { ...(producerSchema ? { schema: producerSchema } : {}) }));

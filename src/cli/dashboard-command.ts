@@ -118,7 +118,11 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
                   }
                   return { stop: () => outbox.close() };
                 },
-                { logger, describe: redactUrl },
+                {
+                  logger,
+                  describe: redactUrl,
+                  onLeftOut: (shard, error) => running.leftOut(shard, error instanceof Error ? error.message : String(error)),
+                },
               );
             } catch (error) {
               await running.close();

@@ -45,7 +45,10 @@ export function relayCommand(): Command {
     .addOption(shardOption())
     .addOption(schemaOption())
     .addOption(synchronousOption())
-    .requiredOption("--to <url>", "the broker: nats://host:port (JetStream), or an http(s) URL for webhooks")
+    .requiredOption(
+      "--to <url>",
+      "the broker: nats://host:port (JetStream), amqp://user:pass@host:5672 (RabbitMQ), redis://host:6379 (Redis Streams), or an http(s) URL for webhooks; a NATS or RabbitMQ cluster's nodes separated by commas (the list of schemes below)",
+    )
     .option(
       "--destination <template>",
       "where a message goes when it has no destination of its own and no --route: a subject, or a URL; {type} stands for its type (default for webhooks: the --to URL)",

@@ -38,10 +38,6 @@ export function shardOption(): Option {
   );
 }
 
-/**
- * The outbox a command runs on: --db's, or the --shard list (two or more, each once, in shard
- * order). Refuses both, neither, one shard, and a shard given twice, naming what to give.
- */
 /** The server ports a URL may leave out, by scheme. */
 const DEFAULT_PORTS: Readonly<Record<string, string>> = { "postgres:": "5432", "postgresql:": "5432", "mysql:": "3306", "mariadb:": "3306" };
 
@@ -63,6 +59,10 @@ export function databasePlace(value: string): string {
   }
 }
 
+/**
+ * The outbox a command runs on: --db's, or the --shard list (two or more, each once, in shard
+ * order). Refuses both, neither, one shard, and a shard given twice, naming what to give.
+ */
 export function outboxTarget(options: { readonly db?: string; readonly shard?: readonly string[] }, command: Command): string | readonly string[] {
   const shards = options.shard ?? [];
   if (shards.length > 0 && command.getOptionValueSource("db") === "cli") {

@@ -16,6 +16,7 @@ import { Hono, type Context } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import { csrf } from "hono/csrf";
 import { HTTPException } from "hono/http-exception";
+import { mount } from "hono/mount";
 import { secureHeaders } from "hono/secure-headers";
 import { streamSSE } from "hono/streaming";
 import { InvalidArgumentError, MessageNotFoundError, MessageNotPendingError, MessageRunningError, WassalError } from "../outbox/errors.js";
@@ -532,6 +533,8 @@ export interface ShardedDashboard {
   readonly parts: readonly (ShardPart | undefined)[];
   /** Gives a shard that had none its store (its server answers now): its pages are served from then on. */
   attach(shard: number, store: OutboxStore<unknown>, database: string): ShardPart;
+  /** Says that a shard without a store will not get one (it answered, and cannot be used): why, on its pages. */
+  leftOut(shard: number, reason: string): void;
 }
 
 /**
@@ -562,7 +565,16 @@ export function shardedDashboardApp(options: ShardedDashboardOptions): ShardedDa
   for (const [n, shard] of options.shards.entries()) if (shard.store !== undefined) attach(n, shard.store, shard.database);
   const app = guardedApp(options);
   const now = options.now ?? Date.now;
-  const waiting = (shard: number) => `shard ${shard} (${databases[shard]}) has not answered since the dashboard started; it is tried again every few seconds`;
+  /** Why a shard without a store was given up, by shard. */
+  const givenUp = new Map<number, string>();
+  const waiting = (shard: number) => {
+    const reason = givenUp.get(shard);
+    if (reason !== undefined) return `shard ${shard} (${databases[shard]}) cannot be served: ${reason}`;
+    return `shard ${shard} (${databases[shard]}) has not answered since the dashboard started; it is tried again every 2 s`;
+  };
+  const leftOut = (shard: number, reason: string) => {
+    if (parts[shard] === undefined) givenUp.set(shard, reason);
+  };
   app.get("/", async (c) => {
     const summaries = await Promise.all(
       parts.map(async (part, shard): Promise<ShardSummary> => {
@@ -583,22 +595,27 @@ export function shardedDashboardApp(options: ShardedDashboardOptions): ShardedDa
   // Each shard's own app, under its path (which it is given without the prefix); a shard not
   // attached yet answers 503.
   for (const n of parts.keys()) {
-    app.mount(`/shard/${n}`, (request) => {
+    const serve = mount((request: Request) => {
       const part = parts[n];
       if (part !== undefined) return part.app.fetch(request);
-      return new Response(String(problemPage(`503: shard ${n} does not answer`, `${waiting(n)}. The other shards are at /.`)), {
-        status: 503,
-        headers: { "content-type": "text/html; charset=utf-8", "retry-after": "2" },
-      });
+      const down = !givenUp.has(n);
+      return new Response(
+        String(problemPage(down ? `503: shard ${n} does not answer` : `500: shard ${n} cannot be served`, `${waiting(n)}. The other shards are at /.`)),
+        { status: down ? 503 : 500, headers: { "content-type": "text/html; charset=utf-8", ...(down ? { "retry-after": "2" } : {}) } },
+      );
     });
+    app.all(`/shard/${n}`, serve);
+    app.all(`/shard/${n}/*`, serve);
   }
   app.notFound((c) => c.html(problemPage("404: not found", "Nothing here. The shards' overview is at /, each shard's dashboard at /shard/<n>/."), 404));
-  return { app, parts, attach };
+  return { app, parts, attach, leftOut };
 }
 
 /** A sharded outbox's dashboard, serving; `attach` gives a shard that had none its store, and starts its pollers. */
 export interface RunningShardedDashboard extends RunningDashboard {
   attach(shard: number, store: OutboxStore<unknown>, database: string): Promise<void>;
+  /** Says that a shard without a store will not get one, and why (shown on its pages). */
+  leftOut(shard: number, reason: string): void;
 }
 
 /** Serves the dashboard of a sharded outbox (see shardedDashboardApp), as startDashboard serves one outbox's. */
@@ -620,7 +637,13 @@ export async function startShardedDashboard(options: ShardedDashboardOptions & P
       pulses.push(part.pulse);
       watches.push(part.watch);
       await part.pulse.start();
+      if (closed) {
+        // Closed while its poller started: stopped here, as close() stopped the others.
+        part.pulse.stop();
+        part.watch.stop();
+      }
     },
+    leftOut: sharded.leftOut,
     close() {
       closed = true;
       return running.close();

@@ -69,7 +69,11 @@ const NEXT_URL = /,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i;
 
 /** The items of a comma-separated list of URLs, trimmed: split only where the next one starts with a scheme and "://". */
 export function listedUrls(text: string): string[] {
-  return text.split(NEXT_URL).map((item) => item.trim());
+  // A trailing comma (or comma and spaces) ends the list; it is not an empty node.
+  return text
+    .replace(/[\s,]+$/, "")
+    .split(NEXT_URL)
+    .map((item) => item.trim());
 }
 
 /**

@@ -73,9 +73,11 @@ export async function startRelay(options: RelayRunnerOptions): Promise<RunningRe
   const broker = redactTarget(options.to);
   const target = publisherTarget(options.to, {
     ...(options.webhookSecret === undefined ? {} : { webhookSecret: options.webhookSecret }),
-    onStatus: (status) => {
-      if (status === "disconnect") logger.warn({ broker }, "broker connection lost; reconnecting");
-      else if (status === "connect" || status === "reconnect") logger.info({ broker, status }, "broker connected");
+    // A cluster's publisher (RabbitMQ) names the node it connected to or lost, redacted.
+    onStatus: (status, node) => {
+      const where = node === undefined ? { broker } : { broker, node };
+      if (status === "disconnect") logger.warn(where, "broker connection lost; reconnecting");
+      else if (status === "connect" || status === "reconnect") logger.info({ ...where, status }, "broker connected");
       // Anything else is a failure ("connect failed: …"): said as one, never as connected.
       else logger.warn({ broker, status }, "broker unreachable; trying again");
     },

@@ -43,7 +43,13 @@ export function isUnreachable(error: unknown): boolean {
 export async function startShardUnits<U extends ShardUnit>(
   dbs: readonly string[],
   up: (db: string, shard: number) => Promise<U>,
-  options: { readonly logger: Logger; readonly retryMs?: number; readonly describe: (db: string) => string },
+  options: {
+    readonly logger: Logger;
+    readonly retryMs?: number;
+    readonly describe: (db: string) => string;
+    /** Called when a shard tried again fails for a reason other than its server not answering: it is left out for good. */
+    readonly onLeftOut?: (shard: number, error: unknown) => void;
+  },
 ): Promise<RunningShards<U>> {
   const retryMs = options.retryMs ?? 2_000;
   const units: (U | undefined)[] = dbs.map(() => undefined);
@@ -73,6 +79,7 @@ export async function startShardUnits<U extends ShardUnit>(
           if (stopping) return;
           if (!isUnreachable(error)) {
             options.logger.error({ shard, db: options.describe(db), error: String(error) }, "shard cannot be worked; leaving it out");
+            options.onLeftOut?.(shard, error);
             return;
           }
           retryLater(db, shard);

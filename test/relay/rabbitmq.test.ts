@@ -15,7 +15,7 @@ import type { OutboxStore } from "../../src/outbox/store.js";
 import { Inbox } from "../../src/relay/inbox.js";
 import { publisherTarget, redactTarget } from "../../src/relay/open-publisher.js";
 import { BrokerUnavailableError, type OutgoingMessage } from "../../src/relay/publisher.js";
-import { RabbitMqPublisher } from "../../src/relay/rabbitmq.js";
+import { amqpUrls, RabbitMqPublisher } from "../../src/relay/rabbitmq.js";
 import { RabbitMqConsumer } from "../../src/relay/rabbitmq-consumer.js";
 import type { RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, START, useStoreHarness } from "../conformance/stores.js";
@@ -125,6 +125,9 @@ describe("a RabbitMQ cluster's node list: bad input", () => {
     // A list whose later nodes lack their scheme parses as one URL with a comma in its host.
     expect(await refused("amqp://h1:5672,h2:5672")).toContain('"amqp://h1:5672,h2:5672" is not an amqp:// or amqps:// URL');
     expect(await refused("amqp://h1,h2")).toContain("each node of a list needs its own amqp://");
+    // A trailing comma (and spaces) ends the list; it is no empty node.
+    expect(amqpUrls("amqp://a:5672, amqp://b:5672, ")).toEqual(["amqp://a:5672", "amqp://b:5672"]);
+    expect(amqpUrls("amqp://a:5672,")).toEqual(["amqp://a:5672"]);
   });
 
   it("a bad node's password is never shown, nor any other node's", async () => {

@@ -70,6 +70,7 @@ describe("wassal dashboard --shard", () => {
 
     const page = await fetch(`${root}shard/1/`);
     expect(page.status).toBe(200);
+    expect((await fetch(`${root}shard/1`)).status).toBe(200);
     const shardPage = await page.text();
     expect(shardPage).toContain('data-fragment="/shard/1/fragments/overview"');
     expect(shardPage).toContain('data-events="/shard/1/events"');
@@ -85,6 +86,17 @@ describe("wassal dashboard --shard", () => {
     const message = await (await fetch(`${root}shard/1/messages/${ids[1]?.[0]}`)).text();
     expect(message).toContain(`data-fragment="/shard/1/fragments/messages/${ids[1]?.[0]}"`);
     expect((await fetch(`${root}shard/2/`)).status).toBe(404);
+    // A form posted through the shard's path acts on that shard: a cancel of shard 1's message.
+    const csrf = /name="csrf" value="([^"]+)"/.exec(list)?.[1] ?? "";
+    const cancelled = ids[1]?.[0] as string;
+    const posted = await fetch(`${root}shard/1/messages/${cancelled}/cancel`, {
+      method: "POST",
+      redirect: "manual",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: root.replace(/\/$/, "") },
+      body: new URLSearchParams({ csrf }).toString(),
+    });
+    expect([posted.status, posted.headers.get("location")]).toEqual([303, `/shard/1/messages?status=pending&cancelled=${cancelled}`]);
+    expect((await fetch(`${root}shard/1/messages/${cancelled}`)).status).toBe(404);
     // A shard's error page leads back to that shard's overview; the shards' own 404 to theirs.
     const missing = await fetch(`${root}shard/1/messages/999999999`);
     expect(missing.status).toBe(404);
@@ -97,7 +109,7 @@ describe("wassal dashboard --shard", () => {
     const { paths } = await twoShards(dir);
     const { url } = dashboard(dir, [...paths.flatMap((path) => ["--shard", path]), "--token", TOKEN]);
     const root = await url;
-    for (const path of ["", "shard/0/", "shard/1/messages", "shard/1/events"]) expect((await fetch(`${root}${path}`)).status).toBe(401);
+    for (const path of ["", "shard/0", "shard/0/", "shard/1/messages", "shard/1/events"]) expect((await fetch(`${root}${path}`)).status).toBe(401);
     for (const path of ["", "shard/0/", "shard/1/messages"]) {
       expect((await fetch(`${root}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
     }

@@ -174,13 +174,23 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-/** Runs a CLI command to its end (SIGKILLed, and a failure, if it is still running after `timeoutMs`, default 45 s). */
+/**
+ * Runs a CLI command to its end (a failure if it is still running after `timeoutMs`, default 45 s:
+ * then it is sent SIGTERM, so that it stops what it started, such as a chaos run's servers, and
+ * SIGKILLed if it has not exited 20 s later).
+ */
 export async function runCli(args: readonly string[], options: CliOptions & { readonly timeoutMs?: number }): Promise<CliResult> {
   const p = startCli(args, options);
+  let exited = false;
   try {
     const exit = await p.waitForExit(options.timeoutMs ?? 45_000);
+    exited = true;
     return { code: exit.code, signal: exit.signal, stdout: p.stdout(), stderr: p.stderr() };
   } finally {
+    if (!exited) {
+      p.signal("SIGTERM");
+      await p.waitForExit(20_000).catch(() => undefined);
+    }
     p.signal("SIGKILL");
   }
 }
