@@ -43,9 +43,22 @@ function safeDecode(text: string): string {
 /** A URL's scheme and "//", then its user information: everything before the authority's last "@". */
 const AUTHORITY_USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i;
 
+/**
+ * The same for a URL whose password holds an unescaped "/", "?" or "#" (user:pa/ss@host, what a
+ * user types before learning to percent-encode): after "user:" comes no port (digits, then "/",
+ * "?", "#" or the end), so everything up to the last "@" is taken for the user information. It may
+ * hide more than the password (an "@" further on), never less.
+ */
+const MALFORMED_USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)([^:/?#@\s]*:(?!\d*(?:[/?#]|$))\S*)@/i;
+
+/** The URL's scheme and user information (up to its last "@"), well-formed or not; undefined when it has none. */
+function userinfoMatch(url: string): RegExpExecArray | null {
+  return AUTHORITY_USERINFO.exec(url) ?? MALFORMED_USERINFO.exec(url);
+}
+
 /** Remembers the secrets a URL holds (its password and secret parameters); so redactSecrets removes them from any text. */
 export function rememberUrlSecrets(url: string): void {
-  const userinfo = AUTHORITY_USERINFO.exec(url)?.[2];
+  const userinfo = userinfoMatch(url)?.[2];
   const colon = userinfo?.indexOf(":") ?? -1;
   // A password equal to its user name ("postgres:postgres") would blank the name wherever it
   // appears, the scheme included: URLs still hide it, free text is left alone.
@@ -66,7 +79,7 @@ export function rememberUrlSecrets(url: string): void {
 export function redactUrl(url: string): string {
   // The authority's user information runs to its last "@" (a malformed URL may hold an unescaped one).
   const shown = url
-    .replace(AUTHORITY_USERINFO, (_whole, scheme: string, userinfo: string) => {
+    .replace(AUTHORITY_USERINFO.test(url) ? AUTHORITY_USERINFO : MALFORMED_USERINFO, (_whole, scheme: string, userinfo: string) => {
       const colon = userinfo.indexOf(":");
       return colon < 0 ? `${scheme}${userinfo}@` : `${scheme}${userinfo.slice(0, colon)}:${REDACTED}@`;
     })

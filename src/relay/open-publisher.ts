@@ -46,11 +46,14 @@ function supported(): string {
 }
 
 /** Checks the URL and what its scheme needs (a webhook secret); throws InvalidArgumentError naming what would be valid. */
-export function publisherTarget(to: string, options: PublisherTargetOptions = {}): PublisherTarget {
-  rememberUrlSecrets(to);
+export function publisherTarget(given: string, options: PublisherTargetOptions = {}): PublisherTarget {
+  rememberUrlSecrets(given);
   // Before the NATS list: "nats://a,amqp://b" is one NATS item to natsServers, and a URL that parses.
-  if (listedUrls(to).some(isAmqp)) return rabbitMq(to, options);
-  if (natsServers(to).length > 1) return natsCluster(to, options);
+  if (listedUrls(given).some(isAmqp)) return rabbitMq(given, options);
+  const servers = natsServers(given);
+  if (servers.length > 1) return natsCluster(given, options);
+  // One NATS server given with a trailing comma is that server.
+  const to = servers[0] as string;
   let url: URL;
   try {
     url = new URL(to);
@@ -89,10 +92,16 @@ function checkNatsServer(url: URL, given: string): void {
 
 /**
  * The servers of a `--to` that lists a NATS cluster's, separated by commas: split only where the
- * next one starts with nats://, so a comma inside a password stays in it. One item for any other URL.
+ * next one starts with nats://, so a comma inside a password stays in it; a trailing comma ends the
+ * list. One item for any other URL.
  */
 export function natsServers(to: string): string[] {
-  return /^\s*nats:\/\//i.test(to) ? to.split(/,(?=\s*nats:\/\/)/i).map((server) => server.trim()) : [to];
+  if (!/^\s*nats:\/\//i.test(to)) return [to];
+  // A trailing comma (and spaces) ends the list, as for RabbitMQ's: it is no empty server.
+  return to
+    .replace(/[\s,]+$/, "")
+    .split(/,(?=\s*nats:\/\/)/i)
+    .map((server) => server.trim());
 }
 
 /** `--to` as logs show it: each server of a NATS or RabbitMQ cluster's list redacted on its own. */

@@ -53,6 +53,8 @@ export function amqpDestination(destination: string): { exchange: string; routin
 /** Broker errors that refuse this message for good. */
 const REFUSED = /larger than configured max size|message_size/i;
 const MAX_RECONNECT_DELAY_MS = 5_000;
+/** How long the first publishes wait for the first connection before the broker counts as unavailable. */
+const FIRST_CONNECTION_WAIT_MS = 5_000;
 /**
  * How long one node may take to accept the connection and finish the AMQP handshake before the
  * next is tried. Without it, a node cut off by a partition (packets dropped, nothing refused) would
@@ -144,6 +146,27 @@ export class RabbitMqPublisher implements Publisher {
   #closed = false;
   #connected: Promise<void>;
   #markConnected: () => void = () => undefined;
+  #everConnected = false;
+
+  /** Waits for the first connection, FIRST_CONNECTION_WAIT_MS at most, or until `signal` aborts. */
+  async #firstConnection(signal: AbortSignal): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    try {
+      await Promise.race([
+        this.#connected,
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, FIRST_CONNECTION_WAIT_MS);
+          timer.unref();
+          onAbort = resolve;
+          signal.addEventListener("abort", onAbort, { once: true });
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+    }
+  }
 
   private constructor(amqp: typeof import("amqplib"), urls: readonly string[], options: RabbitMqOptions) {
     this.#amqp = amqp;
@@ -214,6 +237,7 @@ export class RabbitMqPublisher implements Publisher {
     this.#model = opened;
     this.#channel = channel;
     this.#last = index;
+    this.#everConnected = true;
     this.#markConnected();
     this.#onStatus?.("connect", this.#nodes[index]);
     if (this.#closed) await this.close(); // closed while connecting
@@ -264,6 +288,9 @@ export class RabbitMqPublisher implements Publisher {
 
   async publish(message: OutgoingMessage, signal: AbortSignal): Promise<PublishReceipt> {
     const { exchange, routingKey } = amqpDestination(message.destination);
+    // Just opened: the first connection is usually a moment away, so the first publishes wait for
+    // it (a few seconds at most) instead of each being held as "broker unavailable".
+    if (this.#channel === undefined && !this.#everConnected) await this.#firstConnection(signal);
     if (this.#channel === undefined) throw new BrokerUnavailableError(`${this.description}: not connected`);
     await this.#exchangeExists(exchange);
     const channel = this.#channel;

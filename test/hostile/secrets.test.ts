@@ -84,6 +84,14 @@ describe("the one redaction", () => {
     expect(redactUrl("postgres://u:pw1234@:5432:5432/x")).toBe("postgres://u:***@:5432:5432/x");
     expect(redactUrl("postgres://u:pw1234@a b/x")).toBe("postgres://u:***@a b/x");
     expect(redactUrl("postgres://u:p@ss@w0rd@host/x")).toBe("postgres://u:***@host/x");
+    // An unescaped "/", "?" or "#" in the password (what a user types before percent-encoding).
+    expect(redactUrl("amqp://guest:hun/ter2@h:5672")).toBe("amqp://guest:***@h:5672");
+    expect(redactUrl("nats://u:hun?ter2@h:4222")).toBe("nats://u:***@h:4222");
+    expect(redactUrl("postgres://u:hun#ter2@h/db")).toBe("postgres://u:***@h/db");
+    expect(redactUrl("amqp://u:1234@h:5672")).toBe("amqp://u:***@h:5672");
+    // A port, then an "@" further on (in a path or query), is no password: the URL stays as it is.
+    expect(redactUrl("https://h:443/hooks?email=a@b")).toBe("https://h:443/hooks?email=a@b");
+    expect(redactUrl("https://h/hooks/a@b")).toBe("https://h/hooks/a@b");
   });
 
   it("finds URLs inside free text, and keeps the punctuation that ends a sentence", () => {
@@ -115,7 +123,15 @@ describe("no planted secret in any output", () => {
       }
     }
     // A broker URL: the relay's --to.
-    for (const to of [`amqp://u:${SECRET.broker}@[bad`, `nats://u:${SECRET.broker}@127.0.0.1:4222/subject`, `ftp://u:${SECRET.broker}@host/x`]) {
+    for (const to of [
+      `amqp://u:${SECRET.broker}@[bad`,
+      `nats://u:${SECRET.broker}@127.0.0.1:4222/subject`,
+      `ftp://u:${SECRET.broker}@host/x`,
+      // A password with an unescaped "/", alone and as a cluster's second node.
+      `amqp://u:${SECRET.broker}/x@h:5672`,
+      `amqp://guest:guest@127.0.0.1:5672,amqp://u:${SECRET.broker}/x@h:5672`,
+      `nats://127.0.0.1:4222,nats://u:${SECRET.broker}/x@h:4222`,
+    ]) {
       const run = await runCli(["relay", "--db", join(cwd(), "r.db"), "--to", to, "--json"], { cwd: cwd(), env });
       expect(run.code, run.stderr).toBe(2);
       expectCleanRun(`relay --to ${to}`, run);

@@ -189,6 +189,30 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
     return { exchange: name, queue, received };
   }
 
+  it("a publish made just after open waits for the first connection instead of finding the broker unavailable", async () => {
+    const name = `wassal-test-${randomBytes(4).toString("hex")}`;
+    await admin.assertExchange(name, "direct", { durable: false, autoDelete: true });
+    const { queue } = await admin.assertQueue(`${name}-q`, { durable: false, exclusive: true });
+    await admin.bindQueue(queue, name, "events");
+    const publisher = await RabbitMqPublisher.open({ url: TEST_AMQP_URL });
+    try {
+      const message: OutgoingMessage = {
+        id: "first",
+        messageId: "first",
+        type: "t",
+        key: null,
+        keySeq: null,
+        destination: `${name}/events`,
+        headers: {},
+        body: "{}",
+        createdAt: new Date(),
+      };
+      await expect(publisher.publish(message, new AbortController().signal)).resolves.toEqual({ duplicate: false });
+    } finally {
+      await publisher.close();
+    }
+  });
+
   it("a message the broker nacks (a full queue that rejects publishes) is 'broker unavailable': held and published again, no attempt spent", async () => {
     const name = `wassal-test-${randomBytes(4).toString("hex")}`;
     await admin.assertExchange(name, "direct", { durable: false, autoDelete: true });

@@ -65,6 +65,9 @@ describe("wassal relay: bad input exits 2 with one line, before anything opens",
     for (const line of [mixed, notUrl, withPath]) expect(line).not.toContain("hunter2secret");
     // A comma inside a password is part of it: the list splits only where a nats:// server starts.
     expect(natsServers("nats://u:pa,ss@127.0.0.1:4222,nats://127.0.0.1:4223")).toEqual(["nats://u:pa,ss@127.0.0.1:4222", "nats://127.0.0.1:4223"]);
+    // A trailing comma ends the list (as for an amqp:// list).
+    expect(natsServers("nats://127.0.0.1:4222, nats://127.0.0.1:4223, ")).toEqual(["nats://127.0.0.1:4222", "nats://127.0.0.1:4223"]);
+    expect(natsServers("nats://127.0.0.1:4222,")).toEqual(["nats://127.0.0.1:4222"]);
     expect(redactTarget("nats://127.0.0.1:4222,nats://u:pw12@127.0.0.1:4223")).not.toContain("pw12");
     expect(existsSync(db)).toBe(false);
   });
