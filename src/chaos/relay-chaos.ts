@@ -448,6 +448,8 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     let brokerRestarts = 0;
     const from = performance.now();
     const secondsSince = () => (performance.now() - from) / 1000;
+    /** When the last message was enqueued (seconds since the first); the rate the app achieved is enqueued over it. */
+    let lastEnqueuedAt = 0;
     // Shards: each shard's completed messages, sampled; the app's messages for a shard that does not
     // answer wait in that shard's queue, in order, and go once it answers (so a key's order holds).
     const samples: { at: number; processed: (number | null)[] }[] = [];
@@ -511,6 +513,7 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
           const id = await enqueueOn(shard, item);
           backlog.shift();
           enqueuedIds.push({ id: sharded ? `${shardIdPrefix(shard)}${id}` : id, key: item.key });
+          lastEnqueuedAt = secondsSince();
         } catch (error) {
           if (!sharded) {
             pumpFailure = error;
@@ -592,7 +595,8 @@ export async function runRelayChaos(options: RelayChaosOptions): Promise<RelayCh
     await stopPumps();
     stopIfAborted();
     if (pumpFailure !== undefined) throw pumpFailure;
-    const enqueueSeconds = secondsSince();
+    // The last enqueue's time, not now: the run also waited for the broker's fault to end.
+    const enqueueSeconds = lastEnqueuedAt;
 
     // Done when the relays completed everything and every message has an effect in the consumer's
     // database (counted there: a killed consumer's counters are gone).
