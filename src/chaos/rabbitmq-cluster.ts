@@ -159,8 +159,8 @@ export async function rabbitClusterBroker(dir: string, runId: string): Promise<R
   };
   /**
    * Stops a node's whole process group (SIGTERM: a clean stop; SIGKILL: a crash) and waits until
-   * its AMQP port is closed; a group still there after 30 s is SIGKILLed. The node stays known
-   * (and is SIGKILLed at this process's exit) until it is gone.
+   * its AMQP port is closed; a group still there 30 s after the signal is SIGKILLed. The node stays
+   * known (and is SIGKILLed at this process's exit) until it is gone.
    */
   const stopNode = async (node: RabbitNode, signal: NodeJS.Signals): Promise<void> => {
     const child = node.child;
@@ -172,13 +172,9 @@ export async function rabbitClusterBroker(dir: string, runId: string): Promise<R
     const late = setTimeout(() => signalGroup(pid, "SIGKILL"), 30_000);
     try {
       await exited;
-      // The VM may outlive the script by a moment: its AMQP port closes when it is gone.
-      await waitForPort(node.port, false, `RabbitMQ node ${node.name}`, 30_000).catch(async (error: unknown) => {
-        signalGroup(pid, "SIGKILL");
-        await waitForPort(node.port, false, `RabbitMQ node ${node.name}`, 10_000).catch(() => {
-          throw error;
-        });
-      });
+      // The VM may outlive the script by a moment (and is SIGKILLed with its group at 30 s): its
+      // AMQP port closes when it is gone.
+      await waitForPort(node.port, false, `RabbitMQ node ${node.name}`, 40_000);
       if (node.child === child) node.child = undefined;
     } finally {
       clearTimeout(late);

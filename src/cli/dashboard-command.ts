@@ -95,6 +95,7 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
       };
       // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
       const openOptions = { ...storeOptions(options, "repair"), audit: true };
+      const access = `${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"}`;
       if (typeof target !== "string") {
         const shards = target;
         // The shards: served at once, each shard's pages from when its database opens. A shard whose
@@ -129,9 +130,7 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
               throw error;
             }
             const waiting = units.units.filter((unit) => unit === undefined).length;
-            out(
-              `dashboard on ${running.url} (${shards.length} shards${waiting === 0 ? "" : `, ${waiting} not answering yet`}, ${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
-            );
+            out(`dashboard on ${running.url} (${shards.length} shards${waiting === 0 ? "" : `, ${waiting} not answering yet`}, ${access})\n`);
             return {
               stop: async () => {
                 const stopped = units.stop(0); // no shard is attached from now on
@@ -145,15 +144,15 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
         );
         return;
       }
-      const opened: OpenedOutbox[] = [];
+      let opened: OpenedOutbox;
       const closeAll = async () => {
         await slot?.close();
-        await Promise.all(opened.map((outbox) => outbox.close()));
+        await opened.close();
       };
       try {
-        opened.push(await openOutbox(target, openOptions));
+        opened = await openOutbox(target, openOptions);
       } catch (error) {
-        await closeAll();
+        await slot?.close();
         throw error;
       }
       await runUntilSignal(
@@ -162,15 +161,12 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
         async () => {
           let running: RunningDashboard;
           try {
-            const [only] = opened as [OpenedOutbox];
-            running = await startDashboard({ ...common, store: only.store, database: only.location, ...(slot === undefined ? {} : { slot }) });
+            running = await startDashboard({ ...common, store: opened.store, database: opened.location, ...(slot === undefined ? {} : { slot }) });
           } catch (error) {
             await closeAll();
             throw error;
           }
-          out(
-            `dashboard on ${running.url} (${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"})\n`,
-          );
+          out(`dashboard on ${running.url} (${access})\n`);
           return {
             stop: async () => {
               await running.close();

@@ -623,29 +623,33 @@ export async function startShardedDashboard(options: ShardedDashboardOptions & P
   const host = options.host ?? "127.0.0.1";
   checkDashboardAccess(host, options.token);
   const sharded = shardedDashboardApp({ ...options, hostNames: [...(options.hostNames ?? []), host.includes(":") ? `[${host}]` : host] });
-  const attached = sharded.parts.filter((part): part is ShardPart => part !== undefined);
-  const pulses = attached.map((part) => part.pulse);
-  const watches = attached.map((part) => part.watch);
-  const running = await serveDashboard(sharded.app, pulses, watches, host, options.port ?? 4300);
+  const given = sharded.parts.filter((part): part is ShardPart => part !== undefined);
+  const running = await serveDashboard(
+    sharded.app,
+    given.map((part) => part.pulse),
+    given.map((part) => part.watch),
+    host,
+    options.port ?? 4300,
+  );
   let closed = false;
+  // Every shard's pollers, those attached later too (stopping one twice is harmless).
+  const stopParts = () => {
+    for (const part of sharded.parts) {
+      part?.pulse.stop();
+      part?.watch.stop();
+    }
+  };
   return {
     url: running.url,
     async attach(shard, store, database) {
       if (closed) throw new Error("the dashboard has stopped");
-      const part = sharded.attach(shard, store, database);
-      // Stopped with the others when the dashboard closes.
-      pulses.push(part.pulse);
-      watches.push(part.watch);
-      await part.pulse.start();
-      if (closed) {
-        // Closed while its poller started: stopped here, as close() stopped the others.
-        part.pulse.stop();
-        part.watch.stop();
-      }
+      await sharded.attach(shard, store, database).pulse.start();
+      if (closed) stopParts(); // closed while its poller started
     },
     leftOut: sharded.leftOut,
     close() {
       closed = true;
+      stopParts();
       return running.close();
     },
   };

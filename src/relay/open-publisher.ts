@@ -92,16 +92,11 @@ function checkNatsServer(url: URL, given: string): void {
 
 /**
  * The servers of a `--to` that lists a NATS cluster's, separated by commas: split only where the
- * next one starts with nats://, so a comma inside a password stays in it; a trailing comma ends the
- * list. One item for any other URL.
+ * next one starts with nats:// (listedUrls), so a comma inside a password, or another scheme, stays
+ * in the item before it; a trailing comma ends the list. One item for any other URL.
  */
 export function natsServers(to: string): string[] {
-  if (!/^\s*nats:\/\//i.test(to)) return [to];
-  // A trailing comma (and spaces) ends the list, as for RabbitMQ's: it is no empty server.
-  return to
-    .replace(/[\s,]+$/, "")
-    .split(/,(?=\s*nats:\/\/)/i)
-    .map((server) => server.trim());
+  return /^\s*nats:\/\//i.test(to) ? listedUrls(to, "nats") : [to];
 }
 
 /** `--to` as logs show it: each server of a NATS or RabbitMQ cluster's list redacted on its own. */

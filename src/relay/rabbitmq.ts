@@ -19,6 +19,7 @@ import type { ChannelModel, ConfirmChannel } from "amqplib";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { redactSecrets, redactUrl, rememberUrlSecrets } from "../outbox/redact.js";
 import { importOptional } from "../outbox/optional.js";
+import { sleep } from "./deliver.js";
 import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
 
 export interface RabbitMqOptions {
@@ -66,15 +67,16 @@ export const AMQP_CONNECT_TIMEOUT_MS = 10_000;
 const VALID_AMQP =
   "give amqp://HOST:5672 or amqps://HOST:5671 (user and password before the host), or a cluster's nodes separated by commas (amqp://h1:5672,amqp://h2:5672)";
 
-/** Where a comma-separated list's next URL starts (a scheme and "://"): a comma inside a password stays in it. */
-const NEXT_URL = /,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i;
-
-/** The items of a comma-separated list of URLs, trimmed: split only where the next one starts with a scheme and "://". */
-export function listedUrls(text: string): string[] {
-  // A trailing comma (or comma and spaces) ends the list; it is not an empty node.
+/**
+ * The items of a comma-separated list of URLs, trimmed: split only where the next one starts with
+ * a scheme (`scheme`, a regular expression's text: any scheme by default) and "://", so a comma
+ * inside a password stays in it. A trailing comma (or comma and spaces) ends the list; it is no
+ * empty item.
+ */
+export function listedUrls(text: string, scheme = "[a-z][a-z0-9+.-]*"): string[] {
   return text
     .replace(/[\s,]+$/, "")
-    .split(NEXT_URL)
+    .split(new RegExp(`,(?=\\s*${scheme}:\\/\\/)`, "i"))
     .map((item) => item.trim());
 }
 
@@ -150,22 +152,9 @@ export class RabbitMqPublisher implements Publisher {
 
   /** Waits for the first connection, FIRST_CONNECTION_WAIT_MS at most, or until `signal` aborts. */
   async #firstConnection(signal: AbortSignal): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
-    try {
-      await Promise.race([
-        this.#connected,
-        new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, FIRST_CONNECTION_WAIT_MS);
-          timer.unref();
-          onAbort = resolve;
-          signal.addEventListener("abort", onAbort, { once: true });
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-      if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
-    }
+    const connected = new AbortController();
+    void this.#connected.then(() => connected.abort());
+    await sleep(FIRST_CONNECTION_WAIT_MS, AbortSignal.any([signal, connected.signal]));
   }
 
   private constructor(amqp: typeof import("amqplib"), urls: readonly string[], options: RabbitMqOptions) {

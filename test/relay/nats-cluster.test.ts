@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { type ChaosBroker, chaosBroker } from "../../src/chaos/chaos-brokers.js";
 import { NatsPublisher } from "../../src/relay/nats.js";
-import { BrokerUnavailableError, type OutgoingMessage } from "../../src/relay/publisher.js";
+import { BrokerUnavailableError } from "../../src/relay/publisher.js";
+import { outgoing } from "./support.js";
 import { natsAvailable } from "../support/services.js";
 
 const natsUp = await natsAvailable();
@@ -22,20 +23,6 @@ afterAll(async () => {
   await broker?.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function message(n: number, subject: string): OutgoingMessage {
-  return {
-    id: `test-${n}`,
-    messageId: String(n),
-    type: "t",
-    key: null,
-    keySeq: null,
-    destination: subject,
-    headers: {},
-    body: JSON.stringify({ n }),
-    createdAt: new Date(),
-  };
-}
 
 describe.skipIf(!natsUp)("NATS JetStream, a three-node cluster", () => {
   it("publishes through the SIGKILL of the stream leader's node: each failure is 'unavailable', and every message is stored once", async () => {
@@ -54,7 +41,7 @@ describe.skipIf(!natsUp)("NATS JetStream, a three-node cluster", () => {
         for (;;) {
           if (Date.now() > deadline) throw new Error(`message ${id} was not taken within 60 s: ${JSON.stringify([...failures])}`);
           try {
-            return await publisher.publish(message(id, subject), signal);
+            return await publisher.publish(outgoing(id, subject), signal);
           } catch (error) {
             const kind = error instanceof BrokerUnavailableError ? "unavailable" : `failed: ${(error as Error).message}`;
             failures.set(kind, (failures.get(kind) ?? 0) + 1);

@@ -11,7 +11,8 @@ import amqp from "amqplib";
 import { afterAll, describe, expect, it } from "vitest";
 import { type ChaosBroker, chaosBroker } from "../../src/chaos/chaos-brokers.js";
 import { RabbitMqPublisher } from "../../src/relay/rabbitmq.js";
-import { BrokerUnavailableError, type OutgoingMessage } from "../../src/relay/publisher.js";
+import { BrokerUnavailableError } from "../../src/relay/publisher.js";
+import { outgoing } from "./support.js";
 import { rabbitAvailable } from "../support/services.js";
 
 const rabbitUp = await rabbitAvailable();
@@ -22,20 +23,6 @@ afterAll(async () => {
   await broker?.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function message(n: number, destination: string): OutgoingMessage {
-  return {
-    id: `test-${n}`,
-    messageId: String(n),
-    type: "t",
-    key: null,
-    keySeq: null,
-    destination,
-    headers: {},
-    body: JSON.stringify({ n }),
-    createdAt: new Date(),
-  };
-}
 
 describe.skipIf(!rabbitUp)("RabbitMQ, a three-node cluster with a quorum queue", () => {
   it("publishes through the SIGKILL of the queue leader's node: each failure is 'unavailable', and every message is in the queue", async () => {
@@ -54,7 +41,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ, a three-node cluster with a quorum queue",
         for (;;) {
           if (Date.now() > deadline) throw new Error(`message ${id} was not confirmed within 60 s: ${JSON.stringify([...failures])}`);
           try {
-            return await publisher.publish(message(id, broker?.destination ?? ""), signal);
+            return await publisher.publish(outgoing(id, broker?.destination ?? ""), signal);
           } catch (error) {
             const kind = error instanceof BrokerUnavailableError ? "unavailable" : `failed: ${(error as Error).message}`;
             failures.set(kind, (failures.get(kind) ?? 0) + 1);

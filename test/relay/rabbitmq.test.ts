@@ -196,18 +196,7 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
     await admin.bindQueue(queue, name, "events");
     const publisher = await RabbitMqPublisher.open({ url: TEST_AMQP_URL });
     try {
-      const message: OutgoingMessage = {
-        id: "first",
-        messageId: "first",
-        type: "t",
-        key: null,
-        keySeq: null,
-        destination: `${name}/events`,
-        headers: {},
-        body: "{}",
-        createdAt: new Date(),
-      };
-      await expect(publisher.publish(message, new AbortController().signal)).resolves.toEqual({ duplicate: false });
+      await expect(publisher.publish(outgoing(`${name}/events`), new AbortController().signal)).resolves.toEqual({ duplicate: false });
     } finally {
       await publisher.close();
     }
@@ -226,24 +215,14 @@ describe.skipIf(!rabbitUp)("RabbitMQ", () => {
     try {
       await publisher.connected();
       const signal = new AbortController().signal;
-      const one = (n: number): OutgoingMessage => ({
-        id: `nack-${n}`,
-        messageId: `nack-${n}`,
-        type: "t",
-        key: null,
-        keySeq: null,
-        destination: `${name}/events`,
-        headers: {},
-        body: "{}",
-        createdAt: new Date(),
-      });
-      await expect(publisher.publish(one(1), signal)).resolves.toEqual({ duplicate: false });
-      const refused = publisher.publish(one(2), signal);
+      const [first, second] = [outgoing(`${name}/events`), outgoing(`${name}/events`)];
+      await expect(publisher.publish(first, signal)).resolves.toEqual({ duplicate: false });
+      const refused = publisher.publish(second, signal);
       await expect(refused).rejects.toBeInstanceOf(BrokerUnavailableError);
       await expect(refused).rejects.toThrow(/did not take the message \(message nacked\); it is published again/);
       // Room again: the same message is taken.
       await admin.purgeQueue(queue);
-      await expect(publisher.publish(one(2), signal)).resolves.toEqual({ duplicate: false });
+      await expect(publisher.publish(second, signal)).resolves.toEqual({ duplicate: false });
     } finally {
       await publisher.close();
     }

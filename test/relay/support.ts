@@ -4,10 +4,25 @@
 import { afterEach } from "vitest";
 import type { ManualClock } from "../../src/outbox/clock.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
-import type { Publisher } from "../../src/relay/publisher.js";
+import type { OutgoingMessage, Publisher } from "../../src/relay/publisher.js";
 import { Relay, type RelayOptions } from "../../src/relay/relay.js";
 import type { OutboxMessage } from "../../src/outbox/types.js";
 import { settlesWithin, waitForMessage } from "../worker/support.js";
+
+/** A message for a publisher alone (no outbox): id `test-<n>`, broker id `<n>`, body {"n": n}. */
+export function outgoing(n: number | string, destination: string): OutgoingMessage {
+  return {
+    id: `test-${n}`,
+    messageId: String(n),
+    type: "t",
+    key: null,
+    keySeq: null,
+    destination,
+    headers: {},
+    body: JSON.stringify({ n }),
+    createdAt: new Date(),
+  };
+}
 
 /** Moves the manual clock 250 ms at a time until `promise` settles; returns its value. */
 export async function advanceUntil<T>(clock: ManualClock, promise: Promise<T>): Promise<T> {
