@@ -30,6 +30,17 @@ export function logEvents(events: EventHub, logger: Logger): () => void {
       case "owners-reaped":
         logger.info(data, "owners-reaped: their heartbeat stopped; their leases were expired for the next claim");
         break;
+      case "schedule-fired":
+        logger.info(data, "schedule-fired: the tick's message was enqueued");
+        break;
+      case "schedule-skipped":
+        logger.warn(
+          data,
+          event.reason === "too-late"
+            ? "schedule-skipped: ticks found later than the schedule's backfillMs (no scheduler ran then) were passed over"
+            : "schedule-skipped: the tick's message was in the outbox already (the clock went back)",
+        );
+        break;
       case "released":
       case "completed":
       case "processing-finished":

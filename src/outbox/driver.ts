@@ -189,6 +189,27 @@ export interface PageBounds {
   readonly limit: number;
 }
 
+/** A schedule's definition as stored: its message's payload and headers as JSON text. */
+export interface ScheduleDefinitionRecord {
+  readonly name: string;
+  readonly cron: string;
+  readonly timezone: string;
+  readonly backfillMs: number;
+  readonly type: string;
+  readonly payload: string;
+  readonly headers: string | null;
+  readonly key: string | null;
+  readonly destination: string | null;
+}
+
+/** A schedule as stored, with where it stands. */
+export interface ScheduleRecord extends ScheduleDefinitionRecord {
+  readonly nextAt: Date | null;
+  readonly lastTickAt: Date | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
 export interface OutboxDriver<Tx> {
   readonly capabilities: DriverCapabilities;
 
@@ -350,6 +371,32 @@ export interface OutboxDriver<Tx> {
   signOff(params: { readonly owner: string }): Promise<boolean>;
   /** Every registered owner, by name; `takes` as stored (JSON text or null). */
   listOwners(): Promise<readonly (Omit<OwnerRecord, "takes"> & { readonly takes: string | null })[]>;
+  /** The driver's time now: its injected clock's, or the database's. */
+  currentTime(): Promise<Date>;
+  /**
+   * Upserts a schedule (outbox_schedules): a new one's next tick is `nextAt`; an existing one
+   * keeps its next tick when its cron and timezone are unchanged, else takes `nextAt`. Returns the
+   * row as stored.
+   */
+  putSchedule(params: { readonly schedule: ScheduleDefinitionRecord; readonly nextAt: Date | null }): Promise<ScheduleRecord>;
+  /** Deletes a schedule: true when there was one. */
+  removeSchedule(params: { readonly name: string }): Promise<boolean>;
+  /** Every schedule, by name. */
+  listSchedules(): Promise<ScheduleRecord[]>;
+  /** The schedules with a next tick, the earliest first (then by name), at most `limit`, and the driver's time of looking. */
+  nextSchedules(params: { readonly limit: number }): Promise<{ readonly at: Date; readonly schedules: ScheduleRecord[] }>;
+  /**
+   * Inside `tx`: the compare-and-set that fires or skips ticks. Moves the schedule's next tick
+   * from `from` to `to` only if it is still `from`, and records `from` as its last tick when
+   * `fired`: true when it moved (false: another scheduler moved it first, or it was removed).
+   */
+  advanceSchedule(params: {
+    readonly tx: Tx;
+    readonly name: string;
+    readonly from: Date;
+    readonly to: Date | null;
+    readonly fired: boolean;
+  }): MaybePromise<boolean>;
   onNewMessages(params: { readonly wake: () => void }): Promise<() => Promise<void>>;
   leaseStats(): Promise<LeaseStats>;
   countByStatus(): Promise<Partial<StatusCounts>>;

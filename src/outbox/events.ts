@@ -62,6 +62,28 @@ export type OutboxEvent =
       readonly owner: string;
       readonly reaped: readonly { readonly owner: string; readonly expired: number }[];
     }
+  /** `owner` fired a schedule's tick: its message was enqueued (once, whoever else looked). */
+  | {
+      readonly type: "schedule-fired";
+      readonly at: Date;
+      readonly owner: string;
+      readonly schedule: string;
+      readonly tick: Date;
+      readonly messageId: string;
+    }
+  /**
+   * `owner` passed over a schedule's ticks without a message: found later than its backfillMs
+   * ("too-late", from `from` up to `until`), or whose message was there already ("already-enqueued").
+   */
+  | {
+      readonly type: "schedule-skipped";
+      readonly at: Date;
+      readonly owner: string;
+      readonly schedule: string;
+      readonly reason: "too-late" | "already-enqueued";
+      readonly from: Date;
+      readonly until: Date;
+    }
   /** A store operation failed (lost connection, busy database); the worker backs off and carries on. */
   | { readonly type: "store-error"; readonly at: Date; readonly owner: string; readonly operation: string; readonly error: string }
   | {

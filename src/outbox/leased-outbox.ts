@@ -28,6 +28,7 @@ import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import type { EnqueueTrace, Tracing } from "./tracing.js";
 import { planWrites } from "./write-together.js";
+import { checkScheduleName, checkScheduleTiming, fireSchedules, MAX_TICKS_PER_CALL, tickAfter, tickDedupeKey, tickHeaders, toSchedule } from "./schedules.js";
 import {
   MESSAGE_STATUSES,
   type AuditEntry,
@@ -71,6 +72,10 @@ import {
   type HeartbeatOptions,
   type OwnerRecord,
   type ReapedOwner,
+  type Schedule,
+  type ScheduledMessage,
+  type ScheduleFiring,
+  type ScheduleOptions,
 } from "./types.js";
 import { payloadText } from "./payload.js";
 import {
@@ -748,6 +753,63 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async owners(): Promise<OwnerRecord[]> {
     return (await this.#driver.listOwners()).map((row) => ({ ...row, takes: row.takes === null ? null : (JSON.parse(row.takes) as string[]) }));
+  }
+
+  async schedule<P extends JsonValue>(name: string, cron: string, message: ScheduledMessage<P>, options: ScheduleOptions = {}): Promise<Schedule> {
+    const checkedName = checkScheduleName(name);
+    const timing = checkScheduleTiming(checkedName, cron, checkObject(options, "schedule options ({ timezone?, backfillMs? })"));
+    checkObject(message, `the message of schedule ${shown(checkedName)} ({ type, payload })`);
+    for (const field of ["dedupeKey", "availableAt"] as const) {
+      if ((message as NewMessage)[field] != null) {
+        throw new InvalidArgumentError(
+          `the message of schedule ${shown(checkedName)} takes no ${field}: each tick's message is due at its tick, with the dedupe key "schedule:<name>:<tick>"`,
+        );
+      }
+    }
+    // Checked as a tick's message will be, its added headers included.
+    const sample = new Date(0);
+    const { type, payload, key, destination } = this.#checked({
+      ...message,
+      dedupeKey: tickDedupeKey(checkedName, sample),
+      headers: withAddedHeaders(message.headers ?? null, tickHeaders(checkedName, sample)) as Record<string, string>,
+    });
+    const headers = message.headers == null ? null : checkHeaders(message.headers);
+    try {
+      const at = await this.#driver.currentTime();
+      const stored = await this.#driver.putSchedule({
+        schedule: { name: checkedName, ...timing, type, payload, headers, key, destination },
+        nextAt: tickAfter(timing, at),
+      });
+      return toSchedule(stored);
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
+  }
+
+  async unschedule(name: string): Promise<boolean> {
+    return this.#driver.removeSchedule({ name: checkScheduleName(name) });
+  }
+
+  async schedules(): Promise<Schedule[]> {
+    try {
+      return (await this.#driver.listSchedules()).map(toSchedule);
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
+  }
+
+  async fireSchedules(options: { readonly owner?: string; readonly limit?: number } = {}): Promise<ScheduleFiring> {
+    const { owner, limit } = checkObject(options, "fireSchedules options ({ owner?, limit? })");
+    const firer = { driver: this.#driver, events: this.events, enqueue: (tx: Tx, message: NewMessage) => this.enqueue(tx, message) };
+    if (limit !== undefined && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_TICKS_PER_CALL)) {
+      throw new InvalidArgumentError(`fireSchedules' limit must be a whole number of ticks from 1 to ${MAX_TICKS_PER_CALL} (got ${shown(limit)})`);
+    }
+    const checkedLimit = limit ?? MAX_TICKS_PER_CALL;
+    try {
+      return await fireSchedules(firer, owner === undefined ? "scheduler" : checkOwner(owner), checkedLimit);
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
   }
 
   async stats(): Promise<OutboxStats> {

@@ -45,6 +45,10 @@ import type {
   StatusCounts,
   UnblockAction,
   OnComplete,
+  Schedule,
+  ScheduledMessage,
+  ScheduleFiring,
+  ScheduleOptions,
 } from "./types.js";
 
 export interface OutboxStore<Tx> {
@@ -159,6 +163,33 @@ export interface OutboxStore<Tx> {
 
   /** The registered owners, by name. */
   owners(): Promise<OwnerRecord[]>;
+
+  /**
+   * Adds a recurring schedule, or replaces the one of that name: at each tick of `cron` (read in
+   * `options.timezone`, UTC by default) one message like `message` is enqueued, with the dedupe key
+   * `schedule:<name>:<tick>` and the headers `wassal-schedule` and `wassal-tick`. Ticks fire in
+   * store.fireSchedules, which every Worker calls about once a second: each tick once across all
+   * schedulers, even when several look at the same moment or die midway. Replaced with the same
+   * cron and timezone, a schedule keeps its next tick (so re-adding it at every start loses
+   * none); otherwise its next tick is the first after now. Throws InvalidArgumentError naming a bad
+   * name, expression, time zone, backfill or message.
+   */
+  schedule<P extends JsonValue>(name: string, cron: string, message: ScheduledMessage<P>, options?: ScheduleOptions): Promise<Schedule>;
+
+  /** Removes a schedule: true when there was one. Messages it enqueued stay. */
+  unschedule(name: string): Promise<boolean>;
+
+  /** Every schedule, by name. */
+  schedules(): Promise<Schedule[]>;
+
+  /**
+   * Fires the ticks that are due, at most `limit` (default and most 1,000): each tick's message is
+   * enqueued in the transaction that moves its schedule's next tick on, with a compare-and-set, so
+   * a tick fires once however many processes call this at the same time. A tick found later than
+   * its schedule's backfillMs is skipped and reported. `owner` names the caller in the events.
+   * Says what fired, what was skipped, and the next tick to look for.
+   */
+  fireSchedules(options?: { readonly owner?: string; readonly limit?: number }): Promise<ScheduleFiring>;
 
   /** Counts by state, the oldest pending message, leases held and expired per owner. */
   stats(): Promise<OutboxStats>;

@@ -433,3 +433,70 @@ export interface PageQuery {
   /** Messages per page, 1 to 1000 (default 50). */
   readonly limit?: number;
 }
+
+/**
+ * What a schedule enqueues at each tick: a message as enqueue takes it, without `dedupeKey` and
+ * `availableAt`. Each tick's message gets the dedupe key `schedule:<name>:<tick, ISO-8601>` and
+ * the headers `wassal-schedule` (the schedule's name) and `wassal-tick` (the tick's time).
+ */
+export type ScheduledMessage<P extends JsonValue = JsonValue> = Omit<NewMessage<P>, "dedupeKey" | "availableAt">;
+
+/** How a schedule reads its cron expression and treats ticks found late. */
+export interface ScheduleOptions {
+  /** The IANA time zone the expression is read in, e.g. "Europe/Oslo" (default "UTC"). */
+  readonly timezone?: string;
+  /**
+   * How late a tick may be found and still fire, in milliseconds (default 60 000; 1 000 to 31
+   * days). A tick found later than this (every scheduler was down) is skipped, and reported so.
+   * After downtime the ticks of the last `backfillMs` fire, each once, oldest first.
+   */
+  readonly backfillMs?: number;
+}
+
+/** A recurring schedule as stored (store.schedules()). */
+export interface Schedule {
+  readonly name: string;
+  readonly cron: string;
+  /** The IANA time zone the expression is read in. */
+  readonly timezone: string;
+  readonly backfillMs: number;
+  /** The message each tick enqueues. */
+  readonly message: ScheduledMessage;
+  /** The next tick to fire, or null when the expression has no tick left. */
+  readonly nextAt: Date | null;
+  /** The last tick that enqueued its message, or null before the first. */
+  readonly lastTickAt: Date | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** A tick's message enqueued by store.fireSchedules. */
+export interface FiredTick {
+  readonly schedule: string;
+  readonly tick: Date;
+  readonly messageId: string;
+}
+
+/**
+ * Ticks store.fireSchedules passed over without a message: found later than the schedule's
+ * backfillMs ("too-late", from `from` up to, not including, `until`), or whose message was in the
+ * outbox already ("already-enqueued": the tick `from`; the clock went back).
+ */
+export interface SkippedTicks {
+  readonly schedule: string;
+  readonly reason: "too-late" | "already-enqueued";
+  readonly from: Date;
+  readonly until: Date;
+}
+
+/** What one store.fireSchedules call did, and when to call it next. */
+export interface ScheduleFiring {
+  /** The store's time when the call looked. */
+  readonly at: Date;
+  readonly fired: readonly FiredTick[];
+  readonly skipped: readonly SkippedTicks[];
+  /** The earliest tick still to fire among the schedules the call read, or null when it read none. */
+  readonly nextAt: Date | null;
+  /** True when the call stopped at its limit with ticks still due: call again at once. */
+  readonly more: boolean;
+}

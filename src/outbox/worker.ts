@@ -109,6 +109,13 @@ export interface WorkerOptions<Tx> {
    * alive until then. At least 2 beats. Each worker says its own, so peers need not agree.
    */
   readonly ownerDeadAfterMs?: number;
+  /**
+   * How often the worker fires the schedules' due ticks (store.fireSchedules; see
+   * OutboxStore.schedule), at most: it also looks at the next tick's time. Default 1 000 ms;
+   * `false`: this worker fires none. Every worker and relay may fire them: each tick enqueues
+   * once, whoever looks. A worker given a clock of its own fires them only when this is given.
+   */
+  readonly schedulePollMs?: number | false;
   /** What the worker's heartbeat row calls it (default "worker"; a Relay's says "relay"). */
   readonly ownerKind?: string;
   readonly clock?: Clock;
@@ -376,6 +383,8 @@ export class Worker<Tx> {
   readonly heartbeatMs: number | null;
   /** How long after its last beat its peers count it dead (see WorkerOptions.ownerDeadAfterMs). */
   readonly ownerDeadAfterMs: number;
+  /** How often the worker fires due schedule ticks, at most (see WorkerOptions.schedulePollMs), or null when it does not. */
+  readonly schedulePollMs: number | null;
   readonly #ownerKind: string;
   /** The worker's clock time from which its next beat is due. */
   #nextBeatAt = Number.NEGATIVE_INFINITY;
@@ -410,6 +419,8 @@ export class Worker<Tx> {
   /** Wake-ups scheduled for retries coming due; cancelled on stop. */
   readonly #retryTimers = new Set<() => void>();
   #loop: Promise<void> | undefined;
+  /** The loop that fires schedule ticks, when this worker fires them. */
+  #scheduling: Promise<void> | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
   #stopped: Promise<void> | undefined;
   /** Present when completions share commits. */
@@ -457,6 +468,8 @@ export class Worker<Tx> {
       pollIntervalMs: this.pollIntervalMs,
       ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
     }));
+    const schedulePollMs = options.schedulePollMs ?? (this.#clock === systemClock ? 1_000 : false);
+    this.schedulePollMs = schedulePollMs === false ? null : checkTimerMs("schedulePollMs", schedulePollMs);
     this.#ownerKind = checkText(options.ownerKind ?? "worker", "ownerKind", 50);
     this.#random = options.random ?? Math.random;
     this.#wakeOnNew = options.wakeOnNewMessages ?? true;
@@ -501,6 +514,7 @@ export class Worker<Tx> {
       this.#unsubscribe = unsubscribe;
     }
     this.#loop = this.#claimLoop();
+    if (this.schedulePollMs !== null) this.#scheduling = this.#scheduleLoop(this.schedulePollMs);
   }
 
   /** Claim now instead of at the next poll. */
@@ -526,6 +540,7 @@ export class Worker<Tx> {
     for (const job of this.#running) job.stopLimit();
     this.wake();
     await this.#loop;
+    await this.#scheduling;
     await this.#unsubscribe?.();
     // The loop, and so the beat, has ended: one last beat covers the grace, or a peer could reap
     // this worker while its handlers finish and run their messages a second time.
@@ -582,6 +597,29 @@ export class Worker<Tx> {
       if (reaped.some((owner) => owner.expired > 0)) this.#woken = true;
     } catch (error) {
       this.#storeError("reap", error);
+    }
+  }
+
+  /**
+   * Fires the schedules' due ticks, then waits for the next tick or `pollMs`, whichever is sooner
+   * (a schedule added elsewhere is seen within `pollMs`). A failure is a store-error event, and
+   * the loop backs off as the claim loop does.
+   */
+  async #scheduleLoop(pollMs: number): Promise<void> {
+    let errorDelay = 0;
+    while (!this.#stopping) {
+      let wait = pollMs;
+      try {
+        const firing = await this.store.fireSchedules({ owner: this.name });
+        errorDelay = 0;
+        if (firing.more) wait = 0;
+        else if (firing.nextAt !== null) wait = Math.min(pollMs, Math.max(0, firing.nextAt.getTime() - firing.at.getTime()));
+      } catch (error) {
+        this.#storeError("schedule", error);
+        errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
+        wait = Math.max(pollMs, errorDelay);
+      }
+      if (wait > 0 && !this.#stopping) await this.#clock.sleep(wait, this.#stopSignal.signal);
     }
   }
 

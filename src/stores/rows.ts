@@ -2,6 +2,7 @@
 // the same columns in different forms (SQLite: epoch milliseconds and JSON text; PostgreSQL: Date
 // objects and parsed jsonb), so each mapper takes the form it is given.
 
+import type { ScheduleRecord } from "../outbox/driver.js";
 import type {
   AuditAction,
   AuditEntry,
@@ -217,5 +218,44 @@ export function toCancelTarget(
     key: row.ordering_key,
     keySeq: row.key_seq === null ? null : Number(row.key_seq),
     holdsKey: row.ordering_key !== null && Number(row.key_state ?? 0) === 0,
+  };
+}
+
+/** An outbox_schedules row (times: epoch milliseconds, as a number or BIGINT text, or a Date). */
+export interface ScheduleRow {
+  name: string;
+  cron: string;
+  timezone: string;
+  backfill_ms: number | string;
+  type: string;
+  payload: string;
+  headers: string | null;
+  ordering_key: string | null;
+  destination: string | null;
+  next_at: number | string | Date | null;
+  last_tick_at: number | string | Date | null;
+  created_at: number | string | Date;
+  updated_at: number | string | Date;
+}
+
+function scheduleTime(value: number | string | Date): Date {
+  return value instanceof Date ? value : new Date(Number(value));
+}
+
+export function toScheduleRecord(row: ScheduleRow): ScheduleRecord {
+  return {
+    name: row.name,
+    cron: row.cron,
+    timezone: row.timezone,
+    backfillMs: Number(row.backfill_ms),
+    type: row.type,
+    payload: row.payload,
+    headers: row.headers,
+    key: row.ordering_key,
+    destination: row.destination,
+    nextAt: row.next_at === null ? null : scheduleTime(row.next_at),
+    lastTickAt: row.last_tick_at === null ? null : scheduleTime(row.last_tick_at),
+    createdAt: scheduleTime(row.created_at),
+    updatedAt: scheduleTime(row.updated_at),
   };
 }

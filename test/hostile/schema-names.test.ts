@@ -31,6 +31,7 @@ const WASSAL_TABLES = [
   "outbox_audit",
   "outbox_keys",
   "outbox_owners",
+  "outbox_schedules",
   "wassal_migrations",
   "wassal_inbox",
   "wassal_inbox_keys",

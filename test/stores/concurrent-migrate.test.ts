@@ -25,6 +25,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-012-key-seq",
   "outbox-013-inbox-order",
   "outbox-015-owners",
+  "outbox-017-schedules",
 ];
 
 describe("concurrent migrations", () => {

@@ -28,6 +28,8 @@ import type {
   RedriveCount,
   SavepointStep,
   PageBounds,
+  ScheduleDefinitionRecord,
+  ScheduleRecord,
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
@@ -64,12 +66,14 @@ import {
   toMessage,
   toMessageState,
   toMessageText,
+  toScheduleRecord,
   type AuditRow,
   type CancelRow,
   type HolderRow,
   type MessageRow,
   type MessageStateRow,
   type MessageTextRow,
+  type ScheduleRow,
 } from "../rows.js";
 import { type MariaDbConnectOptions, type MariaDbTarget, openMariaDbPool, parseMariaDbUrl } from "./connect.js";
 import { applyMariaDbMigrations, recordedMigrations, refuseNewerMariaDb } from "./migrate.js";
@@ -789,6 +793,43 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       if (names.length > 0) await conn.query<Written>(SQL.deleteOwners, [names]);
       return { at: new Date(now), reaped };
     });
+  }
+
+  async currentTime(): Promise<Date> {
+    return new Date(await this.#time(this.pool));
+  }
+
+  putSchedule(params: { schedule: ScheduleDefinitionRecord; nextAt: Date | null }): Promise<ScheduleRecord> {
+    const { name, cron, timezone, backfillMs, type, payload, headers, key, destination } = params.schedule;
+    return this.transaction(async (conn) => {
+      const now = await this.#time(conn);
+      const nextAt = params.nextAt?.getTime() ?? null;
+      await conn.query<Written>(SQL.putSchedule, [name, cron, timezone, backfillMs, type, payload, headers, key, destination, nextAt, now, now]);
+      const [rows] = await conn.query<Rows>(SQL.getSchedule, [name]);
+      return toScheduleRecord(rows[0] as unknown as ScheduleRow);
+    });
+  }
+
+  async removeSchedule(params: { name: string }): Promise<boolean> {
+    const [written] = await this.pool.query<Written>(SQL.removeSchedule, [params.name]);
+    return written.affectedRows > 0;
+  }
+
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    const [rows] = await this.pool.query<Rows>(SQL.listSchedules);
+    return rows.map((row) => toScheduleRecord(row as unknown as ScheduleRow));
+  }
+
+  async nextSchedules(params: { limit: number }): Promise<{ at: Date; schedules: ScheduleRecord[] }> {
+    const at = new Date(await this.#time(this.pool));
+    const [rows] = await this.pool.query<Rows>(SQL.nextSchedules, [params.limit]);
+    return { at, schedules: rows.map((row) => toScheduleRecord(row as unknown as ScheduleRow)) };
+  }
+
+  async advanceSchedule(params: { tx: MariaDbTx; name: string; from: Date; to: Date | null; fired: boolean }): Promise<boolean> {
+    const { tx, name, from, to, fired } = params;
+    const [written] = await tx.query<Written>(SQL.advanceSchedule, [to?.getTime() ?? null, fired, from.getTime(), name, from.getTime()]);
+    return written.affectedRows === 1;
   }
 
   async signOff(params: { owner: string }): Promise<boolean> {

@@ -285,6 +285,30 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
 ) ${TABLE_OPTIONS}`,
     ],
   },
+  {
+    // Recurring schedules: a cron expression read in a time zone, and the message each tick
+    // enqueues. next_at is the next tick to fire (NULL: none left); a scheduler fires it by moving
+    // next_at on with a compare-and-set in the transaction that enqueues the tick's message.
+    name: "outbox-017-schedules",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS outbox_schedules (
+  name         VARCHAR(200) NOT NULL PRIMARY KEY,
+  cron         VARCHAR(200) NOT NULL,
+  timezone     VARCHAR(100) NOT NULL,
+  backfill_ms  BIGINT       NOT NULL,
+  type         VARCHAR(200) NOT NULL,
+  payload      LONGTEXT     NOT NULL,
+  headers      MEDIUMTEXT,
+  ordering_key VARCHAR(255),
+  destination  VARCHAR(255),
+  next_at      BIGINT,
+  last_tick_at BIGINT,
+  created_at   BIGINT       NOT NULL,
+  updated_at   BIGINT       NOT NULL,
+  KEY outbox_schedules_next (next_at)
+) ${TABLE_OPTIONS}`,
+    ],
+  },
 ];
 
 /**
@@ -683,6 +707,33 @@ export const SQL = {
   signOff: "DELETE FROM outbox_owners WHERE name = ?",
 
   listOwners: "SELECT name AS owner, kind, takes, started_at, heartbeat_at, alive_until FROM outbox_owners ORDER BY name",
+
+  /**
+   * Params: name, cron, timezone, backfill ms, type, payload, headers, ordering key, destination,
+   * next tick, now, now: a schedule upserted, its next tick kept unless its cron or timezone
+   * changed (next_at is set first: MariaDB's assignments see the ones before them).
+   */
+  putSchedule: `INSERT INTO outbox_schedules (name, cron, timezone, backfill_ms, type, payload, headers, ordering_key, destination, next_at, created_at, updated_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON DUPLICATE KEY UPDATE
+        next_at = IF(cron = VALUES(cron) AND timezone = VALUES(timezone), next_at, VALUES(next_at)),
+        cron = VALUES(cron), timezone = VALUES(timezone), backfill_ms = VALUES(backfill_ms), type = VALUES(type),
+        payload = VALUES(payload), headers = VALUES(headers), ordering_key = VALUES(ordering_key),
+        destination = VALUES(destination), updated_at = VALUES(updated_at)`,
+
+  /** Params: name. */
+  getSchedule: "SELECT * FROM outbox_schedules WHERE name = ?",
+
+  /** Params: name. */
+  removeSchedule: "DELETE FROM outbox_schedules WHERE name = ?",
+
+  listSchedules: "SELECT * FROM outbox_schedules ORDER BY name",
+
+  /** Params: limit. */
+  nextSchedules: "SELECT * FROM outbox_schedules WHERE next_at IS NOT NULL ORDER BY next_at, name LIMIT ?",
+
+  /** Params: to, fired, from, name, from: the compare-and-set that fires (or skips) a schedule's tick. */
+  advanceSchedule: "UPDATE outbox_schedules SET next_at = ?, last_tick_at = IF(?, ?, last_tick_at) WHERE name = ? AND next_at = ?",
 
   /** Params: now, now. */
   leasesByOwner: `SELECT locked_by AS owner, CAST(SUM(locked_until > ?) AS SIGNED) AS held, CAST(SUM(locked_until <= ?) AS SIGNED) AS expired

@@ -240,6 +240,30 @@ CREATE TABLE ${s}.outbox_owners (
 -- waiting for a, was a deadlock that aborted one of them.
 ${handOnFunction(schema, "turns")}`,
     },
+    {
+      name: "outbox-017-schedules",
+      sql: `
+-- Recurring schedules: a cron expression read in a time zone, and the message each tick enqueues.
+-- next_at is the next tick to fire (NULL: none left); a scheduler fires it by moving next_at on
+-- with a compare-and-set in the transaction that enqueues the tick's message.
+CREATE TABLE ${s}.outbox_schedules (
+  name         text        PRIMARY KEY,
+  cron         text        NOT NULL,
+  timezone     text        NOT NULL,
+  backfill_ms  bigint      NOT NULL,
+  type         text        NOT NULL,
+  payload      text        NOT NULL,
+  headers      text,
+  ordering_key text,
+  destination  text,
+  next_at      timestamptz,
+  last_tick_at timestamptz,
+  created_at   timestamptz NOT NULL,
+  updated_at   timestamptz NOT NULL
+);
+CREATE INDEX outbox_schedules_next ON ${s}.outbox_schedules (next_at) WHERE next_at IS NOT NULL;
+`,
+    },
   ];
 }
 
@@ -945,6 +969,38 @@ export function outboxSql(schema: string) {
       FROM clock
       WHERE m.status = 'processing' AND m.locked_by = ANY($2::text[]) AND m.locked_until > clock.t
       RETURNING m.locked_by AS owner`,
+
+    /**
+     * $1 now, $2 name, $3 cron, $4 timezone, $5 backfill ms, $6 type, $7 payload, $8 headers, $9
+     * ordering key, $10 destination, $11 next tick: a schedule upserted, its next tick kept unless
+     * its cron or timezone changed.
+     */
+    putSchedule: `WITH ${CLOCK}
+      INSERT INTO ${s}.outbox_schedules AS o (name, cron, timezone, backfill_ms, type, payload, headers, ordering_key, destination, next_at, created_at, updated_at)
+      SELECT $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::text, $10::text, $11::timestamptz, clock.t, clock.t FROM clock
+      ON CONFLICT (name) DO UPDATE SET
+        next_at = CASE WHEN o.cron = excluded.cron AND o.timezone = excluded.timezone THEN o.next_at ELSE excluded.next_at END,
+        cron = excluded.cron, timezone = excluded.timezone, backfill_ms = excluded.backfill_ms, type = excluded.type,
+        payload = excluded.payload, headers = excluded.headers, ordering_key = excluded.ordering_key,
+        destination = excluded.destination, updated_at = excluded.updated_at
+      RETURNING o.*`,
+
+    // getSchedule: (none) putSchedule returns the row it wrote (RETURNING)
+
+    /** $1 name. */
+    removeSchedule: `DELETE FROM ${s}.outbox_schedules WHERE name = $1`,
+
+    listSchedules: `SELECT * FROM ${s}.outbox_schedules ORDER BY name`,
+
+    /** $1 now, $2 limit: the time, and the schedules with a next tick, earliest first (none: one row of nulls). */
+    nextSchedules: `WITH ${CLOCK}
+      SELECT clock.t AS now, n.* FROM clock
+      LEFT JOIN LATERAL (SELECT * FROM ${s}.outbox_schedules WHERE next_at IS NOT NULL ORDER BY next_at, name LIMIT $2) n ON true
+      ORDER BY n.next_at, n.name`,
+
+    /** $1 name, $2 from, $3 to, $4 fired: the compare-and-set that fires (or skips) a schedule's tick $2. */
+    advanceSchedule: `UPDATE ${s}.outbox_schedules SET next_at = $3::timestamptz, last_tick_at = CASE WHEN $4::boolean THEN $2::timestamptz ELSE last_tick_at END
+      WHERE name = $1 AND next_at = $2::timestamptz`,
 
     /** $1 owner. */
     signOff: `DELETE FROM ${s}.outbox_owners WHERE name = $1`,

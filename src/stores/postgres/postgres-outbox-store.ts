@@ -23,6 +23,8 @@ import type {
   RedriveCount,
   SavepointStep,
   PageBounds,
+  ScheduleDefinitionRecord,
+  ScheduleRecord,
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, waitsInList } from "../../outbox/driver.js";
 import { DatabaseOpenError, InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
@@ -58,12 +60,14 @@ import {
   toMessage,
   toMessageState,
   toMessageText,
+  toScheduleRecord,
   type AuditRow,
   type CancelRow,
   type HolderRow,
   type MessageRow,
   type MessageStateRow,
   type MessageTextRow,
+  type ScheduleRow,
 } from "../rows.js";
 import { numberedToQuestion } from "../placeholders.js";
 import { type OpenedPool, openPostgresPool, type PostgresConnectOptions } from "./connect.js";
@@ -795,6 +799,47 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       const expired = (await tx.query<{ owner: string }>(this.#sql.expireLeasesOf, [row.now, row.names])).rows;
       return { at: row.now, reaped: row.names.map((owner) => ({ owner, expired: expired.filter((e) => e.owner === owner).length })) };
     });
+  }
+
+  async currentTime(): Promise<Date> {
+    return (await this.pool.query<{ now: Date }>(this.#sql.clockNow, [this.#now()])).rows[0]?.now ?? this.#localNow();
+  }
+
+  async putSchedule(params: { schedule: ScheduleDefinitionRecord; nextAt: Date | null }): Promise<ScheduleRecord> {
+    const { name, cron, timezone, backfillMs, type, payload, headers, key, destination } = params.schedule;
+    const { rows } = await this.pool.query<ScheduleRow>(this.#sql.putSchedule, [
+      this.#now(),
+      name,
+      cron,
+      timezone,
+      backfillMs,
+      type,
+      payload,
+      headers,
+      key,
+      destination,
+      params.nextAt,
+    ]);
+    return toScheduleRecord(rows[0] as ScheduleRow);
+  }
+
+  async removeSchedule(params: { name: string }): Promise<boolean> {
+    return ((await this.pool.query(this.#sql.removeSchedule, [params.name])).rowCount ?? 0) > 0;
+  }
+
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    return (await this.pool.query<ScheduleRow>(this.#sql.listSchedules)).rows.map(toScheduleRecord);
+  }
+
+  async nextSchedules(params: { limit: number }): Promise<{ at: Date; schedules: ScheduleRecord[] }> {
+    const { rows } = await this.pool.query<ScheduleRow & { now: Date }>(this.#sql.nextSchedules, [this.#now(), params.limit]);
+    const at = rows[0]?.now ?? this.#localNow();
+    return { at, schedules: rows.filter((row) => row.name !== null).map(toScheduleRecord) };
+  }
+
+  async advanceSchedule(params: { tx: PostgresTx; name: string; from: Date; to: Date | null; fired: boolean }): Promise<boolean> {
+    const { tx, name, from, to, fired } = params;
+    return ((await tx.query(this.#sql.advanceSchedule, [name, from, to, fired])).rowCount ?? 0) === 1;
   }
 
   async signOff(params: { owner: string }): Promise<boolean> {

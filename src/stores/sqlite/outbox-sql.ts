@@ -191,6 +191,30 @@ CREATE TABLE outbox_owners (
 ) STRICT, WITHOUT ROWID;
 `,
   },
+  {
+    name: "outbox-017-schedules",
+    sql: `
+-- Recurring schedules: a cron expression read in a time zone, and the message each tick enqueues.
+-- next_at is the next tick to fire (NULL: none left); a scheduler fires it by moving next_at on
+-- with a compare-and-set in the transaction that enqueues the tick's message.
+CREATE TABLE outbox_schedules (
+  name         TEXT    PRIMARY KEY,
+  cron         TEXT    NOT NULL,
+  timezone     TEXT    NOT NULL,
+  backfill_ms  INTEGER NOT NULL,
+  type         TEXT    NOT NULL,
+  payload      TEXT    NOT NULL,
+  headers      TEXT,
+  ordering_key TEXT,
+  destination  TEXT,
+  next_at      INTEGER,
+  last_tick_at INTEGER,
+  created_at   INTEGER NOT NULL,
+  updated_at   INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX outbox_schedules_next ON outbox_schedules (next_at) WHERE next_at IS NOT NULL;
+`,
+  },
 ];
 
 /**
@@ -495,6 +519,29 @@ export const SQL = {
   expireLeasesOf: `UPDATE outbox_messages SET locked_until = @now, available_at = @now
                    WHERE status = 'processing' AND locked_by IN (SELECT value FROM json_each(@owners)) AND locked_until > @now
                    RETURNING locked_by AS owner`,
+
+  /** A schedule upserted: its next tick kept unless its cron or timezone changed. */
+  putSchedule: `INSERT INTO outbox_schedules (name, cron, timezone, backfill_ms, type, payload, headers, ordering_key, destination, next_at, created_at, updated_at)
+                VALUES (@name, @cron, @timezone, @backfillMs, @type, @payload, @headers, @key, @destination, @nextAt, @now, @now)
+                ON CONFLICT (name) DO UPDATE SET
+                  next_at = CASE WHEN outbox_schedules.cron = excluded.cron AND outbox_schedules.timezone = excluded.timezone
+                                 THEN outbox_schedules.next_at ELSE excluded.next_at END,
+                  cron = excluded.cron, timezone = excluded.timezone, backfill_ms = excluded.backfill_ms, type = excluded.type,
+                  payload = excluded.payload, headers = excluded.headers, ordering_key = excluded.ordering_key,
+                  destination = excluded.destination, updated_at = excluded.updated_at
+                RETURNING *`,
+
+  // getSchedule: (none) putSchedule returns the row it wrote (RETURNING)
+
+  removeSchedule: `DELETE FROM outbox_schedules WHERE name = @name`,
+
+  listSchedules: `SELECT * FROM outbox_schedules ORDER BY name`,
+
+  nextSchedules: `SELECT * FROM outbox_schedules WHERE next_at IS NOT NULL ORDER BY next_at, name LIMIT @limit`,
+
+  /** The compare-and-set that fires (or skips) a schedule's tick @from. */
+  advanceSchedule: `UPDATE outbox_schedules SET next_at = @to, last_tick_at = CASE WHEN @fired = 1 THEN @from ELSE last_tick_at END
+                    WHERE name = @name AND next_at = @from`,
 
   signOff: `DELETE FROM outbox_owners WHERE name = @owner`,
 

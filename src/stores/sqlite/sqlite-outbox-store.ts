@@ -21,6 +21,8 @@ import type {
   RedriveCount,
   SavepointStep,
   PageBounds,
+  ScheduleDefinitionRecord,
+  ScheduleRecord,
 } from "../../outbox/driver.js";
 import { LeaseSet, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
@@ -58,12 +60,14 @@ import {
   toMessage,
   toMessageState,
   toMessageText,
+  toScheduleRecord,
   type AuditRow,
   type CancelRow,
   type HolderRow,
   type MessageRow,
   type MessageStateRow,
   type MessageTextRow,
+  type ScheduleRow,
 } from "../rows.js";
 import { questionToNumbered } from "../placeholders.js";
 import { applyMigrations, recordedMigrations, type Migration } from "./migrate.js";
@@ -676,6 +680,38 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   signOff(params: { owner: string }): Promise<boolean> {
     return this.writeLock.runSync(() => this.#stmt("signOff").run({ owner: params.owner }).changes > 0);
+  }
+
+  async currentTime(): Promise<Date> {
+    return new Date(this.now());
+  }
+
+  putSchedule(params: { schedule: ScheduleDefinitionRecord; nextAt: Date | null }): Promise<ScheduleRecord> {
+    const { schedule } = params;
+    return this.writeLock.runSync(() => {
+      const row = this.#stmt("putSchedule").get({ ...schedule, nextAt: params.nextAt?.getTime() ?? null, now: this.now() }) as ScheduleRow;
+      return toScheduleRecord(row);
+    });
+  }
+
+  removeSchedule(params: { name: string }): Promise<boolean> {
+    return this.writeLock.runSync(() => this.#stmt("removeSchedule").run({ name: params.name }).changes > 0);
+  }
+
+  listSchedules(): Promise<ScheduleRecord[]> {
+    return this.writeLock.serial(() => (this.#stmt("listSchedules").all() as ScheduleRow[]).map(toScheduleRecord));
+  }
+
+  nextSchedules(params: { limit: number }): Promise<{ at: Date; schedules: ScheduleRecord[] }> {
+    return this.writeLock.serial(() => {
+      const at = new Date(this.now());
+      return { at, schedules: (this.#stmt("nextSchedules").all({ limit: params.limit }) as ScheduleRow[]).map(toScheduleRecord) };
+    });
+  }
+
+  advanceSchedule(params: { tx: SqliteTx; name: string; from: Date; to: Date | null; fired: boolean }): boolean {
+    const { tx, name, from, to, fired } = params;
+    return statement(tx, SQL.advanceSchedule).run({ name, from: from.getTime(), to: to?.getTime() ?? null, fired: fired ? 1 : 0 }).changes === 1;
   }
 
   listOwners(): Promise<{ owner: string; kind: string; takes: string | null; startedAt: Date; heartbeatAt: Date; aliveUntil: Date }[]> {
