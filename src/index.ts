@@ -14,6 +14,7 @@ export {
   KeyNotBlockedError,
   LeaseLostError,
   MessageNotFoundError,
+  ScheduleNotFoundError,
   MessageNotPendingError,
   MessageRunningError,
   NotInTransactionError,
@@ -111,4 +112,4 @@ export { MissingClientError } from "./outbox/optional.js";
 export { finalizeTogether, type TogetherWriter } from "./outbox/write-together.js";
 export type { ClaimTrace, EnqueueTrace, ProcessTrace, SettleOperation, SettleResult, Tracing } from "./outbox/tracing.js";
 export { defaultWorkerName, type TypeSettings, Worker, type WorkerOptions } from "./outbox/worker.js";
-export type { HandlerMap, HandlersContext } from "./runtime/handlers-module.js";
+export type { HandlerMap, HandlersContext, ModuleSchedule, ScheduleMap } from "./runtime/handlers-module.js";

@@ -13,6 +13,7 @@ import { err, jsonText } from "./output.js";
 import { chaosCommand } from "./chaos-command.js";
 import { dashboardCommand } from "./dashboard-command.js";
 import { inboxCommand } from "./inbox-command.js";
+import { scheduleCommand } from "./schedule-command.js";
 import { labCommand } from "./lab-command.js";
 import { migrateCommand } from "./migrate-command.js";
 import { outboxCommand } from "./outbox-command.js";
@@ -28,6 +29,7 @@ const USAGE_CODES = new Set([
   "DATABASE_OPEN",
   "NOT_IN_TRANSACTION",
   "MESSAGE_NOT_FOUND",
+  "SCHEDULE_NOT_FOUND",
   "KEY_NOT_BLOCKED",
   "MISSING_CLIENT",
   "HANDLERS_MODULE",
@@ -59,6 +61,7 @@ function program(): Command {
     .addCommand(withErrors(paymentsCommand()))
     .addCommand(withErrors(outboxCommand()))
     .addCommand(withErrors(inboxCommand()))
+    .addCommand(withErrors(scheduleCommand()))
     .addCommand(withErrors(dashboardCommand()))
     .addCommand(withErrors(chaosCommand()));
 }

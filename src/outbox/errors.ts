@@ -151,6 +151,19 @@ export class MessageNotFoundError extends WassalError {
   }
 }
 
+/** A schedule was named that this outbox does not have. */
+export class ScheduleNotFoundError extends WassalError {
+  override name = "ScheduleNotFoundError";
+  readonly schedule: string;
+  constructor(schedule: string, known: readonly string[]) {
+    super(
+      "SCHEDULE_NOT_FOUND",
+      `no schedule is named ${JSON.stringify(schedule)} in this outbox; ${known.length === 0 ? "it has none" : `its schedules: ${known.map((name) => JSON.stringify(name)).join(", ")}`} (list them with: wassal schedule list)`,
+    );
+    this.schedule = schedule;
+  }
+}
+
 /** store.cancel was given a message that is running: leased by a worker now (status processing). */
 export class MessageRunningError extends WassalError {
   override name = "MessageRunningError";

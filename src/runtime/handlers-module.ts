@@ -2,16 +2,19 @@
 // message type. It exports, as `default` or as `handlers`, either an object of message type →
 // handler function, or a function that receives the opened store (and a logger) and returns, or
 // resolves to, such an object (for handlers that need the store, a pool or a client). It may also
-// export `perType`: settings of some types (concurrency, retry, maxProcessingMs; see the Worker).
+// export `perType`: settings of some types (concurrency, retry, maxProcessingMs; see the Worker),
+// and `schedules`: recurring schedules by name, added (or replaced) when the worker starts.
 
 import { existsSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Logger } from "pino";
-import { WassalError } from "../outbox/errors.js";
+import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { TypeSettings } from "../outbox/worker.js";
+import { checkScheduleName, checkScheduleTiming } from "../outbox/schedules.js";
+import type { ScheduledMessage } from "../outbox/types.js";
 
 /** A handlers module that cannot be used: missing, failing to load, or not exporting handlers. */
 export class HandlersModuleError extends WassalError {
@@ -60,10 +63,54 @@ function checkMap(file: string, value: unknown): HandlerMap {
   return value as HandlerMap;
 }
 
-/** A loaded handlers module: its handlers, and its per-type settings if it has any. */
+/** One schedule of a handlers module's `schedules` export (see OutboxStore.schedule). */
+export interface ModuleSchedule {
+  /** Five fields (minute hour day-of-month month day-of-week), or six with seconds first. */
+  readonly cron: string;
+  /** The message each tick enqueues. */
+  readonly message: ScheduledMessage;
+  /** The IANA time zone the expression is read in (default "UTC"). */
+  readonly timezone?: string;
+  /** How late a tick may be found and still fire (default 60 000 ms). */
+  readonly backfillMs?: number;
+}
+
+/** What a handlers module's `schedules` export holds: schedule name → schedule. */
+export type ScheduleMap = Readonly<Record<string, ModuleSchedule>>;
+
+/** A loaded handlers module: its handlers, its per-type settings and its schedules if it has them. */
 export interface HandlersModule {
   readonly handlers: HandlerMap;
   readonly perType: Readonly<Record<string, TypeSettings>> | undefined;
+  readonly schedules: ScheduleMap | undefined;
+}
+
+const SCHEDULE_SHAPE = "{ cron, message: { type, payload, key?, headers?, destination? }, timezone?, backfillMs? }";
+
+/** The module's `schedules` export, its names and timing checked (each message is checked when it is added). */
+function checkSchedules(file: string, value: unknown): ScheduleMap | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new HandlersModuleError(
+      file,
+      `its schedules export must be an object of schedule name → ${SCHEDULE_SHAPE} (got ${Array.isArray(value) ? "an array" : typeof value})`,
+    );
+  }
+  for (const [name, schedule] of Object.entries(value)) {
+    if (typeof schedule !== "object" || schedule === null || typeof (schedule as { message?: unknown }).message !== "object") {
+      throw new HandlersModuleError(file, `schedule ${JSON.stringify(name)} must be ${SCHEDULE_SHAPE}`);
+    }
+    const { cron, timezone, backfillMs } = schedule as ModuleSchedule;
+    try {
+      checkScheduleTiming(checkScheduleName(name), cron, {
+        ...(timezone === undefined ? {} : { timezone }),
+        ...(backfillMs === undefined ? {} : { backfillMs }),
+      });
+    } catch (error) {
+      throw new HandlersModuleError(file, `schedule ${JSON.stringify(name)}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+  }
+  return value as ScheduleMap;
 }
 
 /**
@@ -94,11 +141,12 @@ export async function importHandlers(file: string): Promise<(context: HandlersCo
     );
   }
   const settings = perType as Readonly<Record<string, TypeSettings>> | undefined;
+  const schedules = checkSchedules(file, loaded.schedules);
   const exported = loaded.handlers ?? loaded.default;
   if (exported === undefined) throw new HandlersModuleError(file, `${EXPECTED} (it exports ${Object.keys(loaded).join(", ") || "nothing"})`);
   if (typeof exported !== "function") {
     const handlers = checkMap(file, exported);
-    return async () => ({ handlers, perType: settings });
+    return async () => ({ handlers, perType: settings, schedules });
   }
   return async (context) => {
     let made: unknown;
@@ -107,6 +155,31 @@ export async function importHandlers(file: string): Promise<(context: HandlersCo
     } catch (error) {
       throw new HandlersModuleError(file, `its handlers function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
-    return { handlers: checkMap(file, made), perType: settings };
+    return { handlers: checkMap(file, made), perType: settings, schedules };
   };
+}
+
+/**
+ * Adds (or replaces) a module's schedules in `store`: those `here` keeps, every one by default (a
+ * sharded worker keeps each on one shard). A schedule re-added unchanged keeps its next tick, so a
+ * restart loses none. A message the store refuses is a HandlersModuleError naming the schedule.
+ */
+export async function addModuleSchedules(
+  file: string,
+  store: OutboxStore<unknown>,
+  schedules: ScheduleMap,
+  here: (name: string, schedule: ModuleSchedule) => boolean = () => true,
+): Promise<string[]> {
+  const added: string[] = [];
+  for (const [name, { cron, message, timezone, backfillMs }] of Object.entries(schedules)) {
+    if (!here(name, schedules[name] as ModuleSchedule)) continue;
+    try {
+      await store.schedule(name, cron, message, { ...(timezone === undefined ? {} : { timezone }), ...(backfillMs === undefined ? {} : { backfillMs }) });
+    } catch (error) {
+      if (!(error instanceof InvalidArgumentError)) throw error;
+      throw new HandlersModuleError(file, `schedule ${JSON.stringify(name)}: ${error.message}`, { cause: error });
+    }
+    added.push(name);
+  }
+  return added;
 }

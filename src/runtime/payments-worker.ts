@@ -8,7 +8,8 @@ import { Worker, defaultWorkerName } from "../outbox/worker.js";
 import { checkMetricsAddress } from "../observability/metrics.js";
 import { flushRegisteredTracing, registeredOtelTracing } from "../observability/tracing.js";
 import { openOutbox } from "../stores/open-outbox.js";
-import { importHandlers } from "./handlers-module.js";
+import { addModuleSchedules, importHandlers } from "./handlers-module.js";
+import { shardOfKey } from "../shards/key-hash.js";
 import { warnNearMisses } from "./near-miss.js";
 import { redactUrl } from "../outbox/redact.js";
 import { observe, outboxDbs, type RunnerOptions, runnerTiming, shardLogger, shardName } from "./observed.js";
@@ -92,11 +93,18 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       () => observed.attach(shard, store),
       async (track) => {
         // Each shard's handlers are made with its own store (a handler's context.store is its shard's).
-        const { handlers, perType } = await makeHandlers({
+        const { handlers, perType, schedules } = await makeHandlers({
           store,
           logger: shardLog,
           ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
         });
+        if (schedules !== undefined && options.handlersModule !== undefined) {
+          // With shards, each schedule lives on one: its message key's (a keyless one's by its name).
+          const here = (scheduleName: string, { message }: { readonly message: { readonly key?: string } }) =>
+            dbs.length === 1 || shardOfKey(message.key ?? `schedule:${scheduleName}`, dbs.length) === shard;
+          const added = await addModuleSchedules(options.handlersModule, store, schedules, here);
+          if (added.length > 0) shardLog.info({ schedules: added }, "schedules added (each tick enqueues once, whichever worker fires it)");
+        }
         const worker = new Worker({
           store,
           name: shardName(name, shard, dbs),

@@ -15,7 +15,16 @@ import { freshSchema, postgresAvailable, TEST_DATABASE_URL, withClient } from ".
 import { tempDir } from "../support/temp.js";
 
 const PG = await postgresAvailable();
-const OUTBOX_TABLES = ["outbox_audit", "outbox_keys", "outbox_messages", "outbox_owners", "outbox_schedules", "wassal_inbox", "wassal_inbox_keys", "wassal_migrations"];
+const OUTBOX_TABLES = [
+  "outbox_audit",
+  "outbox_keys",
+  "outbox_messages",
+  "outbox_owners",
+  "outbox_schedules",
+  "wassal_inbox",
+  "wassal_inbox_keys",
+  "wassal_migrations",
+];
 
 async function tablesIn(schema: string): Promise<string[]> {
   return withClient(async (client) =>
