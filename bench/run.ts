@@ -71,6 +71,11 @@
 // removes), drained by a worker process per shard or by one process for all (ShardWorkers), against
 // the same messages on 1 shard with 1 process: messages/s and CPU per message, interleaved.
 //
+// And (schedules.ts): cron ticks under 4 competing schedulers: 100 every-minute schedules, 60
+// minutes of ticks due at once, fired through fireSchedules by 4 stores (own connections) at the
+// same time: ticks per second and CPU per tick, the split among schedulers, and an idle call's
+// time (what each worker pays about once a second), per store, interleaved.
+//
 // And the write-ahead log each PostgreSQL row wrote per message, in a table of its own (records,
 // full-page images, bytes; server-wal.ts, measured where the server's CPU is): work, not time.
 
@@ -98,6 +103,7 @@ import { WAL_SETTINGS, walBench } from "./wal.js";
 import { SHARD_KEYS, shardsBench } from "./shards.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
+import { type ScheduleFigures, scheduleBench } from "./schedules.js";
 
 interface Settings {
   messages: number;
@@ -171,7 +177,7 @@ const isPostgresStore = (store: string) => store === "postgres" || store === PRI
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", "mariadb", PRIVATE_STORE] as const;
 /** The sections the mariadb store is measured in (scale and the relay write or read PostgreSQL's or SQLite's tables themselves; the dashboard's run is not yet checked on it). */
 const MARIADB_SECTIONS: readonly string[] = ["throughput", "payments", "keys", "enqueue", "latency"];
-const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "wal", "shards", "dashboard"] as const;
+const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "wal", "shards", "dashboard", "schedules"] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
@@ -783,7 +789,7 @@ async function main(): Promise<void> {
     )
     .option(
       "--sections <list>",
-      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE}; shards: 2 PostgreSQL shards drained by a worker process per shard or by one process for all (ShardWorkers), and 1 shard with 1 process, ${SHARD_KEYS.toLocaleString("en")} ordering keys, on private servers it starts and removes, likewise)`,
+      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE}; shards: 2 PostgreSQL shards drained by a worker process per shard or by one process for all (ShardWorkers), and 1 shard with 1 process, ${SHARD_KEYS.toLocaleString("en")} ordering keys, on private servers it starts and removes, likewise; schedules: cron ticks fired by 4 competing schedulers, PostgreSQL and SQLite)`,
       listOf("--sections", SECTIONS),
       [...SECTIONS],
     )
@@ -1458,11 +1464,52 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${heading}\n\n${dashboardTable.join("\n")}\n`);
   }
 
+  // Schedules (schedules.ts): cron ticks fired by 4 competing schedulers, per store, interleaved.
+  const schedules: Record<string, ScheduleFigures[]> = {};
+  for (let rep = 1; rep <= (run("schedules") ? settings.reps : 0); rep += 1) {
+    for (const store of storesOf("schedules")) {
+      const prepared = await prepareEmpty(store, settings);
+      try {
+        const figures = await scheduleBench(prepared.db, {
+          ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
+          synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL",
+          schedulers: 4,
+          schedules: options.quick ? 20 : 100,
+          minutes: options.quick ? 10 : 60,
+        });
+        schedules[store] = [...(schedules[store] ?? []), figures];
+        process.stderr.write(
+          `rep ${rep}/${settings.reps}  schedules ${store.padEnd(13)} ${Math.round(figures.ticksPerSecond)} ticks/s, ${Math.round(figures.cpuUsPerTick)} µs CPU per tick, split ${figures.perScheduler.join("/")}, idle call ${Math.round(figures.idleCallUs)} µs\n`,
+        );
+      } finally {
+        await prepared.cleanup();
+      }
+    }
+  }
+  if (Object.keys(schedules).length > 0) {
+    const table = [
+      "| store | schedules | ticks | ticks/s median (min–max) | CPU µs per tick (this process) | ticks per scheduler (last rep) | idle call µs (median) |",
+      "|---|---|---|---|---|---|---|",
+      ...Object.entries(schedules).map(([store, runs]) => {
+        const rate = spread(runs.map((r) => r.ticksPerSecond));
+        const last = runs.at(-1) as ScheduleFigures;
+        return `| ${store} | ${last.schedules} | ${last.ticks} | ${Math.round(rate.median)} (${Math.round(rate.min)}–${Math.round(rate.max)}) | ${Math.round(spread(runs.map((r) => r.cpuUsPerTick)).median)} | ${last.perScheduler.join(" / ")} | ${Math.round(spread(runs.map((r) => r.idleCallUs)).median)} |`;
+      }),
+    ];
+    const heading =
+      "Cron ticks under 4 competing schedulers (every-minute schedules, an hour of ticks due at once, each scheduler a store with its own connections calling fireSchedules until none is due; every tick checked fired once; the idle call: schedules exist, none due):";
+    lines.push(...(lines.length > 0 ? [""] : []), heading, "", ...table);
+    process.stdout.write(`\n${heading}\n\n${table.join("\n")}\n`);
+  }
+
   privatePostgres?.stop();
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, `${stamp}.json`), JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, shards, dashboard }, null, 2));
+  writeFileSync(
+    join(dir, `${stamp}.json`),
+    JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, shards, dashboard, schedules }, null, 2),
+  );
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
 }

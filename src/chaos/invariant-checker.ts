@@ -54,6 +54,19 @@ export interface CheckerInput {
    * "keep" when any processed row is left, else "delete".
    */
   readonly onComplete?: OnComplete;
+  /**
+   * The run's recurring schedule (an every-second pulse the workers fire while they run; its
+   * messages are judged here, not with the payments'): its first tick, the ticks its messages'
+   * dedupe keys name, how many of its messages are not processed, and how many ticks a worker
+   * found with their message there already (a compare-and-set that let two schedulers through),
+   * as the workers logged them.
+   */
+  readonly schedule?: {
+    readonly firstTick: Date;
+    readonly ticks: readonly string[];
+    readonly unfinished: number;
+    readonly alreadyEnqueued: number;
+  };
 }
 
 function paymentKeyOf(message: EnqueuedMessage): string | null {
@@ -397,8 +410,34 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     row("transaction ids not from the provider, or not on Paid", badTransactionIds.length, "0", badTransactionIds.length === 0),
     row("payments left Pending after their message was processed", unsettled.length + presumedUnsettled, "0", unsettled.length + presumedUnsettled === 0),
     row("provider-side creations per key (max)", maxCreations, "<= 1", maxCreations <= 1),
+    ...scheduleRows(input.schedule, note),
   ];
   return { passed: rows.every((r) => r.ok), rows, examples };
+}
+
+/** The schedule's rows: no tick enqueued twice, none missing from the first to the last, each one processed. */
+function scheduleRows(schedule: CheckerInput["schedule"], note: (text: string) => void): InvariantRow[] {
+  if (schedule === undefined) return [];
+  const row = (name: string, observed: number, expected: string, ok: boolean, detail = ""): InvariantRow => ({ name, observed, expected, ok, detail });
+  const twice = schedule.alreadyEnqueued + schedule.ticks.length - new Set(schedule.ticks).size;
+  if (twice > 0) note(`schedule: ${twice} ticks enqueued twice, or found with their message there already`);
+  const times = [...new Set(schedule.ticks)].map((t) => Date.parse(t)).sort((a, b) => a - b);
+  const last = times.at(-1) ?? Number.NEGATIVE_INFINITY; // none fired: the run ended before its first tick
+  const expected = times.length === 0 ? 0 : Math.round((last - schedule.firstTick.getTime()) / 1000) + 1;
+  const present = new Set(times);
+  let missing = 0;
+  for (let t = schedule.firstTick.getTime(); t <= last; t += 1000) {
+    if (!present.has(t)) {
+      missing += 1;
+      note(`schedule: the tick ${new Date(t).toISOString()} enqueued no message`);
+    }
+  }
+  return [
+    row("schedule: ticks enqueued twice (or found enqueued already)", twice, "0", twice === 0),
+    row("schedule: ticks missing from the first to the last", missing, "0", missing === 0, `every second from ${schedule.firstTick.toISOString()}`),
+    row("schedule: tick messages not processed", schedule.unfinished, "0", schedule.unfinished === 0),
+    row("schedule: ticks fired", times.length, "info", true, `${times.length} of the ${expected} from the first tick to the last`),
+  ];
 }
 
 export function renderInvariants(report: InvariantReport): string {

@@ -21,7 +21,7 @@ import { redactUrl } from "../outbox/redact.js";
 import { openLabOutbox } from "../lab/stores/open-lab-outbox.js";
 import { checkInvariants, type EnqueuedMessage, type InvariantReport } from "./invariant-checker.js";
 import { ChaosSetupError, ProcessPool } from "./process-pool.js";
-import { STALL_MARK } from "../runtime/payments-handlers.js";
+import { PULSE_MESSAGE_TYPE, STALL_MARK } from "../runtime/payments-handlers.js";
 
 export interface ChaosOptions {
   /** "sqlite" (a temporary file) or a postgres:// URL (a temporary schema there). */
@@ -78,6 +78,9 @@ export class ChaosInterruptedError extends WassalError {
   }
 }
 
+/** The name of the run's every-second schedule (see PULSE_MESSAGE_TYPE). */
+const PULSE_SCHEDULE = "chaos-pulse";
+
 export const CHAOS_DEFAULTS: Omit<ChaosOptions, "store"> = {
   workers: 4,
   payments: 2_000,
@@ -120,6 +123,8 @@ export interface ChaosResult {
     readonly lockHolds: number;
     readonly workerStarts: number;
     readonly seconds: number;
+    /** Messages the run's every-second schedule enqueued (keep mode; 0 with delete). */
+    readonly pulses: number;
   };
   readonly location: string;
   readonly workDir: string | null;
@@ -182,6 +187,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     ...(options.keys > 0 ? { orderingKeyOf: (request: { idempotencyKey: string }) => keyOfPayment(request.idempotencyKey, options.keys) } : {}),
   });
   let timedOut = false;
+  /** The schedule's first tick, once it is added. */
+  let firstTick: Date | null = null;
   /** The messages the run enqueued, as each create returned them: in delete mode a completed one leaves no row. */
   const enqueued: EnqueuedMessage[] = [];
   const stopIfAborted = () => {
@@ -201,6 +208,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     lockHolds: 0,
     workerStarts: 0,
     seconds: 0,
+    pulses: 0,
   };
   const pool = new ProcessPool({
     size: options.workers,
@@ -284,6 +292,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // this machine starts processes.
     // With --stall-first the first worker starts alone and takes the first payment: the others start
     // once it has stalled on it, so the stall certainly holds a message that another worker takes.
+    // The run's schedule (keep mode, where each tick's message keeps its row and names its tick): a
+    // pulse every second, fired by the workers through their kills and pauses. Its backfill spans
+    // the run, so a slow start skips no tick.
+    if (options.onComplete === "keep") {
+      const backfillMs = Math.min(
+        31 * 24 * 3600_000,
+        READY_WAIT_MS + (options.timeoutMs ?? chaosTimeoutMs(options)) + (options.payments / options.rate) * 1000,
+      );
+      const pulse = await outbox.store.schedule(
+        PULSE_SCHEDULE,
+        "* * * * * *",
+        { type: PULSE_MESSAGE_TYPE, payload: { run: runId } },
+        { backfillMs: Math.ceil(backfillMs) },
+      );
+      firstTick = pulse.nextAt;
+    }
     let firstCreated = 0;
     if (options.stallFirst && options.workers > 1) {
       await pool.start(READY_WAIT_MS, 1);
@@ -336,6 +360,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       if ((n + 1) % Math.max(1, Math.floor(options.payments / 10)) === 0) progress(`created ${n + 1}/${options.payments} payments`);
     }
 
+    // The schedule ends with the payments: its last tick's message drains with theirs.
+    if (firstTick !== null) await outbox.store.unschedule(PULSE_SCHEDULE);
+
     // Wait until every message is processed or dead.
     const timeoutMs = options.timeoutMs ?? chaosTimeoutMs(options);
     const deadline = performance.now() + timeoutMs;
@@ -381,21 +408,36 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   }
 
   const [messages, audit, payments] = await Promise.all([outbox.store.listMessages(), outbox.store.auditTrail(), outbox.payments.list()]);
+  // The schedule's messages (keep mode: each keeps its row), judged apart from the payments'.
+  const pulseRows = messages.filter((m) => m.type === PULSE_MESSAGE_TYPE);
+  const pulseIds = new Set(pulseRows.map((m) => m.id));
+  const paymentRows = messages.filter((m) => !pulseIds.has(m.id));
+  const rowIds = new Set(messages.map((m) => m.id));
   const report = checkInvariants({
-    messages,
-    audit,
+    messages: paymentRows,
+    audit: audit.filter((e) => !pulseIds.has(e.messageId)),
     payments,
     providerLog: existsSync(providerLog) ? readProviderLog(providerLog) : [],
     staleCompletionsRejected: pool.countLogLines((line) => line.includes('"event":"lease-lost"') && line.includes('"operation":"complete"')),
     timedOut,
     enqueued,
     onComplete: options.onComplete,
+    ...(firstTick === null
+      ? {}
+      : {
+          schedule: {
+            firstTick,
+            ticks: pulseRows.map((m) => (m.dedupeKey ?? "").slice(`schedule:${PULSE_SCHEDULE}:`.length)),
+            unfinished: pulseRows.filter((m) => m.status !== "processed").length,
+            alreadyEnqueued: pool.countLogLines((line) => line.includes('"event":"schedule-skipped"') && line.includes('"reason":"already-enqueued"')),
+          },
+        }),
   });
   // A completion in delete mode leaves no row: its audited completion counts it.
-  const rowIds = new Set(messages.map((m) => m.id));
   const deleted = new Set(audit.filter((e) => e.action === "complete" && !rowIds.has(e.messageId)).map((e) => e.messageId));
-  figures.processed = messages.filter((m) => m.status === "processed").length + deleted.size;
-  figures.dead = messages.filter((m) => m.status === "dead").length;
+  figures.processed = paymentRows.filter((m) => m.status === "processed").length + deleted.size;
+  figures.dead = paymentRows.filter((m) => m.status === "dead").length;
+  figures.pulses = pulseRows.length;
   figures.seconds = Math.round((performance.now() - started) / 100) / 10;
 
   await outbox.close();

@@ -23,7 +23,8 @@ function common(command: Command): Command {
 /** A --header name=value, added to the ones before it. */
 function header(value: string, previous: Record<string, string> | undefined): Record<string, string> {
   const at = value.indexOf("=");
-  if (at < 1) throw new CommanderInvalidArgument(`expected name=value, e.g. --header team=ops (got ${JSON.stringify(value)})`);
+  // The value is not echoed: a header may carry a token.
+  if (at < 1) throw new CommanderInvalidArgument("expected name=value, e.g. --header team=ops (got no '=' after a name)");
   return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
 }
 
@@ -52,7 +53,7 @@ function describe(schedule: Schedule): string {
 
 export function scheduleCommand(): Command {
   const schedule = new Command("schedule").description(
-    "recurring schedules: each tick of a cron expression enqueues one message, once across every worker and relay that fires them (each fires the due ticks about once a second)",
+    "recurring schedules: each tick of a cron expression enqueues one message, once across every worker and polling relay that fires them (each fires the due ticks as they come; a --from-wal relay fires none)",
   );
 
   schedule.addCommand(
@@ -82,7 +83,7 @@ export function scheduleCommand(): Command {
       .option(
         "--backfill <duration>",
         "how late a tick may be found and still fire, e.g. 5m or 1d (older ticks, when no worker ran, are skipped)",
-        minDuration(1_000, " (a worker looks about once a second)"),
+        minDuration(10_000, " (a worker finds a tick a little late)"),
         60_000,
       )
       .addHelpText(

@@ -204,6 +204,8 @@ export interface ScheduleDefinitionRecord {
 
 /** A schedule as stored, with where it stands. */
 export interface ScheduleRecord extends ScheduleDefinitionRecord {
+  /** Counts the schedule's puts: a compare-and-set on a tick read before a put fails. */
+  readonly version: number;
   readonly nextAt: Date | null;
   readonly lastTickAt: Date | null;
   readonly createdAt: Date;
@@ -375,8 +377,8 @@ export interface OutboxDriver<Tx> {
   currentTime(): Promise<Date>;
   /**
    * Upserts a schedule (outbox_schedules): a new one's next tick is `nextAt`; an existing one
-   * keeps its next tick when its cron and timezone are unchanged, else takes `nextAt`. Returns the
-   * row as stored.
+   * keeps its next tick when its cron and timezone are unchanged, else takes `nextAt`, and its
+   * version goes up by one. Returns the row as stored.
    */
   putSchedule(params: { readonly schedule: ScheduleDefinitionRecord; readonly nextAt: Date | null }): Promise<ScheduleRecord>;
   /** Deletes a schedule: true when there was one. */
@@ -387,12 +389,14 @@ export interface OutboxDriver<Tx> {
   nextSchedules(params: { readonly limit: number }): Promise<{ readonly at: Date; readonly schedules: ScheduleRecord[] }>;
   /**
    * Inside `tx`: the compare-and-set that fires or skips ticks. Moves the schedule's next tick
-   * from `from` to `to` only if it is still `from`, and records `from` as its last tick when
-   * `fired`: true when it moved (false: another scheduler moved it first, or it was removed).
+   * from `from` to `to` only if it is still `from` and the schedule still at `version`, and
+   * records `from` as its last tick when `fired`: true when it moved (false: another scheduler
+   * moved it first, or it was replaced or removed).
    */
   advanceSchedule(params: {
     readonly tx: Tx;
     readonly name: string;
+    readonly version: number;
     readonly from: Date;
     readonly to: Date | null;
     readonly fired: boolean;

@@ -80,6 +80,8 @@ import {
 import { payloadText } from "./payload.js";
 import {
   checkBatchSize,
+  checkKnownKeys,
+  MAX_HEADERS,
   checkClaimOptions,
   checkDedupeKey,
   checkDelayMs,
@@ -757,14 +759,26 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async schedule<P extends JsonValue>(name: string, cron: string, message: ScheduledMessage<P>, options: ScheduleOptions = {}): Promise<Schedule> {
     const checkedName = checkScheduleName(name);
-    const timing = checkScheduleTiming(checkedName, cron, checkObject(options, "schedule options ({ timezone?, backfillMs? })"));
-    checkObject(message, `the message of schedule ${shown(checkedName)} ({ type, payload })`);
+    const timing = checkScheduleTiming(checkedName, cron, checkKnownKeys(options, "schedule options", ["timezone", "backfillMs"]));
+    checkKnownKeys(message, `the message of schedule ${shown(checkedName)}`, ["type", "payload", "key", "headers", "destination", "dedupeKey", "availableAt"]);
     for (const field of ["dedupeKey", "availableAt"] as const) {
       if ((message as NewMessage)[field] != null) {
         throw new InvalidArgumentError(
           `the message of schedule ${shown(checkedName)} takes no ${field}: each tick's message is due at its tick, with the dedupe key "schedule:<name>:<tick>"`,
         );
       }
+    }
+    const own = message.headers == null ? [] : Object.keys(message.headers).map((header) => header.toLowerCase());
+    const reserved = Object.keys(tickHeaders(checkedName, new Date(0)));
+    if (reserved.some((header) => own.includes(header))) {
+      throw new InvalidArgumentError(
+        `the message of schedule ${shown(checkedName)} may not set the headers ${reserved.join(" and ")}: each tick's message gets them`,
+      );
+    }
+    if (own.length > MAX_HEADERS - reserved.length) {
+      throw new InvalidArgumentError(
+        `the message of schedule ${shown(checkedName)} has ${own.length} headers; a tick's message adds ${reserved.length}, so give at most ${MAX_HEADERS - reserved.length}`,
+      );
     }
     // Checked as a tick's message will be, its added headers included.
     const sample = new Date(0);
@@ -776,10 +790,13 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const headers = message.headers == null ? null : checkHeaders(message.headers);
     try {
       const at = await this.#driver.currentTime();
-      const stored = await this.#driver.putSchedule({
-        schedule: { name: checkedName, ...timing, type, payload, headers, key, destination },
-        nextAt: tickAfter(timing, at),
-      });
+      const nextAt = tickAfter(timing, at);
+      if (nextAt === null) {
+        throw new InvalidArgumentError(
+          `the cron expression ${shown(timing.cron)} of schedule ${shown(checkedName)} has no tick after now (${at.toISOString()})`,
+        );
+      }
+      const stored = await this.#driver.putSchedule({ schedule: { name: checkedName, ...timing, type, payload, headers, key, destination }, nextAt });
       return toSchedule(stored);
     } catch (error) {
       throw this.#unmigrated(error);
@@ -787,7 +804,12 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   }
 
   async unschedule(name: string): Promise<boolean> {
-    return this.#driver.removeSchedule({ name: checkScheduleName(name) });
+    const checkedName = checkScheduleName(name);
+    try {
+      return await this.#driver.removeSchedule({ name: checkedName });
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
   }
 
   async schedules(): Promise<Schedule[]> {
@@ -798,15 +820,15 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     }
   }
 
-  async fireSchedules(options: { readonly owner?: string; readonly limit?: number } = {}): Promise<ScheduleFiring> {
-    const { owner, limit } = checkObject(options, "fireSchedules options ({ owner?, limit? })");
+  async fireSchedules(options: { readonly owner?: string; readonly limit?: number; readonly signal?: AbortSignal } = {}): Promise<ScheduleFiring> {
+    const { owner, limit, signal } = checkKnownKeys(options, "fireSchedules options", ["owner", "limit", "signal"]);
     const firer = { driver: this.#driver, events: this.events, enqueue: (tx: Tx, message: NewMessage) => this.enqueue(tx, message) };
     if (limit !== undefined && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_TICKS_PER_CALL)) {
       throw new InvalidArgumentError(`fireSchedules' limit must be a whole number of ticks from 1 to ${MAX_TICKS_PER_CALL} (got ${shown(limit)})`);
     }
     const checkedLimit = limit ?? MAX_TICKS_PER_CALL;
     try {
-      return await fireSchedules(firer, owner === undefined ? "scheduler" : checkOwner(owner), checkedLimit);
+      return await fireSchedules(firer, owner === undefined ? "scheduler" : checkOwner(owner), checkedLimit, signal);
     } catch (error) {
       throw this.#unmigrated(error);
     }

@@ -7,13 +7,24 @@ import { Cron } from "croner";
 import type { OutboxDriver, ScheduleRecord } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError } from "./errors.js";
 import { type EventHub, publish } from "./events.js";
-import type { FiredTick, JsonValue, NewMessage, OutboxMessage, Schedule, ScheduledMessage, ScheduleFiring, ScheduleOptions, SkippedTicks } from "./types.js";
+import type {
+  FailedSchedule,
+  FiredTick,
+  JsonValue,
+  NewMessage,
+  OutboxMessage,
+  Schedule,
+  ScheduledMessage,
+  ScheduleFiring,
+  ScheduleOptions,
+  SkippedTicks,
+} from "./types.js";
 import { checkText, shown, withAddedHeaders } from "./validate.js";
 
 /** How late a tick may be found and still fire, unless a schedule says otherwise. */
 export const DEFAULT_BACKFILL_MS = 60_000;
-/** The shortest backfillMs: a scheduler looks about once a second, so a shorter one would skip ticks found on time. */
-export const MIN_BACKFILL_MS = 1_000;
+/** The shortest backfillMs: a scheduler finds a tick a little late (a poll, a busy machine, a lock), and a shorter one would skip ticks found on time. */
+export const MIN_BACKFILL_MS = 10_000;
 export const MAX_BACKFILL_MS = 31 * 24 * 3600 * 1000;
 /** The longest schedule name: each tick's dedupe key ("schedule:<name>:<tick>") stays well under dedupeKey's 1,000. */
 export const MAX_SCHEDULE_NAME = 200;
@@ -45,7 +56,7 @@ export function checkTimezone(timezone: unknown): string {
 export function checkBackfillMs(backfillMs: unknown): number {
   if (typeof backfillMs !== "number" || !Number.isSafeInteger(backfillMs) || backfillMs < MIN_BACKFILL_MS || backfillMs > MAX_BACKFILL_MS) {
     throw new InvalidArgumentError(
-      `backfillMs must be a whole number of milliseconds from ${MIN_BACKFILL_MS} (a second) to ${MAX_BACKFILL_MS} (31 days) (got ${shown(backfillMs)}): how late a tick may be found and still fire`,
+      `backfillMs must be a whole number of milliseconds from ${MIN_BACKFILL_MS} (10 seconds) to ${MAX_BACKFILL_MS} (31 days) (got ${shown(backfillMs)}): how late a tick may be found and still fire`,
     );
   }
   return backfillMs;
@@ -67,17 +78,22 @@ export function checkScheduleTiming(name: string, cron: unknown, options: Schedu
       `the cron expression of schedule ${shown(name)} must be a non-empty string of at most 200 characters (got ${shown(cron)}); ${CRON_HELP}`,
     );
   }
-  const expression = cron.trim();
+  const expression = cron.trim().replace(/\s+/g, " ");
+  if (/^\d{4}-\d{2}-\d{2}|:/.test(expression)) {
+    throw new InvalidArgumentError(
+      `the cron expression ${shown(expression)} of schedule ${shown(name)} is a date, not a recurring expression: to send a message once at a time, enqueue it with availableAt; ${CRON_HELP}`,
+    );
+  }
   let parsed: Cron;
   try {
-    parsed = new Cron(expression, { timezone, paused: true });
+    parsed = new Cron(expression, cronOptions(timezone));
   } catch (error) {
     const why = error instanceof Error ? error.message.replace(/^CronPattern: /, "") : String(error);
     throw new InvalidArgumentError(`the cron expression ${shown(expression)} of schedule ${shown(name)} is not valid (${why}); ${CRON_HELP}`);
   }
   if (parsed.nextRun(new Date(0)) === null) {
     throw new InvalidArgumentError(
-      `the cron expression ${shown(expression)} of schedule ${shown(name)} never fires (a date that does not exist, such as 30 February)`,
+      `the cron expression ${shown(expression)} of schedule ${shown(name)} never fires (it names a day that does not exist, such as 30 February)`,
     );
   }
   remembered.set(`${timezone} ${expression}`, parsed);
@@ -92,10 +108,22 @@ function parsed(cron: string, timezone: string): Cron {
   let found = remembered.get(id);
   if (found === undefined) {
     if (remembered.size >= 1_000) remembered.clear();
-    found = new Cron(cron, { timezone, paused: true });
+    try {
+      found = new Cron(cron, cronOptions(timezone));
+    } catch (error) {
+      // A stored expression this croner no longer reads (it was read when it was added).
+      throw new InvalidArgumentError(
+        `the cron expression ${shown(cron)} cannot be read (${error instanceof Error ? error.message : String(error)}); add the schedule again with one this version reads`,
+      );
+    }
     remembered.set(id, found);
   }
   return found;
+}
+
+/** How every expression is read: five fields, or six with seconds first (no year, no one-off date). */
+function cronOptions(timezone: string) {
+  return { timezone, paused: true, mode: "5-or-6-parts" as const };
 }
 
 /** The expression's first tick after `after` (strictly), or null when it has none. */
@@ -146,74 +174,117 @@ function tickMessage(schedule: ScheduleRecord, tick: Date): NewMessage {
   return message;
 }
 
+/** What firing one tick did. */
+type TickOutcome =
+  | { readonly outcome: "fired"; readonly messageId: string }
+  /** Another scheduler moved the tick first, or the schedule was replaced or removed: nothing written. */
+  | { readonly outcome: "lost" }
+  /** The compare-and-set passed but the tick's message was there already; `moved`: the tick was moved on without it. */
+  | { readonly outcome: "duplicate"; readonly moved: boolean };
+
 /**
  * Fires one tick: in one transaction, the compare-and-set that moves the schedule's next tick from
- * `tick` to `next`, then the tick's message. The message's id; null when another scheduler moved
- * the tick first (nothing written); "duplicate" when the tick's message was in the outbox already
- * (the clock went back): the tick is then moved on without a second message.
+ * `tick` to `next` (only if the schedule is still the version read), then the tick's message. When
+ * the compare-and-set passed and the message was there already (a clock that went back, or a
+ * compare-and-set that let two schedulers through), that is said, and the tick is moved on without
+ * a second message in a transaction of its own.
  */
-async function fireTick<Tx>(firer: ScheduleFirer<Tx>, schedule: ScheduleRecord, tick: Date, next: Date | null): Promise<string | null | "duplicate"> {
+async function fireTick<Tx>(firer: ScheduleFirer<Tx>, schedule: ScheduleRecord, tick: Date, next: Date | null): Promise<TickOutcome> {
   const { driver } = firer;
-  const move = (tx: Tx, fired: boolean) => driver.advanceSchedule({ tx, name: schedule.name, from: tick, to: next, fired });
+  const move = (tx: Tx, fired: boolean) => driver.advanceSchedule({ tx, name: schedule.name, version: schedule.version, from: tick, to: next, fired });
   try {
-    return await driver.transaction(async (tx) => ((await move(tx, true)) ? (await firer.enqueue(tx, tickMessage(schedule, tick))).id : null));
+    return await driver.transaction(
+      async (tx): Promise<TickOutcome> =>
+        (await move(tx, true)) ? { outcome: "fired", messageId: (await firer.enqueue(tx, tickMessage(schedule, tick))).id } : { outcome: "lost" },
+    );
   } catch (error) {
     if (!(error instanceof DuplicateMessageError)) throw error;
-    return (await driver.transaction((tx) => move(tx, false))) ? "duplicate" : null;
+    return { outcome: "duplicate", moved: await driver.transaction((tx) => move(tx, false)) };
   }
 }
+
+/** Lets timers and I/O run: on SQLite a free write lock is taken synchronously, so a long run of ticks would otherwise hold the event loop. */
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * Fires every due tick of the schedules, each once across all schedulers, at most `limit` ticks:
  * see OutboxStore.fireSchedules. A tick found later than its schedule's backfillMs is skipped (one
  * compare-and-set moves the schedule past all such ticks); the rest fire oldest first, one
- * transaction each.
+ * transaction each. A schedule that cannot fire (an expression this croner refuses, a message
+ * the store refuses) is reported as failed, and the others fire. `signal` stops it between ticks.
  */
-export async function fireSchedules<Tx>(firer: ScheduleFirer<Tx>, owner: string, limit: number): Promise<ScheduleFiring> {
+export async function fireSchedules<Tx>(firer: ScheduleFirer<Tx>, owner: string, limit: number, signal?: AbortSignal): Promise<ScheduleFiring> {
   const { driver, events } = firer;
   const { at, schedules } = await driver.nextSchedules({ limit: SCHEDULES_PER_READ });
   const fired: FiredTick[] = [];
   const skipped: SkippedTicks[] = [];
+  const failed: FailedSchedule[] = [];
   let nextAt: Date | null = null;
   let budget = limit;
-  const later = (tick: Date) => {
-    if (nextAt === null || tick < nextAt) nextAt = tick;
+  let more = false;
+  const later = (tick: Date | null) => {
+    if (tick !== null && (nextAt === null || tick < nextAt)) nextAt = tick;
   };
-  for (const schedule of schedules) {
+  const skip = (passed: SkippedTicks) => {
+    skipped.push(passed);
+    publish(events, { type: "schedule-skipped", at, owner, ...passed });
+  };
+  for (const [index, schedule] of schedules.entries()) {
+    if (budget === 0 || signal?.aborted) {
+      // Stopped here: the rest of the list is read again next time.
+      later(schedule.nextAt);
+      more = schedule.nextAt !== null && schedule.nextAt <= at;
+      break;
+    }
     let tick: Date | null = schedule.nextAt;
-    const oldest = at.getTime() - schedule.backfillMs;
-    if (tick !== null && tick <= at && tick.getTime() < oldest) {
-      const kept = tickAfter(schedule, new Date(oldest - 1)); // the first tick no older than backfillMs
-      const moved = await driver.transaction((tx) => driver.advanceSchedule({ tx, name: schedule.name, from: tick as Date, to: kept, fired: false }));
-      if (!moved) continue; // another scheduler got there first, and fires what is left
-      const passed: SkippedTicks = { schedule: schedule.name, reason: "too-late", from: tick, until: kept ?? at };
-      skipped.push(passed);
-      publish(events, { type: "schedule-skipped", at, owner, ...passed });
-      tick = kept;
-    }
-    while (tick !== null && tick <= at && budget > 0) {
-      budget -= 1;
-      const next = tickAfter(schedule, tick);
-      const outcome = await fireTick(firer, schedule, tick, next);
-      if (outcome === null) {
-        tick = null; // another scheduler moved this schedule on: it fires the rest
-        break;
+    try {
+      const oldest = at.getTime() - schedule.backfillMs;
+      if (tick !== null && tick <= at && tick.getTime() < oldest) {
+        const from = tick;
+        const kept = tickAfter(schedule, new Date(oldest - 1)); // the first tick no older than backfillMs
+        const moved = await driver.transaction((tx) =>
+          driver.advanceSchedule({ tx, name: schedule.name, version: schedule.version, from, to: kept, fired: false }),
+        );
+        if (!moved) {
+          later(kept); // another scheduler got there first, and fires what is left
+          continue;
+        }
+        skip({ schedule: schedule.name, reason: "too-late", from, until: kept ?? at });
+        tick = kept;
       }
-      if (outcome === "duplicate") {
-        const passed: SkippedTicks = { schedule: schedule.name, reason: "already-enqueued", from: tick, until: next ?? tick };
-        skipped.push(passed);
-        publish(events, { type: "schedule-skipped", at, owner, ...passed });
-      } else {
-        fired.push({ schedule: schedule.name, tick, messageId: outcome });
-        publish(events, { type: "schedule-fired", at, owner, schedule: schedule.name, tick, messageId: outcome });
+      while (tick !== null && tick <= at && budget > 0 && !signal?.aborted) {
+        budget -= 1;
+        const next = tickAfter(schedule, tick);
+        const done = await fireTick(firer, schedule, tick, next);
+        await yieldToEventLoop();
+        if (done.outcome === "lost") {
+          later(next); // no sooner than this: whoever moved it fires the rest
+          tick = null;
+          break;
+        }
+        if (done.outcome === "duplicate") {
+          skip({ schedule: schedule.name, reason: "already-enqueued", from: tick, until: next ?? tick });
+          if (!done.moved) {
+            later(next);
+            tick = null;
+            break;
+          }
+        } else {
+          fired.push({ schedule: schedule.name, tick, messageId: done.messageId });
+          publish(events, { type: "schedule-fired", at, owner, schedule: schedule.name, tick, messageId: done.messageId });
+        }
+        tick = next;
       }
-      tick = next;
+    } catch (error) {
+      if (!(error instanceof InvalidArgumentError)) throw error;
+      // This schedule alone cannot fire; the others go on.
+      failed.push({ schedule: schedule.name, error: error.message });
+      publish(events, { type: "store-error", at, owner, operation: `schedule ${JSON.stringify(schedule.name)}`, error: error.message });
+      continue;
     }
-    if (tick !== null) later(tick);
-    if (budget === 0) break;
+    later(tick);
+    if (tick !== null && tick <= at) more = true; // stopped by the limit or the signal
+    if (index === schedules.length - 1 && schedules.length === SCHEDULES_PER_READ && schedule.nextAt !== null && schedule.nextAt <= at) more = true;
   }
-  const last = schedules.at(-1);
-  const unread = schedules.length === SCHEDULES_PER_READ && last?.nextAt != null && last.nextAt <= at;
-  const more = (nextAt !== null && (nextAt as Date) <= at) || unread;
-  return { at, fired, skipped, nextAt, more };
+  return { at, fired, skipped, failed, nextAt, more };
 }

@@ -186,10 +186,12 @@ export interface OutboxStore<Tx> {
    * Fires the ticks that are due, at most `limit` (default and most 1,000): each tick's message is
    * enqueued in the transaction that moves its schedule's next tick on, with a compare-and-set, so
    * a tick fires once however many processes call this at the same time. A tick found later than
-   * its schedule's backfillMs is skipped and reported. `owner` names the caller in the events.
-   * Says what fired, what was skipped, and the next tick to look for.
+   * its schedule's backfillMs is skipped and reported; a schedule that cannot fire (its stored
+   * expression or message refused) is reported as failed while the others fire. `owner` names the
+   * caller in the events; `signal` stops it between ticks. Says what fired, what was skipped or
+   * failed, and the next tick to look for.
    */
-  fireSchedules(options?: { readonly owner?: string; readonly limit?: number }): Promise<ScheduleFiring>;
+  fireSchedules(options?: { readonly owner?: string; readonly limit?: number; readonly signal?: AbortSignal }): Promise<ScheduleFiring>;
 
   /** Counts by state, the oldest pending message, leases held and expired per owner. */
   stats(): Promise<OutboxStats>;

@@ -489,14 +489,24 @@ export interface SkippedTicks {
   readonly until: Date;
 }
 
+/** A schedule store.fireSchedules could not fire (its expression or message refused): the others fired. */
+export interface FailedSchedule {
+  readonly schedule: string;
+  readonly error: string;
+}
+
 /** What one store.fireSchedules call did, and when to call it next. */
 export interface ScheduleFiring {
   /** The store's time when the call looked. */
   readonly at: Date;
   readonly fired: readonly FiredTick[];
   readonly skipped: readonly SkippedTicks[];
-  /** The earliest tick still to fire among the schedules the call read, or null when it read none. */
+  readonly failed: readonly FailedSchedule[];
+  /**
+   * The earliest tick still to fire that the call knows of (for a schedule another scheduler moved
+   * meanwhile, the tick after the one it moved: no sooner), or null when it knows none.
+   */
   readonly nextAt: Date | null;
-  /** True when the call stopped at its limit with ticks still due: call again at once. */
+  /** True when the call stopped (at its limit, or its signal) with ticks still due: call again at once. */
   readonly more: boolean;
 }

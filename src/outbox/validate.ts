@@ -33,6 +33,21 @@ export function checkObject<T>(value: T, what: string): NonNullable<T> {
   return value as NonNullable<T>;
 }
 
+/**
+ * An options object with only the keys it may have: a misspelt one (`timeZone` for `timezone`)
+ * would otherwise be ignored, and its default silently used.
+ */
+export function checkKnownKeys<T>(value: T, what: string, keys: readonly string[]): NonNullable<T> {
+  const object = checkObject(value, `${what} ({ ${keys.join(", ")} })`);
+  for (const key of Object.keys(object)) {
+    if (!keys.includes(key)) {
+      const near = keys.find((known) => known.toLowerCase() === key.toLowerCase());
+      throw new InvalidArgumentError(`${what} has no ${shown(key)}${near === undefined ? "" : ` (did you mean ${shown(near)}?)`}; it takes ${keys.join(", ")}`);
+    }
+  }
+  return object;
+}
+
 /** A string stored in a text column: non-empty, bounded, and storable on every store (no NUL, no lone surrogate). */
 export function checkText(value: unknown, what: string, maxLength: number): string {
   if (typeof value !== "string" || value.trim() === "" || value.length > maxLength) {

@@ -610,7 +610,8 @@ export class Worker<Tx> {
     while (!this.#stopping) {
       let wait = pollMs;
       try {
-        const firing = await this.store.fireSchedules({ owner: this.name });
+        // Stopped by stop() between two ticks, so a long backlog does not hold the shutdown.
+        const firing = await this.store.fireSchedules({ owner: this.name, signal: this.#stopSignal.signal });
         errorDelay = 0;
         if (firing.more) wait = 0;
         else if (firing.nextAt !== null) wait = Math.min(pollMs, Math.max(0, firing.nextAt.getTime() - firing.at.getTime()));
@@ -619,7 +620,9 @@ export class Worker<Tx> {
         errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
         wait = Math.max(pollMs, errorDelay);
       }
-      if (wait > 0 && !this.#stopping) await this.#clock.sleep(wait, this.#stopSignal.signal);
+      if (this.#stopping) break;
+      if (wait > 0) await this.#clock.sleep(wait, this.#stopSignal.signal);
+      else await new Promise<void>((resolve) => setImmediate(resolve)); // more due at once: let timers and I/O run first
     }
   }
 

@@ -59,6 +59,8 @@ export interface RelayOptions<Tx> {
   readonly heartbeatMs?: number | false;
   /** How long after its last heartbeat the relay counts as dead to its peers: the Worker's option (default 10 000 ms). */
   readonly ownerDeadAfterMs?: number;
+  /** How often the relay fires the schedules' due ticks: the Worker's option (default 1 000 ms; false: none). */
+  readonly schedulePollMs?: number | false;
   readonly clock?: Clock;
 }
 
@@ -174,6 +176,7 @@ export class Relay<Tx> {
       ...(options.tracing === undefined ? {} : { tracing: options.tracing }),
       ...(options.heartbeatMs === undefined ? {} : { heartbeatMs: options.heartbeatMs }),
       ...(options.ownerDeadAfterMs === undefined ? {} : { ownerDeadAfterMs: options.ownerDeadAfterMs }),
+      ...(options.schedulePollMs === undefined ? {} : { schedulePollMs: options.schedulePollMs }),
       ownerKind: "relay",
       clock,
     });

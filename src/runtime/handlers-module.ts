@@ -14,6 +14,7 @@ import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { TypeSettings } from "../outbox/worker.js";
 import { checkScheduleName, checkScheduleTiming } from "../outbox/schedules.js";
+import { checkKnownKeys } from "../outbox/validate.js";
 import type { ScheduledMessage } from "../outbox/types.js";
 
 /** A handlers module that cannot be used: missing, failing to load, or not exporting handlers. */
@@ -102,6 +103,7 @@ function checkSchedules(file: string, value: unknown): ScheduleMap | undefined {
     }
     const { cron, timezone, backfillMs } = schedule as ModuleSchedule;
     try {
+      checkKnownKeys(schedule, `schedule ${JSON.stringify(name)}`, ["cron", "message", "timezone", "backfillMs"]);
       checkScheduleTiming(checkScheduleName(name), cron, {
         ...(timezone === undefined ? {} : { timezone }),
         ...(backfillMs === undefined ? {} : { backfillMs }),
@@ -172,7 +174,11 @@ export async function addModuleSchedules(
 ): Promise<string[]> {
   const added: string[] = [];
   for (const [name, { cron, message, timezone, backfillMs }] of Object.entries(schedules)) {
-    if (!here(name, schedules[name] as ModuleSchedule)) continue;
+    if (!here(name, schedules[name] as ModuleSchedule)) {
+      // Another shard's: a copy left here (the key or the shard count changed) would fire each tick twice.
+      await store.unschedule(name);
+      continue;
+    }
     try {
       await store.schedule(name, cron, message, { ...(timezone === undefined ? {} : { timezone }), ...(backfillMs === undefined ? {} : { backfillMs }) });
     } catch (error) {

@@ -40,6 +40,14 @@ export interface PaymentsHandlerSettings {
   readonly faults?: WorkerFaults;
 }
 
+/**
+ * The type of the chaos run's schedule: an every-second pulse that its workers fire while they run
+ * and complete with nothing to do, so that the run can check each tick enqueued once through kills.
+ */
+export const PULSE_MESSAGE_TYPE = "lab.pulse";
+
+const pulse = async () => ({ summary: "pulse" });
+
 /** An error a chaos run injects into a handler. */
 export class InjectedFaultError extends Error {
   override name = "InjectedFaultError";
@@ -76,7 +84,7 @@ export function handlers(context: HandlersContext): HandlerMap {
         }
       : handler;
   const stall = faults?.stallFirst;
-  if (stall === undefined) return { [RECONCILE_MESSAGE_TYPE]: erring };
+  if (stall === undefined) return { [RECONCILE_MESSAGE_TYPE]: erring, [PULSE_MESSAGE_TYPE]: pulse };
   let stalled = false;
   return {
     [RECONCILE_MESSAGE_TYPE]: async (message, handlerContext) => {
@@ -87,6 +95,7 @@ export function handlers(context: HandlersContext): HandlerMap {
       }
       return result;
     },
+    [PULSE_MESSAGE_TYPE]: pulse,
   };
 }
 

@@ -118,6 +118,13 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
         });
         track(worker);
         await warnNearMisses(store, worker.types, shardLog);
+        const unhandled = Object.entries(schedules ?? {}).filter(([, s]) => worker.types !== null && !worker.types.includes(s.message.type));
+        if (unhandled.length > 0) {
+          shardLog.warn(
+            { schedules: unhandled.map(([scheduleName, s]) => ({ schedule: scheduleName, type: s.message.type })) },
+            "schedules whose message type this worker does not take: their messages wait for a service that handles them",
+          );
+        }
         await worker.start();
         return { worker };
       },

@@ -227,6 +227,7 @@ export interface ScheduleRow {
   cron: string;
   timezone: string;
   backfill_ms: number | string;
+  version: number | string;
   type: string;
   payload: string;
   headers: string | null;
@@ -248,6 +249,7 @@ export function toScheduleRecord(row: ScheduleRow): ScheduleRecord {
     cron: row.cron,
     timezone: row.timezone,
     backfillMs: Number(row.backfill_ms),
+    version: Number(row.version),
     type: row.type,
     payload: row.payload,
     headers: row.headers,

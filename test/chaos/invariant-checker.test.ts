@@ -103,6 +103,23 @@ describe("invariant checker", () => {
     expect(checkInvariants(clean()).passed).toBe(true);
   });
 
+  it("with the run's schedule: passes each tick once and none missing; flags a tick twice, a gap, one found enqueued already, one unprocessed", () => {
+    const first = new Date("2026-01-01T09:00:01.000Z");
+    const tick = (s: number) => new Date(first.getTime() + s * 1000).toISOString();
+    const schedule = { firstTick: first, ticks: [tick(0), tick(1), tick(2)], unfinished: 0, alreadyEnqueued: 0 };
+    expect(failing({ ...clean(), schedule })).toEqual([]);
+    expect(checkInvariants({ ...clean(), schedule }).rows.find((r) => r.name === "schedule: ticks fired")?.observed).toBe(3);
+    expect(failing({ ...clean(), schedule: { ...schedule, ticks: [tick(0), tick(0), tick(1)] } })).toEqual([
+      "schedule: ticks enqueued twice (or found enqueued already)",
+    ]);
+    expect(failing({ ...clean(), schedule: { ...schedule, ticks: [tick(0), tick(2)] } })).toEqual(["schedule: ticks missing from the first to the last"]);
+    expect(failing({ ...clean(), schedule: { ...schedule, ticks: [tick(1), tick(2)] } })).toEqual(["schedule: ticks missing from the first to the last"]);
+    expect(failing({ ...clean(), schedule: { ...schedule, alreadyEnqueued: 1 } })).toEqual(["schedule: ticks enqueued twice (or found enqueued already)"]);
+    expect(failing({ ...clean(), schedule: { ...schedule, unfinished: 1 } })).toEqual(["schedule: tick messages not processed"]);
+    // No tick fired before the schedule ended: nothing is missing.
+    expect(failing({ ...clean(), schedule: { ...schedule, ticks: [] } })).toEqual([]);
+  });
+
   it("flags a message left pending and a payment without a message", () => {
     const input = clean();
     expect(failing({ ...input, audit: [], providerLog: [], messages: [message("1", "K1", { status: "pending", lockedBy: null })] })).toEqual([

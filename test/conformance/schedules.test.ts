@@ -59,7 +59,7 @@ function scheduleSuite(factory: StoreFactory) {
     const { store, clock } = ctx();
     await store.schedule("tick", "* * * * *", { type: "t", payload: { n: 1 }, key: "k", headers: { a: "b" }, destination: "d" });
     const early = await store.fireSchedules({ owner: "w1" });
-    expect(early).toEqual({ at: START, fired: [], skipped: [], nextAt: at(1), more: false });
+    expect(early).toEqual({ at: START, fired: [], skipped: [], failed: [], nextAt: at(1), more: false });
     const events: OutboxEvent[] = [];
     store.events.subscribe((event) => events.push(event));
     clock.set(at(1, 2));
@@ -124,6 +124,19 @@ function scheduleSuite(factory: StoreFactory) {
     expect(second).toMatchObject({ skipped: [], nextAt: at(11), more: false });
   });
 
+  it("says there is more when its limit ends at one schedule's last due tick and another is due", async () => {
+    const { store, clock } = ctx();
+    await store.schedule("a", "* * * * *", { type: "t", payload: null });
+    await store.schedule("b", "*/2 * * * *", { type: "t", payload: null });
+    clock.set(at(2));
+    const first = await store.fireSchedules({ limit: 1 });
+    expect(first.fired.map((f) => f.schedule)).toEqual(["a"]);
+    expect(first).toMatchObject({ more: true, nextAt: at(2) });
+    const rest = await store.fireSchedules();
+    expect(rest.fired.map((f) => `${f.schedule} ${f.tick.toISOString()}`)).toEqual([`a ${at(2).toISOString()}`, `b ${at(2).toISOString()}`]);
+    expect(rest.more).toBe(false);
+  });
+
   it("reads the expression in the schedule's time zone", async () => {
     const { store } = ctx();
     // 09:00 UTC on 1 January is 04:00 in New York (EST, UTC-5): the next 09:00 there is 14:00 UTC.
@@ -166,7 +179,7 @@ function scheduleSuite(factory: StoreFactory) {
     await refused(store.schedule("m", "", message), /cron expression of schedule "m" must be a non-empty string/);
     await refused(store.schedule("m", "0 0 30 2 *", message), /never fires/);
     await refused(store.schedule("m", "* * * * *", message, { timezone: "Mars/Olympus" }), /timezone must be an IANA time zone name.*"Mars\/Olympus"/);
-    await refused(store.schedule("m", "* * * * *", message, { backfillMs: 0 }), /backfillMs must be a whole number of milliseconds from 1000/);
+    await refused(store.schedule("m", "* * * * *", message, { backfillMs: 0 }), /backfillMs must be a whole number of milliseconds from 10000 \(10 seconds\)/);
     await refused(store.schedule("m", "* * * * *", message, { backfillMs: -5 }), /backfillMs/);
     await refused(store.schedule("", "* * * * *", message), /schedule's name must be a non-empty string/);
     await refused(store.schedule("a\nb", "* * * * *", message), /control characters/);
@@ -174,6 +187,20 @@ function scheduleSuite(factory: StoreFactory) {
     await refused(store.schedule("m", "* * * * *", { type: "", payload: null }), /type/);
     await refused(store.schedule("m", "* * * * *", { type: "t", payload: 10n } as never), /payload/);
     await refused(store.fireSchedules({ limit: 0 }), /limit must be a whole number of ticks from 1 to 1000/);
+    await refused(
+      store.schedule("m", "2027-01-01T09:00:00", message),
+      /is a date, not a recurring expression: to send a message once at a time, enqueue it with availableAt/,
+    );
+    await refused(store.schedule("m", "0 0 0 1 1 * 2030", message), /requires exactly 5 or 6 parts/);
+    await refused(
+      store.schedule("m", "* * * * *", message, { timeZone: "Europe/Oslo" } as never),
+      /schedule options has no "timeZone" \(did you mean "timezone"\?\); it takes timezone, backfillMs/,
+    );
+    await refused(
+      store.schedule("m", "* * * * *", { type: "t", payload: null, headers: { "Wassal-Tick": "x" } }),
+      /may not set the headers wassal-schedule and wassal-tick/,
+    );
+    await refused(store.schedule("m", "* * * * *", { type: "t", payload: null, priority: 1 } as never), /has no "priority"/);
     expect(await store.schedules()).toEqual([]);
   });
 }

@@ -252,6 +252,10 @@ describe("--help", () => {
     ["inbox"],
     ["inbox", "blocked-keys"],
     ["inbox", "unblock"],
+    ["schedule"],
+    ["schedule", "list"],
+    ["schedule", "add"],
+    ["schedule", "remove"],
   ];
 
   it("every command and sub-command prints its usage and exits 0", async () => {
@@ -283,7 +287,9 @@ describe("--help", () => {
     }
     for (const sub of ["create", "seed", "list"]) expect(help("payments")).toContain(sub);
     for (const sub of ["stats", "dead", "redrive", "purge"]) expect(help("outbox")).toContain(sub);
-    for (const sub of ["lab", "worker", "payments", "outbox", "inbox"]) expect(help("")).toContain(sub);
+    for (const sub of ["lab", "worker", "payments", "outbox", "inbox", "schedule"]) expect(help("")).toContain(sub);
+    for (const sub of ["list", "add", "remove"]) expect(help("schedule")).toContain(sub);
+    for (const option of ["--type", "--payload", "--timezone", "--backfill", "--header"]) expect(help("schedule add")).toContain(option);
     for (const option of ["--source", "--older-than", "--json"]) expect(help("inbox blocked-keys")).toContain(option);
     expect(help("outbox redrive")).toContain("--all");
     expect(help("outbox purge")).toContain("--processed-before");

@@ -7,7 +7,7 @@
 //
 // Needs `npm run build` first (`npm test` does it).
 
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type CliProcess, cliJson, killAll, requireBuiltCli, runCli, startCli } from "../support/cli.js";
@@ -25,7 +25,7 @@ afterEach(killAll);
 afterAll(closeTargets);
 
 const PULSE = `
-export const handlers = { pulse: async () => "ok" };
+export const handlers = { pulse: async () => undefined };
 export const schedules = {
   pulse: { cron: "* * * * * *", message: { type: "pulse", payload: { from: "module" } } },
 };
@@ -147,11 +147,13 @@ describe("wassal schedule", () => {
     const module = join(dir, "bad-schedule.mjs");
     writeFileSync(
       module,
-      `export const handlers = { t: async () => "ok" };\nexport const schedules = { broken: { cron: "every minute", message: { type: "t", payload: null } } };\n`,
+      `export const handlers = { t: async () => undefined };\nexport const schedules = { broken: { cron: "every minute", message: { type: "t", payload: null } } };\n`,
     );
-    const result = await runCli(["worker", "--db", join(dir, "never-created.db"), "--handlers", module], { cwd: dir });
+    const db = join(dir, "never-created.db");
+    const result = await runCli(["worker", "--db", db, "--handlers", module], { cwd: dir });
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(`--handlers ${module}: schedule "broken": the cron expression "every minute" of schedule "broken" is not valid`);
     expectNoStack(result.stderr);
+    expect(existsSync(db)).toBe(false);
   });
 });

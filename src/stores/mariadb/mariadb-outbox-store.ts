@@ -826,9 +826,9 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return { at, schedules: rows.map((row) => toScheduleRecord(row as unknown as ScheduleRow)) };
   }
 
-  async advanceSchedule(params: { tx: MariaDbTx; name: string; from: Date; to: Date | null; fired: boolean }): Promise<boolean> {
-    const { tx, name, from, to, fired } = params;
-    const [written] = await tx.query<Written>(SQL.advanceSchedule, [to?.getTime() ?? null, fired, from.getTime(), name, from.getTime()]);
+  async advanceSchedule(params: { tx: MariaDbTx; name: string; version: number; from: Date; to: Date | null; fired: boolean }): Promise<boolean> {
+    const { tx, name, version, from, to, fired } = params;
+    const [written] = await tx.query<Written>(SQL.advanceSchedule, [to?.getTime() ?? null, fired, from.getTime(), name, version, from.getTime()]);
     return written.affectedRows === 1;
   }
 

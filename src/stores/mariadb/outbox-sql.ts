@@ -296,6 +296,7 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
   cron         VARCHAR(200) NOT NULL,
   timezone     VARCHAR(100) NOT NULL,
   backfill_ms  BIGINT       NOT NULL,
+  version      INT          NOT NULL DEFAULT 1,
   type         VARCHAR(200) NOT NULL,
   payload      LONGTEXT     NOT NULL,
   headers      MEDIUMTEXT,
@@ -719,7 +720,7 @@ export const SQL = {
         next_at = IF(cron = VALUES(cron) AND timezone = VALUES(timezone), next_at, VALUES(next_at)),
         cron = VALUES(cron), timezone = VALUES(timezone), backfill_ms = VALUES(backfill_ms), type = VALUES(type),
         payload = VALUES(payload), headers = VALUES(headers), ordering_key = VALUES(ordering_key),
-        destination = VALUES(destination), updated_at = VALUES(updated_at)`,
+        destination = VALUES(destination), updated_at = VALUES(updated_at), version = version + 1`,
 
   /** Params: name. */
   getSchedule: "SELECT * FROM outbox_schedules WHERE name = ?",
@@ -732,8 +733,8 @@ export const SQL = {
   /** Params: limit. */
   nextSchedules: "SELECT * FROM outbox_schedules WHERE next_at IS NOT NULL ORDER BY next_at, name LIMIT ?",
 
-  /** Params: to, fired, from, name, from: the compare-and-set that fires (or skips) a schedule's tick. */
-  advanceSchedule: "UPDATE outbox_schedules SET next_at = ?, last_tick_at = IF(?, ?, last_tick_at) WHERE name = ? AND next_at = ?",
+  /** Params: to, fired, from, name, version, from: the compare-and-set that fires (or skips) a schedule's tick, of its version. */
+  advanceSchedule: "UPDATE outbox_schedules SET next_at = ?, last_tick_at = IF(?, ?, last_tick_at) WHERE name = ? AND version = ? AND next_at = ?",
 
   /** Params: now, now. */
   leasesByOwner: `SELECT locked_by AS owner, CAST(SUM(locked_until > ?) AS SIGNED) AS held, CAST(SUM(locked_until <= ?) AS SIGNED) AS expired

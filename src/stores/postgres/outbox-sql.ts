@@ -251,6 +251,7 @@ CREATE TABLE ${s}.outbox_schedules (
   cron         text        NOT NULL,
   timezone     text        NOT NULL,
   backfill_ms  bigint      NOT NULL,
+  version      integer     NOT NULL DEFAULT 1,
   type         text        NOT NULL,
   payload      text        NOT NULL,
   headers      text,
@@ -982,7 +983,7 @@ export function outboxSql(schema: string) {
         next_at = CASE WHEN o.cron = excluded.cron AND o.timezone = excluded.timezone THEN o.next_at ELSE excluded.next_at END,
         cron = excluded.cron, timezone = excluded.timezone, backfill_ms = excluded.backfill_ms, type = excluded.type,
         payload = excluded.payload, headers = excluded.headers, ordering_key = excluded.ordering_key,
-        destination = excluded.destination, updated_at = excluded.updated_at
+        destination = excluded.destination, updated_at = excluded.updated_at, version = o.version + 1
       RETURNING o.*`,
 
     // getSchedule: (none) putSchedule returns the row it wrote (RETURNING)
@@ -998,9 +999,9 @@ export function outboxSql(schema: string) {
       LEFT JOIN LATERAL (SELECT * FROM ${s}.outbox_schedules WHERE next_at IS NOT NULL ORDER BY next_at, name LIMIT $2) n ON true
       ORDER BY n.next_at, n.name`,
 
-    /** $1 name, $2 from, $3 to, $4 fired: the compare-and-set that fires (or skips) a schedule's tick $2. */
+    /** $1 name, $2 from, $3 to, $4 fired, $5 version: the compare-and-set that fires (or skips) a schedule's tick $2, of its version $5. */
     advanceSchedule: `UPDATE ${s}.outbox_schedules SET next_at = $3::timestamptz, last_tick_at = CASE WHEN $4::boolean THEN $2::timestamptz ELSE last_tick_at END
-      WHERE name = $1 AND next_at = $2::timestamptz`,
+      WHERE name = $1 AND version = $5::integer AND next_at = $2::timestamptz`,
 
     /** $1 owner. */
     signOff: `DELETE FROM ${s}.outbox_owners WHERE name = $1`,

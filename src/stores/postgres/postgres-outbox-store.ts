@@ -837,9 +837,9 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return { at, schedules: rows.filter((row) => row.name !== null).map(toScheduleRecord) };
   }
 
-  async advanceSchedule(params: { tx: PostgresTx; name: string; from: Date; to: Date | null; fired: boolean }): Promise<boolean> {
-    const { tx, name, from, to, fired } = params;
-    return ((await tx.query(this.#sql.advanceSchedule, [name, from, to, fired])).rowCount ?? 0) === 1;
+  async advanceSchedule(params: { tx: PostgresTx; name: string; version: number; from: Date; to: Date | null; fired: boolean }): Promise<boolean> {
+    const { tx, name, version, from, to, fired } = params;
+    return ((await tx.query(this.#sql.advanceSchedule, [name, from, to, fired, version])).rowCount ?? 0) === 1;
   }
 
   async signOff(params: { owner: string }): Promise<boolean> {

@@ -202,6 +202,7 @@ CREATE TABLE outbox_schedules (
   cron         TEXT    NOT NULL,
   timezone     TEXT    NOT NULL,
   backfill_ms  INTEGER NOT NULL,
+  version      INTEGER NOT NULL DEFAULT 1,
   type         TEXT    NOT NULL,
   payload      TEXT    NOT NULL,
   headers      TEXT,
@@ -528,7 +529,7 @@ export const SQL = {
                                  THEN outbox_schedules.next_at ELSE excluded.next_at END,
                   cron = excluded.cron, timezone = excluded.timezone, backfill_ms = excluded.backfill_ms, type = excluded.type,
                   payload = excluded.payload, headers = excluded.headers, ordering_key = excluded.ordering_key,
-                  destination = excluded.destination, updated_at = excluded.updated_at
+                  destination = excluded.destination, updated_at = excluded.updated_at, version = outbox_schedules.version + 1
                 RETURNING *`,
 
   // getSchedule: (none) putSchedule returns the row it wrote (RETURNING)
@@ -539,9 +540,9 @@ export const SQL = {
 
   nextSchedules: `SELECT * FROM outbox_schedules WHERE next_at IS NOT NULL ORDER BY next_at, name LIMIT @limit`,
 
-  /** The compare-and-set that fires (or skips) a schedule's tick @from. */
+  /** The compare-and-set that fires (or skips) a schedule's tick @from, of the schedule's @version. */
   advanceSchedule: `UPDATE outbox_schedules SET next_at = @to, last_tick_at = CASE WHEN @fired = 1 THEN @from ELSE last_tick_at END
-                    WHERE name = @name AND next_at = @from`,
+                    WHERE name = @name AND version = @version AND next_at = @from`,
 
   signOff: `DELETE FROM outbox_owners WHERE name = @owner`,
 

@@ -709,9 +709,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  advanceSchedule(params: { tx: SqliteTx; name: string; from: Date; to: Date | null; fired: boolean }): boolean {
-    const { tx, name, from, to, fired } = params;
-    return statement(tx, SQL.advanceSchedule).run({ name, from: from.getTime(), to: to?.getTime() ?? null, fired: fired ? 1 : 0 }).changes === 1;
+  advanceSchedule(params: { tx: SqliteTx; name: string; version: number; from: Date; to: Date | null; fired: boolean }): boolean {
+    const { tx, name, version, from, to, fired } = params;
+    return statement(tx, SQL.advanceSchedule).run({ name, version, from: from.getTime(), to: to?.getTime() ?? null, fired: fired ? 1 : 0 }).changes === 1;
   }
 
   listOwners(): Promise<{ owner: string; kind: string; takes: string | null; startedAt: Date; heartbeatAt: Date; aliveUntil: Date }[]> {
