@@ -228,6 +228,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
           "--name",
           name,
           "--audit",
+          "--lab-pulse",
           "--on-complete",
           options.onComplete,
           "--provider-log",

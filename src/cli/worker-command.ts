@@ -38,6 +38,7 @@ interface WorkerOptions extends RunnerFlags {
   providerLatencyMs: number;
   audit?: boolean;
   providerLog?: string;
+  labPulse?: boolean;
   faultSeed: number;
   faultHandlerErrorRate?: number;
   faultProviderFailureRate?: number;
@@ -79,6 +80,7 @@ export function workerCommand(): Command {
     .option("--provider-latency-ms <ms>", "simulated payment provider latency per call", integer(0, 60_000), 0)
     .option("--audit", "keep the audit trail: every claim, completion, retry, dead message and release with its token")
     .option("--provider-log <file>", "append every simulated provider call to <file> as JSON lines")
+    .option("--lab-pulse", "testing aid: the demo also handles the chaos run's every-second schedule (lab.pulse messages), as no-ops")
     .option("--fault-seed <n>", "testing aid: seed of the injected faults below", integer(0), 1)
     .option("--fault-handler-error-rate <share>", "testing aid: share of handler runs that throw", rate)
     .option("--fault-provider-failure-rate <share>", "testing aid: share of provider status checks that fail", rate)
@@ -95,7 +97,7 @@ export function workerCommand(): Command {
     )
     .action(async (options: WorkerOptions, cmd: Command) => {
       if (options.handlers !== undefined) {
-        const demoOnly = cmd.options.filter((o) => /^--(provider|fault)-/.test(o.long ?? "") && cmd.getOptionValueSource(o.attributeName()) === "cli");
+        const demoOnly = cmd.options.filter((o) => /^--(provider|fault|lab)-/.test(o.long ?? "") && cmd.getOptionValueSource(o.attributeName()) === "cli");
         if (demoOnly.length > 0) {
           throw new InvalidArgumentError(`${demoOnly.map((o) => o.long).join(", ")} configure the payments demo's handler: leave them out with --handlers`);
         }
@@ -111,6 +113,7 @@ export function workerCommand(): Command {
           providerLatencyMs: options.providerLatencyMs,
           ...(options.audit ? { audit: true } : {}),
           ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
+          ...(options.labPulse ? { pulse: true } : {}),
           faults: {
             seed: options.faultSeed,
             ...(options.faultHandlerErrorRate === undefined ? {} : { handlerErrorRate: options.faultHandlerErrorRate }),

@@ -38,11 +38,14 @@ export interface PaymentsHandlerSettings {
   readonly providerLog?: string;
   /** Faults to inject, for chaos runs. */
   readonly faults?: WorkerFaults;
+  /** Also handle the chaos run's every-second schedule (PULSE_MESSAGE_TYPE), as a no-op. */
+  readonly pulse?: boolean;
 }
 
 /**
  * The type of the chaos run's schedule: an every-second pulse that its workers fire while they run
- * and complete with nothing to do, so that the run can check each tick enqueued once through kills.
+ * and complete with nothing to do (given `pulse`: `wassal worker --lab-pulse`), so that the run
+ * can check each tick enqueued once through kills.
  */
 export const PULSE_MESSAGE_TYPE = "lab.pulse";
 
@@ -84,7 +87,8 @@ export function handlers(context: HandlersContext): HandlerMap {
         }
       : handler;
   const stall = faults?.stallFirst;
-  if (stall === undefined) return { [RECONCILE_MESSAGE_TYPE]: erring, [PULSE_MESSAGE_TYPE]: pulse };
+  const pulses = settings.pulse ? { [PULSE_MESSAGE_TYPE]: pulse } : {};
+  if (stall === undefined) return { [RECONCILE_MESSAGE_TYPE]: erring, ...pulses };
   let stalled = false;
   return {
     [RECONCILE_MESSAGE_TYPE]: async (message, handlerContext) => {
@@ -95,7 +99,7 @@ export function handlers(context: HandlersContext): HandlerMap {
       }
       return result;
     },
-    [PULSE_MESSAGE_TYPE]: pulse,
+    ...pulses,
   };
 }
 

@@ -37,6 +37,8 @@ export interface PaymentsWorkerOptions extends RunnerOptions {
   readonly providerLog?: string;
   /** Keep the audit trail (outbox_audit). */
   readonly audit?: boolean;
+  /** The demo also handles the chaos run's schedule messages (see PULSE_MESSAGE_TYPE). */
+  readonly pulse?: boolean;
   /** Faults to inject, for chaos runs. */
   readonly faults?: WorkerFaults;
 }
@@ -74,6 +76,7 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
   const settings: PaymentsHandlerSettings = {
     ...(options.providerLatencyMs === undefined ? {} : { providerLatencyMs: options.providerLatencyMs }),
     ...(options.providerLog === undefined ? {} : { providerLog: options.providerLog }),
+    ...(options.pulse ? { pulse: true } : {}),
     ...(options.faults === undefined ? {} : { faults: options.faults }),
   };
   const observed = await observe(dbs.length, options);
