@@ -8,17 +8,10 @@ import { Inbox } from "../relay/inbox.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { integer, parseDuration } from "./options.js";
 import { field, out, printJson } from "./output.js";
-import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
+import { type AdminFlags, adminOptions, storeOptions } from "./shared-options.js";
 
-interface Common {
-  db: string;
-  schema?: string;
-  json?: boolean;
-}
-
-function common(command: Command): Command {
-  return command.addOption(dbOption().makeOptionMandatory()).addOption(schemaOption()).option("--json", "print JSON");
-}
+type Common = AdminFlags;
+const common = adminOptions;
 
 /** The --source value, checked before the database is opened. */
 function source(value: string | undefined): string | undefined {

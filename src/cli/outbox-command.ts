@@ -9,17 +9,10 @@ import { type OpenedOutbox, type OpenOutboxOptions, withOutbox } from "../stores
 import { EXIT } from "./exit-codes.js";
 import { integer, parseDuration } from "./options.js";
 import { err, field, out, printJson } from "./output.js";
-import { dbOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
+import { type AdminFlags, adminOptions, dbOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
 
-interface Common {
-  db: string;
-  schema?: string;
-  json?: boolean;
-}
-
-function common(command: Command): Command {
-  return command.addOption(dbOption().makeOptionMandatory()).addOption(schemaOption()).option("--json", "print JSON");
-}
+type Common = AdminFlags;
+const common = adminOptions;
 
 function age(ms: number): string {
   if (ms < 1000) return `${ms} ms`;

@@ -8,17 +8,10 @@ import type { JsonValue, Schedule, ScheduledMessage } from "../outbox/types.js";
 import { withOutbox } from "../stores/open-outbox.js";
 import { minDuration } from "./options.js";
 import { field, out, printJson } from "./output.js";
-import { dbOption, schemaOption, storeOptions } from "./shared-options.js";
+import { type AdminFlags, adminOptions, storeOptions } from "./shared-options.js";
 
-interface Common {
-  db: string;
-  schema?: string;
-  json?: boolean;
-}
-
-function common(command: Command): Command {
-  return command.addOption(dbOption().makeOptionMandatory()).addOption(schemaOption()).option("--json", "print JSON");
-}
+type Common = AdminFlags;
+const common = adminOptions;
 
 /** A --header name=value, added to the ones before it. */
 function header(value: string, previous: Record<string, string> | undefined): Record<string, string> {

@@ -27,6 +27,18 @@ export function storeOptions(options: { readonly schema?: string; readonly synch
   };
 }
 
+/** What an admin sub-command (outbox, inbox, schedule) takes: one outbox, its schema, and --json. */
+export interface AdminFlags {
+  db: string;
+  schema?: string;
+  json?: boolean;
+}
+
+/** Adds an admin sub-command's flags: --db (required), --schema and --json. */
+export function adminOptions(command: Command): Command {
+  return command.addOption(dbOption().makeOptionMandatory()).addOption(schemaOption()).option("--json", "print JSON");
+}
+
 export function dbOption(): Option {
   return new Option("--db <url-or-path>", `the database: ${BACKENDS.map((b) => `${b.shape} (${b.name})`).join(", ")}`).env("WASSAL_DATABASE_URL");
 }

@@ -2,6 +2,7 @@
 // lease-lost lookups, events, outcomes, the audit decision and group-commit bookkeeping. A driver
 // runs the SQL and reports what the database did (src/outbox/driver.ts).
 
+import { setImmediate } from "node:timers/promises";
 import type {
   CheckedMessage,
   ClaimMessageAttempt,
@@ -1059,7 +1060,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       deleted += batch;
       options.onProgress?.(deleted);
       if (batch < limit) break;
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await setImmediate();
     }
     return deleted;
   }

@@ -4,6 +4,7 @@
 // scheduling `wassal outbox purge`. Its passes are idempotent deletes: several processes may run
 // it on one database at once (a row is deleted once; a concurrent batch skips or waits for it).
 
+import { setImmediate } from "node:timers/promises";
 import { type Clock, systemClock } from "./clock.js";
 import { InvalidArgumentError } from "./errors.js";
 import type { OutboxStore } from "./store.js";
@@ -149,7 +150,7 @@ export function startRetention(store: OutboxStore<unknown>, options: RetentionOp
 
   const loop = (async () => {
     // Not in the caller's turn: startRetention returns first.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await setImmediate();
     while (!signal.aborted) {
       await pass();
       if (signal.aborted) break;

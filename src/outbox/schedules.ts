@@ -3,6 +3,7 @@
 // compare-and-set in the same transaction as the tick's message, so each tick enqueues once
 // however many schedulers look at the same moment; this module only says which ticks there are.
 
+import { setImmediate } from "node:timers/promises";
 import { Cron } from "croner";
 import type { OutboxDriver, ScheduleRecord } from "./driver.js";
 import { DuplicateMessageError, InvalidArgumentError } from "./errors.js";
@@ -203,9 +204,6 @@ async function fireTick<Tx>(firer: ScheduleFirer<Tx>, schedule: ScheduleRecord, 
   }
 }
 
-/** Lets timers and I/O run: on SQLite a free write lock is taken synchronously, so a long run of ticks would otherwise hold the event loop. */
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 /**
  * Fires every due tick of the schedules, each once across all schedulers, at most `limit` ticks:
  * see OutboxStore.fireSchedules. A tick found later than its schedule's backfillMs is skipped (one
@@ -256,7 +254,9 @@ export async function fireSchedules<Tx>(firer: ScheduleFirer<Tx>, owner: string,
         budget -= 1;
         const next = tickAfter(schedule, tick);
         const done = await fireTick(firer, schedule, tick, next);
-        await yieldToEventLoop();
+        // Lets timers and I/O run: on SQLite a free write lock is taken synchronously, so a long
+        // run of ticks would otherwise hold the event loop.
+        await setImmediate();
         if (done.outcome === "lost") {
           later(next); // no sooner than this: whoever moved it fires the rest
           tick = null;

@@ -9,6 +9,7 @@
 
 import { publish } from "./events.js";
 import { hostname } from "node:os";
+import { setImmediate } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
 import {
@@ -366,6 +367,11 @@ export function ownerTiming(
   return { heartbeatMs, ownerDeadAfterMs };
 }
 
+/** The wait after a store error, from the one before: 100 ms, doubling to 5 s (0: none before). */
+function nextErrorDelay(previous: number): number {
+  return Math.min(Math.max(100, previous * 2), 5_000);
+}
+
 export function defaultWorkerName(): string {
   return `${hostname()}-${process.pid}-${randomBytes(2).toString("hex")}`;
 }
@@ -617,12 +623,12 @@ export class Worker<Tx> {
         else if (firing.nextAt !== null) wait = Math.min(pollMs, Math.max(0, firing.nextAt.getTime() - firing.at.getTime()));
       } catch (error) {
         this.#storeError("schedule", error);
-        errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
+        errorDelay = nextErrorDelay(errorDelay);
         wait = Math.max(pollMs, errorDelay);
       }
       if (this.#stopping) break;
       if (wait > 0) await this.#clock.sleep(wait, this.#stopSignal.signal);
-      else await new Promise<void>((resolve) => setImmediate(resolve)); // more due at once: let timers and I/O run first
+      else await setImmediate(); // more due at once: let timers and I/O run first
     }
   }
 
@@ -716,7 +722,7 @@ export class Worker<Tx> {
           errorDelay = 0;
         } catch (error) {
           this.#storeError("claim", error);
-          errorDelay = Math.min(Math.max(100, errorDelay * 2), 5_000);
+          errorDelay = nextErrorDelay(errorDelay);
           await this.#clock.sleep(errorDelay, this.#stopSignal.signal);
           continue;
         }
