@@ -76,6 +76,11 @@
 // same time: ticks per second and CPU per tick, the split among schedulers, and an idle call's
 // time (what each worker pays about once a second), per store, interleaved.
 //
+// And (priorities.ts): the claim with priorities unused and in use: one claimer draining 20,000
+// due messages by claims of 100 and completeMany, every message of priority 0 against a quarter of
+// them with a head start of 1 to 600 s: messages/s and CPU per message (this process's and the
+// PostgreSQL server's), per store, the two mixes alternated in one run.
+//
 // And the write-ahead log each PostgreSQL row wrote per message, in a table of its own (records,
 // full-page images, bytes; server-wal.ts, measured where the server's CPU is): work, not time.
 
@@ -103,6 +108,7 @@ import { WAL_SETTINGS, walBench } from "./wal.js";
 import { SHARD_KEYS, shardsBench } from "./shards.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
+import { type PriorityFigures, type PriorityMix, priorityBench } from "./priorities.js";
 import { type ScheduleFigures, scheduleBench } from "./schedules.js";
 
 interface Settings {
@@ -177,7 +183,21 @@ const isPostgresStore = (store: string) => store === "postgres" || store === PRI
 const STORES = ["sqlite-FULL", "sqlite-NORMAL", "postgres", "mariadb", PRIVATE_STORE] as const;
 /** The sections the mariadb store is measured in (scale and the relay write or read PostgreSQL's or SQLite's tables themselves; the dashboard's run is not yet checked on it). */
 const MARIADB_SECTIONS: readonly string[] = ["throughput", "payments", "keys", "enqueue", "latency"];
-const SECTIONS = ["throughput", "payments", "keys", "enqueue", "latency", "scale", "statements", "relay", "wal", "shards", "dashboard", "schedules"] as const;
+const SECTIONS = [
+  "throughput",
+  "payments",
+  "keys",
+  "enqueue",
+  "latency",
+  "scale",
+  "statements",
+  "relay",
+  "wal",
+  "shards",
+  "dashboard",
+  "schedules",
+  "priorities",
+] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
 /** Wassal's large batch: the raw loop's batch, and the group commit's default maxBatch. */
@@ -789,7 +809,7 @@ async function main(): Promise<void> {
     )
     .option(
       "--sections <list>",
-      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE}; shards: 2 PostgreSQL shards drained by a worker process per shard or by one process for all (ShardWorkers), and 1 shard with 1 process, ${SHARD_KEYS.toLocaleString("en")} ordering keys, on private servers it starts and removes, likewise; schedules: cron ticks fired by 4 competing schedulers, PostgreSQL and SQLite)`,
+      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE}; shards: 2 PostgreSQL shards drained by a worker process per shard or by one process for all (ShardWorkers), and 1 shard with 1 process, ${SHARD_KEYS.toLocaleString("en")} ordering keys, on private servers it starts and removes, likewise; schedules: cron ticks fired by 4 competing schedulers, PostgreSQL and SQLite; priorities: the claim with priorities unused and in use, one claimer, PostgreSQL and SQLite)`,
       listOf("--sections", SECTIONS),
       [...SECTIONS],
     )
@@ -1502,13 +1522,56 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${heading}\n\n${table.join("\n")}\n`);
   }
 
+  // Priorities (priorities.ts): the claim with priorities unused and in use, alternated, per store.
+  const priorities: Record<string, PriorityFigures[]> = {};
+  for (let rep = 1; rep <= (run("priorities") ? settings.reps : 0); rep += 1) {
+    const mixes: readonly PriorityMix[] = rep % 2 === 1 ? ["unused", "in use"] : ["in use", "unused"];
+    for (const store of storesOf("priorities")) {
+      for (const mix of mixes) {
+        const prepared = await prepareEmpty(store, settings);
+        try {
+          const figures = await priorityBench(prepared.db, {
+            ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
+            synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL",
+            mix,
+            messages: options.quick ? 2_000 : 20_000,
+            batch: 100,
+          });
+          priorities[`${store}|${mix}`] = [...(priorities[`${store}|${mix}`] ?? []), figures];
+          process.stderr.write(
+            `rep ${rep}/${settings.reps}  priorities ${store.padEnd(13)} ${mix.padEnd(6)} ${Math.round(figures.perSecond)} msg/s, ${figures.cpuUsPerMessage.toFixed(1)} µs CPU per message${figures.serverUsPerMessage === null ? "" : `, server ${figures.serverUsPerMessage.toFixed(1)} µs`}\n`,
+          );
+        } finally {
+          await prepared.cleanup();
+        }
+      }
+    }
+  }
+  if (Object.keys(priorities).length > 0) {
+    const fixed = (values: readonly (number | null)[]) =>
+      values.every((v): v is number => v !== null) && values.length > 0 ? spread(values).median.toFixed(1) : "–";
+    const table = [
+      "| store | priorities | messages | msg/s median (min–max) | CPU µs per message (this process) | server CPU µs per message |",
+      "|---|---|---|---|---|---|",
+      ...Object.entries(priorities).map(([key, runs]) => {
+        const [store, mix] = key.split("|") as [string, string];
+        const rate = spread(runs.map((r) => r.perSecond));
+        return `| ${store} | ${mix} | ${(runs[0] as PriorityFigures).messages} | ${Math.round(rate.median)} (${Math.round(rate.min)}–${Math.round(rate.max)}) | ${spread(runs.map((r) => r.cpuUsPerMessage)).median.toFixed(1)} | ${fixed(runs.map((r) => r.serverUsPerMessage))} |`;
+      }),
+    ];
+    const heading =
+      "The claim with priorities unused and in use (one claimer in the bench's process, claims of 100 completed by completeMany, due times spread over ten minutes; in use: a quarter of the messages with a head start of 1 to 600 s; the claim order checked; the two mixes alternated):";
+    lines.push(...(lines.length > 0 ? [""] : []), heading, "", ...table);
+    process.stdout.write(`\n${heading}\n\n${table.join("\n")}\n`);
+  }
+
   privatePostgres?.stop();
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
   writeFileSync(
     join(dir, `${stamp}.json`),
-    JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, shards, dashboard, schedules }, null, 2),
+    JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, shards, dashboard, schedules, priorities }, null, 2),
   );
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);

@@ -104,6 +104,7 @@ export function outboxCommand(): Command {
             `  key          ${field(message.key)}`,
             `  destination  ${field(message.destination)}`,
             `  dedupe key   ${field(message.dedupeKey)}`,
+            `  priority     ${message.priority === 0 ? "0 (none)" : `${message.priority} s of head start`}`,
             `  headers      ${headers.length === 0 ? "-" : headers.map(([name, value]) => `${field(name)}: ${field(value)}`).join("\n               ")}`,
             `  created      ${time(message.createdAt)}   available ${time(message.availableAt)}   processed ${time(message.processedAt)}`,
             `  lease        ${field(message.lockedBy)} until ${time(message.lockedUntil)}, token ${message.leaseToken}, attempts ${message.attempts}`,

@@ -6,7 +6,8 @@ import { ScheduleNotFoundError } from "../outbox/errors.js";
 import { formatDuration } from "../runtime/durations.js";
 import type { JsonValue, Schedule, ScheduledMessage } from "../outbox/types.js";
 import { withOutbox } from "../stores/open-outbox.js";
-import { minDuration } from "./options.js";
+import { MAX_PRIORITY } from "../outbox/validate.js";
+import { integer, minDuration } from "./options.js";
 import { field, out, printJson } from "./output.js";
 import { type AdminFlags, adminOptions, storeOptions } from "./shared-options.js";
 
@@ -39,7 +40,7 @@ function describe(schedule: Schedule): string {
     `${field(schedule.name)}\t${field(schedule.cron)} (${field(schedule.timezone)})`,
     `next ${time(schedule.nextAt, "never")}`,
     `last ${time(schedule.lastTickAt, "-")}`,
-    `type ${field(message.type)}${message.key === undefined ? "" : ` key ${field(message.key)}`}`,
+    `type ${field(message.type)}${message.key === undefined ? "" : ` key ${field(message.key)}`}${message.priority === undefined ? "" : ` priority ${message.priority}`}`,
     `backfill ${formatDuration(schedule.backfillMs)}`,
   ].join("\t");
 }
@@ -72,6 +73,11 @@ export function scheduleCommand(): Command {
       .option("--key <key>", "the message's ordering key")
       .option("--destination <destination>", "where a relay delivers the message (topic, subject or queue)")
       .option("--header <name=value>", "a header of the message, given once per header", header)
+      .option(
+        "--priority <seconds>",
+        `the message's head start in the claim order, in whole seconds from 0 (the default) to ${MAX_PRIORITY}`,
+        integer(0, MAX_PRIORITY),
+      )
       .option("--timezone <zone>", 'the IANA time zone the expression is read in, e.g. "Europe/Oslo"', "UTC")
       .option(
         "--backfill <duration>",
@@ -93,6 +99,7 @@ export function scheduleCommand(): Command {
             key?: string;
             destination?: string;
             header?: Record<string, string>;
+            priority?: number;
             timezone: string;
             backfill: number;
           },
@@ -103,6 +110,7 @@ export function scheduleCommand(): Command {
             ...(options.key === undefined ? {} : { key: options.key }),
             ...(options.destination === undefined ? {} : { destination: options.destination }),
             ...(options.header === undefined ? {} : { headers: options.header }),
+            ...(options.priority === undefined ? {} : { priority: options.priority }),
           };
           await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
             const added = await store.schedule(name, cron, message, { timezone: options.timezone, backfillMs: Math.round(options.backfill) });

@@ -14,6 +14,7 @@ export interface ClaimReadBack {
   readonly keySeq: number | null;
   readonly headers: Readonly<Record<string, string>>;
   readonly destination: string | null;
+  readonly priority: number;
   readonly payload: JsonValue;
   readonly createdAt: Date;
   readonly token: number;
@@ -30,6 +31,7 @@ export function claimedLease(read: ClaimReadBack, owner: string, lockedUntil: Da
     keySeq: read.keySeq,
     headers: read.headers,
     destination: read.destination,
+    priority: read.priority,
     payload: read.payload,
     status: "processing",
     createdAt: read.createdAt,

@@ -131,6 +131,8 @@ export interface CheckedMessage {
   readonly destination: string | null;
   readonly payload: string;
   readonly availableAt: Date | null;
+  /** Whole seconds of head start in the claim order (0 to 86,400). */
+  readonly priority: number;
 }
 
 /** One message to insert inside `tx`. */
@@ -200,6 +202,7 @@ export interface ScheduleDefinitionRecord {
   readonly headers: string | null;
   readonly key: string | null;
   readonly destination: string | null;
+  readonly priority: number;
 }
 
 /** A schedule as stored, with where it stands. */

@@ -98,6 +98,7 @@ import {
   checkOnComplete,
   checkObject,
   checkOrderingKey,
+  checkPriority,
   checkOwner,
   checkStatuses,
   checkText,
@@ -440,7 +441,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const key = message.key == null ? null : checkOrderingKey(message.key);
     const headers = message.headers == null ? null : checkHeaders(message.headers);
     const destination = message.destination == null ? null : checkDestination(message.destination);
-    return { type, dedupeKey, key, headers, destination, payload, availableAt };
+    const priority = message.priority == null ? 0 : checkPriority(message.priority, `a ${type} message`);
+    return { type, dedupeKey, key, headers, destination, payload, availableAt, priority };
   }
 
   /** What an insert's error becomes: a taken dedupe key is DuplicateMessageError, missing tables NotMigratedError, anything else itself. */
@@ -761,7 +763,16 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   async schedule<P extends JsonValue>(name: string, cron: string, message: ScheduledMessage<P>, options: ScheduleOptions = {}): Promise<Schedule> {
     const checkedName = checkScheduleName(name);
     const timing = checkScheduleTiming(checkedName, cron, checkKnownKeys(options, "schedule options", ["timezone", "backfillMs"]));
-    checkKnownKeys(message, `the message of schedule ${shown(checkedName)}`, ["type", "payload", "key", "headers", "destination", "dedupeKey", "availableAt"]);
+    checkKnownKeys(message, `the message of schedule ${shown(checkedName)}`, [
+      "type",
+      "payload",
+      "key",
+      "headers",
+      "destination",
+      "priority",
+      "dedupeKey",
+      "availableAt",
+    ]);
     for (const field of ["dedupeKey", "availableAt"] as const) {
       if ((message as NewMessage)[field] != null) {
         throw new InvalidArgumentError(
@@ -783,7 +794,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     }
     // Checked as a tick's message will be, its added headers included.
     const sample = new Date(0);
-    const { type, payload, key, destination } = this.#checked({
+    const { type, payload, key, destination, priority } = this.#checked({
       ...message,
       dedupeKey: tickDedupeKey(checkedName, sample),
       headers: withAddedHeaders(message.headers ?? null, tickHeaders(checkedName, sample)) as Record<string, string>,
@@ -797,7 +808,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
           `the cron expression ${shown(timing.cron)} of schedule ${shown(checkedName)} has no tick after now (${at.toISOString()})`,
         );
       }
-      const stored = await this.#driver.putSchedule({ schedule: { name: checkedName, ...timing, type, payload, headers, key, destination }, nextAt });
+      const stored = await this.#driver.putSchedule({ schedule: { name: checkedName, ...timing, type, payload, headers, key, destination, priority }, nextAt });
       return toSchedule(stored);
     } catch (error) {
       throw this.#unmigrated(error);

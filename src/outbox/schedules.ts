@@ -158,6 +158,7 @@ export function toSchedule(record: ScheduleRecord): Schedule {
   if (record.key !== null) message.key = record.key;
   if (record.headers !== null) message.headers = JSON.parse(record.headers) as Record<string, string>;
   if (record.destination !== null) message.destination = record.destination;
+  if (record.priority !== 0) message.priority = record.priority;
   const { name, cron, timezone, backfillMs, nextAt, lastTickAt, createdAt, updatedAt } = record;
   return { name, cron, timezone, backfillMs, message, nextAt, lastTickAt, createdAt, updatedAt };
 }
@@ -172,6 +173,7 @@ function tickMessage(schedule: ScheduleRecord, tick: Date): NewMessage {
   };
   if (schedule.key !== null) message.key = schedule.key;
   if (schedule.destination !== null) message.destination = schedule.destination;
+  if (schedule.priority !== 0) message.priority = schedule.priority;
   return message;
 }
 

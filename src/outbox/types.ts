@@ -36,6 +36,11 @@ export interface OutboxMessage<P extends JsonValue = JsonValue> {
   readonly headers: Readonly<Record<string, string>>;
   /** Where a relay should deliver it (a topic or subject), or null. */
   readonly destination: string | null;
+  /**
+   * Whole seconds of head start in the claim order (0, the default, to 86,400): due messages are
+   * claimed by their due time minus their priority, then by id.
+   */
+  readonly priority: number;
   readonly payload: P;
   readonly status: MessageStatus;
   readonly createdAt: Date;
@@ -96,6 +101,14 @@ export interface NewMessage<P extends JsonValue = JsonValue> {
   readonly destination?: string;
   /** Delay the first claim until this time (default: now). */
   readonly availableAt?: Date;
+  /**
+   * Whole seconds of head start in the claim order, from 0 (the default, the lowest) to 86,400 (one
+   * day). Due messages are claimed by their due time minus their priority, so a message of priority
+   * 60 goes before every due message that became due less than 60 s before it, and after those due
+   * earlier still: a priority ages nothing out, it never starves a lower one, and it never passes an
+   * earlier message of the same ordering key.
+   */
+  readonly priority?: number;
 }
 
 /**

@@ -9,6 +9,8 @@ export const MAX_CLAIM_LIMIT = 1000;
 export const MAX_ENQUEUE_MANY = 10_000;
 /** The longest retry delay `fail` accepts: one year (longer would only postpone a decision to mark the message dead). */
 export const MAX_RETRY_DELAY_MS = 365 * 24 * 3600 * 1000;
+/** The highest priority: a head start of one day (priorities are whole seconds, 0 the lowest). */
+export const MAX_PRIORITY = 86_400;
 /** The largest message id: both stores number messages with signed 64-bit integers. */
 const MAX_MESSAGE_ID = 9_223_372_036_854_775_807n;
 /** The range of times a message may be scheduled at: what every store's time column and a JS Date can hold. */
@@ -228,6 +230,20 @@ export function checkDelayMs(delayMs: unknown): number {
     throw new InvalidArgumentError(`retryInMs must be a number of milliseconds from 0 to ${MAX_RETRY_DELAY_MS} (one year) (got ${shown(delayMs)})`);
   }
   return Math.round(delayMs);
+}
+
+/**
+ * A message's priority: whole seconds of head start in the claim order, from 0 (the default) to
+ * MAX_PRIORITY. Due messages are claimed by (due time - priority), so a priority is never absolute
+ * and never starves a lower one: see the README's "Priorities".
+ */
+export function checkPriority(priority: unknown, what: string): number {
+  if (typeof priority !== "number" || !Number.isSafeInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
+    throw new InvalidArgumentError(
+      `priority of ${what} must be a whole number of seconds from 0 (the default, the lowest) to ${MAX_PRIORITY} (one day): the message is claimed as if it had been due that much earlier (got ${shown(priority)})`,
+    );
+  }
+  return priority;
 }
 
 export function checkMessageType(type: unknown): string {

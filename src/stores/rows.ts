@@ -37,6 +37,7 @@ export interface MessageRow {
   /** JSON text (SQLite) or an already parsed object (PostgreSQL jsonb), or null. */
   headers: unknown;
   destination: string | null;
+  priority: number;
   /** JSON text (SQLite) or an already parsed value (PostgreSQL jsonb). */
   payload: unknown;
   status: string;
@@ -97,6 +98,7 @@ export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessag
     keySeq: row.key_seq === null || row.key_seq === undefined ? null : Number(row.key_seq),
     headers: toHeaders(row.headers, payloadIsText),
     destination: row.destination,
+    priority: Number(row.priority),
     payload: (payloadIsText ? JSON.parse(row.payload as string) : row.payload) as JsonValue,
     status: row.status as MessageStatus,
     createdAt: toDate(row.created_at),
@@ -122,6 +124,7 @@ export function toMessageState(row: MessageStateRow): MessageState {
     key: row.ordering_key,
     keySeq: row.key_seq === null || row.key_seq === undefined ? null : Number(row.key_seq),
     destination: row.destination,
+    priority: Number(row.priority),
     status: row.status as MessageStatus,
     createdAt: toDate(row.created_at),
     availableAt: toDate(row.available_at),
@@ -233,6 +236,7 @@ export interface ScheduleRow {
   headers: string | null;
   ordering_key: string | null;
   destination: string | null;
+  priority: number | string;
   next_at: number | string | Date | null;
   last_tick_at: number | string | Date | null;
   created_at: number | string | Date;
@@ -255,6 +259,7 @@ export function toScheduleRecord(row: ScheduleRow): ScheduleRecord {
     headers: row.headers,
     key: row.ordering_key,
     destination: row.destination,
+    priority: Number(row.priority),
     nextAt: row.next_at === null ? null : scheduleTime(row.next_at),
     lastTickAt: row.last_tick_at === null ? null : scheduleTime(row.last_tick_at),
     createdAt: scheduleTime(row.created_at),

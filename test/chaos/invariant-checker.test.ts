@@ -18,6 +18,7 @@ function message(id: string, key: string, over: Partial<OutboxMessage> = {}): Ou
     keySeq: null,
     headers: {},
     destination: null,
+    priority: 0,
     payload: { paymentId: id, idempotencyKey: key },
     status: "processed",
     createdAt: t(0),

@@ -57,7 +57,8 @@ function scheduleSuite(factory: StoreFactory) {
 
   it("fires a due tick once: its message carries the schedule's fields, a dedupe key and the tick's headers", async () => {
     const { store, clock } = ctx();
-    await store.schedule("tick", "* * * * *", { type: "t", payload: { n: 1 }, key: "k", headers: { a: "b" }, destination: "d" });
+    await store.schedule("tick", "* * * * *", { type: "t", payload: { n: 1 }, key: "k", headers: { a: "b" }, destination: "d", priority: 90 });
+    expect((await store.schedules())[0]?.message).toEqual({ type: "t", payload: { n: 1 }, key: "k", headers: { a: "b" }, destination: "d", priority: 90 });
     const early = await store.fireSchedules({ owner: "w1" });
     expect(early).toEqual({ at: START, fired: [], skipped: [], failed: [], nextAt: at(1), more: false });
     const events: OutboxEvent[] = [];
@@ -72,6 +73,7 @@ function scheduleSuite(factory: StoreFactory) {
       payload: { n: 1 },
       key: "k",
       destination: "d",
+      priority: 90,
       dedupeKey: `schedule:tick:${at(1).toISOString()}`,
       headers: { a: "b", "wassal-schedule": "tick", "wassal-tick": at(1).toISOString() },
       status: "pending",
@@ -200,7 +202,11 @@ function scheduleSuite(factory: StoreFactory) {
       store.schedule("m", "* * * * *", { type: "t", payload: null, headers: { "Wassal-Tick": "x" } }),
       /may not set the headers wassal-schedule and wassal-tick/,
     );
-    await refused(store.schedule("m", "* * * * *", { type: "t", payload: null, priority: 1 } as never), /has no "priority"/);
+    await refused(store.schedule("m", "* * * * *", { type: "t", payload: null, Priority: 1 } as never), /has no "Priority" \(did you mean "priority"\?\)/);
+    await refused(
+      store.schedule("m", "* * * * *", { type: "t", payload: null, priority: -1 }),
+      /priority of a t message must be a whole number of seconds from 0/,
+    );
     expect(await store.schedules()).toEqual([]);
   });
 }

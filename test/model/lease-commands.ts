@@ -76,6 +76,7 @@ function realMessage(m: OutboxMessage) {
   return {
     id: m.id,
     key: m.key,
+    priority: m.priority,
     status: m.status,
     lockedBy: m.lockedBy,
     token: m.leaseToken,
@@ -90,6 +91,7 @@ function modelMessage(m: ModelMessage) {
   return {
     id: m.id,
     key: m.key,
+    priority: m.priority,
     status: m.status,
     lockedBy: m.lockedBy,
     token: m.token,
@@ -342,19 +344,25 @@ function claimed(w: World, r: Real, owner: string, lease: Lease): void {
   tally(r, lease.reclaimedFrom === null ? "lease:fresh" : lease.reclaimedFrom === owner ? "lease:reclaimed-own" : "lease:reclaimed-other");
 }
 
-export function enqueue(delayMs: number | undefined, key: string | null): Step {
+export function enqueue(delayMs: number | undefined, key: string | null, priority = 0): Step {
   return new Step(
-    `enqueue(${delayMs === undefined ? "due now" : `availableAt now${delayMs < 0 ? "" : "+"}${delayMs}`}${key === null ? "" : `, key ${key}`})`,
+    `enqueue(${delayMs === undefined ? "due now" : `availableAt now${delayMs < 0 ? "" : "+"}${delayMs}`}${key === null ? "" : `, key ${key}`}${priority === 0 ? "" : `, priority ${priority}`})`,
     () => true,
     async (w, r) => {
       const store = r.harness.store;
       const availableAt = delayMs === undefined ? undefined : new Date(w.spec.now + delayMs);
       const message = await store.transaction((tx) =>
-        store.enqueue(tx, { type: "model.message", payload: { n: w.ids.length }, ...(availableAt && { availableAt }), ...(key !== null && { key }) }),
+        store.enqueue(tx, {
+          type: "model.message",
+          payload: { n: w.ids.length },
+          ...(availableAt && { availableAt }),
+          ...(key !== null && { key }),
+          ...(priority !== 0 && { priority }),
+        }),
       );
       if (w.spec.messages.has(message.id)) throw new Error(`enqueue returned id ${message.id} twice`);
       w.ids.push(message.id);
-      w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now, key);
+      w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now, key, priority);
       same(realMessage(message), modelMessage(w.spec.messages.get(message.id)!), "enqueued message");
       return `#${message.id}`;
     },
@@ -672,8 +680,16 @@ export function commandArb(mix: Mix): fc.Arbitrary<Step> {
       weight: 4,
       // In the dead-keys mix most messages are due at once, so that claims find work.
       arbitrary: fc
-        .tuple(fc.option(fc.integer({ min: -20, max: 40 }), { freq: dead ? 5 : 2, nil: undefined }), keys)
-        .map(([delay, key]) => enqueue(delay, key)),
+        .tuple(
+          // Now and then due 1.5 s ago: older than a priority of 1 s's head start, so the head start does not pass it.
+          fc.option(fc.oneof({ weight: 9, arbitrary: fc.integer({ min: -20, max: 40 }) }, { weight: 1, arbitrary: fc.constant(-1_500) }), {
+            freq: dead ? 5 : 2,
+            nil: undefined,
+          }),
+          keys,
+          fc.constantFrom(0, 0, 0, 1, 2),
+        )
+        .map(([delay, key, priority]) => enqueue(delay, key, priority)),
     },
     { weight: dead ? 6 : 4, arbitrary: fc.tuple(owner, fc.integer({ min: 1, max: 3 }), leaseMs).map(([o, n, ms]) => claim(o, n, ms)) },
     { weight: 2, arbitrary: fc.tuple(owner, fc.nat(9), leaseMs).map(([o, p, ms]) => claimMessage(o, p, ms)) },

@@ -26,6 +26,8 @@ export interface ModelMessage {
   readonly id: string;
   /** The ordering key, or null. */
   readonly key: string | null;
+  /** Whole seconds of head start in the claim order (0 to 86,400). */
+  readonly priority: number;
   /** Its place in its key's queue (always "holder" without a key); "skipped" once it left the queue dead. */
   keyState: KeyState;
   /**
@@ -154,11 +156,12 @@ export class LeaseModel {
     });
   }
 
-  enqueue(id: string, availableAt: number, key: string | null = null): void {
+  enqueue(id: string, availableAt: number, key: string | null = null, priority = 0): void {
     const waits = key !== null && this.#queued(key).length > 0;
     this.messages.set(id, {
       id,
       key,
+      priority,
       keyState: waits ? "waiting" : "holder",
       keySeq: key === null || waits ? null : this.#seqOf(key),
       status: "pending",
@@ -203,11 +206,16 @@ export class LeaseModel {
     return due && m.keyState === "holder";
   }
 
-  /** The oldest claimable messages by (availableAt, id), at most `limit`, in that order. */
+  /**
+   * The first claimable messages by (rank, id), at most `limit`, in that order. The rank is a
+   * pending message's due time less its priority (whole seconds of head start), and an expired
+   * lease's end as it is.
+   */
   claim(owner: string, limit: number, leaseMs: number): ModelLease[] {
+    const rank = (m: ModelMessage) => m.availableAt - (m.status === "pending" ? m.priority * 1000 : 0);
     const due = [...this.messages.values()]
       .filter((m) => this.claimable(m))
-      .sort((a, b) => a.availableAt - b.availableAt || Number(a.id) - Number(b.id))
+      .sort((a, b) => rank(a) - rank(b) || Number(a.id) - Number(b.id))
       .slice(0, limit);
     return due.map((m) => this.#take(m, owner, leaseMs));
   }

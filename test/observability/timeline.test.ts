@@ -20,6 +20,7 @@ const row = (over: Partial<OutboxMessage>): OutboxMessage => ({
   keySeq: null,
   headers: {},
   destination: null,
+  priority: 0,
   payload: null,
   status: "processed",
   createdAt: t(0),

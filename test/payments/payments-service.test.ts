@@ -434,6 +434,7 @@ describe("parseReconcilePayload", () => {
       keySeq: null,
       headers: {},
       destination: null,
+      priority: 0,
       payload,
       status: "processing",
       createdAt: START,

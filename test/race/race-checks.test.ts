@@ -16,6 +16,7 @@ function message(id: string, over: Partial<OutboxMessage> = {}): OutboxMessage {
     keySeq: null,
     headers: {},
     destination: null,
+    priority: 0,
     payload: {},
     status: "processed",
     createdAt: T,

@@ -26,6 +26,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-013-inbox-order",
   "outbox-015-owners",
   "outbox-017-schedules",
+  "outbox-018-priority",
 ];
 
 describe("concurrent migrations", () => {

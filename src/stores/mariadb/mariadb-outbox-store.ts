@@ -178,6 +178,7 @@ function mariaDbClaimedLease(row: MariaDbClaimedRow, owner: string, until: numbe
     keySeq: row.key_seq === null ? null : Number(row.key_seq),
     headers: toHeaders(row.headers, true),
     destination: row.destination,
+    priority: Number(row.priority),
     payload: JSON.parse(row.payload) as JsonValue,
     createdAt: new Date(Number(row.created_at)),
     token: row.lease_token,
@@ -202,6 +203,7 @@ function listParameter(messages: readonly CheckedMessage[]): string {
       m.payload,
       m.availableAt === null ? null : m.availableAt.getTime(),
       waits[i] ? 1 : 0,
+      m.priority,
     ]),
   );
 }
@@ -415,6 +417,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       params.destination,
       params.payload,
       params.availableAt === null ? null : params.availableAt.getTime(),
+      params.priority,
       this.#injected(),
       params.key,
     ];
@@ -508,8 +511,8 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
         const until = now + leaseMs;
         const [candidates] =
           types === null
-            ? await conn.query<Rows>(SQL.claimCandidates, [now, limit])
-            : await conn.query<Rows>(SQL.claimCandidatesOfTypes, [now, [...types], limit]);
+            ? await conn.query<Rows>(SQL.claimCandidates, [now, now, limit])
+            : await conn.query<Rows>(SQL.claimCandidatesOfTypes, [now, now, [...types], limit]);
         if (candidates.length === 0) return { at: new Date(now), leases: [] };
         const ids = candidates.map((c) => boundId(c.id));
         // The candidates are locked until commit: the claim takes every one of them.
@@ -800,11 +803,11 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
   }
 
   putSchedule(params: { schedule: ScheduleDefinitionRecord; nextAt: Date | null }): Promise<ScheduleRecord> {
-    const { name, cron, timezone, backfillMs, type, payload, headers, key, destination } = params.schedule;
+    const { name, cron, timezone, backfillMs, type, payload, headers, key, destination, priority } = params.schedule;
     return this.transaction(async (conn) => {
       const now = await this.#time(conn);
       const nextAt = params.nextAt?.getTime() ?? null;
-      await conn.query<Written>(SQL.putSchedule, [name, cron, timezone, backfillMs, type, payload, headers, key, destination, nextAt, now, now]);
+      await conn.query<Written>(SQL.putSchedule, [name, cron, timezone, backfillMs, type, payload, headers, key, destination, priority, nextAt, now, now]);
       const [rows] = await conn.query<Rows>(SQL.getSchedule, [name]);
       return toScheduleRecord(rows[0] as unknown as ScheduleRow);
     });

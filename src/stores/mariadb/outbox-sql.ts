@@ -310,6 +310,21 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
 ) ${TABLE_OPTIONS}`,
     ],
   },
+  {
+    // Priorities: whole seconds of head start in the claim order. claim_at becomes a claimable row's
+    // rank, the due time less the priority (a held lease's end as it is: the lease ends when it
+    // ends); a row of priority 0 ranks at its due time, as before. As priority >= 0, every due row
+    // ranks at or before now: claim_at is the index's range, and available_at filters out a
+    // prioritised message not yet due. Changing a stored column's expression copies the table.
+    name: "outbox-018-priority",
+    statements: [
+      `ALTER TABLE outbox_messages
+  ADD COLUMN IF NOT EXISTS priority INT NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 86400),
+  MODIFY claim_at BIGINT AS (CASE WHEN status IN ('pending', 'processing') AND key_state = 0
+                                  THEN available_at - CASE WHEN status = 'pending' THEN priority * 1000 ELSE 0 END END) STORED`,
+      "ALTER TABLE outbox_schedules ADD COLUMN IF NOT EXISTS priority INT NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 86400)",
+    ],
+  },
 ];
 
 /**
@@ -358,12 +373,12 @@ export const SESSION_SQL = {
  */
 const HEADERS = "CONVERT(headers USING utf8mb4) AS headers";
 const PAYLOAD = "CONVERT(payload USING utf8mb4) AS payload";
-const COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, ${PAYLOAD}, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at`;
+const COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, priority, ${PAYLOAD}, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at`;
 /** The columns without payload and headers: a message's state, cheap to read whatever the payload's size. */
 const STATE_COLUMNS =
-  "id, type, dedupe_key, ordering_key, key_seq, destination, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+  "id, type, dedupe_key, ordering_key, key_seq, destination, priority, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 /** What a claim reads back: the columns a claim does not set itself (as on SQLite). */
-const CLAIMED_COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, ${PAYLOAD}, created_at, lease_token, attempts, last_error`;
+const CLAIMED_COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, priority, ${PAYLOAD}, created_at, lease_token, attempts, last_error`;
 const AUDIT_COLUMNS = "message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until, operation";
 
 /**
@@ -440,8 +455,8 @@ export const SQL = {
    * its key, numbered as the key's next. The key's turn is taken first (lockKeys), so what the
    * EXISTS reads (READ COMMITTED: what committed before this statement) is the key as it is.
    */
-  enqueue: `INSERT INTO outbox_messages (type, dedupe_key, headers, destination, payload, available_at, created_at, ordering_key, key_state, key_seq)
-      SELECT ?, ?, ?, ?, ?, COALESCE(?, w.now), w.now, w.k, w.waits, CASE WHEN w.k IS NOT NULL AND NOT w.waits THEN ${nextSeqOf("w.k")} END
+  enqueue: `INSERT INTO outbox_messages (type, dedupe_key, headers, destination, payload, available_at, priority, created_at, ordering_key, key_state, key_seq)
+      SELECT ?, ?, ?, ?, ?, COALESCE(?, w.now), ?, w.now, w.k, w.waits, CASE WHEN w.k IS NOT NULL AND NOT w.waits THEN ${nextSeqOf("w.k")} END
       FROM (SELECT c.now, g.k, g.k IS NOT NULL AND ${waitsBehind("g.k")} AS waits
             FROM (SELECT COALESCE(?, ${NOW_MS}) AS now) AS c, (SELECT ${BIN("?")} AS k) AS g) AS w
       RETURNING ${COLUMNS}`,
@@ -451,14 +466,14 @@ export const SQL = {
   /**
    * Params: now (ms or null), then a JSON array with one array per message: [type, dedupe key,
    * key, headers (JSON text or null), destination, payload (JSON text), available at (ms or
-   * null), waits behind an earlier message of the list with its key (0 or 1)]. One statement, in
+   * null), waits behind an earlier message of the list with its key (0 or 1), priority]. One statement, in
    * list order (JSON_TABLE's ordinality), so the ids ascend in that order. Statement-atomic: a
    * refused row leaves none.
    */
-  enqueueMany: `INSERT INTO outbox_messages (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state, key_seq)
-      SELECT g.type, g.dedupe_key, g.k, g.headers, g.destination, g.payload, g.now, COALESCE(g.available_at, g.now), g.waits,
+  enqueueMany: `INSERT INTO outbox_messages (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq)
+      SELECT g.type, g.dedupe_key, g.k, g.headers, g.destination, g.payload, g.now, COALESCE(g.available_at, g.now), g.priority, g.waits,
              CASE WHEN g.k IS NOT NULL AND NOT g.waits THEN ${nextSeqOf("g.k")} END
-      FROM (SELECT j.n, j.type, j.dedupe_key, j.k, j.headers, j.destination, j.payload, j.available_at, c.now,
+      FROM (SELECT j.n, j.type, j.dedupe_key, j.k, j.headers, j.destination, j.payload, j.available_at, j.priority, c.now,
                    j.k IS NOT NULL AND (j.listed = 1 OR ${waitsBehind("j.k")}) AS waits
             FROM (SELECT COALESCE(?, ${NOW_MS}) AS now) AS c,
                  JSON_TABLE(?, '$[*]' COLUMNS (
@@ -470,7 +485,8 @@ export const SQL = {
                    destination  VARCHAR(255) CHARACTER SET utf8mb4 PATH '$[4]',
                    payload      LONGTEXT CHARACTER SET utf8mb4 PATH '$[5]',
                    available_at BIGINT PATH '$[6]',
-                   listed       INT PATH '$[7]')) AS j) AS g
+                   listed       INT PATH '$[7]',
+                   priority     INT PATH '$[8]')) AS j) AS g
       ORDER BY g.n
       RETURNING ${COLUMNS}`,
 
@@ -492,16 +508,16 @@ export const SQL = {
   // tableBytes: (none) statements are not prepared on the server, so no kept plan can outlive the table's growth
 
   /**
-   * Params: now, limit. Candidates, oldest due first, row-locked (SKIP LOCKED passes over rows
+   * Params: now, now, limit. Candidates, first in the claim order (claim_at, outbox-018), row-locked (SKIP LOCKED passes over rows
    * another claimer or completer holds) until the claim's transaction ends: the claimable index's
    * range. Their state before the claim, for the audit trail and the lease's reclaimedFrom.
    */
   claimCandidates: `SELECT id, status, locked_by, locked_until FROM outbox_messages
-      WHERE claim_at <= ? ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
+      WHERE claim_at <= ? AND available_at <= ? ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
 
-  /** As claimCandidates, of the types in ? (an array, expanded) only: params now, types, limit. */
+  /** As claimCandidates, of the types in ? (an array, expanded) only: params now, now, types, limit. */
   claimCandidatesOfTypes: `SELECT id, status, locked_by, locked_until FROM outbox_messages
-      WHERE claim_at <= ? AND type IN (?) ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
+      WHERE claim_at <= ? AND available_at <= ? AND type IN (?) ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
 
   /**
    * Params: owner, lease end, lease end, ids (an array, expanded), now. The claim of the candidates
@@ -714,13 +730,13 @@ export const SQL = {
    * next tick, now, now: a schedule upserted, its next tick kept unless its cron or timezone
    * changed (next_at is set first: MariaDB's assignments see the ones before them).
    */
-  putSchedule: `INSERT INTO outbox_schedules (name, cron, timezone, backfill_ms, type, payload, headers, ordering_key, destination, next_at, created_at, updated_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  putSchedule: `INSERT INTO outbox_schedules (name, cron, timezone, backfill_ms, type, payload, headers, ordering_key, destination, priority, next_at, created_at, updated_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON DUPLICATE KEY UPDATE
         next_at = IF(cron = VALUES(cron) AND timezone = VALUES(timezone), next_at, VALUES(next_at)),
         cron = VALUES(cron), timezone = VALUES(timezone), backfill_ms = VALUES(backfill_ms), type = VALUES(type),
         payload = VALUES(payload), headers = VALUES(headers), ordering_key = VALUES(ordering_key),
-        destination = VALUES(destination), updated_at = VALUES(updated_at), version = version + 1`,
+        destination = VALUES(destination), priority = VALUES(priority), updated_at = VALUES(updated_at), version = version + 1`,
 
   /** Params: name. */
   getSchedule: "SELECT * FROM outbox_schedules WHERE name = ?",
@@ -879,6 +895,7 @@ export interface MariaDbClaimedRow {
   /** JSON text of the headers object, or null. */
   headers: string | null;
   destination: string | null;
+  priority: number;
   payload: string;
   created_at: number;
   lease_token: number;

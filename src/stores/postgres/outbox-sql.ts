@@ -265,7 +265,31 @@ CREATE TABLE ${s}.outbox_schedules (
 CREATE INDEX outbox_schedules_next ON ${s}.outbox_schedules (next_at) WHERE next_at IS NOT NULL;
 `,
     },
+    {
+      name: "outbox-018-priority",
+      sql: `
+-- Priorities: whole seconds of head start in the claim order. A claim takes due messages by their
+-- rank, the due time less the priority (a held lease's end is its rank as it is: the lease ends when
+-- it ends), so the claimable index is on the rank. A row of priority 0 ranks at its due time, as before.
+ALTER TABLE ${s}.outbox_messages ADD COLUMN priority integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 86400);
+ALTER TABLE ${s}.outbox_schedules ADD COLUMN priority integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 86400);
+DROP INDEX ${s}.outbox_messages_claimable;
+CREATE INDEX outbox_messages_claimable ON ${s}.outbox_messages ((${claimRank("")}), id) WHERE status IN ('pending', 'processing') AND key_state = 0;
+`,
+    },
   ];
+}
+
+/**
+ * A claimable row's place in the claim order (outbox-018-priority): a pending message's due time
+ * less its priority's head start, a held lease's end as it is, as a timestamp in UTC (AT TIME ZONE
+ * with a named zone is immutable, as an index expression must be; timestamptz arithmetic is not).
+ * The claimable index is on this expression; a query matches it only when written the same way.
+ * As priority >= 0, every due row ranks at or before now: the rank is the index's range, and
+ * \`available_at <= now\` filters out a prioritised message not yet due. `alias`: "m." or "".
+ */
+function claimRank(alias: string): string {
+  return `CASE WHEN ${alias}status = 'pending' THEN (${alias}available_at AT TIME ZONE 'UTC') - ${alias}priority * interval '1 second' ELSE ${alias}available_at AT TIME ZONE 'UTC' END`;
 }
 
 /**
@@ -464,10 +488,10 @@ $fn$;
 }
 
 const COLUMNS =
-  "id, type, dedupe_key, ordering_key, key_seq, headers, destination, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+  "id, type, dedupe_key, ordering_key, key_seq, headers, destination, priority, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 /** The columns without payload and headers: a message's state, cheap to read whatever the payload's size. */
 const STATE_COLUMNS =
-  "id, type, dedupe_key, ordering_key, key_seq, destination, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+  "id, type, dedupe_key, ordering_key, key_seq, destination, priority, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 const M_COLUMNS = COLUMNS.split(", ")
   .map((c) => `m.${c}`)
   .join(", ");
@@ -591,8 +615,9 @@ export function outboxSql(schema: string) {
       candidates AS MATERIALIZED (
         SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
         FROM ${table} m
-        WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND m.available_at <= (SELECT t FROM clock)${ofTypes ? " AND m.type = ANY($6::text[])" : ""}
-        ORDER BY m.available_at, m.id
+        WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND (${claimRank("m.")}) <= (SELECT t AT TIME ZONE 'UTC' FROM clock)
+          AND m.available_at <= (SELECT t FROM clock)${ofTypes ? " AND m.type = ANY($6::text[])" : ""}
+        ORDER BY ${claimRank("m.")}, m.id
         LIMIT ${limit ?? "$2"}
         FOR UPDATE OF m SKIP LOCKED
       ),
@@ -609,9 +634,9 @@ export function outboxSql(schema: string) {
         INSERT INTO ${audit} (${AUDIT_COLUMNS})
         SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
       )
-      SELECT id, type, dedupe_key, ordering_key, key_seq, headers, destination, payload, lease_token, attempts, last_error,
+      SELECT id, type, dedupe_key, ordering_key, key_seq, headers, destination, priority, payload, lease_token, attempts, last_error,
              ${EPOCH_MS("created_at")} AS created_ms, ${EPOCH_MS("locked_until")} AS until_ms,
-             ${EPOCH_MS("old_available_at")} AS old_available_ms, ${EPOCH_MS("now")} AS now_ms,
+             ${EPOCH_MS("old_available_at")} - CASE WHEN old_status = 'pending' THEN priority * 1000 ELSE 0 END AS old_rank_ms, ${EPOCH_MS("now")} AS now_ms,
              CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
       FROM claimed`;
   // `remove`: the completed rows are deleted instead of kept as processed (the store's onComplete
@@ -638,7 +663,7 @@ export function outboxSql(schema: string) {
   return {
     /**
      * $1 now, $2 type, $3 dedupe key, $4 payload, $5 available at (null: now), $6 ordering key,
-     * $7 headers (JSON text or null), $8 destination. Also notifies the schema's channel:
+     * $7 headers (JSON text or null), $8 destination, $9 priority. Also notifies the schema's channel:
      * PostgreSQL delivers it only if the transaction commits, once per transaction.
      */
     enqueue: `WITH ${CLOCK},
@@ -646,8 +671,8 @@ export function outboxSql(schema: string) {
                  SELECT 1 FROM ${table} k
                  WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) AS waits),
       inserted AS (
-        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state, key_seq)
-        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t),
+        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq)
+        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce($5::timestamptz, clock.t), $9::integer,
                CASE WHEN turn.waits THEN 1 ELSE 0 END,
                CASE WHEN $6::text IS NOT NULL AND NOT turn.waits THEN ${nextSeqOf(schema, "$6")} END
         FROM clock, turn
@@ -659,14 +684,14 @@ export function outboxSql(schema: string) {
     /**
      * $1 now, $2 a JSON array with one array per message: [type, dedupe key, key, headers (an
      * object or null), destination, payload, available at (ISO text, or null for now), waits behind
-     * an earlier message of the list with its key (boolean)]. One statement, in list order (ORDER BY
+     * an earlier message of the list with its key (boolean), priority]. One statement, in list order (ORDER BY
      * the ordinality), so the identity ids ascend in that order. A JSON parameter rather than
      * arrays, so that any library's raw SQL can bind it (enqueueManyIn). Notifies once.
      */
     enqueueMany: `WITH ${CLOCK},
       inserted AS (
-        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, key_state, key_seq)
-        SELECT g.m ->> 0, g.m ->> 1, g.k, nullif(g.m -> 3, 'null'::jsonb), g.m ->> 4, g.m -> 5, clock.t, coalesce((g.m ->> 6)::timestamptz, clock.t),
+        INSERT INTO ${table} (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq)
+        SELECT g.m ->> 0, g.m ->> 1, g.k, nullif(g.m -> 3, 'null'::jsonb), g.m ->> 4, g.m -> 5, clock.t, coalesce((g.m ->> 6)::timestamptz, clock.t), (g.m ->> 8)::integer,
                CASE WHEN g.waits THEN 1 ELSE 0 END,
                CASE WHEN g.k IS NOT NULL AND NOT g.waits THEN ${nextSeqOf(schema, "g.k")} END
         FROM (SELECT e.m, e.n, e.m ->> 2 AS k,
@@ -973,17 +998,17 @@ export function outboxSql(schema: string) {
 
     /**
      * $1 now, $2 name, $3 cron, $4 timezone, $5 backfill ms, $6 type, $7 payload, $8 headers, $9
-     * ordering key, $10 destination, $11 next tick: a schedule upserted, its next tick kept unless
+     * ordering key, $10 destination, $11 next tick, $12 priority: a schedule upserted, its next tick kept unless
      * its cron or timezone changed.
      */
     putSchedule: `WITH ${CLOCK}
-      INSERT INTO ${s}.outbox_schedules AS o (name, cron, timezone, backfill_ms, type, payload, headers, ordering_key, destination, next_at, created_at, updated_at)
-      SELECT $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::text, $10::text, $11::timestamptz, clock.t, clock.t FROM clock
+      INSERT INTO ${s}.outbox_schedules AS o (name, cron, timezone, backfill_ms, type, payload, headers, ordering_key, destination, next_at, priority, created_at, updated_at)
+      SELECT $2::text, $3::text, $4::text, $5::bigint, $6::text, $7::text, $8::text, $9::text, $10::text, $11::timestamptz, $12::integer, clock.t, clock.t FROM clock
       ON CONFLICT (name) DO UPDATE SET
         next_at = CASE WHEN o.cron = excluded.cron AND o.timezone = excluded.timezone THEN o.next_at ELSE excluded.next_at END,
         cron = excluded.cron, timezone = excluded.timezone, backfill_ms = excluded.backfill_ms, type = excluded.type,
         payload = excluded.payload, headers = excluded.headers, ordering_key = excluded.ordering_key,
-        destination = excluded.destination, updated_at = excluded.updated_at, version = o.version + 1
+        destination = excluded.destination, priority = excluded.priority, updated_at = excluded.updated_at, version = o.version + 1
       RETURNING o.*`,
 
     // getSchedule: (none) putSchedule returns the row it wrote (RETURNING)
@@ -1173,13 +1198,15 @@ export interface PgClaimedRow {
   /** The parsed jsonb headers object, or null. */
   headers: Record<string, string> | null;
   destination: string | null;
+  priority: number;
   payload: unknown;
   lease_token: number;
   attempts: number;
   last_error: string | null;
   created_ms: number;
   until_ms: number;
-  old_available_ms: number;
+  /** The row's place in the claim order before the claim (claimRank), in epoch milliseconds. */
+  old_rank_ms: number;
   now_ms: number;
   reclaimed_from: string | null;
 }

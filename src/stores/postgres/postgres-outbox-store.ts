@@ -172,6 +172,7 @@ function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
     keySeq: row.key_seq === null ? null : Number(row.key_seq),
     headers: toHeaders(row.headers, false),
     destination: row.destination,
+    priority: row.priority,
     payload: row.payload as JsonValue,
     createdAt: new Date(row.created_ms),
     token: row.lease_token,
@@ -193,19 +194,19 @@ function listParameter(messages: readonly CheckedMessage[]): string {
     (m, i) =>
       `[${JSON.stringify(m.type)},${JSON.stringify(m.dedupeKey)},${JSON.stringify(m.key)},${m.headers ?? "null"},${JSON.stringify(m.destination)},${m.payload},${
         m.availableAt === null ? "null" : JSON.stringify(m.availableAt.toISOString())
-      },${waits[i] ? "true" : "false"}]`,
+      },${waits[i] ? "true" : "false"},${m.priority}]`,
   );
   return `[${parts.join(",")}]`;
 }
 
 /**
- * The order a claim took its rows in: due time, then id. Ids are bigints in canonical decimal (no
+ * The order a claim took its rows in: rank (the due time less the priority), then id. Ids are bigints in canonical decimal (no
  * sign, no leading zero), so the shorter is the smaller and equal lengths compare as text. Comparing
  * them as BigInts instead (two allocated per comparison, and a batch's due times tie often at
  * millisecond precision) cost 0.50 against 0.14 µs per row in a micro-benchmark (100-row batches).
  */
-function byDueThenId(a: PgClaimedRow, b: PgClaimedRow): number {
-  return a.old_available_ms - b.old_available_ms || a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+function byRankThenId(a: PgClaimedRow, b: PgClaimedRow): number {
+  return a.old_rank_ms - b.old_rank_ms || a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
 /**
@@ -454,7 +455,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   /** The enqueue statement's parameters, in its order ($1 now … $8 destination). */
   #enqueueValues(params: Omit<EnqueueParams<unknown>, "tx">): unknown[] {
-    return [this.#now(), params.type, params.dedupeKey, params.payload, params.availableAt, params.key, params.headers, params.destination];
+    return [this.#now(), params.type, params.dedupeKey, params.payload, params.availableAt, params.key, params.headers, params.destination, params.priority];
   }
 
   async enqueueForeign(params: EnqueueParams<ForeignTransaction>): Promise<OutboxMessage> {
@@ -540,7 +541,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const statement = this.#claimStatement(limit, types !== null);
     const { rows } = await this.pool.query<PgClaimedRow>({ ...statement, values: types === null ? values : [...values, types] });
     // RETURNING has no order: put the leases back in the order they became due (as claimed).
-    rows.sort(byDueThenId);
+    rows.sort(byRankThenId);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow();
     return { at, leases: rows.map((row) => pgClaimedLease(row, owner)) };
   }
@@ -806,7 +807,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   }
 
   async putSchedule(params: { schedule: ScheduleDefinitionRecord; nextAt: Date | null }): Promise<ScheduleRecord> {
-    const { name, cron, timezone, backfillMs, type, payload, headers, key, destination } = params.schedule;
+    const { name, cron, timezone, backfillMs, type, payload, headers, key, destination, priority } = params.schedule;
     const { rows } = await this.pool.query<ScheduleRow>(this.#sql.putSchedule, [
       this.#now(),
       name,
@@ -819,6 +820,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       key,
       destination,
       params.nextAt,
+      priority,
     ]);
     return toScheduleRecord(rows[0] as ScheduleRow);
   }

@@ -119,6 +119,7 @@ function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, recla
     keySeq: row.key_seq,
     headers: toHeaders(row.headers, true),
     destination: row.destination,
+    priority: row.priority,
     payload: JSON.parse(row.payload) as JsonValue,
     createdAt: new Date(row.created_at),
     token: row.lease_token,
@@ -154,6 +155,7 @@ function listParameter(messages: readonly CheckedMessage[]): string {
       m.payload,
       m.availableAt === null ? null : m.availableAt.getTime(),
       waits[i] ? 1 : 0,
+      m.priority,
     ]),
   );
 }
@@ -290,6 +292,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       payload: params.payload,
       now,
       availableAt: params.availableAt === null ? now : params.availableAt.getTime(),
+      priority: params.priority,
     }) as MessageRow;
     if (params.tx === this.db) this.writeLock.afterCommit(this.#wake);
     return message(row);
@@ -309,6 +312,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       params.payload,
       now,
       params.availableAt === null ? now : params.availableAt.getTime(),
+      params.priority,
       params.key,
     ];
     const rows = await tx.query(tx.placeholders === "question" ? SQL.enqueueForeign : questionToNumbered(SQL.enqueueForeign), values);
