@@ -104,6 +104,7 @@ export function outboxCommand(): Command {
             `  key          ${field(message.key)}`,
             `  destination  ${field(message.destination)}`,
             `  dedupe key   ${field(message.dedupeKey)}`,
+            `  singleton    ${field(message.singletonKey)}`,
             `  priority     ${message.priority === 0 ? "0 (none)" : `${message.priority} s of head start`}`,
             `  headers      ${headers.length === 0 ? "-" : headers.map(([name, value]) => `${field(name)}: ${field(value)}`).join("\n               ")}`,
             `  created      ${time(message.createdAt)}   available ${time(message.availableAt)}   processed ${time(message.processedAt)}`,

@@ -15,6 +15,7 @@ export interface ClaimReadBack {
   readonly headers: Readonly<Record<string, string>>;
   readonly destination: string | null;
   readonly priority: number;
+  readonly singletonKey: string | null;
   readonly payload: JsonValue;
   readonly createdAt: Date;
   readonly token: number;
@@ -32,6 +33,7 @@ export function claimedLease(read: ClaimReadBack, owner: string, lockedUntil: Da
     headers: read.headers,
     destination: read.destination,
     priority: read.priority,
+    singletonKey: read.singletonKey,
     payload: read.payload,
     status: "processing",
     createdAt: read.createdAt,

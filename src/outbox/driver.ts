@@ -6,6 +6,7 @@
 // uses the database's clock_timestamp() unless a clock was injected. Every write reports the time
 // it used (`at`), so the protocol can stamp its events without a clock of its own.
 
+import { InvalidArgumentError } from "./errors.js";
 import type {
   AuditEntry,
   OwnerRecord,
@@ -133,6 +134,10 @@ export interface CheckedMessage {
   readonly availableAt: Date | null;
   /** Whole seconds of head start in the claim order (0 to 86,400). */
   readonly priority: number;
+  /** At most one unclaimed message per type and singleton key, or null. */
+  readonly singletonKey: string | null;
+  /** With singletonKey: replace the waiting one's payload, headers, destination and priority, due this long after now; null: the waiting one stays as it is. */
+  readonly debounceMs: number | null;
 }
 
 /** One message to insert inside `tx`. */
@@ -151,6 +156,16 @@ export interface EnqueueManyParams<Tx> {
  * it then waits behind that one whatever the table holds. (Every row of one statement sees the
  * table as it was before the statement, so the statement cannot see its own earlier rows.)
  */
+/**
+ * What a store throws when a singleton message's upsert found the waiting message of its type and
+ * singleton key with another ordering key: joining it would move the message to another key's order.
+ */
+export function singletonKeyMismatch(message: CheckedMessage): InvalidArgumentError {
+  return new InvalidArgumentError(
+    `a ${message.type} message with singletonKey ${JSON.stringify(message.singletonKey)} waits unclaimed with another ordering key than ${JSON.stringify(message.key)}; a message joins the waiting one only with the same ordering key (give it the waiting one's key, or another singleton key); nothing was written`,
+  );
+}
+
 export function waitsInList(messages: readonly CheckedMessage[]): boolean[] {
   const seen = new Set<string>();
   return messages.map(({ key }) => {

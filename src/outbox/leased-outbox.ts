@@ -99,6 +99,8 @@ import {
   checkObject,
   checkOrderingKey,
   checkPriority,
+  checkSingletonKey,
+  checkDebounceMs,
   checkOwner,
   checkStatuses,
   checkText,
@@ -328,6 +330,11 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         if (!(error instanceof InvalidArgumentError)) throw error;
         throw new InvalidArgumentError(`messages[${index}]: ${error.message} (nothing of the list was written)`, error.code, { cause: error });
       }
+      if (one.singletonKey !== null) {
+        throw new InvalidArgumentError(
+          `messages[${index}]: enqueueMany takes no singletonKey (a singleton message may join a waiting one instead of being written): enqueue it alone (nothing of the list was written)`,
+        );
+      }
       if (one.dedupeKey !== null) {
         const earlier = firstWithKey.get(one.dedupeKey);
         if (earlier !== undefined) {
@@ -442,7 +449,20 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const headers = message.headers == null ? null : checkHeaders(message.headers);
     const destination = message.destination == null ? null : checkDestination(message.destination);
     const priority = message.priority == null ? 0 : checkPriority(message.priority, `a ${type} message`);
-    return { type, dedupeKey, key, headers, destination, payload, availableAt, priority };
+    const singletonKey = message.singletonKey == null ? null : checkSingletonKey(message.singletonKey);
+    const debounceMs = message.debounceMs == null ? null : checkDebounceMs(message.debounceMs, `a ${type} message`);
+    if (singletonKey !== null && dedupeKey !== null) {
+      throw new InvalidArgumentError(
+        `a ${type} message takes a dedupeKey or a singletonKey, not both: a dedupe key is unique for good (a second enqueue is refused), a singleton key while its message waits unclaimed (a second enqueue joins it)`,
+      );
+    }
+    if (debounceMs !== null && singletonKey === null)
+      throw new InvalidArgumentError(`debounceMs of a ${type} message needs a singletonKey: it replaces the message of that key that waits unclaimed`);
+    if (debounceMs !== null && availableAt !== null)
+      throw new InvalidArgumentError(
+        `a ${type} message takes debounceMs or availableAt, not both: with debounceMs it is due debounceMs after the last enqueue`,
+      );
+    return { type, dedupeKey, key, headers, destination, payload, availableAt, priority, singletonKey, debounceMs };
   }
 
   /** What an insert's error becomes: a taken dedupe key is DuplicateMessageError, missing tables NotMigratedError, anything else itself. */

@@ -41,6 +41,8 @@ export interface OutboxMessage<P extends JsonValue = JsonValue> {
    * claimed by their due time minus their priority, then by id.
    */
   readonly priority: number;
+  /** At most one message of its type and singleton key waits unclaimed at a time (see NewMessage.singletonKey), or null. */
+  readonly singletonKey: string | null;
   readonly payload: P;
   readonly status: MessageStatus;
   readonly createdAt: Date;
@@ -109,6 +111,20 @@ export interface NewMessage<P extends JsonValue = JsonValue> {
    * earlier message of the same ordering key.
    */
   readonly priority?: number;
+  /**
+   * At most one message of this type and singleton key waits unclaimed at a time (at most 255
+   * characters). Enqueued while one waits, the message joins it: enqueue returns the waiting one
+   * (same id), unchanged, and nothing new is written. Once a worker has claimed it, the next
+   * enqueue makes a new one. Not with `dedupeKey` (unique for good, where this is unique while
+   * waiting), nor in enqueueMany.
+   */
+  readonly singletonKey?: string;
+  /**
+   * With `singletonKey`: the waiting message takes this message's payload, headers, destination
+   * and priority instead, and is due `debounceMs` after this enqueue (0 to one day), so it runs
+   * once the enqueues have paused that long. Not with `availableAt`.
+   */
+  readonly debounceMs?: number;
 }
 
 /**
@@ -452,7 +468,7 @@ export interface PageQuery {
  * `availableAt`. Each tick's message gets the dedupe key `schedule:<name>:<tick, ISO-8601>` and
  * the headers `wassal-schedule` (the schedule's name) and `wassal-tick` (the tick's time).
  */
-export type ScheduledMessage<P extends JsonValue = JsonValue> = Omit<NewMessage<P>, "dedupeKey" | "availableAt">;
+export type ScheduledMessage<P extends JsonValue = JsonValue> = Omit<NewMessage<P>, "dedupeKey" | "availableAt" | "singletonKey" | "debounceMs">;
 
 /** How a schedule reads its cron expression and treats ticks found late. */
 export interface ScheduleOptions {

@@ -246,6 +246,22 @@ export function checkPriority(priority: unknown, what: string): number {
   return priority;
 }
 
+/** The longest debounce: a day. */
+export const MAX_DEBOUNCE_MS = 86_400_000;
+
+/** A message's singleton key (see NewMessage.singletonKey). */
+export function checkSingletonKey(key: unknown): string {
+  return checkText(key, "singletonKey", MAX_KEY_LENGTH);
+}
+
+/** A singleton message's debounce (see NewMessage.debounceMs). */
+export function checkDebounceMs(ms: unknown, what: string): number {
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_DEBOUNCE_MS) {
+    throw new InvalidArgumentError(`debounceMs of ${what} must be a whole number of milliseconds from 0 to ${MAX_DEBOUNCE_MS} (one day) (got ${shown(ms)})`);
+  }
+  return ms;
+}
+
 export function checkMessageType(type: unknown): string {
   return checkText(type, "message type", 200);
 }

@@ -38,6 +38,7 @@ export interface MessageRow {
   headers: unknown;
   destination: string | null;
   priority: number;
+  singleton_key: string | null;
   /** JSON text (SQLite) or an already parsed value (PostgreSQL jsonb). */
   payload: unknown;
   status: string;
@@ -99,6 +100,7 @@ export function toMessage(row: MessageRow, payloadIsText: boolean): OutboxMessag
     headers: toHeaders(row.headers, payloadIsText),
     destination: row.destination,
     priority: Number(row.priority),
+    singletonKey: row.singleton_key,
     payload: (payloadIsText ? JSON.parse(row.payload as string) : row.payload) as JsonValue,
     status: row.status as MessageStatus,
     createdAt: toDate(row.created_at),
@@ -125,6 +127,7 @@ export function toMessageState(row: MessageStateRow): MessageState {
     keySeq: row.key_seq === null || row.key_seq === undefined ? null : Number(row.key_seq),
     destination: row.destination,
     priority: Number(row.priority),
+    singletonKey: row.singleton_key,
     status: row.status as MessageStatus,
     createdAt: toDate(row.created_at),
     availableAt: toDate(row.available_at),

@@ -19,6 +19,7 @@ function message(id: string, key: string, over: Partial<OutboxMessage> = {}): Ou
     headers: {},
     destination: null,
     priority: 0,
+    singletonKey: null,
     payload: { paymentId: id, idempotencyKey: key },
     status: "processed",
     createdAt: t(0),

@@ -21,6 +21,7 @@ const row = (over: Partial<OutboxMessage>): OutboxMessage => ({
   headers: {},
   destination: null,
   priority: 0,
+  singletonKey: null,
   payload: null,
   status: "processed",
   createdAt: t(0),

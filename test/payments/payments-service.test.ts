@@ -435,6 +435,7 @@ describe("parseReconcilePayload", () => {
       headers: {},
       destination: null,
       priority: 0,
+      singletonKey: null,
       payload,
       status: "processing",
       createdAt: START,

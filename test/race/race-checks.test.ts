@@ -17,6 +17,7 @@ function message(id: string, over: Partial<OutboxMessage> = {}): OutboxMessage {
     headers: {},
     destination: null,
     priority: 0,
+    singletonKey: null,
     payload: {},
     status: "processed",
     createdAt: T,

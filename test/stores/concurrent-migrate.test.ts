@@ -27,6 +27,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-015-owners",
   "outbox-017-schedules",
   "outbox-018-priority",
+  "outbox-019-singletons",
 ];
 
 describe("concurrent migrations", () => {

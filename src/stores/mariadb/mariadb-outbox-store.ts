@@ -31,7 +31,7 @@ import type {
   ScheduleDefinitionRecord,
   ScheduleRecord,
 } from "../../outbox/driver.js";
-import { keysOf, LeaseSet, turnAfter, waitsInList } from "../../outbox/driver.js";
+import { keysOf, LeaseSet, singletonKeyMismatch, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
@@ -179,6 +179,7 @@ function mariaDbClaimedLease(row: MariaDbClaimedRow, owner: string, until: numbe
     headers: toHeaders(row.headers, true),
     destination: row.destination,
     priority: Number(row.priority),
+    singletonKey: row.singleton_key,
     payload: JSON.parse(row.payload) as JsonValue,
     createdAt: new Date(Number(row.created_at)),
     token: row.lease_token,
@@ -427,9 +428,60 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     const { tx } = params;
     // A keyed message takes its key's turn first (see lockKeys): whether it waits is decided after.
     if (params.key !== null) await this.#lockKeys(tx, [params.key]);
+    if (params.singletonKey !== null) {
+      const joined = await this.#enqueueSingleton(
+        params,
+        async (text, values) => (await tx.query<Rows>(text, [...values]))[0] as unknown as Record<string, unknown>[],
+      );
+      this.#wakeAfterCommit(tx);
+      return joined;
+    }
     const [rows] = await tx.query<Rows>(SQL.enqueue, this.#enqueueValues(params));
     this.#wakeAfterCommit(tx);
     return message(rows[0] as unknown as MessageRow);
+  }
+
+  /**
+   * A message with a singleton key, in the singleton's turn (one transaction at a time per type
+   * and key): the waiting one of its type and key, locked, joined (and debounced when asked), else
+   * a new one. Were a new one written meanwhile all the same (the turn is taken by every enqueue of
+   * the singleton, so only by a version without it), the insert fails on the singleton index, and
+   * the waiting one is looked for again.
+   */
+  async #enqueueSingleton(
+    params: CheckedMessage,
+    run: (text: string, values: readonly unknown[]) => Promise<readonly Record<string, unknown>[]>,
+  ): Promise<OutboxMessage> {
+    await run(SQL.lockSingleton, [params.type, params.singletonKey]);
+    for (let attempt = 1; ; attempt += 1) {
+      const waiting = (await run(SQL.waitingSingleton, [params.type, params.singletonKey]))[0];
+      if (waiting !== undefined) {
+        if ((waiting.ordering_key ?? null) !== params.key) throw singletonKeyMismatch(params);
+        const id = waiting.id as number | string;
+        if (params.debounceMs !== null) {
+          await run(SQL.debounceSingleton, [params.payload, params.headers, params.destination, params.priority, this.#injected(), params.debounceMs, id]);
+        }
+        return message(fromForeignRow((await run(SQL.getMessage, [id]))[0]));
+      }
+      try {
+        const values = [
+          params.type,
+          params.headers,
+          params.destination,
+          params.payload,
+          params.availableAt === null ? null : params.availableAt.getTime(),
+          params.debounceMs ?? 0,
+          params.priority,
+          params.singletonKey,
+          this.#injected(),
+          params.key,
+        ];
+        return message(fromForeignRow((await run(SQL.enqueueSingleton, values))[0]));
+      } catch (error) {
+        const singleton = errnoOf(error) === DUPLICATE && /outbox_messages_singleton/.test(String((error as Error).message));
+        if (!singleton || attempt >= 3) throw error;
+      }
+    }
   }
 
   /**
@@ -457,6 +509,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       checkKeyIsolation(isolation);
       await run(SQL.lockKey, [params.key]);
     }
+    if (params.singletonKey !== null) return this.#enqueueSingleton(params, run);
     const rows = await run(SQL.enqueue, this.#enqueueValues(params));
     return message(fromForeignRow(rows[0]));
   }

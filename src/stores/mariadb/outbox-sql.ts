@@ -325,6 +325,29 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
       "ALTER TABLE outbox_schedules ADD COLUMN IF NOT EXISTS priority INT NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 86400)",
     ],
   },
+  {
+    // Singletons: at most one message per type and singleton key that no worker has claimed yet
+    // (pending with lease_token 0: a retried, released or redriven message has been claimed, so it
+    // leaves the index and a newer one may wait). MariaDB has no partial indexes: the stored
+    // column waiting_singleton is the key while the message waits unclaimed, else NULL, and a
+    // unique index on it allows any number of NULLs.
+    name: "outbox-019-singletons",
+    statements: [
+      `ALTER TABLE outbox_messages
+  ADD COLUMN IF NOT EXISTS singleton_key VARCHAR(255),
+  ADD COLUMN IF NOT EXISTS waiting_singleton VARCHAR(255) AS (CASE WHEN status = 'pending' AND lease_token = 0 THEN singleton_key END) STORED,
+  ADD UNIQUE KEY IF NOT EXISTS outbox_messages_singleton (type, waiting_singleton)`,
+      // A row per type and singleton key ever used: its row lock is the singleton's turn
+      // (lockSingleton), so that enqueues of one singleton run one at a time. Without it, three
+      // inserts of a new singleton at once deadlock on the unique index (each waiting one holds a
+      // shared lock on the first one's row, then asks for an exclusive one).
+      `CREATE TABLE IF NOT EXISTS outbox_singleton_turns (
+  type          VARCHAR(200) NOT NULL,
+  singleton_key VARCHAR(255) NOT NULL,
+  PRIMARY KEY (type, singleton_key)
+) ${TABLE_OPTIONS}`,
+    ],
+  },
 ];
 
 /**
@@ -373,12 +396,12 @@ export const SESSION_SQL = {
  */
 const HEADERS = "CONVERT(headers USING utf8mb4) AS headers";
 const PAYLOAD = "CONVERT(payload USING utf8mb4) AS payload";
-const COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, priority, ${PAYLOAD}, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at`;
+const COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, priority, singleton_key, ${PAYLOAD}, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at`;
 /** The columns without payload and headers: a message's state, cheap to read whatever the payload's size. */
 const STATE_COLUMNS =
-  "id, type, dedupe_key, ordering_key, key_seq, destination, priority, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+  "id, type, dedupe_key, ordering_key, key_seq, destination, priority, singleton_key, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 /** What a claim reads back: the columns a claim does not set itself (as on SQLite). */
-const CLAIMED_COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, priority, ${PAYLOAD}, created_at, lease_token, attempts, last_error`;
+const CLAIMED_COLUMNS = `id, type, dedupe_key, ordering_key, key_seq, ${HEADERS}, destination, priority, singleton_key, ${PAYLOAD}, created_at, lease_token, attempts, last_error`;
 const AUDIT_COLUMNS = "message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until, operation";
 
 /**
@@ -457,6 +480,31 @@ export const SQL = {
    */
   enqueue: `INSERT INTO outbox_messages (type, dedupe_key, headers, destination, payload, available_at, priority, created_at, ordering_key, key_state, key_seq)
       SELECT ?, ?, ?, ?, ?, COALESCE(?, w.now), ?, w.now, w.k, w.waits, CASE WHEN w.k IS NOT NULL AND NOT w.waits THEN ${nextSeqOf("w.k")} END
+      FROM (SELECT c.now, g.k, g.k IS NOT NULL AND ${waitsBehind("g.k")} AS waits
+            FROM (SELECT COALESCE(?, ${NOW_MS}) AS now) AS c, (SELECT ${BIN("?")} AS k) AS g) AS w
+      RETURNING ${COLUMNS}`,
+
+  /** Params: type, singleton key. Its turn: its row in outbox_singleton_turns, made when new, row-locked until the transaction ends. */
+  lockSingleton: "INSERT INTO outbox_singleton_turns (type, singleton_key) VALUES (?, ?) ON DUPLICATE KEY UPDATE type = type",
+
+  /**
+   * Params: type, singleton key. The message of that type and singleton key that waits unclaimed,
+   * row-locked for the rest of the transaction (a claim waits, or skips it), if there is one.
+   */
+  waitingSingleton: "SELECT id, ordering_key FROM outbox_messages WHERE type = ? AND waiting_singleton = ? FOR UPDATE",
+
+  /** Params: payload, headers, destination, priority, now (ms or null), debounce ms, id: a waiting singleton message debounced. */
+  debounceSingleton: `UPDATE outbox_messages SET payload = ?, headers = ?, destination = ?, priority = ?, available_at = COALESCE(?, ${NOW_MS}) + ?
+      WHERE id = ? AND waiting_singleton IS NOT NULL`,
+
+  /**
+   * As enqueue, for a message with a singleton key (its waiting one not found): params type,
+   * headers, destination, payload, available at (ms or null), debounce ms (0 for none), priority,
+   * singleton key, now (ms or null), key. A message written at the same moment by another
+   * transaction makes it fail on outbox_messages_singleton (1062): the store looks again.
+   */
+  enqueueSingleton: `INSERT INTO outbox_messages (type, headers, destination, payload, available_at, priority, singleton_key, created_at, ordering_key, key_state, key_seq)
+      SELECT ?, ?, ?, ?, COALESCE(?, w.now) + ?, ?, ?, w.now, w.k, w.waits, CASE WHEN w.k IS NOT NULL AND NOT w.waits THEN ${nextSeqOf("w.k")} END
       FROM (SELECT c.now, g.k, g.k IS NOT NULL AND ${waitsBehind("g.k")} AS waits
             FROM (SELECT COALESCE(?, ${NOW_MS}) AS now) AS c, (SELECT ${BIN("?")} AS k) AS g) AS w
       RETURNING ${COLUMNS}`,
@@ -896,6 +944,7 @@ export interface MariaDbClaimedRow {
   headers: string | null;
   destination: string | null;
   priority: number;
+  singleton_key: string | null;
   payload: string;
   created_at: number;
   lease_token: number;

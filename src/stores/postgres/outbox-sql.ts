@@ -277,8 +277,21 @@ DROP INDEX ${s}.outbox_messages_claimable;
 CREATE INDEX outbox_messages_claimable ON ${s}.outbox_messages ((${claimRank("")}), id) WHERE status IN ('pending', 'processing') AND key_state = 0;
 `,
     },
+    {
+      name: "outbox-019-singletons",
+      sql: `
+-- Singletons: at most one message per type and singleton key that no worker has claimed yet
+-- (pending with lease_token 0: a retried, released or redriven message has been claimed, so it
+-- leaves the index and a newer one may wait). Rows without a singleton key are not in the index.
+ALTER TABLE ${s}.outbox_messages ADD COLUMN singleton_key text;
+CREATE UNIQUE INDEX outbox_messages_singleton ON ${s}.outbox_messages (type, singleton_key) ${SINGLETON_WAITING};
+`,
+    },
   ];
 }
+
+/** The singleton index's predicate (outbox-019): a message with a singleton key that no worker has claimed yet. The upsert names it as its conflict target. */
+const SINGLETON_WAITING = "WHERE singleton_key IS NOT NULL AND status = 'pending' AND lease_token = 0";
 
 /**
  * A claimable row's place in the claim order (outbox-018-priority): a pending message's due time
@@ -488,10 +501,10 @@ $fn$;
 }
 
 const COLUMNS =
-  "id, type, dedupe_key, ordering_key, key_seq, headers, destination, priority, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+  "id, type, dedupe_key, ordering_key, key_seq, headers, destination, priority, singleton_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 /** The columns without payload and headers: a message's state, cheap to read whatever the payload's size. */
 const STATE_COLUMNS =
-  "id, type, dedupe_key, ordering_key, key_seq, destination, priority, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
+  "id, type, dedupe_key, ordering_key, key_seq, destination, priority, singleton_key, status, created_at, available_at, locked_by, locked_until, lease_token, attempts, last_error, processed_at";
 const M_COLUMNS = COLUMNS.split(", ")
   .map((c) => `m.${c}`)
   .join(", ");
@@ -634,7 +647,7 @@ export function outboxSql(schema: string) {
         INSERT INTO ${audit} (${AUDIT_COLUMNS})
         SELECT id, lease_token, locked_by, 'claim', now, old_status, old_owner, old_locked_until FROM claimed WHERE $5::boolean
       )
-      SELECT id, type, dedupe_key, ordering_key, key_seq, headers, destination, priority, payload, lease_token, attempts, last_error,
+      SELECT id, type, dedupe_key, ordering_key, key_seq, headers, destination, priority, singleton_key, payload, lease_token, attempts, last_error,
              ${EPOCH_MS("created_at")} AS created_ms, ${EPOCH_MS("locked_until")} AS until_ms,
              ${EPOCH_MS("old_available_at")} - CASE WHEN old_status = 'pending' THEN priority * 1000 ELSE 0 END AS old_rank_ms, ${EPOCH_MS("now")} AS now_ms,
              CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
@@ -678,6 +691,42 @@ export function outboxSql(schema: string) {
         FROM clock, turn
         RETURNING ${COLUMNS})
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
+
+    /**
+     * enqueue for a message with a singleton key: $1 … $9 as enqueue's ($3, the dedupe key, null),
+     * $10 singleton key, $11 debounce ms (not null: this message is due that long after now, and a
+     * waiting one takes its payload, headers, destination, priority and due time). Inserted, or the message of its type and singleton key
+     * that waits unclaimed returned instead (upsert on outbox_messages_singleton), if it has the
+     * same ordering key: with another, no row comes back, and the store refuses the enqueue. A
+     * claim of the waiting one at the same moment makes the insert go ahead (PostgreSQL checks the
+     * conflict again on the row as committed).
+     */
+    enqueueSingleton: `WITH ${CLOCK},
+      turn AS (SELECT $6::text IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM ${table} k
+                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) AS waits),
+      inserted AS (
+        INSERT INTO ${table} AS m (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq, singleton_key)
+        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce(clock.t + $11::bigint * interval '1 millisecond', $5::timestamptz, clock.t), $9::integer,
+               CASE WHEN turn.waits THEN 1 ELSE 0 END,
+               CASE WHEN $6::text IS NOT NULL AND NOT turn.waits THEN ${nextSeqOf(schema, "$6")} END,
+               $10::text
+        FROM clock, turn
+        ON CONFLICT (type, singleton_key) ${SINGLETON_WAITING}
+        DO UPDATE SET payload = CASE WHEN $11::bigint IS NOT NULL THEN excluded.payload ELSE m.payload END,
+                      headers = CASE WHEN $11::bigint IS NOT NULL THEN excluded.headers ELSE m.headers END,
+                      destination = CASE WHEN $11::bigint IS NOT NULL THEN excluded.destination ELSE m.destination END,
+                      priority = CASE WHEN $11::bigint IS NOT NULL THEN excluded.priority ELSE m.priority END,
+                      available_at = CASE WHEN $11::bigint IS NOT NULL THEN excluded.available_at ELSE m.available_at END
+          WHERE m.ordering_key IS NOT DISTINCT FROM excluded.ordering_key
+        RETURNING ${COLUMNS.split(", ")
+          .map((c) => `m.${c}`)
+          .join(", ")})
+      SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
+
+    // lockSingleton: (none) enqueueSingleton's INSERT … ON CONFLICT waits for a concurrent insert of the singleton and then updates it
+    // waitingSingleton: (none) enqueueSingleton's upsert finds the waiting message itself (ON CONFLICT on the singleton index)
+    // debounceSingleton: (none) as waitingSingleton: the upsert's DO UPDATE debounces
 
     // enqueueForeign: (none) another library's transaction runs enqueue itself, its $n turned into ? where the library needs them
 
@@ -1199,6 +1248,7 @@ export interface PgClaimedRow {
   headers: Record<string, string> | null;
   destination: string | null;
   priority: number;
+  singleton_key: string | null;
   payload: unknown;
   lease_token: number;
   attempts: number;

@@ -26,7 +26,7 @@ import type {
   ScheduleDefinitionRecord,
   ScheduleRecord,
 } from "../../outbox/driver.js";
-import { keysOf, LeaseSet, waitsInList } from "../../outbox/driver.js";
+import { keysOf, LeaseSet, singletonKeyMismatch, waitsInList } from "../../outbox/driver.js";
 import { DatabaseOpenError, InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
@@ -173,6 +173,7 @@ function pgClaimedLease(row: PgClaimedRow, owner: string): Lease {
     headers: toHeaders(row.headers, false),
     destination: row.destination,
     priority: row.priority,
+    singletonKey: row.singleton_key,
     payload: row.payload as JsonValue,
     createdAt: new Date(row.created_ms),
     token: row.lease_token,
@@ -275,6 +276,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     | "completeBulkDelete"
     | "completeBulkHandOnDelete"
     | "enqueue"
+    | "enqueueSingleton"
     | "enqueueMany"
     | "lockKeys",
     { readonly name: string; readonly text: string }
@@ -319,6 +321,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       completeBulkDelete: namedStatement(this.#sql.completeBulkDelete),
       completeBulkHandOnDelete: namedStatement(this.#sql.completeBulkHandOnDelete),
       enqueue: namedStatement(this.#sql.enqueue),
+      enqueueSingleton: namedStatement(this.#sql.enqueueSingleton),
       enqueueMany: namedStatement(this.#sql.enqueueMany),
       lockKeys: namedStatement(this.#sql.lockKeys),
     };
@@ -449,8 +452,18 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     // A keyed message takes its key's turn first (see lockKeys): whether it waits is decided after.
     if (params.key !== null) await this.#lockKeys(params.tx, [params.key]);
     this.#lookAtGrowth();
+    if (params.singletonKey !== null) {
+      const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueueSingleton), values: this.#singletonValues(params) });
+      if (rows[0] === undefined) throw singletonKeyMismatch(params);
+      return message(rows[0]);
+    }
     const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueue), values: this.#enqueueValues(params) });
     return message(rows[0] as MessageRow);
+  }
+
+  /** enqueueSingleton's parameters, in its order ($1 … $9 as enqueue's, $10 singleton key, $11 debounce ms). */
+  #singletonValues(params: Omit<EnqueueParams<unknown>, "tx">): unknown[] {
+    return [...this.#enqueueValues(params), params.singletonKey, params.debounceMs];
   }
 
   /** The enqueue statement's parameters, in its order ($1 now … $8 destination). */
@@ -461,6 +474,11 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
   async enqueueForeign(params: EnqueueParams<ForeignTransaction>): Promise<OutboxMessage> {
     const run = await this.#foreign(params.tx);
     if (params.key !== null) checkKeyIsolation(String((await run(this.#sql.lockKey, [params.key]))[0]?.isolation));
+    if (params.singletonKey !== null) {
+      const rows = await run(this.#sql.enqueueSingleton, this.#singletonValues(params));
+      if (rows[0] === undefined) throw singletonKeyMismatch(params);
+      return message(fromForeignRow(rows[0]));
+    }
     const rows = await run(this.#sql.enqueue, this.#enqueueValues(params));
     return message(fromForeignRow(rows[0]));
   }

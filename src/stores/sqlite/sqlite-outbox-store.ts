@@ -24,7 +24,7 @@ import type {
   ScheduleDefinitionRecord,
   ScheduleRecord,
 } from "../../outbox/driver.js";
-import { LeaseSet, turnAfter, waitsInList } from "../../outbox/driver.js";
+import { LeaseSet, singletonKeyMismatch, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -120,6 +120,7 @@ function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, recla
     headers: toHeaders(row.headers, true),
     destination: row.destination,
     priority: row.priority,
+    singletonKey: row.singleton_key,
     payload: JSON.parse(row.payload) as JsonValue,
     createdAt: new Date(row.created_at),
     token: row.lease_token,
@@ -140,6 +141,28 @@ function rowId(messageId: string): number | bigint {
 /** Checked message ids (decimal digits only) as a JSON array for json_each, exact past 2^53. */
 function jsonIds(messageIds: readonly string[]): string {
   return `[${messageIds.join(",")}]`;
+}
+
+/** SQL.enqueueSingleton's parameters, in its order. With a debounce the message is due that long after now. */
+function singletonValues(params: CheckedMessage, now: number): unknown[] {
+  const debounce = params.debounceMs === null ? 0 : 1;
+  const availableAt = params.debounceMs !== null ? now + params.debounceMs : params.availableAt === null ? now : params.availableAt.getTime();
+  return [
+    params.type,
+    params.headers,
+    params.destination,
+    params.payload,
+    now,
+    availableAt,
+    params.priority,
+    params.singletonKey,
+    params.key,
+    debounce,
+    debounce,
+    debounce,
+    debounce,
+    debounce,
+  ];
 }
 
 /** enqueueMany's list as its statement takes it (SQL.enqueueMany): payload and headers as JSON strings, so their text goes in unchanged. */
@@ -283,6 +306,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   /** The insert itself, synchronous (better-sqlite3 answers at once). */
   enqueueNow(params: EnqueueParams<SqliteTx>): OutboxMessage {
     const now = this.now();
+    if (params.singletonKey !== null) {
+      const row = statement(params.tx, SQL.enqueueSingleton).get(...singletonValues(params, now)) as MessageRow | undefined;
+      if (row === undefined) throw singletonKeyMismatch(params);
+      if (params.tx === this.db) this.writeLock.afterCommit(this.#wake);
+      return message(row);
+    }
     const row = statement(params.tx, SQL.enqueue).get({
       type: params.type,
       dedupeKey: params.dedupeKey,
@@ -304,6 +333,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     // -wal watch, as any other process's does.
     const { tx } = params;
     const now = this.now();
+    if (params.singletonKey !== null) {
+      const rows = await tx.query(
+        tx.placeholders === "question" ? SQL.enqueueSingleton : questionToNumbered(SQL.enqueueSingleton),
+        singletonValues(params, now),
+      );
+      if (rows[0] === undefined) throw singletonKeyMismatch(params);
+      return message(fromForeignRow(rows[0]));
+    }
     const values = [
       params.type,
       params.dedupeKey,
