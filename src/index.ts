@@ -41,6 +41,7 @@ export {
   type TypedMessage,
 } from "./outbox/message-types.js";
 export { processLease, type Handler, type HandlerResult, type ProcessOptions } from "./outbox/process-lease.js";
+export type { BatchHandler } from "./outbox/batch-handler.js";
 export { backoffDelay, DEFAULT_RETRY, type RetryPolicy } from "./outbox/retry.js";
 export {
   DEFAULT_RETENTION_INTERVAL_MS,

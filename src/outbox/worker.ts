@@ -38,12 +38,20 @@ import type { OutboxStore } from "./store.js";
 import type { ClaimTrace, ProcessTrace, Tracing } from "./tracing.js";
 import type { Completed, Finalize, Lease, LeaseLost, RetryDecision } from "./types.js";
 import { CompletionBatcher } from "./completion-batcher.js";
+import { type BatchHandler, type BatchRun, batchRuns, checkBatchHandlers } from "./batch-handler.js";
 import { checkLeaseMs, checkOwner, checkText, checkTypes, describeError, MAX_CLAIM_LIMIT } from "./validate.js";
 
 export interface WorkerOptions<Tx> {
   readonly store: OutboxStore<Tx>;
   /** One handler per message type. The worker claims these types only (see `types`). */
   readonly handlers: Readonly<Record<string, Handler<Tx>>>;
+  /**
+   * Handlers of many messages of one type at once: type → { maxBatch, handle }. A claim's
+   * messages of the type go to one call (up to maxBatch each), each under its own lease, with a
+   * result per message (see BatchHandler). The worker claims these types too. A type has a handler
+   * or a batch handler, not both.
+   */
+  readonly batchHandlers?: Readonly<Record<string, BatchHandler<Tx>>>;
   /** Handles every type that has no handler of its own (a relay publishes every type). Default: none. */
   readonly defaultHandler?: Handler<Tx>;
   /**
@@ -183,6 +191,8 @@ class Job<Tx> implements ProcessOptions<Tx> {
   /** The renewal in flight, if any. */
   renewing: Promise<void> | undefined;
   beatStopped = false;
+  /** Its share of a batch handler's call, when its type has one (see BatchRun). */
+  handler: Handler<Tx> | undefined;
 
   constructor(
     lease: Lease,
@@ -398,6 +408,8 @@ export class Worker<Tx> {
   #registered = false;
   readonly #handlers: Readonly<Record<string, Handler<Tx>>>;
   readonly #defaultHandler: Handler<Tx> | undefined;
+  readonly #batchHandlers: Readonly<Record<string, BatchHandler<Tx>>>;
+  readonly #hasBatchHandlers: boolean;
   /** What claims ask for: the types claimed, or undefined for every type. */
   readonly #types: readonly string[] | undefined;
   readonly #clock: Clock;
@@ -447,10 +459,12 @@ export class Worker<Tx> {
       if (typeof handler !== "function")
         throw new InvalidArgumentError(`the handler for ${JSON.stringify(type)} must be a function ${HANDLER_SHAPE}; got ${typeof handler}`);
     }
+    this.#batchHandlers = checkBatchHandlers<Tx>(options.batchHandlers, this.#handlers);
+    this.#hasBatchHandlers = Object.keys(this.#batchHandlers).length > 0;
     if (options.types !== undefined) this.#types = checkTypes(options.types);
     else if (this.#defaultHandler !== undefined) this.#types = undefined;
     else {
-      const handled = Object.keys(this.#handlers);
+      const handled = [...Object.keys(this.#handlers), ...Object.keys(this.#batchHandlers)];
       if (handled.length === 0) throw new InvalidArgumentError("a worker needs at least one handler (or a defaultHandler, or the types it claims)");
       this.#types = checkTypes(handled);
     }
@@ -715,7 +729,9 @@ export class Worker<Tx> {
               step.types === undefined ? { limit, leaseMs: this.leaseMs } : { limit, leaseMs: this.leaseMs, types: step.types },
             );
             const leases = await (trace === undefined ? claiming : tracedClaim(trace, claiming));
-            for (const lease of leases) this.#start(lease, trace?.process(lease));
+            // A batch type's messages of this claim go to one call of its batch handler (a message past its attempts is marked dead alone, as ever).
+            const batched = this.#hasBatchHandlers ? batchRuns(leases, this.#batchHandlers, this.#batchable) : undefined;
+            for (const lease of leases) this.#start(lease, trace?.process(lease), batched?.get(lease));
             free -= leases.length;
             claimedAll ||= leases.length === limit;
           }
@@ -755,7 +771,10 @@ export class Worker<Tx> {
     });
   }
 
-  #start(lease: Lease, trace: ProcessTrace | undefined): void {
+  /** Whether a claimed message of a batch type goes to its batch handler: not when its attempts are spent (it is marked dead first). */
+  readonly #batchable = (lease: Lease): boolean => lease.message.attempts <= this.#policyOf(lease.message.type).retry.maxAttempts;
+
+  #start(lease: Lease, trace: ProcessTrace | undefined, batch?: { readonly run: BatchRun<Tx>; readonly index: number }): void {
     const { type } = lease.message;
     const counted = this.#perType.get(type)?.concurrency !== undefined;
     if (counted) this.#runningOfType.set(type, (this.#runningOfType.get(type) ?? 0) + 1);
@@ -768,6 +787,10 @@ export class Worker<Tx> {
       counted,
       trace === undefined ? this.#complete : (l: Lease, finalize?: Finalize<Tx>) => this.#tracedComplete(trace, l, finalize),
     );
+    if (batch !== undefined) {
+      job.handler = batch.run.handlerFor(batch.index);
+      batch.run.join(job.abort.signal);
+    }
     // An untraced job does its bookkeeping at the end of #process; a traced one after its trace's
     // context is left (and after a release at shutdown, see #ended).
     job.finished = trace === undefined ? this.#process(job) : trace.run(() => this.#process(job)).finally(() => this.#ended(job));
@@ -801,7 +824,7 @@ export class Worker<Tx> {
         await this.#fail(lease, new AttemptsExhaustedError(message.attempts, retry.maxAttempts, message.lastError), "dead", trace);
         return;
       }
-      const handler = Object.hasOwn(this.#handlers, message.type) ? this.#handlers[message.type] : this.#defaultHandler;
+      const handler = job.handler ?? (Object.hasOwn(this.#handlers, message.type) ? this.#handlers[message.type] : this.#defaultHandler);
       if (handler === undefined) {
         await this.#fail(lease, new UnknownMessageTypeError(message.type, Object.keys(this.#handlers)), "dead", trace);
         return;

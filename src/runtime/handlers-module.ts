@@ -3,7 +3,8 @@
 // handler function, or a function that receives the opened store (and a logger) and returns, or
 // resolves to, such an object (for handlers that need the store, a pool or a client). It may also
 // export `perType`: settings of some types (concurrency, retry, maxProcessingMs; see the Worker),
-// and `schedules`: recurring schedules by name, added (or replaced) when the worker starts.
+// `schedules`: recurring schedules by name, added (or replaced) when the worker starts, and
+// `batchHandlers`: handlers of many messages of a type at once (see WorkerOptions.batchHandlers).
 
 import { existsSync } from "node:fs";
 import { extname, resolve } from "node:path";
@@ -14,6 +15,7 @@ import type { Handler } from "../outbox/process-lease.js";
 import type { OutboxStore } from "../outbox/store.js";
 import type { TypeSettings } from "../outbox/worker.js";
 import { checkScheduleName, checkScheduleTiming } from "../outbox/schedules.js";
+import { type BatchHandler, checkBatchHandlers } from "../outbox/batch-handler.js";
 import { checkKnownKeys } from "../outbox/validate.js";
 import type { ScheduledMessage } from "../outbox/types.js";
 
@@ -49,11 +51,12 @@ export function stripsTypes(features: { readonly typescript?: unknown } = proces
 
 const EXPECTED = "expected a default export or an export named handlers: an object of message type → handler function, or a function (context) => that object";
 
-function checkMap(file: string, value: unknown): HandlerMap {
+function checkMap(file: string, value: unknown, batched = false): HandlerMap {
   if (typeof value !== "object" || value === null || Array.isArray(value))
     throw new HandlersModuleError(file, `${EXPECTED} (got ${Array.isArray(value) ? "an array" : typeof value})`);
   const entries = Object.entries(value);
-  if (entries.length === 0) throw new HandlersModuleError(file, "exports no handlers (an empty object); give at least one message type → handler function");
+  if (entries.length === 0 && !batched)
+    throw new HandlersModuleError(file, "exports no handlers (an empty object); give at least one message type → handler function");
   for (const [type, handler] of entries) {
     if (typeof handler !== "function")
       throw new HandlersModuleError(
@@ -84,6 +87,8 @@ export interface HandlersModule {
   readonly handlers: HandlerMap;
   readonly perType: Readonly<Record<string, TypeSettings>> | undefined;
   readonly schedules: ScheduleMap | undefined;
+  /** Its batch handlers (see WorkerOptions.batchHandlers), if it exports them. */
+  readonly batchHandlers: Readonly<Record<string, BatchHandler<unknown>>> | undefined;
 }
 
 const SCHEDULE_SHAPE = "{ cron, message: { type, payload, key?, headers?, destination? }, timezone?, backfillMs? }";
@@ -144,11 +149,18 @@ export async function importHandlers(file: string): Promise<(context: HandlersCo
   }
   const settings = perType as Readonly<Record<string, TypeSettings>> | undefined;
   const schedules = checkSchedules(file, loaded.schedules);
-  const exported = loaded.handlers ?? loaded.default;
+  let batchHandlers: Readonly<Record<string, BatchHandler<unknown>>> | undefined;
+  try {
+    batchHandlers = loaded.batchHandlers === undefined ? undefined : checkBatchHandlers<unknown>(loaded.batchHandlers, {});
+  } catch (error) {
+    throw new HandlersModuleError(file, `its ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  const batched = batchHandlers !== undefined && Object.keys(batchHandlers).length > 0;
+  const exported = loaded.handlers ?? loaded.default ?? (batched ? {} : undefined);
   if (exported === undefined) throw new HandlersModuleError(file, `${EXPECTED} (it exports ${Object.keys(loaded).join(", ") || "nothing"})`);
   if (typeof exported !== "function") {
-    const handlers = checkMap(file, exported);
-    return async () => ({ handlers, perType: settings, schedules });
+    const handlers = checkMap(file, exported, batched);
+    return async () => ({ handlers, perType: settings, schedules, batchHandlers });
   }
   return async (context) => {
     let made: unknown;
@@ -157,7 +169,7 @@ export async function importHandlers(file: string): Promise<(context: HandlersCo
     } catch (error) {
       throw new HandlersModuleError(file, `its handlers function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
-    return { handlers: checkMap(file, made), perType: settings, schedules };
+    return { handlers: checkMap(file, made, batched), perType: settings, schedules, batchHandlers };
   };
 }
 

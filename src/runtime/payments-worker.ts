@@ -96,7 +96,7 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
       () => observed.attach(shard, store),
       async (track) => {
         // Each shard's handlers are made with its own store (a handler's context.store is its shard's).
-        const { handlers, perType, schedules } = await makeHandlers({
+        const { handlers, perType, schedules, batchHandlers } = await makeHandlers({
           store,
           logger: shardLog,
           ...(options.handlersModule === undefined ? { settings: { ...settings } } : {}),
@@ -114,6 +114,7 @@ export async function startPaymentsWorker(options: PaymentsWorkerOptions): Promi
           handlers,
           ...(options.types === undefined ? {} : { types: options.types }),
           ...(perType === undefined ? {} : { perType }),
+          ...(batchHandlers === undefined ? {} : { batchHandlers }),
           ...(options.maxProcessingMs === undefined ? {} : { maxProcessingMs: options.maxProcessingMs }),
           ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
           ...runnerTiming(options),

@@ -119,6 +119,47 @@ describe("wassal worker: the payments demo is a handlers module too", () => {
   });
 });
 
+describe("wassal worker --handlers: a module of batch handlers alone", () => {
+  it("takes the batch types, calls the batch handler with a claim's messages, and completes each", async () => {
+    const target = newTarget("sqlite", dir);
+    const module = join(dir, "batch-mail.mjs");
+    writeFileSync(
+      module,
+      `export const batchHandlers = {
+        "mail.send": { maxBatch: 4, handle: async (messages) => messages.map(() => ({ summary: "batch of " + messages.length })) },
+      };\n`,
+    );
+    const outbox = await target.open();
+    try {
+      await outbox.store.migrate();
+      await outbox.store.transaction(async (tx) => {
+        for (let n = 0; n < 6; n += 1) await outbox.store.enqueue(tx, { type: "mail.send", payload: { n } });
+      });
+    } finally {
+      await outbox.close();
+    }
+    const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "debug"], { cwd: dir });
+    await waitForRows(target, "6 mails processed", (r) => r.length === 6 && r.every((m) => m.status === "processed"), [worker]);
+    expect(worker.stderr()).toContain('"types":["mail.send"]');
+    const sizes = logLines(worker.stderr())
+      .filter((l) => l.event === "processing-finished")
+      .map((l) => String(l.detail));
+    expect(sizes.sort()).toEqual(["batch of 2", "batch of 2", "batch of 4", "batch of 4", "batch of 4", "batch of 4"]);
+    worker.signal("SIGTERM");
+    expect((await worker.waitForExit(20_000)).code).toBe(0);
+  });
+
+  it("exits 2 naming a bad batch handler", async () => {
+    const target = newTarget("sqlite", dir);
+    const module = join(dir, "bad-batch.mjs");
+    writeFileSync(module, `export const batchHandlers = { "mail.send": { maxBatch: 0, handle: async () => [] } };\n`);
+    const result = await runCli(["worker", ...target.args, "--handlers", module], { cwd: dir });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/batchHandlers\["mail\.send"\]\.maxBatch must be a whole number from 1 to 1000/);
+    expectNoStack(result.stderr);
+  });
+});
+
 describe("wassal worker --handlers: a mistyped type", () => {
   it("warns at start, naming the pending type it is likely meant to be and how many wait", async () => {
     const target = newTarget("sqlite", dir);
