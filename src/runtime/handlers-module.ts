@@ -91,7 +91,7 @@ export interface HandlersModule {
   readonly batchHandlers: Readonly<Record<string, BatchHandler<unknown>>> | undefined;
 }
 
-const SCHEDULE_SHAPE = "{ cron, message: { type, payload, key?, headers?, destination? }, timezone?, backfillMs? }";
+const SCHEDULE_SHAPE = "{ cron, message: { type, payload, key?, headers?, destination?, priority? }, timezone?, backfillMs? }";
 
 /** The module's `schedules` export, its names and timing checked (each message is checked when it is added). */
 function checkSchedules(file: string, value: unknown): ScheduleMap | undefined {
@@ -149,17 +149,22 @@ export async function importHandlers(file: string): Promise<(context: HandlersCo
   }
   const settings = perType as Readonly<Record<string, TypeSettings>> | undefined;
   const schedules = checkSchedules(file, loaded.schedules);
-  let batchHandlers: Readonly<Record<string, BatchHandler<unknown>>> | undefined;
-  try {
-    batchHandlers = loaded.batchHandlers === undefined ? undefined : checkBatchHandlers<unknown>(loaded.batchHandlers, {});
-  } catch (error) {
-    throw new HandlersModuleError(file, `its ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-  }
+
+  /** The batch handlers checked, against the module's handlers once they are known (a type has one or the other). */
+  const checkBatched = (handlers: Readonly<Record<string, unknown>>) => {
+    try {
+      return loaded.batchHandlers === undefined ? undefined : checkBatchHandlers<unknown>(loaded.batchHandlers, handlers);
+    } catch (error) {
+      throw new HandlersModuleError(file, `its ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+  };
+  const batchHandlers = checkBatched({});
   const batched = batchHandlers !== undefined && Object.keys(batchHandlers).length > 0;
   const exported = loaded.handlers ?? loaded.default ?? (batched ? {} : undefined);
   if (exported === undefined) throw new HandlersModuleError(file, `${EXPECTED} (it exports ${Object.keys(loaded).join(", ") || "nothing"})`);
   if (typeof exported !== "function") {
     const handlers = checkMap(file, exported, batched);
+    checkBatched(handlers);
     return async () => ({ handlers, perType: settings, schedules, batchHandlers });
   }
   return async (context) => {
@@ -169,7 +174,9 @@ export async function importHandlers(file: string): Promise<(context: HandlersCo
     } catch (error) {
       throw new HandlersModuleError(file, `its handlers function threw: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
-    return { handlers: checkMap(file, made, batched), perType: settings, schedules, batchHandlers };
+    const handlers = checkMap(file, made, batched);
+    checkBatched(handlers);
+    return { handlers, perType: settings, schedules, batchHandlers };
   };
 }
 

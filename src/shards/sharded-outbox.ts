@@ -19,6 +19,8 @@ export interface ShardRoute {
   readonly key?: string;
   /** Used when there is no ordering key: the shard this dedupe key hashes to. */
   readonly dedupeKey?: string;
+  /** Used when there is neither: the shard this singleton key hashes to, so that its messages meet on one shard. */
+  readonly singletonKey?: string;
   /** A shard named by the caller (0 to shards − 1), for a message with neither key. */
   readonly shard?: number;
 }
@@ -132,7 +134,7 @@ export class ShardedOutbox<Tx> {
   }
 
   #routedShard(route: ShardRoute): number | null {
-    const by = route.key ?? route.dedupeKey;
+    const by = route.key ?? route.dedupeKey ?? route.singletonKey;
     return by === undefined ? null : shardOfKey(by, this.shards.length);
   }
 
@@ -146,7 +148,12 @@ export class ShardedOutbox<Tx> {
   #checkBelongs(message: NewMessage<JsonValue>, shard: number): void {
     const belongs = this.#routedShard(routeOf(message));
     if (belongs !== null && belongs !== shard) {
-      const by = message.key !== undefined ? `ordering key "${message.key}"` : `dedupe key "${String(message.dedupeKey)}"`;
+      const by =
+        message.key !== undefined
+          ? `ordering key "${message.key}"`
+          : message.dedupeKey !== undefined
+            ? `dedupe key "${message.dedupeKey}"`
+            : `singleton key "${String(message.singletonKey)}"`;
       throw new WrongShardError(by, belongs, shard);
     }
   }
@@ -156,6 +163,7 @@ function routeOf(message: NewMessage<JsonValue>, shard?: number): ShardRoute {
   return {
     ...(message.key !== undefined ? { key: message.key } : {}),
     ...(message.dedupeKey !== undefined ? { dedupeKey: message.dedupeKey } : {}),
+    ...(message.singletonKey !== undefined ? { singletonKey: message.singletonKey } : {}),
     ...(shard !== undefined ? { shard } : {}),
   };
 }

@@ -87,6 +87,19 @@ describe("a sharded outbox on three SQLite files", () => {
     await expect(outbox.enqueue({ type: "t", key: 7 as unknown as string, payload: {} })).rejects.toThrow(InvalidArgumentError);
   });
 
+  it("routes an unkeyed singleton by its singleton key, so that its enqueues join one waiting message", async () => {
+    const outbox = await sqliteShards(3);
+    const joined: OutboxMessage[] = [];
+    for (let n = 0; n < 4; n += 1) joined.push(await outbox.enqueue({ type: "search.reindex", singletonKey: "u-17", payload: { n } }));
+    expect(new Set(joined.map((m) => m.id)).size).toBe(1);
+    expect(await shardOf(outbox, joined[0]!)).toEqual([shardOfKey("u-17", 3)]);
+    expect((await outbox.stats()).total.counts.pending).toBe(1);
+    const other = shardOfKey("u-17", 3) === 0 ? 1 : 0;
+    await expect(outbox.transaction({ shard: other }, (shard) => shard.enqueue({ type: "search.reindex", singletonKey: "u-17", payload: {} }))).rejects.toThrow(
+      /singleton key "u-17"/,
+    );
+  });
+
   it("commits the business row and its message together on the key's shard, and refuses a message that belongs on another shard, writing neither", async () => {
     const outbox = await sqliteShards(3);
     const key = "account-1";

@@ -273,6 +273,12 @@ describe("wassal worker --handlers: bad input", () => {
       /^wassal: --handlers .*\.ts: is TypeScript, and this Node \(v20\.[0-9.]+\) does not strip types: run the worker on Node 22\.18\+, 23\.6\+ or 24 /,
     ],
     ["an empty --types entry", 'export default { "order.ship": async () => ({}) };\n', ["--types", "a,,b"], /--types.*give message types separated by commas/],
+    [
+      "a type with a handler and a batch handler",
+      'export const batchHandlers = { "order.ship": { maxBatch: 5, handle: async () => [] } };\nexport default { "order.ship": async () => ({}) };\n',
+      [],
+      /^wassal: --handlers .*: its batchHandlers\["order\.ship"\]: "order\.ship" has a handler too; give a type one handler or one batch handler$/,
+    ],
   ];
   for (const [what, source, extra, expected] of cases) {
     it(`${what}: exits 2 with one line, and starts no worker`, async () => {
