@@ -57,6 +57,17 @@ describeEachStore("singletons and debounce", (factory) => {
     expect(leases.map((l) => [l.messageId, l.message.payload, l.message.singletonKey])).toEqual([[first.id, { n: 2 }, "user-42"]]);
   });
 
+  // SQLite has one writer: a claim waits for any open transaction, so there is nothing to show there.
+  it.skipIf(factory.name === "sqlite")("leaves the waiting message claimable while a joining transaction without a debounce is open", async () => {
+    const { store } = ctx();
+    const first = await enqueueMessage(store, sync(1));
+    await store.transaction(async (tx) => {
+      expect((await store.enqueue(tx, sync(2))).id).toBe(first.id);
+      const leases = await store.claim("w", { limit: 1, leaseMs: LEASE_MS });
+      expect(leases.map((lease) => lease.messageId)).toEqual([first.id]);
+    });
+  });
+
   it("leaves the waiting message as it was when the joining transaction rolls back", async () => {
     const { store, clock } = ctx();
     const first = await enqueueMessage(store, sync(1, { debounceMs: 1_000 }));

@@ -28,6 +28,7 @@ import { fromKysely } from "../../src/integrations/kysely.js";
 import { fromPrisma, type PrismaTransactionClient } from "../../src/integrations/prisma.js";
 import { fromTypeOrm } from "../../src/integrations/typeorm.js";
 import { DuplicateMessageError, NotInTransactionError } from "../../src/outbox/errors.js";
+import type { OutboxMessage } from "../../src/outbox/types.js";
 import type { OutboxStore } from "../../src/outbox/store.js";
 import type { ForeignTransaction, NewMessage } from "../../src/outbox/types.js";
 import { MariaDbOutboxStore } from "../../src/stores/mariadb/mariadb-outbox-store.js";
@@ -501,6 +502,35 @@ describe("enqueue from the app's data layer", () => {
         layer.transaction((tx) => layer.store.enqueueIn(layer.foreign(tx), { type: "line", payload: 3, dedupeKey: "line-1" }).then(() => undefined)),
         layer.name,
       ).rejects.toBeInstanceOf(DuplicateMessageError);
+    }
+  });
+
+  it("takes a priority, and a singleton joins (and debounces) the waiting one, through each library's raw SQL", async () => {
+    for (const layer of layers) {
+      const got: OutboxMessage[] = [];
+      for (const [payload, priority] of [
+        [1, 30],
+        [2, 0],
+      ] as const) {
+        await layer.transaction(async (tx) => {
+          got.push(
+            await layer.store.enqueueIn(layer.foreign(tx), { type: "reindex", payload, singletonKey: "u-17", key: "users", debounceMs: 60_000, priority }),
+          );
+        });
+      }
+      expect(got[0], layer.name).toMatchObject({ singletonKey: "u-17", priority: 30, key: "users", payload: 1 });
+      expect(got[1], layer.name).toMatchObject({ id: got[0]?.id, payload: 2, priority: 0 });
+      await expect(
+        layer.transaction((tx) =>
+          layer.store.enqueueIn(layer.foreign(tx), { type: "reindex", payload: 3, singletonKey: "u-17", key: "others" }).then(() => undefined),
+        ),
+        layer.name,
+      ).rejects.toThrow(/waits unclaimed with another ordering key than "others"/);
+      const waiting = (await layer.store.listMessages()).filter((m) => m.type === "reindex");
+      expect(
+        waiting.map((m) => [m.id, m.payload]),
+        layer.name,
+      ).toEqual([[got[0]?.id, 2]]);
     }
   });
 

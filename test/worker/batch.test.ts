@@ -8,7 +8,7 @@ import { InvalidArgumentError } from "../../src/outbox/errors.js";
 import type { OutboxMessage } from "../../src/outbox/types.js";
 import { Worker } from "../../src/outbox/worker.js";
 import { describeEachStore, useStoreHarness } from "../conformance/stores.js";
-import { waitForStatus, waitUntil, useWorkers } from "./support.js";
+import { EventLog, Gate, waitForStatus, waitUntil, useWorkers } from "./support.js";
 
 const LEASE_MS = 30_000;
 const NEVER_POLL_MS = 10_000_000;
@@ -121,6 +121,40 @@ describeEachStore("batch handlers", (factory) => {
     for (const m of [a!, b!]) {
       expect((await waitForStatus(store, m.id, "dead")).lastError).toMatch(/the batch handler of mail\.send returned 1 results for 2 messages/);
     }
+  });
+
+  it("aborts the call's signal when the worker stops, releases its messages, and refuses the results it returns later", async () => {
+    const { store, clock, harness } = ctx();
+    const [a, b] = await enqueueAll(2);
+    const log = new EventLog(store);
+    const called = new Gate<AbortSignal>();
+    const release = new Gate();
+    const worker = await workers.start({
+      store,
+      clock,
+      handlers: {},
+      batchHandlers: {
+        "mail.send": {
+          maxBatch: 10,
+          handle: async (batch, { signal }) => {
+            called.open(signal);
+            await release.promise;
+            return batch.map((m) => ({ finalize: (tx: unknown) => harness.businessWrite(tx, `late-${m.id}`) }));
+          },
+        },
+      },
+      leaseMs: LEASE_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    const signal = await called.promise;
+    expect(signal.aborted).toBe(false);
+    await worker.stop({ graceMs: 0 });
+    expect(signal.aborted).toBe(true);
+    for (const m of [a!, b!]) expect((await store.getMessage(m.id))?.status).toBe("pending");
+    release.open();
+    await waitUntil("both late results refused", () => log.count("processing-finished", (e) => e.result === "lease-lost") === 2);
+    for (const m of [a!, b!]) expect(await harness.countBusinessRows(`late-${m.id}`)).toBe(0);
   });
 
   it("refuses a bad batch handler naming it", () => {

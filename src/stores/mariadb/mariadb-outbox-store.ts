@@ -454,7 +454,8 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
   ): Promise<OutboxMessage> {
     await run(SQL.lockSingleton, [params.type, params.singletonKey]);
     for (let attempt = 1; ; attempt += 1) {
-      const waiting = (await run(SQL.waitingSingleton, [params.type, params.singletonKey]))[0];
+      // A debounce rewrites the waiting message, so it locks it; a join only reads it, so claims need not pass over it while this transaction is open.
+      const waiting = (await run(params.debounceMs === null ? SQL.waitingSingleton : SQL.lockWaitingSingleton, [params.type, params.singletonKey]))[0];
       if (waiting !== undefined) {
         if ((waiting.ordering_key ?? null) !== params.key) throw singletonKeyMismatch(params);
         const id = waiting.id as number | string;

@@ -487,11 +487,13 @@ export const SQL = {
   /** Params: type, singleton key. Its turn: its row in outbox_singleton_turns, made when new, row-locked until the transaction ends. */
   lockSingleton: "INSERT INTO outbox_singleton_turns (type, singleton_key) VALUES (?, ?) ON DUPLICATE KEY UPDATE type = type",
 
-  /**
-   * Params: type, singleton key. The message of that type and singleton key that waits unclaimed,
-   * row-locked for the rest of the transaction (a claim waits, or skips it), if there is one.
-   */
-  waitingSingleton: "SELECT id, ordering_key FROM outbox_messages WHERE type = ? AND waiting_singleton = ? FOR UPDATE",
+  /** Params: type, singleton key. The message of that type and singleton key that waits unclaimed, if there is one, read without a lock (a join). */
+  waitingSingleton: "SELECT id, ordering_key FROM outbox_messages WHERE type = ? AND waiting_singleton = ?",
+
+  /** As waitingSingleton, row-locked for the rest of the transaction (a claim waits, or skips it): a debounce rewrites it. */
+  lockWaitingSingleton: "SELECT id, ordering_key FROM outbox_messages WHERE type = ? AND waiting_singleton = ? FOR UPDATE",
+
+  // enqueueSingletonFirst: (none) the singleton's turn (lockSingleton) keeps other enqueues of it out: a read, then an update or an insert
 
   /** Params: payload, headers, destination, priority, now (ms or null), debounce ms, id: a waiting singleton message debounced. */
   debounceSingleton: `UPDATE outbox_messages SET payload = ?, headers = ?, destination = ?, priority = ?, available_at = COALESCE(?, ${NOW_MS}) + ?

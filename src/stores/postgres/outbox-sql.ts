@@ -724,9 +724,36 @@ export function outboxSql(schema: string) {
           .join(", ")})
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
+    /**
+     * enqueueSingleton without a debounce: the parameters are the same, and a waiting message of
+     * its type and singleton key makes it insert nothing and return no row (DO NOTHING: the
+     * waiting row is neither written nor locked, so claims do not pass over it while the
+     * joining transaction is open). The store then reads the waiting one (waitingSingleton).
+     */
+    enqueueSingletonFirst: `WITH ${CLOCK},
+      turn AS (SELECT $6::text IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM ${table} k
+                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) AS waits),
+      inserted AS (
+        INSERT INTO ${table} AS m (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq, singleton_key)
+        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce(clock.t + $11::bigint * interval '1 millisecond', $5::timestamptz, clock.t), $9::integer,
+               CASE WHEN turn.waits THEN 1 ELSE 0 END,
+               CASE WHEN $6::text IS NOT NULL AND NOT turn.waits THEN ${nextSeqOf(schema, "$6")} END,
+               $10::text
+        FROM clock, turn
+        ON CONFLICT (type, singleton_key) ${SINGLETON_WAITING}
+        DO NOTHING
+        RETURNING ${COLUMNS.split(", ")
+          .map((c) => `m.${c}`)
+          .join(", ")})
+      SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
+
+    /** $1 type, $2 singleton key: the message of that type and singleton key that waits unclaimed, read without a lock. */
+    waitingSingleton: `SELECT ${COLUMNS} FROM ${table} WHERE type = $1 AND singleton_key = $2 AND status = 'pending' AND lease_token = 0`,
+
     // lockSingleton: (none) enqueueSingleton's INSERT … ON CONFLICT waits for a concurrent insert of the singleton and then updates it
-    // waitingSingleton: (none) enqueueSingleton's upsert finds the waiting message itself (ON CONFLICT on the singleton index)
-    // debounceSingleton: (none) as waitingSingleton: the upsert's DO UPDATE debounces
+    // lockWaitingSingleton: (none) enqueueSingleton's DO UPDATE locks the row it debounces itself
+    // debounceSingleton: (none) enqueueSingleton's upsert debounces the waiting message itself (DO UPDATE)
 
     // enqueueForeign: (none) another library's transaction runs enqueue itself, its $n turned into ? where the library needs them
 

@@ -277,6 +277,8 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     | "completeBulkHandOnDelete"
     | "enqueue"
     | "enqueueSingleton"
+    | "enqueueSingletonFirst"
+    | "waitingSingleton"
     | "enqueueMany"
     | "lockKeys",
     { readonly name: string; readonly text: string }
@@ -322,6 +324,8 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       completeBulkHandOnDelete: namedStatement(this.#sql.completeBulkHandOnDelete),
       enqueue: namedStatement(this.#sql.enqueue),
       enqueueSingleton: namedStatement(this.#sql.enqueueSingleton),
+      enqueueSingletonFirst: namedStatement(this.#sql.enqueueSingletonFirst),
+      waitingSingleton: namedStatement(this.#sql.waitingSingleton),
       enqueueMany: namedStatement(this.#sql.enqueueMany),
       lockKeys: namedStatement(this.#sql.lockKeys),
     };
@@ -453,12 +457,41 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     if (params.key !== null) await this.#lockKeys(params.tx, [params.key]);
     this.#lookAtGrowth();
     if (params.singletonKey !== null) {
-      const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueueSingleton), values: this.#singletonValues(params) });
-      if (rows[0] === undefined) throw singletonKeyMismatch(params);
-      return message(rows[0]);
+      const { tx } = params;
+      return this.#enqueueSingleton(params, async (statement, values) => (await tx.query<MessageRow>({ ...this.#named(statement), values })).rows);
     }
     const { rows } = await params.tx.query<MessageRow>({ ...this.#named(this.#hot.enqueue), values: this.#enqueueValues(params) });
     return message(rows[0] as MessageRow);
+  }
+
+  /**
+   * A message with a singleton key. With a debounce, one upsert that rewrites the waiting message
+   * (locking it until the transaction ends). Without one, an insert that does nothing when one
+   * waits, then a read of the waiting one, unlocked: claims need not pass over it while the
+   * joining transaction is open. Claimed between the two, it is gone: the insert is tried again.
+   */
+  async #enqueueSingleton(
+    params: Omit<EnqueueParams<unknown>, "tx">,
+    run: (statement: { readonly name: string; readonly text: string }, values: unknown[]) => Promise<readonly MessageRow[]>,
+  ): Promise<OutboxMessage> {
+    const values = this.#singletonValues(params);
+    if (params.debounceMs !== null) {
+      const rows = await run(this.#hot.enqueueSingleton, values);
+      if (rows[0] === undefined) throw singletonKeyMismatch(params);
+      return message(rows[0]);
+    }
+    for (let attempt = 1; attempt <= 3; attempt += 1) {
+      const inserted = (await run(this.#hot.enqueueSingletonFirst, values))[0];
+      if (inserted !== undefined) return message(inserted);
+      const waiting = (await run(this.#hot.waitingSingleton, [params.type, params.singletonKey]))[0];
+      if (waiting !== undefined) {
+        if (waiting.ordering_key !== params.key) throw singletonKeyMismatch(params);
+        return message(waiting);
+      }
+    }
+    throw new Error(
+      `enqueue: the waiting ${params.type} message of singleton key ${JSON.stringify(params.singletonKey)} was claimed three times while this enqueue joined it; try again`,
+    );
   }
 
   /** enqueueSingleton's parameters, in its order ($1 … $9 as enqueue's, $10 singleton key, $11 debounce ms). */
@@ -475,9 +508,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     const run = await this.#foreign(params.tx);
     if (params.key !== null) checkKeyIsolation(String((await run(this.#sql.lockKey, [params.key]))[0]?.isolation));
     if (params.singletonKey !== null) {
-      const rows = await run(this.#sql.enqueueSingleton, this.#singletonValues(params));
-      if (rows[0] === undefined) throw singletonKeyMismatch(params);
-      return message(fromForeignRow(rows[0]));
+      return this.#enqueueSingleton(params, async (statement, values) => (await run(statement.text, values)).map((row) => fromForeignRow(row)));
     }
     const rows = await run(this.#sql.enqueue, this.#enqueueValues(params));
     return message(fromForeignRow(rows[0]));

@@ -338,6 +338,8 @@ export const SQL = {
 
   // lockSingleton: (none) BEGIN IMMEDIATE already serialises every writer: enqueueSingleton's upsert decides alone
   // waitingSingleton: (none) enqueueSingleton's upsert finds the waiting message itself (ON CONFLICT on the singleton index)
+  // lockWaitingSingleton: (none) as waitingSingleton; SQLite locks the whole database for a writer anyway
+  // enqueueSingletonFirst: (none) enqueueSingleton serves both: without a debounce its DO UPDATE writes nothing new (SQLite has no row locks to avoid)
   // debounceSingleton: (none) as waitingSingleton: the upsert's DO UPDATE debounces
 
   /**
