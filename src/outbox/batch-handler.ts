@@ -129,6 +129,7 @@ export class BatchRun<Tx> {
 /** A signal that aborts once every one of `signals` has (with the last one's reason). */
 function allAborted(signals: readonly AbortSignal[]): AbortSignal {
   const controller = new AbortController();
+  if (signals.length === 0) return controller.signal; // no member joined (not expected: each joins before the call): nothing to lose
   let left = signals.filter((signal) => !signal.aborted).length;
   if (left === 0) {
     controller.abort(signals.at(-1)?.reason);

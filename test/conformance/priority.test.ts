@@ -38,6 +38,22 @@ describeEachStore("priorities", (factory) => {
     expect([...ids(first), ...ids(second)]).toEqual([urgent.id, plain.id]);
   });
 
+  it("orders the same way in a claim of named types, and in a claim of more than 100 (PostgreSQL's other form of the claim)", async () => {
+    const { store, clock } = ctx();
+    const plain = await store.transaction(async (tx) => {
+      const out: string[] = [];
+      for (let n = 0; n < 120; n += 1) out.push((await store.enqueue(tx, { type: "test.message", payload: n })).id);
+      return out;
+    });
+    clock.advance(1_000);
+    const urgent = await enqueueMessage(store, { priority: 2 });
+    const other = await enqueueMessage(store, { type: "other.type", priority: 600 });
+    const few = await store.claim("w", { limit: 3, leaseMs: LEASE_MS, types: ["test.message"] });
+    expect(ids(few)).toEqual([urgent.id, plain[0], plain[1]]);
+    const many = await store.claim("w", { limit: 200, leaseMs: LEASE_MS, types: ["test.message", "other.type"] });
+    expect(ids(many)).toEqual([other.id, ...plain.slice(2)]);
+  });
+
   it("ties in rank go by id, as messages due at the same instant do", async () => {
     const { store, clock } = ctx();
     clock.set(at(5_000));
