@@ -14,6 +14,7 @@ import { expectNoStack } from "../support/assertions.js";
 import { mariadbAvailable } from "../support/mariadb.js";
 import { postgresAvailable } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
+import { until } from "../support/wait.js";
 import { closeTargets, createTarget, logLines, newTarget, waitForRows, type StoreKind } from "./harness.js";
 
 const PG = await postgresAvailable();
@@ -141,9 +142,13 @@ describe("wassal worker --handlers: a module of batch handlers alone", () => {
     const worker = startCli(["worker", ...target.args, "--handlers", module, "--poll-ms", "50", "--log-level", "debug"], { cwd: dir });
     await waitForRows(target, "6 mails processed", (r) => r.length === 6 && r.every((m) => m.status === "processed"), [worker]);
     expect(worker.stderr()).toContain('"types":["mail.send"]');
-    const sizes = logLines(worker.stderr())
-      .filter((l) => l.event === "processing-finished")
-      .map((l) => String(l.detail));
+    // The log line follows the commit: wait for all six, not just for the rows.
+    const sizes = await until("six processing-finished lines", () => {
+      const lines = logLines(worker.stderr())
+        .filter((l) => l.event === "processing-finished")
+        .map((l) => String(l.detail));
+      return lines.length === 6 && lines;
+    });
     expect(sizes.sort()).toEqual(["batch of 2", "batch of 2", "batch of 4", "batch of 4", "batch of 4", "batch of 4"]);
     worker.signal("SIGTERM");
     expect((await worker.waitForExit(20_000)).code).toBe(0);
