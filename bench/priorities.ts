@@ -8,9 +8,8 @@
 // the priority, never decreasing from one claim to the next).
 
 import { ManualClock } from "wassal";
-import { PostgresOutboxStore } from "wassal/postgres";
-import { SqliteOutboxStore } from "wassal/sqlite";
-import type { NewMessage, OutboxStore } from "wassal";
+import type { NewMessage } from "wassal";
+import { openBenchStore } from "./schedules.js";
 import { locatePostmaster, serverCpu } from "./server-cpu.js";
 
 export type PriorityMix = "unused" | "in use";
@@ -29,15 +28,6 @@ export interface PriorityFigures {
 const START = new Date("2026-01-01T09:00:00.000Z");
 const SPREAD_MS = 600_000;
 
-function open(db: string, options: { schema?: string; synchronous: "FULL" | "NORMAL" }, clock: ManualClock): Promise<OutboxStore<unknown>> {
-  if (/^postgres(ql)?:\/\//.test(db)) {
-    return PostgresOutboxStore.connect({ url: db, clock, maxConnections: 2, ...(options.schema ? { schema: options.schema } : {}) }) as Promise<
-      OutboxStore<unknown>
-    >;
-  }
-  return Promise.resolve(new SqliteOutboxStore({ path: db, clock, synchronous: options.synchronous }) as OutboxStore<unknown>);
-}
-
 /** A small deterministic generator, so that both mixes and every rep enqueue the same spread. */
 function random(seed: number): () => number {
   let state = seed >>> 0;
@@ -52,7 +42,7 @@ export async function priorityBench(
   options: { schema?: string; synchronous: "FULL" | "NORMAL"; mix: PriorityMix; messages: number; batch: number },
 ): Promise<PriorityFigures> {
   const clock = new ManualClock(START);
-  const store = await open(db, options, clock);
+  const store = await openBenchStore(db, options, clock);
   try {
     await store.migrate();
     const next = random(42);

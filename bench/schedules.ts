@@ -30,7 +30,8 @@ export interface ScheduleFigures {
 const START = new Date("2026-01-01T09:00:00.000Z");
 const IDLE_CALLS = 200;
 
-function open(db: string, options: { schema?: string; synchronous: "FULL" | "NORMAL" }, clock: ManualClock): Promise<OutboxStore<unknown>> {
+/** A store on `db` (a postgres:// URL, else a SQLite file) with the given clock; priorities.ts opens its stores the same way. */
+export function openBenchStore(db: string, options: { schema?: string; synchronous: "FULL" | "NORMAL" }, clock: ManualClock): Promise<OutboxStore<unknown>> {
   if (/^postgres(ql)?:\/\//.test(db)) {
     return PostgresOutboxStore.connect({ url: db, clock, maxConnections: 2, ...(options.schema ? { schema: options.schema } : {}) }) as Promise<
       OutboxStore<unknown>
@@ -46,7 +47,7 @@ export async function scheduleBench(
   const clock = new ManualClock(START);
   const stores: OutboxStore<unknown>[] = [];
   try {
-    for (let n = 0; n < options.schedulers; n += 1) stores.push(await open(db, options, clock));
+    for (let n = 0; n < options.schedulers; n += 1) stores.push(await openBenchStore(db, options, clock));
     const [first] = stores as [OutboxStore<unknown>];
     await first.migrate();
     for (let n = 0; n < options.schedules; n += 1) {

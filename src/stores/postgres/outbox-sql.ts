@@ -673,6 +673,22 @@ export function outboxSql(schema: string) {
       }
       SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done${handOn ? ", handed" : ""}`;
   const channel = wakeChannel(schema);
+  /** The singleton enqueues (enqueueSingleton, enqueueSingletonFirst): enqueue's insert with the singleton key, and what a waiting one makes it do. */
+  const singletonSql = (onConflict: string) => `WITH ${CLOCK},
+      turn AS (SELECT $6::text IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM ${table} k
+                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) AS waits),
+      inserted AS (
+        INSERT INTO ${table} AS m (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq, singleton_key)
+        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce(clock.t + $11::bigint * interval '1 millisecond', $5::timestamptz, clock.t), $9::integer,
+               CASE WHEN turn.waits THEN 1 ELSE 0 END,
+               CASE WHEN $6::text IS NOT NULL AND NOT turn.waits THEN ${nextSeqOf(schema, "$6")} END,
+               $10::text
+        FROM clock, turn
+        ON CONFLICT (type, singleton_key) ${SINGLETON_WAITING}
+        ${onConflict}
+        RETURNING ${M_COLUMNS})
+      SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`;
   return {
     /**
      * $1 now, $2 type, $3 dedupe key, $4 payload, $5 available at (null: now), $6 ordering key,
@@ -693,60 +709,25 @@ export function outboxSql(schema: string) {
       SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
 
     /**
-     * enqueue for a message with a singleton key: $1 … $9 as enqueue's ($3, the dedupe key, null),
-     * $10 singleton key, $11 debounce ms (not null: this message is due that long after now, and a
-     * waiting one takes its payload, headers, destination, priority and due time). Inserted, or the message of its type and singleton key
-     * that waits unclaimed returned instead (upsert on outbox_messages_singleton), if it has the
-     * same ordering key: with another, no row comes back, and the store refuses the enqueue. A
-     * claim of the waiting one at the same moment makes the insert go ahead (PostgreSQL checks the
-     * conflict again on the row as committed).
+     * enqueue for a message with a singleton key and a debounce: $1 … $9 as enqueue's ($3, the
+     * dedupe key, null), $10 singleton key, $11 debounce ms (this message is due that long after
+     * now). Inserted, or the message of its type and singleton key that waits unclaimed takes its
+     * payload, headers, destination, priority and due time instead (upsert on
+     * outbox_messages_singleton), if it has the same ordering key: with another, no row comes back,
+     * and the store refuses the enqueue. A claim of the waiting one at the same moment makes the
+     * insert go ahead (PostgreSQL checks the conflict again on the row as committed).
      */
-    enqueueSingleton: `WITH ${CLOCK},
-      turn AS (SELECT $6::text IS NOT NULL AND EXISTS (
-                 SELECT 1 FROM ${table} k
-                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) AS waits),
-      inserted AS (
-        INSERT INTO ${table} AS m (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq, singleton_key)
-        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce(clock.t + $11::bigint * interval '1 millisecond', $5::timestamptz, clock.t), $9::integer,
-               CASE WHEN turn.waits THEN 1 ELSE 0 END,
-               CASE WHEN $6::text IS NOT NULL AND NOT turn.waits THEN ${nextSeqOf(schema, "$6")} END,
-               $10::text
-        FROM clock, turn
-        ON CONFLICT (type, singleton_key) ${SINGLETON_WAITING}
-        DO UPDATE SET payload = CASE WHEN $11::bigint IS NOT NULL THEN excluded.payload ELSE m.payload END,
-                      headers = CASE WHEN $11::bigint IS NOT NULL THEN excluded.headers ELSE m.headers END,
-                      destination = CASE WHEN $11::bigint IS NOT NULL THEN excluded.destination ELSE m.destination END,
-                      priority = CASE WHEN $11::bigint IS NOT NULL THEN excluded.priority ELSE m.priority END,
-                      available_at = CASE WHEN $11::bigint IS NOT NULL THEN excluded.available_at ELSE m.available_at END
-          WHERE m.ordering_key IS NOT DISTINCT FROM excluded.ordering_key
-        RETURNING ${COLUMNS.split(", ")
-          .map((c) => `m.${c}`)
-          .join(", ")})
-      SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
+    enqueueSingleton: singletonSql(`DO UPDATE SET payload = excluded.payload, headers = excluded.headers, destination = excluded.destination,
+                      priority = excluded.priority, available_at = excluded.available_at
+          WHERE m.ordering_key IS NOT DISTINCT FROM excluded.ordering_key`),
 
     /**
-     * enqueueSingleton without a debounce: the parameters are the same, and a waiting message of
-     * its type and singleton key makes it insert nothing and return no row (DO NOTHING: the
-     * waiting row is neither written nor locked, so claims do not pass over it while the
-     * joining transaction is open). The store then reads the waiting one (waitingSingleton).
+     * enqueueSingleton without a debounce ($11 null): a waiting message of its type and singleton
+     * key makes it insert nothing and return no row (DO NOTHING: the waiting row is neither
+     * written nor locked, so claims do not pass over it while the joining transaction is open).
+     * The store then reads the waiting one (waitingSingleton).
      */
-    enqueueSingletonFirst: `WITH ${CLOCK},
-      turn AS (SELECT $6::text IS NOT NULL AND EXISTS (
-                 SELECT 1 FROM ${table} k
-                 WHERE k.ordering_key = $6 AND k.status IN ('pending', 'processing', 'dead') AND k.key_state IN (0, 1)) AS waits),
-      inserted AS (
-        INSERT INTO ${table} AS m (type, dedupe_key, ordering_key, headers, destination, payload, created_at, available_at, priority, key_state, key_seq, singleton_key)
-        SELECT $2, $3, $6, $7::jsonb, $8, $4::jsonb, clock.t, coalesce(clock.t + $11::bigint * interval '1 millisecond', $5::timestamptz, clock.t), $9::integer,
-               CASE WHEN turn.waits THEN 1 ELSE 0 END,
-               CASE WHEN $6::text IS NOT NULL AND NOT turn.waits THEN ${nextSeqOf(schema, "$6")} END,
-               $10::text
-        FROM clock, turn
-        ON CONFLICT (type, singleton_key) ${SINGLETON_WAITING}
-        DO NOTHING
-        RETURNING ${COLUMNS.split(", ")
-          .map((c) => `m.${c}`)
-          .join(", ")})
-      SELECT inserted.*, pg_notify('${channel}', '')::text AS notified FROM inserted`,
+    enqueueSingletonFirst: singletonSql("DO NOTHING"),
 
     /** $1 type, $2 singleton key: the message of that type and singleton key that waits unclaimed, read without a lock. */
     waitingSingleton: `SELECT ${COLUMNS} FROM ${table} WHERE type = $1 AND singleton_key = $2 AND status = 'pending' AND lease_token = 0`,
