@@ -7,6 +7,7 @@
 // it used (`at`), so the protocol can stamp its events without a clock of its own.
 
 import { InvalidArgumentError } from "./errors.js";
+import type { LimitRecord } from "./limits.js";
 import type {
   AuditEntry,
   OwnerRecord,
@@ -277,14 +278,38 @@ export interface OutboxDriver<Tx> {
     readonly dedupeKeys: readonly string[];
   }): Promise<string | null>;
 
-  /** Claims up to `limit` claimable messages, oldest due first, in that order; of `types` only, unless null. */
+  /**
+   * Claims up to `limit` claimable messages, oldest due first, in that order; of `types` only,
+   * unless null; when `types` is null and `exceptTypes` is not, of every type but those.
+   */
   claim(params: {
     readonly owner: string;
     readonly limit: number;
     readonly leaseMs: number;
     readonly audit: boolean;
     readonly types: readonly string[] | null;
+    readonly exceptTypes?: readonly string[] | null;
   }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
+  /**
+   * A claim of one limited type, in one transaction: locks the type's limit row, counts its
+   * leases unexpired and its claims since the rate window's start (limits.ts, windowStart) among
+   * outbox_limit_starts (dropping the rows that count for neither), claims up to the room
+   * limitRoom gives, and records each claim there (its message, token and time). With no limit
+   * row (lifted meanwhile), claims up to `limit` as claim does.
+   */
+  claimLimited(params: {
+    readonly owner: string;
+    readonly type: string;
+    readonly limit: number;
+    readonly leaseMs: number;
+    readonly audit: boolean;
+  }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
+  /** Upserts a type's limit (outbox_limits): the row as stored. */
+  putLimit(params: { readonly type: string; readonly concurrency: number | null; readonly rateCount: number | null; readonly rateIntervalMs: number | null }): Promise<LimitRecord>;
+  /** Deletes a type's limit and its recorded claims: true when there was one. */
+  removeLimit(params: { readonly type: string }): Promise<boolean>;
+  /** Every limit, by type. */
+  listLimits(): Promise<LimitRecord[]>;
   /**
    * Inside one transaction: reads the named message's holder (locking its row), then tries the
    * conditional claim of that message. Reports both; the protocol decides the outcome.

@@ -29,6 +29,7 @@ import { EventHub, listened, publish } from "./events.js";
 import type { OutboxStore } from "./store.js";
 import type { EnqueueTrace, Tracing } from "./tracing.js";
 import { planWrites } from "./write-together.js";
+import { type ClaimSplit, checkLimitOptions, LIMITED_TYPES_TTL_MS, splitClaim, toTypeLimit } from "./limits.js";
 import { checkScheduleName, checkScheduleTiming, fireSchedules, MAX_TICKS_PER_CALL, tickAfter, tickDedupeKey, tickHeaders, toSchedule } from "./schedules.js";
 import {
   MESSAGE_STATUSES,
@@ -73,7 +74,9 @@ import {
   type HeartbeatOptions,
   type OwnerRecord,
   type ReapedOwner,
+  type LimitOptions,
   type Schedule,
+  type TypeLimit,
   type ScheduledMessage,
   type ScheduleFiring,
   type ScheduleOptions,
@@ -220,6 +223,10 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   /** onComplete "delete": a completion deletes the message's row. */
   readonly #remove: boolean;
   readonly #tracing: Tracing | undefined;
+  /** The limited types (store.limit) as last read, when (performance.now()), and a read under way. */
+  #limited: ReadonlySet<string> = new Set();
+  #limitedReadAt = Number.NEGATIVE_INFINITY;
+  #limitedReading: Promise<ReadonlySet<string>> | undefined;
 
   protected constructor(
     driver: OutboxDriver<Tx>,
@@ -489,13 +496,89 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const { limit, leaseMs, types } = checkClaimOptions(options);
     let claimed: { readonly at: Date; readonly leases: Lease[] };
     try {
-      claimed = await this.#driver.claim({ owner, limit, leaseMs, audit: this.#audit, types: types ?? null });
+      const limited = performance.now() - this.#limitedReadAt < LIMITED_TYPES_TTL_MS ? this.#limited : await this.#readLimitedTypes();
+      claimed =
+        limited.size === 0
+          ? await this.#driver.claim({ owner, limit, leaseMs, audit: this.#audit, types: types ?? null })
+          : await this.#claimSplit(owner, limit, leaseMs, splitClaim(types ?? null, limited));
     } catch (error) {
       throw this.#unmigrated(error);
     }
     const { at, leases } = claimed;
     reportClaims(this.events, owner, limit, at, leases);
     return leases;
+  }
+
+  /** The limited types, read again (one read at a time); kept for LIMITED_TYPES_TTL_MS. */
+  #readLimitedTypes(): Promise<ReadonlySet<string>> {
+    this.#limitedReading ??= this.#driver
+      .listLimits()
+      .then((limits) => {
+        this.#limited = new Set(limits.map((limit) => limit.type));
+        this.#limitedReadAt = performance.now();
+        return this.#limited;
+      })
+      .finally(() => {
+        this.#limitedReading = undefined;
+      });
+    return this.#limitedReading;
+  }
+
+  /**
+   * A claim when some types are limited: each limited type claimed is claimed alone, within its
+   * limit (the driver's claimLimited), first; then the other types, up to what is left. Limited
+   * types first, as the Worker's capped types: claimed after the others, they would wait for every
+   * message of the unlimited types, however old their own are.
+   */
+  async #claimSplit(owner: string, limit: number, leaseMs: number, split: ClaimSplit): Promise<{ readonly at: Date; readonly leases: Lease[] }> {
+    const leases: Lease[] = [];
+    let at: Date | undefined;
+    for (const type of split.limited) {
+      if (leases.length >= limit) break;
+      const claimed = await this.#driver.claimLimited({ owner, type, limit: limit - leases.length, leaseMs, audit: this.#audit });
+      at ??= claimed.at;
+      leases.push(...claimed.leases);
+    }
+    if (leases.length < limit && (split.rest === null || split.rest.length > 0)) {
+      const claimed = await this.#driver.claim({ owner, limit: limit - leases.length, leaseMs, audit: this.#audit, types: split.rest, exceptTypes: split.except });
+      at ??= claimed.at;
+      leases.push(...claimed.leases);
+    }
+    return { at: at ?? (await this.#driver.currentTime()), leases };
+  }
+
+  async limit(type: string, options: LimitOptions): Promise<TypeLimit> {
+    const checkedType = checkMessageType(type);
+    const { concurrency, rate } = checkLimitOptions(options, checkedType);
+    try {
+      const stored = await this.#driver.putLimit({ type: checkedType, concurrency, rateCount: rate?.count ?? null, rateIntervalMs: rate?.intervalMs ?? null });
+      if (!this.#limited.has(checkedType)) this.#limitedReadAt = Number.NEGATIVE_INFINITY; // this store's next claim sees it
+      return toTypeLimit(stored);
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
+  }
+
+  async unlimit(type: string): Promise<boolean> {
+    const checkedType = checkMessageType(type);
+    try {
+      const removed = await this.#driver.removeLimit({ type: checkedType });
+      this.#limitedReadAt = Number.NEGATIVE_INFINITY;
+      return removed;
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
+  }
+
+  async limits(): Promise<TypeLimit[]> {
+    try {
+      const limits = await this.#driver.listLimits();
+      this.#limited = new Set(limits.map((limit) => limit.type));
+      this.#limitedReadAt = performance.now();
+      return limits.map(toTypeLimit);
+    } catch (error) {
+      throw this.#unmigrated(error);
+    }
   }
 
   async claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimMessageResult> {

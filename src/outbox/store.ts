@@ -45,7 +45,9 @@ import type {
   StatusCounts,
   UnblockAction,
   OnComplete,
+  LimitOptions,
   Schedule,
+  TypeLimit,
   ScheduledMessage,
   ScheduleFiring,
   ScheduleOptions,
@@ -175,6 +177,21 @@ export interface OutboxStore<Tx> {
    * name, expression, time zone, backfill or message.
    */
   schedule<P extends JsonValue>(name: string, cron: string, message: ScheduledMessage<P>, options?: ScheduleOptions): Promise<Schedule>;
+
+  /**
+   * Limits how many messages of `type` run at once and how many start per interval, across every
+   * process claiming from this database: sets the type's limit, replacing any it had. Every claim
+   * obeys it, a Worker's or any other; a lease counts until it is completed, failed, released or
+   * ends, so a killed worker's slot frees when its lease does. Other processes' claims see a new
+   * limit within a second (LIMITED_TYPES_TTL_MS); a changed one at their next claim.
+   */
+  limit(type: string, options: LimitOptions): Promise<TypeLimit>;
+
+  /** Lifts a type's limit: true when it had one. */
+  unlimit(type: string): Promise<boolean>;
+
+  /** Every limit, by type. */
+  limits(): Promise<TypeLimit[]>;
 
   /** Removes a schedule: true when there was one. Messages it enqueued stay. */
   unschedule(name: string): Promise<boolean>;

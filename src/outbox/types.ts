@@ -539,3 +539,35 @@ export interface ScheduleFiring {
   /** True when the call stopped (at its limit, or its signal) with ticks still due: call again at once. */
   readonly more: boolean;
 }
+
+/** A rate: at most `count` claims in any `intervalMs` milliseconds. */
+export interface Rate {
+  /** 1 to 100,000. */
+  readonly count: number;
+  /** 100 ms to one day (86,400,000). */
+  readonly intervalMs: number;
+}
+
+/** What store.limit sets for one message type: a concurrency limit, a rate limit, or both. */
+export interface LimitOptions {
+  /**
+   * At most this many messages of the type hold a lease at once, across every process (1 to
+   * 100,000). A lease counts until its message is completed, failed, released or its lease ends,
+   * so a killed worker's slot frees when its lease does. Omit (or null) for none.
+   */
+  readonly concurrency?: number | null;
+  /**
+   * At most `count` claims of the type in any `intervalMs`, across every process (a sliding
+   * window: a retry and a reclaim are claims too). Omit (or null) for none.
+   */
+  readonly rate?: Rate | null;
+}
+
+/** A message type's limit as stored (store.limits()). */
+export interface TypeLimit {
+  readonly type: string;
+  readonly concurrency: number | null;
+  readonly rate: Rate | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}

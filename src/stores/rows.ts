@@ -3,6 +3,7 @@
 // objects and parsed jsonb), so each mapper takes the form it is given.
 
 import type { ScheduleRecord } from "../outbox/driver.js";
+import type { LimitRecord, LimitUse } from "../outbox/limits.js";
 import type {
   AuditAction,
   AuditEntry,
@@ -268,4 +269,32 @@ export function toScheduleRecord(row: ScheduleRow): ScheduleRecord {
     createdAt: scheduleTime(row.created_at),
     updatedAt: scheduleTime(row.updated_at),
   };
+}
+
+/** An outbox_limits row (times as in ScheduleRow). */
+export interface LimitRow {
+  type: string;
+  concurrency: number | string | null;
+  rate_count: number | string | null;
+  rate_interval_ms: number | string | null;
+  created_at: number | string | Date;
+  updated_at: number | string | Date;
+}
+
+const numberOrNull = (value: number | string | null): number | null => (value === null ? null : Number(value));
+
+export function toLimitRecord(row: LimitRow): LimitRecord {
+  return {
+    type: row.type,
+    concurrency: numberOrNull(row.concurrency),
+    rateCount: numberOrNull(row.rate_count),
+    rateIntervalMs: numberOrNull(row.rate_interval_ms),
+    createdAt: scheduleTime(row.created_at),
+    updatedAt: scheduleTime(row.updated_at),
+  };
+}
+
+/** What a type's claims hold (a limit's use), as counted: numbers or BIGINT text. */
+export function toLimitUse(row: { running: number | string | null; started: number | string | null } | undefined): LimitUse {
+  return { running: Number(row?.running ?? 0), started: Number(row?.started ?? 0) };
 }

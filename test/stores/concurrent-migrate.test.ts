@@ -28,6 +28,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-017-schedules",
   "outbox-018-priority",
   "outbox-019-singletons",
+  "outbox-020-limits",
 ];
 
 describe("concurrent migrations", () => {

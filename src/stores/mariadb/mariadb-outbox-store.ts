@@ -33,6 +33,7 @@ import type {
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, singletonKeyMismatch, turnAfter, waitsInList } from "../../outbox/driver.js";
 import { InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
+import { type LimitRecord, limitRoom, windowStart } from "../../outbox/limits.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import type {
@@ -67,6 +68,9 @@ import {
   toMessageState,
   toMessageText,
   toScheduleRecord,
+  type LimitRow,
+  toLimitRecord,
+  toLimitUse,
   type AuditRow,
   type CancelRow,
   type HolderRow,
@@ -557,38 +561,81 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return typeof taken === "string" ? taken : null;
   }
 
-  claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean; types: readonly string[] | null }): Promise<{ at: Date; leases: Lease[] }> {
+  claim(params: {
+    owner: string;
+    limit: number;
+    leaseMs: number;
+    audit: boolean;
+    types: readonly string[] | null;
+    exceptTypes?: readonly string[] | null;
+  }): Promise<{ at: Date; leases: Lease[] }> {
     const { owner, limit, leaseMs, audit, types } = params;
+    const exceptTypes = params.exceptTypes ?? null;
     return this.#retrying(() =>
       this.transaction(async (conn) => {
         const now = await this.#time(conn);
-        const until = now + leaseMs;
-        const [candidates] =
-          types === null
-            ? await conn.query<Rows>(SQL.claimCandidates, [now, now, limit])
-            : await conn.query<Rows>(SQL.claimCandidatesOfTypes, [now, now, [...types], limit]);
-        if (candidates.length === 0) return { at: new Date(now), leases: [] };
-        const ids = candidates.map((c) => boundId(c.id));
-        // The candidates are locked until commit: the claim takes every one of them.
-        await conn.query(SQL.claim, [owner, until, until, ids, now]);
-        const [claimed] = await conn.query<Rows>(SQL.claimedRows, [ids]);
-        const rows = new Map(claimed.map((row) => [String(row.id), row as unknown as MariaDbClaimedRow]));
-        const leases: Lease[] = [];
-        const audited: AuditValues[] = [];
-        for (const candidate of candidates) {
-          const row = rows.get(String(candidate.id));
-          if (row === undefined) continue;
-          const previousOwner = (candidate.locked_by as string | null) ?? null;
-          leases.push(mariaDbClaimedLease(row, owner, until, candidate.status === "processing" ? previousOwner : null));
-          if (audit) {
-            const lockedUntil = candidate.locked_until === null ? null : Number(candidate.locked_until);
-            audited.push([boundId(row.id), row.lease_token, owner, "claim", now, String(candidate.status), previousOwner, lockedUntil, null]);
-          }
-        }
-        await this.#audit(conn, audited);
-        return { at: new Date(now), leases };
+        return this.#claimIn(conn, { now, owner, limit, until: now + leaseMs, audit, types, exceptTypes });
       }),
     );
+  }
+
+  claimLimited(params: { owner: string; type: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {
+    const { owner, type, leaseMs, audit } = params;
+    return this.#retrying(() =>
+      this.transaction(async (conn) => {
+        const row = (await conn.query<Rows>(SQL.lockLimit, [type]))[0][0] as LimitRow | undefined;
+        const now = await this.#time(conn);
+        let limit = params.limit;
+        if (row !== undefined) {
+          const record = toLimitRecord(row);
+          const from = windowStart(record, now);
+          await conn.query<Written>(SQL.pruneLimitStarts, [type, from, now]);
+          const use = (await conn.query<Rows>(SQL.limitUse, [now, from, type]))[0][0] as { running: number | string; started: number | string } | undefined;
+          limit = limitRoom(record, toLimitUse(use), limit);
+          if (limit === 0) return { at: new Date(now), leases: [] };
+        }
+        const claimed = await this.#claimIn(conn, { now, owner, limit, until: now + leaseMs, audit, types: [type], exceptTypes: null });
+        if (row !== undefined && claimed.leases.length > 0) {
+          const leases = JSON.stringify(claimed.leases.map((lease) => [Number(lease.messageId), lease.token]));
+          await conn.query<Written>(SQL.addLimitStarts, [type, now, leases]);
+        }
+        return claimed;
+      }),
+    );
+  }
+
+  /** The claim, inside the caller's transaction: candidates locked, claimed, read back, audited. */
+  async #claimIn(
+    conn: MariaDbTx,
+    params: { now: number; owner: string; limit: number; until: number; audit: boolean; types: readonly string[] | null; exceptTypes: readonly string[] | null },
+  ): Promise<{ at: Date; leases: Lease[] }> {
+    const { now, owner, limit, until, audit, types, exceptTypes } = params;
+    const [candidates] =
+      types !== null
+        ? await conn.query<Rows>(SQL.claimCandidatesOfTypes, [now, now, [...types], limit])
+        : exceptTypes !== null
+          ? await conn.query<Rows>(SQL.claimCandidatesExceptTypes, [now, now, [...exceptTypes], limit])
+          : await conn.query<Rows>(SQL.claimCandidates, [now, now, limit]);
+    if (candidates.length === 0) return { at: new Date(now), leases: [] };
+    const ids = candidates.map((c) => boundId(c.id));
+    // The candidates are locked until commit: the claim takes every one of them.
+    await conn.query(SQL.claim, [owner, until, until, ids, now]);
+    const [claimed] = await conn.query<Rows>(SQL.claimedRows, [ids]);
+    const rows = new Map(claimed.map((row) => [String(row.id), row as unknown as MariaDbClaimedRow]));
+    const leases: Lease[] = [];
+    const audited: AuditValues[] = [];
+    for (const candidate of candidates) {
+      const row = rows.get(String(candidate.id));
+      if (row === undefined) continue;
+      const previousOwner = (candidate.locked_by as string | null) ?? null;
+      leases.push(mariaDbClaimedLease(row, owner, until, candidate.status === "processing" ? previousOwner : null));
+      if (audit) {
+        const lockedUntil = candidate.locked_until === null ? null : Number(candidate.locked_until);
+        audited.push([boundId(row.id), row.lease_token, owner, "claim", now, String(candidate.status), previousOwner, lockedUntil, null]);
+      }
+    }
+    await this.#audit(conn, audited);
+    return { at: new Date(now), leases };
   }
 
   claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<ClaimMessageAttempt> {
@@ -865,6 +912,29 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       const [rows] = await conn.query<Rows>(SQL.getSchedule, [name]);
       return toScheduleRecord(rows[0] as unknown as ScheduleRow);
     });
+  }
+
+  putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
+    const { type, concurrency, rateCount, rateIntervalMs } = params;
+    return this.transaction(async (conn) => {
+      const now = await this.#time(conn);
+      await conn.query<Written>(SQL.putLimit, [type, concurrency, rateCount, rateIntervalMs, now, now]);
+      const [rows] = await conn.query<Rows>(SQL.limitOf, [type]);
+      return toLimitRecord(rows[0] as unknown as LimitRow);
+    });
+  }
+
+  removeLimit(params: { type: string }): Promise<boolean> {
+    return this.transaction(async (conn) => {
+      await conn.query<Written>(SQL.removeLimitStarts, [params.type]);
+      const [written] = await conn.query<Written>(SQL.removeLimit, [params.type]);
+      return written.affectedRows > 0;
+    });
+  }
+
+  async listLimits(): Promise<LimitRecord[]> {
+    const [rows] = await this.pool.query<Rows>(SQL.listLimits);
+    return rows.map((row) => toLimitRecord(row as unknown as LimitRow));
   }
 
   async removeSchedule(params: { name: string }): Promise<boolean> {

@@ -348,12 +348,45 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
 ) ${TABLE_OPTIONS}`,
     ],
   },
+  {
+    // Flow control across processes: a type's concurrency limit (leases held at once) and rate
+    // limit (claims in any rate_interval_ms). A claim of a limited type locks the type's row, and
+    // records each lease it takes in outbox_limit_starts; a lease counts as running while its
+    // message is processing under that token with the lease unexpired, and as a start while
+    // inside the rate window. Rows that count for neither are deleted by the type's next claim.
+    name: "outbox-020-limits",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS outbox_limits (
+  type             VARCHAR(200) NOT NULL PRIMARY KEY,
+  concurrency      INT          CHECK (concurrency >= 1),
+  rate_count       INT          CHECK (rate_count >= 1),
+  rate_interval_ms BIGINT       CHECK (rate_interval_ms >= 1),
+  created_at       BIGINT       NOT NULL,
+  updated_at       BIGINT       NOT NULL,
+  CHECK ((rate_count IS NULL) = (rate_interval_ms IS NULL)),
+  CHECK (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+) ${TABLE_OPTIONS}`,
+      `CREATE TABLE IF NOT EXISTS outbox_limit_starts (
+  type        VARCHAR(200) NOT NULL,
+  message_id  BIGINT       NOT NULL,
+  lease_token INT          NOT NULL,
+  started_at  BIGINT       NOT NULL,
+  PRIMARY KEY (type, message_id, lease_token)
+) ${TABLE_OPTIONS}`,
+    ],
+  },
 ];
 
 /**
  * A migration as a script for the mariadb client (wassal migrate --print-sql): each statement ends
  * with `;`, except a stored routine's, whose body holds `;` itself: it goes between DELIMITER lines.
  */
+/** A recorded claim (`starts`, a row of outbox_limit_starts) whose lease is still held at the ? (now): its message processing under its token, the lease unexpired. */
+function leaseHeld(starts: string): string {
+  return `EXISTS (SELECT 1 FROM outbox_messages m WHERE m.id = ${starts}.message_id AND m.status = 'processing'
+                         AND m.lease_token = ${starts}.lease_token AND m.locked_until > ?)`;
+}
+
 export function migrationScript(statements: readonly string[]): string {
   return statements.map((s) => (/^CREATE (FUNCTION|PROCEDURE)\b/.test(s) ? `DELIMITER //\n${s} //\nDELIMITER ;` : `${s};`)).join("\n");
 }
@@ -569,6 +602,10 @@ export const SQL = {
   claimCandidatesOfTypes: `SELECT id, status, locked_by, locked_until FROM outbox_messages
       WHERE claim_at <= ? AND available_at <= ? AND type IN (?) ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
 
+  /** As claimCandidates, of every type but those in ? (an array, expanded): the claim of the unlimited types when some are limited. Params now, now, types, limit. */
+  claimCandidatesExceptTypes: `SELECT id, status, locked_by, locked_until FROM outbox_messages
+      WHERE claim_at <= ? AND available_at <= ? AND type NOT IN (?) ORDER BY claim_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
+
   /**
    * Params: owner, lease end, lease end, ids (an array, expanded), now. The claim of the candidates
    * just locked; re-checks claimability. MariaDB has no UPDATE … RETURNING: claimedRows reads them back.
@@ -580,6 +617,8 @@ export const SQL = {
   // claimOfTypes: (none) claimCandidatesOfTypes picks the candidates of some types; the one claim statement then takes them
   // claimLarge: (none) one claim statement takes any number of candidates; PostgreSQL switches plans past a limit
   // claimLargeOfTypes: (none) as claimLarge
+  // claimExceptTypes: (none) claimCandidatesExceptTypes picks the candidates of the unlimited types; the one claim statement then takes them
+  // claimLargeExceptTypes: (none) as claimLarge
   // claimOfLimit: (none) statements are not prepared on the server: a bound limit keeps no plan
 
   /** Params: ids (an array, expanded). What the claim wrote, read back in its transaction (its rows still locked). */
@@ -795,6 +834,28 @@ export const SQL = {
   removeSchedule: "DELETE FROM outbox_schedules WHERE name = ?",
 
   listSchedules: "SELECT * FROM outbox_schedules ORDER BY name",
+
+  /** Params: type, concurrency, rate count, rate interval ms, now, now: a type's limit upserted. */
+  putLimit: `INSERT INTO outbox_limits (type, concurrency, rate_count, rate_interval_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+      ON DUPLICATE KEY UPDATE concurrency = VALUES(concurrency), rate_count = VALUES(rate_count),
+        rate_interval_ms = VALUES(rate_interval_ms), updated_at = VALUES(updated_at)`,
+  /** Params: type. */
+  removeLimit: "DELETE FROM outbox_limits WHERE type = ?",
+  /** Params: type. */
+  removeLimitStarts: "DELETE FROM outbox_limit_starts WHERE type = ?",
+  listLimits: "SELECT * FROM outbox_limits ORDER BY type",
+  /** Params: type: the type's limit (the row as putLimit wrote it). */
+  limitOf: "SELECT * FROM outbox_limits WHERE type = ?",
+  /** Params: type: the type's limit, its row locked until the limited claim's transaction ends (no row: no limit). */
+  lockLimit: "SELECT * FROM outbox_limits WHERE type = ? FOR UPDATE",
+  /** Params: type, window start, now: drops the type's recorded claims that count for neither limit. */
+  pruneLimitStarts: `DELETE FROM outbox_limit_starts WHERE type = ? AND started_at <= ? AND NOT ${leaseHeld("outbox_limit_starts")}`,
+  /** Params: now, window start, type: the type's leases still held, and its claims after the window's start. */
+  limitUse: `SELECT COALESCE(SUM(${leaseHeld("st")}), 0) AS running, COALESCE(SUM(st.started_at > ?), 0) AS started
+      FROM outbox_limit_starts st WHERE st.type = ?`,
+  /** Params: type, claim time, leases (JSON: a list of [message id, lease token]): records a limited claim's leases. */
+  addLimitStarts: `INSERT INTO outbox_limit_starts (type, message_id, lease_token, started_at)
+      SELECT ?, l.id, l.token, ? FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]', token INT PATH '$[1]')) AS l`,
 
   /** Params: limit. */
   nextSchedules: "SELECT * FROM outbox_schedules WHERE next_at IS NOT NULL ORDER BY next_at, name LIMIT ?",

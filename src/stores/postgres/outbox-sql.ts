@@ -287,8 +287,38 @@ ALTER TABLE ${s}.outbox_messages ADD COLUMN singleton_key text;
 CREATE UNIQUE INDEX outbox_messages_singleton ON ${s}.outbox_messages (type, singleton_key) ${SINGLETON_WAITING};
 `,
     },
+    {
+      name: "outbox-020-limits",
+      sql: `
+-- Flow control across processes: a type's concurrency limit (leases held at once) and rate limit
+-- (claims in any rate_interval_ms). A claim of a limited type locks the type's row, and records
+-- each lease it takes in outbox_limit_starts; a lease counts as running while its message is
+-- processing under that token with the lease unexpired, and as a start while inside the rate
+-- window. Rows that count for neither are deleted by the type's next claim.
+CREATE TABLE ${s}.outbox_limits (
+  type             text        PRIMARY KEY,
+  concurrency      integer     CHECK (concurrency >= 1),
+  rate_count       integer     CHECK (rate_count >= 1),
+  rate_interval_ms bigint      CHECK (rate_interval_ms >= 1),
+  created_at       timestamptz NOT NULL,
+  updated_at       timestamptz NOT NULL,
+  CHECK ((rate_count IS NULL) = (rate_interval_ms IS NULL)),
+  CHECK (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+);
+CREATE TABLE ${s}.outbox_limit_starts (
+  type        text        NOT NULL,
+  message_id  bigint      NOT NULL,
+  lease_token integer     NOT NULL,
+  started_at  timestamptz NOT NULL,
+  PRIMARY KEY (type, message_id, lease_token)
+);
+`,
+    },
   ];
 }
+
+/** Which types a claim takes: every one, only the named ones, or every one but those. */
+type ClaimFilter = "all" | "only" | "except";
 
 /** The singleton index's predicate (outbox-019): a message with a singleton key that no worker has claimed yet. The upsert names it as its conflict target. */
 const SINGLETON_WAITING = "WHERE singleton_key IS NOT NULL AND status = 'pending' AND lease_token = 0";
@@ -579,6 +609,9 @@ export function outboxSql(schema: string) {
   const table = `${s}.outbox_messages`;
   const audit = `${s}.outbox_audit`;
   const AUDIT_COLUMNS = "message_id, lease_token, owner, action, at, previous_status, previous_owner, previous_locked_until";
+  /** A recorded claim (outbox_limit_starts, as st) whose lease is still held at `now`: its message processing under its token, the lease unexpired. */
+  const leaseHeld = (now: string) => `EXISTS (SELECT 1 FROM ${table} m WHERE m.id = st.message_id AND m.status = 'processing'
+                                             AND m.lease_token = st.lease_token AND m.locked_until > ${now})`;
   /**
    * $1 now, $2 ids, $3 tokens, $4 owners, $5 audit?: many guarded completions in one statement
    * (for completions without business writes, which cannot fail one by one); with `handOn`, the
@@ -624,12 +657,14 @@ export function outboxSql(schema: string) {
   // PGOPTIONS, showed no gain: the store's connections never had it, pg_prepared_statements still
   // counted only custom plans.) Not done instead: forcing the generic plan on the store's
   // connections, which would force it on every statement an application runs through them.
-  const claimSql = (ofTypes: boolean, limit: number | null, byIds = false) => `WITH ${CLAIM_CLOCK},
+  //
+  // `filter`: every type, only the types in $6 (text[]), or every type but those.
+  const claimSql = (filter: ClaimFilter, limit: number | null, byIds = false) => `WITH ${CLAIM_CLOCK},
       candidates AS MATERIALIZED (
         SELECT m.id, m.status AS old_status, m.locked_by AS old_owner, m.locked_until AS old_locked_until, m.available_at AS old_available_at
         FROM ${table} m
         WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND (${claimRank("m.")}) <= (SELECT t AT TIME ZONE 'UTC' FROM clock)
-          AND m.available_at <= (SELECT t FROM clock)${ofTypes ? " AND m.type = ANY($6::text[])" : ""}
+          AND m.available_at <= (SELECT t FROM clock)${filter === "only" ? " AND m.type = ANY($6::text[])" : filter === "except" ? " AND m.type <> ALL($6::text[])" : ""}
         ORDER BY ${claimRank("m.")}, m.id
         LIMIT ${limit ?? "$2"}
         FOR UPDATE OF m SKIP LOCKED
@@ -779,6 +814,7 @@ export function outboxSql(schema: string) {
 
     // claimCandidates: (none) the claim picks its candidates itself, in one statement, with FOR UPDATE SKIP LOCKED
     // claimCandidatesOfTypes: (none) as claimCandidates (claimOfTypes)
+    // claimCandidatesExceptTypes: (none) as claimCandidates (claimExceptTypes)
 
     /**
      * $1 now, $2 limit, $3 owner, $4 lease ms. One statement: the MATERIALIZED CTE locks at most
@@ -786,10 +822,16 @@ export function outboxSql(schema: string) {
      * joins exactly those. The `WHERE id IN (subquery)` form can be re-planned to run the
      * subquery per row and claim more than asked, so it is not used.
      */
-    claim: claimSql(false, null),
+    claim: claimSql("all", null),
 
     /** As claim, of the types in $6 (text[]) only: a worker claims the types it handles. */
-    claimOfTypes: claimSql(true, null),
+    claimOfTypes: claimSql("only", null),
+
+    /**
+     * As claim, of every type but those in $6 (text[]): the claim of the unlimited types when some
+     * are limited (limits.ts). Run unnamed, planned at every call: it is not the plain path.
+     */
+    claimExceptTypes: claimSql("except", null),
 
     /**
      * claim and claimOfTypes for a large limit: the claimed rows also named as an array of their
@@ -797,14 +839,29 @@ export function outboxSql(schema: string) {
      * read the table. Only for a statement planned at every call (unnamed): a kept plan of it made
      * on a new, small table reads the whole table as the table grows (see claimSql).
      */
-    claimLarge: claimSql(false, null, true),
-    claimLargeOfTypes: claimSql(true, null, true),
+    claimLarge: claimSql("all", null, true),
+    claimLargeOfTypes: claimSql("only", null, true),
+    claimLargeExceptTypes: claimSql("except", null, true),
 
     /** claim or claimOfTypes with `limit` (which $2 must equal) written into the statement. */
     claimOfLimit(limit: number, ofTypes: boolean): string {
       if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`a claim's limit must be a positive integer, not ${limit}`);
-      return claimSql(ofTypes, limit);
+      return claimSql(ofTypes ? "only" : "all", limit);
     },
+
+    /** $1 now, $2 type: the type's limit, its row locked until the limited claim's transaction ends, and the time (no row: no limit). */
+    lockLimit: `SELECT type, concurrency, rate_count, rate_interval_ms, created_at, updated_at, coalesce($1::timestamptz, clock_timestamp()) AS now
+      FROM ${s}.outbox_limits WHERE type = $2 FOR UPDATE`,
+    // limitOf: (none) lockLimit reads the limit and locks its row
+
+    /** $1 type, $2 window start, $3 now: drops the type's recorded claims that count for neither limit. */
+    pruneLimitStarts: `DELETE FROM ${s}.outbox_limit_starts st WHERE st.type = $1 AND st.started_at <= $2 AND NOT ${leaseHeld("$3")}`,
+    /** $1 type, $2 window start, $3 now: the type's leases still held, and its claims after the window's start. */
+    limitUse: `SELECT count(*) FILTER (WHERE ${leaseHeld("$3")}) AS running, count(*) FILTER (WHERE st.started_at > $2) AS started
+      FROM ${s}.outbox_limit_starts st WHERE st.type = $1`,
+    /** $1 type, $2 claim time, $3 message ids, $4 lease tokens: records a limited claim's leases. */
+    addLimitStarts: `INSERT INTO ${s}.outbox_limit_starts (type, message_id, lease_token, started_at)
+      SELECT $1, l.id, l.token, $2 FROM unnest($3::bigint[], $4::int[]) AS l(id, token)`,
 
     // claimedRows: (none) the claim's UPDATE … RETURNING hands the claimed rows back itself (MariaDB reads them back)
 
@@ -1074,6 +1131,18 @@ export function outboxSql(schema: string) {
     removeSchedule: `DELETE FROM ${s}.outbox_schedules WHERE name = $1`,
 
     listSchedules: `SELECT * FROM ${s}.outbox_schedules ORDER BY name`,
+
+    /** $1 now, $2 type, $3 concurrency, $4 rate count, $5 rate interval ms: a type's limit upserted. */
+    putLimit: `WITH ${CLOCK}
+      INSERT INTO ${s}.outbox_limits AS o (type, concurrency, rate_count, rate_interval_ms, created_at, updated_at)
+      SELECT $2::text, $3::integer, $4::integer, $5::bigint, clock.t, clock.t FROM clock
+      ON CONFLICT (type) DO UPDATE SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
+        rate_interval_ms = excluded.rate_interval_ms, updated_at = excluded.updated_at
+      RETURNING o.*`,
+    /** $1 type: the limit and its recorded claims. */
+    removeLimit: `WITH starts AS (DELETE FROM ${s}.outbox_limit_starts WHERE type = $1) DELETE FROM ${s}.outbox_limits WHERE type = $1`,
+    // removeLimitStarts: (none) removeLimit deletes the recorded claims in the same statement
+    listLimits: `SELECT * FROM ${s}.outbox_limits ORDER BY type`,
 
     /** $1 now, $2 limit: the time, and the schedules with a next tick, earliest first (none: one row of nulls). */
     nextSchedules: `WITH ${CLOCK}

@@ -28,6 +28,7 @@ import type {
 } from "../../outbox/driver.js";
 import { keysOf, LeaseSet, singletonKeyMismatch, waitsInList } from "../../outbox/driver.js";
 import { DatabaseOpenError, InvalidArgumentError, NotInTransactionError, StoreReadOnlyError } from "../../outbox/errors.js";
+import { type LimitRecord, limitRoom, windowStart } from "../../outbox/limits.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import type {
@@ -61,6 +62,9 @@ import {
   toMessageState,
   toMessageText,
   toScheduleRecord,
+  type LimitRow,
+  toLimitRecord,
+  toLimitUse,
   type AuditRow,
   type CancelRow,
   type HolderRow,
@@ -583,16 +587,53 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     leaseMs: number;
     audit: boolean;
     types: readonly string[] | null;
+    exceptTypes?: readonly string[] | null;
   }): Promise<{ at: Date; leases: Lease[] }> {
     const { owner, limit, leaseMs, audit, types } = params;
+    const exceptTypes = params.exceptTypes ?? null;
     const values = [this.#now(), limit, owner, leaseMs, audit];
     await this.#checkTableGrowth();
-    const statement = this.#claimStatement(limit, types !== null);
-    const { rows } = await this.pool.query<PgClaimedRow>({ ...statement, values: types === null ? values : [...values, types] });
-    // RETURNING has no order: put the leases back in the order they became due (as claimed).
+    let rows: PgClaimedRow[];
+    if (types === null && exceptTypes !== null) {
+      // Only when some types are limited: planned at every call, off the plain path.
+      const text = limit > LARGE_CLAIM ? this.#sql.claimLargeExceptTypes : this.#sql.claimExceptTypes;
+      rows = (await this.pool.query<PgClaimedRow>(text, [...values, exceptTypes])).rows;
+    } else {
+      const statement = this.#claimStatement(limit, types !== null);
+      rows = (await this.pool.query<PgClaimedRow>({ ...statement, values: types === null ? values : [...values, types] })).rows;
+    }
+    return this.#claimedLeases(rows, owner);
+  }
+
+  /** A claim's leases, in the order their messages became due (RETURNING has no order). */
+  #claimedLeases(rows: PgClaimedRow[], owner: string): { at: Date; leases: Lease[] } {
     rows.sort(byRankThenId);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow();
     return { at, leases: rows.map((row) => pgClaimedLease(row, owner)) };
+  }
+
+  async claimLimited(params: { owner: string; type: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {
+    const { owner, type, leaseMs, audit } = params;
+    await this.#checkTableGrowth();
+    return this.transaction(async (tx) => {
+      const row = (await tx.query<LimitRow & { now: Date }>(this.#sql.lockLimit, [this.#now(), type])).rows[0];
+      let limit = params.limit;
+      if (row !== undefined) {
+        const record = toLimitRecord(row);
+        const from = new Date(windowStart(record, row.now.getTime()));
+        await tx.query(this.#sql.pruneLimitStarts, [type, from, row.now]);
+        const use = (await tx.query<{ running: string; started: string }>(this.#sql.limitUse, [type, from, row.now])).rows[0];
+        limit = limitRoom(record, toLimitUse(use), limit);
+        if (limit === 0) return { at: row.now, leases: [] };
+      }
+      const statement = this.#claimStatement(limit, true);
+      const rows = (await tx.query<PgClaimedRow>({ ...statement, values: [this.#now(), limit, owner, leaseMs, audit, [type]] })).rows;
+      const claimed = this.#claimedLeases(rows, owner);
+      if (row !== undefined && rows.length > 0) {
+        await tx.query(this.#sql.addLimitStarts, [type, claimed.at, rows.map((r) => r.id), rows.map((r) => r.lease_token)]);
+      }
+      return claimed;
+    });
   }
 
   /**
@@ -872,6 +913,20 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       priority,
     ]);
     return toScheduleRecord(rows[0] as ScheduleRow);
+  }
+
+  async putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
+    const { type, concurrency, rateCount, rateIntervalMs } = params;
+    const { rows } = await this.pool.query<LimitRow>(this.#sql.putLimit, [this.#now(), type, concurrency, rateCount, rateIntervalMs]);
+    return toLimitRecord(rows[0] as LimitRow);
+  }
+
+  async removeLimit(params: { type: string }): Promise<boolean> {
+    return ((await this.pool.query(this.#sql.removeLimit, [params.type])).rowCount ?? 0) > 0;
+  }
+
+  async listLimits(): Promise<LimitRecord[]> {
+    return (await this.pool.query<LimitRow>(this.#sql.listLimits)).rows.map(toLimitRecord);
   }
 
   async removeSchedule(params: { name: string }): Promise<boolean> {

@@ -250,7 +250,38 @@ ALTER TABLE outbox_messages ADD COLUMN singleton_key TEXT;
 CREATE UNIQUE INDEX outbox_messages_singleton ON outbox_messages (type, singleton_key) ${SINGLETON_WAITING};
 `,
   },
+  {
+    name: "outbox-020-limits",
+    sql: `
+-- Flow control across processes: a type's concurrency limit (leases held at once) and rate limit
+-- (claims in any rate_interval_ms). A claim of a limited type records each lease it takes in
+-- outbox_limit_starts; a lease counts as running while its message is processing under that token
+-- with the lease unexpired, and as a start while inside the rate window. Rows that count for
+-- neither are deleted by the type's next claim.
+CREATE TABLE outbox_limits (
+  type             TEXT    PRIMARY KEY,
+  concurrency      INTEGER CHECK (concurrency >= 1),
+  rate_count       INTEGER CHECK (rate_count >= 1),
+  rate_interval_ms INTEGER CHECK (rate_interval_ms >= 1),
+  created_at       INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  CHECK ((rate_count IS NULL) = (rate_interval_ms IS NULL)),
+  CHECK (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE outbox_limit_starts (
+  type        TEXT    NOT NULL,
+  message_id  INTEGER NOT NULL,
+  lease_token INTEGER NOT NULL,
+  started_at  INTEGER NOT NULL,
+  PRIMARY KEY (type, message_id, lease_token)
+) STRICT, WITHOUT ROWID;
+`,
+  },
 ];
+
+/** A recorded claim (outbox_limit_starts, as s) whose lease is still held: its message processing under its token, the lease unexpired at @now. */
+const LEASE_HELD = `EXISTS (SELECT 1 FROM outbox_messages m WHERE m.id = s.message_id AND m.status = 'processing'
+                                  AND m.lease_token = s.lease_token AND m.locked_until > @now)`;
 
 /**
  * What a redriven message's key_state becomes: a skipped one (2) rejoins its key's order, behind
@@ -395,10 +426,18 @@ export const SQL = {
                       AND type IN (SELECT value FROM json_each(@types))
                     ORDER BY ${CLAIM_RANK}, id LIMIT @limit`,
 
+  /** As claimCandidates, of every type but those in @types (a JSON array): the claim of the unlimited types when some are limited. */
+  claimCandidatesExceptTypes: `SELECT id, status, locked_by, locked_until FROM outbox_messages
+                    WHERE status IN ('pending', 'processing') AND key_state = 0 AND ${CLAIM_RANK} <= @now AND available_at <= @now
+                      AND type NOT IN (SELECT value FROM json_each(@types))
+                    ORDER BY ${CLAIM_RANK}, id LIMIT @limit`,
+
   /** The claim of a whole batch of candidates (read just before, in the same transaction); re-checks claimability. */
   // claimOfTypes: (none) claimCandidatesOfTypes picks the candidates of some types; the one claim statement then takes them
   // claimLarge: (none) one claim statement takes any number of candidates (an id list in JSON); PostgreSQL switches plans past a limit
   // claimLargeOfTypes: (none) as claimLarge
+  // claimExceptTypes: (none) claimCandidatesExceptTypes picks the candidates of the unlimited types; the one claim statement then takes them
+  // claimLargeExceptTypes: (none) as claimLarge
   // claimOfLimit: (none) SQLite keeps no plan between runs to protect: a bound limit costs nothing
   claim: `UPDATE outbox_messages
               SET status = 'processing', locked_by = @owner, locked_until = @until, available_at = @until,
@@ -596,6 +635,26 @@ export const SQL = {
   // getSchedule: (none) putSchedule returns the row it wrote (RETURNING)
 
   removeSchedule: `DELETE FROM outbox_schedules WHERE name = @name`,
+
+  putLimit: `INSERT INTO outbox_limits (type, concurrency, rate_count, rate_interval_ms, created_at, updated_at)
+             VALUES (@type, @concurrency, @rateCount, @rateIntervalMs, @now, @now)
+             ON CONFLICT (type) DO UPDATE SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
+               rate_interval_ms = excluded.rate_interval_ms, updated_at = excluded.updated_at
+             RETURNING *`,
+  removeLimit: `DELETE FROM outbox_limits WHERE type = @type`,
+  removeLimitStarts: `DELETE FROM outbox_limit_starts WHERE type = @type`,
+  listLimits: `SELECT * FROM outbox_limits ORDER BY type`,
+  /** A type's limit, read inside the claim's BEGIN IMMEDIATE (no other writer counts or claims meanwhile). */
+  // lockLimit: (none) the claim's BEGIN IMMEDIATE already keeps every other claimer out; limitOf reads the limit
+  limitOf: `SELECT * FROM outbox_limits WHERE type = @type`,
+  /** Drops a type's recorded claims that count for neither limit: lease no longer held, claimed at or before @windowStart. */
+  pruneLimitStarts: `DELETE FROM outbox_limit_starts AS s WHERE type = @type AND started_at <= @windowStart AND NOT ${LEASE_HELD}`,
+  /** A type's leases still held, and its claims after @windowStart. */
+  limitUse: `SELECT coalesce(sum(${LEASE_HELD}), 0) AS running, coalesce(sum(started_at > @windowStart), 0) AS started
+             FROM outbox_limit_starts AS s WHERE type = @type`,
+  /** Records the claims a limited claim took: @leases is a JSON list of [message id, lease token]. */
+  addLimitStarts: `INSERT INTO outbox_limit_starts (type, message_id, lease_token, started_at)
+                   SELECT @type, value ->> 0, value ->> 1, @now FROM json_each(@leases)`,
 
   listSchedules: `SELECT * FROM outbox_schedules ORDER BY name`,
 

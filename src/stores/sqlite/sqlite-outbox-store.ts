@@ -25,6 +25,7 @@ import type {
   ScheduleRecord,
 } from "../../outbox/driver.js";
 import { LeaseSet, singletonKeyMismatch, turnAfter, waitsInList } from "../../outbox/driver.js";
+import { type LimitRecord, limitRoom, windowStart } from "../../outbox/limits.js";
 import { InvalidArgumentError } from "../../outbox/errors.js";
 import type { Tracing } from "../../outbox/tracing.js";
 import { LeasedOutbox } from "../../outbox/leased-outbox.js";
@@ -61,6 +62,9 @@ import {
   toMessageState,
   toMessageText,
   toScheduleRecord,
+  type LimitRow,
+  toLimitRecord,
+  toLimitUse,
   type AuditRow,
   type CancelRow,
   type HolderRow,
@@ -197,6 +201,24 @@ interface PreviousHolder {
   readonly status: string | null;
   readonly owner: string | null;
   readonly lockedUntil: number | null;
+}
+
+/** A claim as made inside the write lock: its time, the lease end, the candidates and the rows it took. */
+interface SqliteClaim {
+  readonly now: number;
+  readonly until: number;
+  readonly candidates: readonly ClaimCandidate[];
+  readonly rows: ReadonlyMap<number, ClaimedRow>;
+}
+
+/** The leases of a claim, in the candidates' order (the UPDATE's RETURNING order is not theirs). */
+function claimedLeases(claim: SqliteClaim, owner: string): { at: Date; leases: Lease[] } {
+  const leases: Lease[] = [];
+  for (const candidate of claim.candidates) {
+    const row = claim.rows.get(candidate.id);
+    if (row !== undefined) leases.push(sqliteClaimedLease(row, owner, claim.until, candidate.status === "processing" ? candidate.locked_by : null));
+  }
+  return { at: new Date(claim.now), leases };
 }
 
 /** The SQLite driver: runs the statements of outbox-sql.ts on one connection. */
@@ -401,39 +423,19 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return typeof taken === "string" ? taken : null;
   }
 
-  claim(params: { owner: string; limit: number; leaseMs: number; audit: boolean; types: readonly string[] | null }): Promise<{ at: Date; leases: Lease[] }> {
+  claim(params: {
+    owner: string;
+    limit: number;
+    leaseMs: number;
+    audit: boolean;
+    types: readonly string[] | null;
+    exceptTypes?: readonly string[] | null;
+  }): Promise<{ at: Date; leases: Lease[] }> {
     const { owner, limit, leaseMs, audit, types } = params;
+    const exceptTypes = params.exceptTypes ?? null;
     const taken = this.writeLock.runSync(() => {
       const now = this.now();
-      const until = now + leaseMs;
-      const candidates = (
-        types === null
-          ? this.#stmt("claimCandidates").all({ now, limit })
-          : this.#stmt("claimCandidatesOfTypes").all({ now, limit, types: JSON.stringify(types) })
-      ) as ClaimCandidate[];
-      if (candidates.length === 0) return { now, until, candidates, rows: new Map<number, ClaimedRow>() };
-      // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order. One
-      // candidate: the conditional claim of one message, without json_each (see completeBulk).
-      const only = candidates.length === 1 ? candidates[0] : undefined;
-      const claimed = (
-        only !== undefined
-          ? this.#stmt("claimMessage").all({ id: only.id, owner, until, now })
-          : this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now })
-      ) as ClaimedRow[];
-      // By id: the UPDATE's RETURNING order is not the candidates' order.
-      const rows = new Map(claimed.map((row) => [row.id, row]));
-      if (audit) {
-        for (const candidate of candidates) {
-          const row = rows.get(candidate.id);
-          if (row === undefined) continue;
-          this.#audit(true, row.id, row.lease_token, owner, "claim", now, {
-            status: candidate.status,
-            owner: candidate.locked_by,
-            lockedUntil: candidate.locked_until,
-          });
-        }
-      }
-      return { now, until, candidates, rows };
+      return this.#claimLocked({ now, owner, limit, until: now + leaseMs, audit, types, exceptTypes });
     });
     // The leases are built after the commit, outside the write lock, which every other process's
     // writer waits for: parsing the payloads and headers and building the leases is 1.4–1.9 µs per
@@ -442,14 +444,72 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     // neither the rate nor the held time beyond the noise (31–42 k msg/s, 22–33 µs either way).
     // The rows were checked when written (CHECK: payload and headers are valid JSON), so a lease
     // that cannot be built is not expected here; were one, its message would wait out its lease.
-    return taken.then(({ now, until, candidates, rows }) => {
-      const leases: Lease[] = [];
+    return taken.then((claimed) => claimedLeases(claimed, owner));
+  }
+
+  claimLimited(params: { owner: string; type: string; limit: number; leaseMs: number; audit: boolean }): Promise<{ at: Date; leases: Lease[] }> {
+    const { owner, type, leaseMs, audit } = params;
+    const taken = this.writeLock.runSync(() => {
+      const now = this.now();
+      const row = this.#stmt("limitOf").get({ type }) as LimitRow | undefined;
+      let limit = params.limit;
+      if (row !== undefined) {
+        const record = toLimitRecord(row);
+        const from = windowStart(record, now);
+        this.#stmt("pruneLimitStarts").run({ type, windowStart: from, now });
+        limit = limitRoom(record, toLimitUse(this.#stmt("limitUse").get({ type, windowStart: from, now }) as { running: number; started: number } | undefined), limit);
+      }
+      if (limit === 0) return { now, until: now + leaseMs, candidates: [], rows: new Map<number, ClaimedRow>() };
+      const claimed = this.#claimLocked({ now, owner, limit, until: now + leaseMs, audit, types: [type], exceptTypes: null });
+      if (row !== undefined && claimed.rows.size > 0) {
+        this.#stmt("addLimitStarts").run({ type, now, leases: JSON.stringify([...claimed.rows.values()].map((r) => [r.id, r.lease_token])) });
+      }
+      return claimed;
+    });
+    return taken.then((claimed) => claimedLeases(claimed, owner));
+  }
+
+  /** The claim, inside the write lock: the candidates, the rows it claimed (by id), audited. */
+  #claimLocked(params: {
+    now: number;
+    owner: string;
+    limit: number;
+    until: number;
+    audit: boolean;
+    types: readonly string[] | null;
+    exceptTypes: readonly string[] | null;
+  }): SqliteClaim {
+    const { now, owner, limit, until, audit, types, exceptTypes } = params;
+    const candidates = (
+      types !== null
+        ? this.#stmt("claimCandidatesOfTypes").all({ now, limit, types: JSON.stringify(types) })
+        : exceptTypes !== null
+          ? this.#stmt("claimCandidatesExceptTypes").all({ now, limit, types: JSON.stringify(exceptTypes) })
+          : this.#stmt("claimCandidates").all({ now, limit })
+    ) as ClaimCandidate[];
+    if (candidates.length === 0) return { now, until, candidates, rows: new Map<number, ClaimedRow>() };
+    // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order. One
+    // candidate: the conditional claim of one message, without json_each (see completeBulk).
+    const only = candidates.length === 1 ? candidates[0] : undefined;
+    const claimed = (
+      only !== undefined
+        ? this.#stmt("claimMessage").all({ id: only.id, owner, until, now })
+        : this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now })
+    ) as ClaimedRow[];
+    // By id: the UPDATE's RETURNING order is not the candidates' order.
+    const rows = new Map(claimed.map((row) => [row.id, row]));
+    if (audit) {
       for (const candidate of candidates) {
         const row = rows.get(candidate.id);
-        if (row !== undefined) leases.push(sqliteClaimedLease(row, owner, until, candidate.status === "processing" ? candidate.locked_by : null));
+        if (row === undefined) continue;
+        this.#audit(true, row.id, row.lease_token, owner, "claim", now, {
+          status: candidate.status,
+          owner: candidate.locked_by,
+          lockedUntil: candidate.locked_until,
+        });
       }
-      return { at: new Date(now), leases };
-    });
+    }
+    return { now, until, candidates, rows };
   }
 
   claimMessage(params: { owner: string; messageId: string; leaseMs: number; audit: boolean }): Promise<ClaimMessageAttempt> {
@@ -733,6 +793,21 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       const row = this.#stmt("putSchedule").get({ ...schedule, nextAt: params.nextAt?.getTime() ?? null, now: this.now() }) as ScheduleRow;
       return toScheduleRecord(row);
     });
+  }
+
+  putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
+    return this.writeLock.runSync(() => toLimitRecord(this.#stmt("putLimit").get({ ...params, now: this.now() }) as LimitRow));
+  }
+
+  removeLimit(params: { type: string }): Promise<boolean> {
+    return this.writeLock.runSync(() => {
+      this.#stmt("removeLimitStarts").run(params);
+      return this.#stmt("removeLimit").run(params).changes > 0;
+    });
+  }
+
+  listLimits(): Promise<LimitRecord[]> {
+    return this.writeLock.serial(() => (this.#stmt("listLimits").all() as LimitRow[]).map(toLimitRecord));
   }
 
   removeSchedule(params: { name: string }): Promise<boolean> {
