@@ -13,6 +13,7 @@ import { err, jsonText } from "./output.js";
 import { chaosCommand } from "./chaos-command.js";
 import { dashboardCommand } from "./dashboard-command.js";
 import { inboxCommand } from "./inbox-command.js";
+import { limitCommand } from "./limit-command.js";
 import { scheduleCommand } from "./schedule-command.js";
 import { labCommand } from "./lab-command.js";
 import { migrateCommand } from "./migrate-command.js";
@@ -30,6 +31,7 @@ const USAGE_CODES = new Set([
   "NOT_IN_TRANSACTION",
   "MESSAGE_NOT_FOUND",
   "SCHEDULE_NOT_FOUND",
+  "LIMIT_NOT_FOUND",
   "KEY_NOT_BLOCKED",
   "MISSING_CLIENT",
   "HANDLERS_MODULE",
@@ -62,6 +64,7 @@ function program(): Command {
     .addCommand(withErrors(outboxCommand()))
     .addCommand(withErrors(inboxCommand()))
     .addCommand(withErrors(scheduleCommand()))
+    .addCommand(withErrors(limitCommand()))
     .addCommand(withErrors(dashboardCommand()))
     .addCommand(withErrors(chaosCommand()));
 }

@@ -305,7 +305,12 @@ export interface OutboxDriver<Tx> {
     readonly audit: boolean;
   }): Promise<{ readonly at: Date; readonly leases: Lease[] }>;
   /** Upserts a type's limit (outbox_limits): the row as stored. */
-  putLimit(params: { readonly type: string; readonly concurrency: number | null; readonly rateCount: number | null; readonly rateIntervalMs: number | null }): Promise<LimitRecord>;
+  putLimit(params: {
+    readonly type: string;
+    readonly concurrency: number | null;
+    readonly rateCount: number | null;
+    readonly rateIntervalMs: number | null;
+  }): Promise<LimitRecord>;
   /** Deletes a type's limit and its recorded claims: true when there was one. */
   removeLimit(params: { readonly type: string }): Promise<boolean>;
   /** Every limit, by type. */

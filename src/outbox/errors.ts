@@ -164,6 +164,19 @@ export class ScheduleNotFoundError extends WassalError {
   }
 }
 
+/** A limit was named that this outbox does not have (wassal limit remove). */
+export class LimitNotFoundError extends WassalError {
+  override name = "LimitNotFoundError";
+  readonly type: string;
+  constructor(type: string, known: readonly string[]) {
+    super(
+      "LIMIT_NOT_FOUND",
+      `message type ${JSON.stringify(type)} has no limit in this outbox; ${known.length === 0 ? "no type has one" : `the limited types: ${known.map((name) => JSON.stringify(name)).join(", ")}`} (list them with: wassal limit list)`,
+    );
+    this.type = type;
+  }
+}
+
 /** store.cancel was given a message that is running: leased by a worker now (status processing). */
 export class MessageRunningError extends WassalError {
   override name = "MessageRunningError";

@@ -540,7 +540,14 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       leases.push(...claimed.leases);
     }
     if (leases.length < limit && (split.rest === null || split.rest.length > 0)) {
-      const claimed = await this.#driver.claim({ owner, limit: limit - leases.length, leaseMs, audit: this.#audit, types: split.rest, exceptTypes: split.except });
+      const claimed = await this.#driver.claim({
+        owner,
+        limit: limit - leases.length,
+        leaseMs,
+        audit: this.#audit,
+        types: split.rest,
+        exceptTypes: split.except,
+      });
       at ??= claimed.at;
       leases.push(...claimed.leases);
     }

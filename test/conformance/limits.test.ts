@@ -4,7 +4,8 @@
 
 import { expect, it } from "vitest";
 import { InvalidArgumentError } from "../../src/outbox/errors.js";
-import type { Lease, OutboxStore } from "../../src/outbox/types.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type { Lease } from "../../src/outbox/types.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 30_000;
@@ -50,7 +51,7 @@ describeEachStore("limits", (factory) => {
     const second = await store.claim("w", { limit: 10, leaseMs: LEASE_MS });
     expect(second).toHaveLength(1);
 
-    await store.fail(first[1]!, new Error("try again"), { retry: true, retryInMs: 0 });
+    await store.fail(first[1]!, new Error("try again"), { retryInMs: 0 });
     const third = await store.claim("w", { limit: 10, leaseMs: LEASE_MS });
     expect(third).toHaveLength(1);
 
@@ -106,7 +107,7 @@ describeEachStore("limits", (factory) => {
     await store.limit(LIMITED, { rate: { count: 1, intervalMs: 10_000 } });
     await enqueueOf(store, LIMITED, 1);
     const [lease] = await store.claim("w", { limit: 10, leaseMs: LEASE_MS });
-    await store.fail(lease!, new Error("again"), { retry: true, retryInMs: 0 });
+    await store.fail(lease!, new Error("again"), { retryInMs: 0 });
     expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
     clock.advance(10_000);
     expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toHaveLength(1);
@@ -150,9 +151,7 @@ describeEachStore("limits", (factory) => {
       await store.limit(LIMITED, { concurrency: 3 });
       await other.limits(); // the other instance reads the limited types now, not within a second
       await enqueueOf(store, LIMITED, 20);
-      const claims = await Promise.all(
-        Array.from({ length: 8 }, (_, n) => (n % 2 === 0 ? store : other).claim(`w${n}`, { limit: 2, leaseMs: LEASE_MS })),
-      );
+      const claims = await Promise.all(Array.from({ length: 8 }, (_, n) => (n % 2 === 0 ? store : other).claim(`w${n}`, { limit: 2, leaseMs: LEASE_MS })));
       expect(claims.flat()).toHaveLength(3);
     } finally {
       await (other as { close(): Promise<void> }).close();

@@ -607,7 +607,15 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
   /** The claim, inside the caller's transaction: candidates locked, claimed, read back, audited. */
   async #claimIn(
     conn: MariaDbTx,
-    params: { now: number; owner: string; limit: number; until: number; audit: boolean; types: readonly string[] | null; exceptTypes: readonly string[] | null },
+    params: {
+      now: number;
+      owner: string;
+      limit: number;
+      until: number;
+      audit: boolean;
+      types: readonly string[] | null;
+      exceptTypes: readonly string[] | null;
+    },
   ): Promise<{ at: Date; leases: Lease[] }> {
     const { now, owner, limit, until, audit, types, exceptTypes } = params;
     const [candidates] =

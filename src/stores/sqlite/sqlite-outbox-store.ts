@@ -457,7 +457,11 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         const record = toLimitRecord(row);
         const from = windowStart(record, now);
         this.#stmt("pruneLimitStarts").run({ type, windowStart: from, now });
-        limit = limitRoom(record, toLimitUse(this.#stmt("limitUse").get({ type, windowStart: from, now }) as { running: number; started: number } | undefined), limit);
+        limit = limitRoom(
+          record,
+          toLimitUse(this.#stmt("limitUse").get({ type, windowStart: from, now }) as { running: number; started: number } | undefined),
+          limit,
+        );
       }
       if (limit === 0) return { now, until: now + leaseMs, candidates: [], rows: new Map<number, ClaimedRow>() };
       const claimed = this.#claimLocked({ now, owner, limit, until: now + leaseMs, audit, types: [type], exceptTypes: null });
