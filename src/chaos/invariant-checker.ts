@@ -2,6 +2,7 @@
 // and checks every promise the outbox makes. Nothing here trusts what the workers said they did.
 
 import type { AuditEntry, OnComplete, OutboxMessage } from "../outbox/types.js";
+import { type JudgedLimit, judgeLimits, type LimitExcess } from "./limit-checks.js";
 import type { ProviderCall } from "../payments/provider-simulator.js";
 import type { Payment } from "../payments/types.js";
 import { textTable } from "../lab/text-table.js";
@@ -61,6 +62,11 @@ export interface CheckerInput {
    * found with their message there already (a compare-and-set that let two schedulers through),
    * as the workers logged them.
    */
+  /**
+   * A limit the run set on one message type (store.limit): judged over the audit trail
+   * (limit-checks.ts) with the workers' lease.
+   */
+  readonly limit?: { readonly type: string; readonly limit: JudgedLimit; readonly leaseMs: number };
   readonly schedule?: {
     readonly firstTick: Date;
     readonly ticks: readonly string[];
@@ -411,8 +417,41 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     row("payments left Pending after their message was processed", unsettled.length + presumedUnsettled, "0", unsettled.length + presumedUnsettled === 0),
     row("provider-side creations per key (max)", maxCreations, "<= 1", maxCreations <= 1),
     ...scheduleRows(input.schedule, note),
+    ...limitRows(input, known, note),
   ];
   return { passed: rows.every((r) => r.ok), rows, examples };
+}
+
+/** The limit's rows: no more leases at once than its concurrency, no more claims in an interval than its rate. */
+function limitRows(input: CheckerInput, known: ReadonlyMap<string, EnqueuedMessage>, note: (text: string) => void): InvariantRow[] {
+  if (input.limit === undefined) return [];
+  const { type, limit, leaseMs } = input.limit;
+  const report = judgeLimits(input.audit, new Map([[type, limit]]), (id) => known.get(id)?.type, leaseMs);
+  for (const excess of report.excesses.slice(0, 5)) {
+    note(
+      `limit of ${type}: ${excess.seen} ${excess.limit === "concurrency" ? "leases at once" : "claims in one interval"} (allowed ${excess.allowed}) at ${excess.at.toISOString()}`,
+    );
+  }
+  const peak = report.peaks[type] ?? { running: 0, perInterval: 0 };
+  const count = (kind: LimitExcess["limit"]) => report.excesses.filter((e) => e.limit === kind).length;
+  const rows: InvariantRow[] = [];
+  const row = (name: string, observed: number, ok: boolean, detail: string): InvariantRow => ({ name, observed, expected: "0", ok, detail });
+  if (limit.concurrency !== null) {
+    const over = count("concurrency");
+    rows.push(row("limits: leases held at once beyond the concurrency", over, over === 0, `at most ${peak.running} at once, of ${limit.concurrency} allowed`));
+  }
+  if (limit.rate !== null) {
+    const over = count("rate");
+    rows.push(
+      row(
+        "limits: claims in one interval beyond the rate",
+        over,
+        over === 0,
+        `at most ${peak.perInterval} in ${limit.rate.intervalMs} ms, of ${limit.rate.count} allowed`,
+      ),
+    );
+  }
+  return rows;
 }
 
 /** The schedule's rows: no tick enqueued twice, none missing from the first to the last, each one processed. */

@@ -1,11 +1,13 @@
 // The judge of flow control (store.limit): from the audit trail alone, were a type's leases ever
 // more than its concurrency at once, or its claims more than its rate's count in any interval?
 //
-// A lease runs from its claim to the first of: its completion, retry, dead-marking or release
-// under the same token; the message's next claim; or its end (claim + leaseMs). Renewals are not
-// in the audit trail, so a lease renewed past its first end counts as ended there: the check is
-// exact for handlers shorter than a third of the lease (never renewed), and can only miss an
-// excess, never invent one, for longer ones.
+// What the limits promise is about leases: at most `concurrency` unexpired leases of the type at
+// once (a worker paused past its lease has lost its slot, as it has lost its message). A lease
+// runs from its claim to the first of: its completion, retry, dead-marking or release under the
+// same token; the message's next claim; its end (claim + leaseMs). Renewals are not in the audit
+// trail, so a renewed lease counts as ended at its first end: the check is exact for handlers
+// shorter than a third of the lease (never renewed), and for longer ones can miss an excess but
+// never invent one.
 
 import type { AuditEntry, Rate } from "../outbox/types.js";
 
@@ -59,12 +61,8 @@ export function judgeLimits(
       const start = entry.at.getTime();
       let end = start + leaseMs;
       for (const later of entries.slice(n + 1)) {
-        if (later.action === "claim") {
+        if (later.action === "claim" || (later.token === entry.token && ENDS.has(later.action))) {
           end = Math.min(end, later.at.getTime());
-          break;
-        }
-        if (later.token === entry.token && ENDS.has(later.action)) {
-          end = later.at.getTime();
           break;
         }
       }

@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, WassalError } from "../outbox/errors.js";
 import { seededRandom } from "../outbox/seeded-random.js";
-import type { OnComplete, OutboxMessage } from "../outbox/types.js";
+import type { OnComplete, OutboxMessage, Rate } from "../outbox/types.js";
+import { checkLimitOptions } from "../outbox/limits.js";
 import { checkOnComplete } from "../outbox/validate.js";
 import { PaymentsService } from "../payments/payments-service.js";
 import { ProviderSimulator, readProviderLog } from "../payments/provider-simulator.js";
@@ -21,6 +22,8 @@ import { redactUrl } from "../outbox/redact.js";
 import { openLabOutbox } from "../lab/stores/open-lab-outbox.js";
 import { checkInvariants, type EnqueuedMessage, type InvariantReport } from "./invariant-checker.js";
 import { ChaosSetupError, ProcessPool } from "./process-pool.js";
+import type { JudgedLimit } from "./limit-checks.js";
+import { RECONCILE_MESSAGE_TYPE } from "../payments/types.js";
 import { PULSE_MESSAGE_TYPE, STALL_MARK } from "../runtime/payments-handlers.js";
 
 export interface ChaosOptions {
@@ -61,6 +64,13 @@ export interface ChaosOptions {
    * alone and is given the first payment; the others start once its stall has begun.
    */
   readonly stallFirst?: boolean;
+  /**
+   * A limit on the payments' message type (store.limit), set before the workers start and judged
+   * over the audit trail: at most this many leases at once across the workers (0: none)…
+   */
+  readonly limitConcurrency?: number;
+  /** …and at most this many claims in any interval (none when absent). */
+  readonly limitRate?: Rate;
   /** Give up waiting for the workers after this long (default: scaled to the work, see chaosTimeoutMs). */
   readonly timeoutMs?: number;
   /** Keep the database and the logs. */
@@ -161,6 +171,9 @@ function checkChaosOptions(o: ChaosOptions): void {
     throw new InvalidArgumentError(`stallFirst needs 2 workers or more: another worker must take the stalled message (got workers ${o.workers})`);
   }
   checkOnComplete(o.onComplete);
+  whole("limitConcurrency", o.limitConcurrency ?? 0, 0);
+  const limit = judgedLimit(o);
+  if (limit !== null) checkLimitOptions(limit, RECONCILE_MESSAGE_TYPE);
   checkStore(o.store);
 }
 
@@ -309,6 +322,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       );
       firstTick = pulse.nextAt;
     }
+    const limited = judgedLimit(options);
+    if (limited !== null) await outbox.store.limit(RECONCILE_MESSAGE_TYPE, limited);
     let firstCreated = 0;
     if (options.stallFirst && options.workers > 1) {
       await pool.start(READY_WAIT_MS, 1);
@@ -423,6 +438,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     timedOut,
     enqueued,
     onComplete: options.onComplete,
+    ...(judgedLimit(options) === null ? {} : { limit: { type: RECONCILE_MESSAGE_TYPE, limit: judgedLimit(options) as JudgedLimit, leaseMs: options.leaseMs } }),
     ...(firstTick === null
       ? {}
       : {
@@ -445,17 +461,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   if (!options.keep) await place.remove().catch(() => undefined);
   if (!options.keep) removeWorkDir(workDir, (error) => progress(`could not remove ${workDir}: ${error.message}`));
 
-  const { onProgress: _onProgress, signal: _signal, ...shown } = options;
+  const { onProgress: _onProgress, signal: _signal, limitRate, ...shown } = options;
   return {
     passed: report.passed,
     report,
-    settings: { ...shown, timeoutMs: options.timeoutMs ?? chaosTimeoutMs(options), store: redactUrl(options.store) },
+    settings: {
+      ...shown,
+      ...(limitRate === undefined ? {} : { limitRate: `${limitRate.count}/${limitRate.intervalMs}ms` }),
+      timeoutMs: options.timeoutMs ?? chaosTimeoutMs(options),
+      store: redactUrl(options.store),
+    },
     figures,
     location,
     workDir: options.keep ? workDir : null,
     timedOut,
     unfinished: messages.filter((m) => m.status === "pending" || m.status === "processing").length,
   };
+}
+
+/** The run's limit on the payments' type, or null when it sets none. */
+function judgedLimit(options: ChaosOptions): JudgedLimit | null {
+  const concurrency = options.limitConcurrency ? options.limitConcurrency : null;
+  const rate = options.limitRate ?? null;
+  return concurrency === null && rate === null ? null : { concurrency, rate };
 }
 
 /** Payment number n (from its key's last digits) goes to ordering key n mod `keys`: consecutive payments land on different keys. */

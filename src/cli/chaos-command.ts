@@ -19,10 +19,10 @@ import { readProviderLog } from "../payments/provider-simulator.js";
 import { withLabOutbox } from "../lab/stores/open-lab-outbox.js";
 import { storeShapes } from "../lab/stores/places.js";
 import { EXIT } from "./exit-codes.js";
-import { integer, share } from "./options.js";
+import { integer, rateOption, share } from "./options.js";
 import { err, out, printJson } from "./output.js";
 import { dbOption, onCompleteOption, schemaOption, storeOptions } from "./shared-options.js";
-import type { OnComplete } from "../outbox/types.js";
+import type { OnComplete, Rate } from "../outbox/types.js";
 import { textTable } from "../lab/text-table.js";
 
 interface RunOptions {
@@ -47,6 +47,8 @@ interface RunOptions {
   keys: number;
   onComplete: OnComplete;
   stallFirst?: boolean;
+  limitConcurrency: number;
+  limitRate?: Rate;
   keep?: boolean;
   json?: boolean;
 }
@@ -126,6 +128,17 @@ export function chaosCommand(): Command {
         ).default(d.onComplete),
       )
       .option(
+        "--limit-concurrency <n>",
+        "limit the payments' message type to n leases at once across the workers (wassal limit set … --concurrency), judged over the audit trail; 0: no limit",
+        integer(0, 100_000),
+        0,
+      )
+      .option(
+        "--limit-rate <count/interval>",
+        "limit the payments' message type to count claims in any interval, e.g. 300/1s (wassal limit set … --rate), judged over the audit trail",
+        rateOption,
+      )
+      .option(
         "--stall-first",
         "the first worker starts alone, takes the first payment and blocks after its handler run until another worker (started then) has taken that message: a stale completion, certainly attempted, that must be refused",
       )
@@ -156,6 +169,8 @@ export function chaosCommand(): Command {
             keys: o.keys,
             onComplete: o.onComplete,
             ...(o.stallFirst ? { stallFirst: true } : {}),
+            limitConcurrency: o.limitConcurrency,
+            ...(o.limitRate === undefined ? {} : { limitRate: o.limitRate }),
             keep: o.keep ?? false,
             ...(o.json ? {} : { onProgress: (line: string) => err(`chaos: ${line}\n`) }),
           }),

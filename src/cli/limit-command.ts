@@ -2,32 +2,18 @@
 // at once) and rate limit (claims in any interval), held in the database and obeyed by every
 // claim of every worker and relay on it: list them, set one, remove one.
 
-import { Command, InvalidArgumentError as CommanderInvalidArgument } from "commander";
+import { Command } from "commander";
 import { InvalidArgumentError, LimitNotFoundError } from "../outbox/errors.js";
-import { MAX_LIMIT_COUNT, MAX_RATE_INTERVAL_MS, MIN_RATE_INTERVAL_MS } from "../outbox/limits.js";
+import { MAX_LIMIT_COUNT } from "../outbox/limits.js";
 import type { Rate, TypeLimit } from "../outbox/types.js";
 import { formatDuration } from "../runtime/durations.js";
 import { withOutbox } from "../stores/open-outbox.js";
-import { integer, parseDuration } from "./options.js";
+import { integer, rateOption } from "./options.js";
 import { field, out, printJson } from "./output.js";
 import { type AdminFlags, adminOptions, storeOptions } from "./shared-options.js";
 
 type Common = AdminFlags;
 const common = adminOptions;
-
-/** A --rate count/duration, e.g. 100/1m: at most 100 claims in any minute. */
-function rate(value: string): Rate {
-  const match = /^\s*(\d+)\s*\/\s*(.+)$/.exec(value);
-  if (match === null) throw new CommanderInvalidArgument("expected claims per interval as count/duration, e.g. 100/1m or 5/1s");
-  const count = integer(1, MAX_LIMIT_COUNT)(match[1] as string);
-  const intervalMs = parseDuration(match[2] as string);
-  if (intervalMs < MIN_RATE_INTERVAL_MS || intervalMs > MAX_RATE_INTERVAL_MS) {
-    throw new CommanderInvalidArgument(
-      `expected an interval from ${formatDuration(MIN_RATE_INTERVAL_MS)} to ${formatDuration(MAX_RATE_INTERVAL_MS)}, e.g. 100/1m (got ${formatDuration(intervalMs)})`,
-    );
-  }
-  return { count, intervalMs: Math.round(intervalMs) };
-}
 
 function describe(limit: TypeLimit): string {
   return [
@@ -64,7 +50,7 @@ export function limitCommand(): Command {
         `at most this many of its messages hold a lease at once, across every process (1 to ${MAX_LIMIT_COUNT}); a killed worker's slot frees when its lease ends`,
         integer(1, MAX_LIMIT_COUNT),
       )
-      .option("--rate <count/interval>", "at most count claims in any interval, e.g. 100/1m or 5/1s (a retry is a claim too)", rate)
+      .option("--rate <count/interval>", "at most count claims in any interval, e.g. 100/1m or 5/1s (a retry is a claim too)", rateOption)
       .addHelpText(
         "after",
         "\nExamples:\n  wassal limit set email.send --db app.db --rate 100/1m\n  wassal limit set report.build --db app.db --concurrency 2 --rate 10/1h\n\nWorkers see a new limit within a second, and a changed one at their next claim.",

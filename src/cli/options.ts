@@ -2,6 +2,8 @@
 // option and what would be valid (commander prints it and the command exits 2).
 
 import { InvalidArgumentError as CommanderInvalidArgument } from "commander";
+import { MAX_LIMIT_COUNT, MAX_RATE_INTERVAL_MS, MIN_RATE_INTERVAL_MS } from "../outbox/limits.js";
+import type { Rate } from "../outbox/types.js";
 import { durationExamples, formatDuration, parseDurationText } from "../runtime/durations.js";
 
 /** A whole number in [min, max]. */
@@ -59,4 +61,18 @@ export function typeList(value: string): string[] {
     throw new CommanderInvalidArgument(`give message types separated by commas, each 1 to 200 characters (got ${JSON.stringify(value)})`);
   }
   return [...new Set(types)];
+}
+
+/** A --rate count/duration, e.g. 100/1m: at most 100 claims in any minute. */
+export function rateOption(value: string): Rate {
+  const match = /^\s*(\d+)\s*\/\s*(.+)$/.exec(value);
+  if (match === null) throw new CommanderInvalidArgument("expected claims per interval as count/duration, e.g. 100/1m or 5/1s");
+  const count = integer(1, MAX_LIMIT_COUNT)(match[1] as string);
+  const intervalMs = parseDuration(match[2] as string);
+  if (intervalMs < MIN_RATE_INTERVAL_MS || intervalMs > MAX_RATE_INTERVAL_MS) {
+    throw new CommanderInvalidArgument(
+      `expected an interval from ${formatDuration(MIN_RATE_INTERVAL_MS)} to ${formatDuration(MAX_RATE_INTERVAL_MS)}, e.g. 100/1m (got ${formatDuration(intervalMs)})`,
+    );
+  }
+  return { count, intervalMs: Math.round(intervalMs) };
 }

@@ -43,6 +43,20 @@ function row(result: ChaosJson, name: string): number {
 
 const COMMON = ["--workers", "3", "--payments", "400", "--rate", "400", "--lease-ms", "600", "--kill-every", "250", "--pause-every", "700", "--seed", "7"];
 
+/**
+ * A limit on the payments' type, below what the three workers' twelve slots and the creation rate
+ * would take: at most 5 leases at once, 150 claims in any second.
+ */
+const LIMITED = ["--limit-concurrency", "5", "--limit-rate", "150/1s"];
+
+/** The limit held, and bound: its peak reached (unlimited, the run goes past both). */
+function expectLimitKept(result: ChaosJson): void {
+  const concurrency = result.report.rows.find((r) => r.name.startsWith("limits: leases held at once"));
+  const rate = result.report.rows.find((r) => r.name.startsWith("limits: claims in one interval"));
+  expect(concurrency).toMatchObject({ observed: 0, ok: true, detail: expect.stringMatching(/^at most [1-5] at once, of 5 allowed$/) });
+  expect(rate).toMatchObject({ observed: 0, ok: true, detail: expect.stringMatching(/^at most \d+ in 1000 ms, of 150 allowed$/) });
+}
+
 /** A run with 25 ordering keys under the common faults: every invariant held, keys in order, workers killed. */
 async function expectKeyedRunHeld(args: readonly string[]): Promise<{ result: ChaosJson }> {
   const { code, result } = await runChaos([...COMMON, "--keys", "25", ...args]);
@@ -98,10 +112,10 @@ describe("short chaos runs", () => {
     });
   }
 
-  it("sqlite: workers killed, paused past their lease and failing, a competing writer: nothing lost, no ownership violation", {
+  it("sqlite: workers killed, paused past their lease and failing, a competing writer, a limit on the type: nothing lost, no ownership violation, the limit kept", {
     timeout: 240_000,
   }, async () => {
-    const { code, result } = await runChaos([...COMMON, "--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
+    const { code, result } = await runChaos([...COMMON, ...LIMITED, "--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
     expect(result.report.examples).toEqual([]);
     expect(result.passed).toBe(true);
     expect(code).toBe(0);
@@ -113,18 +127,24 @@ describe("short chaos runs", () => {
     expect(row(result, "ownership violations")).toBe(0);
     // The faults really caused repeated work, and every repeat was explained.
     expect(row(result, "explained by an expired lease") + row(result, "explained by a retry")).toBeGreaterThan(0);
+    expectLimitKept(result);
   });
 
-  it.skipIf(!PG)("postgres: workers killed, paused, their connections terminated: nothing lost, no ownership violation", { timeout: 240_000 }, async () => {
-    const { code, result } = await runChaos([...COMMON, "--store", TEST_DATABASE_URL, "--kill-connections-every", "600"]);
-    expect(result.report.examples).toEqual([]);
-    expect(result.passed).toBe(true);
-    expect(code).toBe(0);
-    expect(result.figures.processed).toBe(400);
-    expect(result.figures.kills).toBeGreaterThan(0);
-    expect(result.figures.connectionKills).toBeGreaterThan(0);
-    expect(row(result, "ownership violations")).toBe(0);
-  });
+  it.skipIf(!PG)(
+    "postgres: workers killed, paused, their connections terminated, a limit on the type: nothing lost, no ownership violation, the limit kept",
+    { timeout: 240_000 },
+    async () => {
+      const { code, result } = await runChaos([...COMMON, ...LIMITED, "--store", TEST_DATABASE_URL, "--kill-connections-every", "600"]);
+      expect(result.report.examples).toEqual([]);
+      expect(result.passed).toBe(true);
+      expect(code).toBe(0);
+      expect(result.figures.processed).toBe(400);
+      expect(result.figures.kills).toBeGreaterThan(0);
+      expect(result.figures.connectionKills).toBeGreaterThan(0);
+      expect(row(result, "ownership violations")).toBe(0);
+      expectLimitKept(result);
+    },
+  );
   it("sqlite, with 25 ordering keys: the same faults, and each key's reconciliations one at a time, in creation order", { timeout: 240_000 }, async () => {
     const { result } = await expectKeyedRunHeld(["--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
     expect(result.figures.pauses).toBeGreaterThan(0);
