@@ -81,6 +81,10 @@
 // them with a head start of 1 to 600 s: messages/s and CPU per message (this process's and the
 // PostgreSQL server's), per store, the two mixes alternated in one run.
 //
+// And (limits.ts): rate-limited throughput against its limit: one type limited to 2,000 claims in
+// any second, worked by 2 Workers with their own stores: the busiest second (checked against the
+// limit) and the paced rate as a share of the limit, with CPU per message.
+//
 // And the write-ahead log each PostgreSQL row wrote per message, in a table of its own (records,
 // full-page images, bytes; server-wal.ts, measured where the server's CPU is): work, not time.
 
@@ -109,6 +113,7 @@ import { SHARD_KEYS, shardsBench } from "./shards.js";
 import { PEER_STORE, preparePeer, type Peer } from "./peers.js";
 import { spread, type Spread } from "./stats.js";
 import { type PriorityFigures, type PriorityMix, priorityBench } from "./priorities.js";
+import { type LimitFigures, limitBench } from "./limits.js";
 import { type ScheduleFigures, scheduleBench } from "./schedules.js";
 
 interface Settings {
@@ -197,6 +202,7 @@ const SECTIONS = [
   "dashboard",
   "schedules",
   "priorities",
+  "limits",
 ] as const;
 /** The keys section's rows: no keys (the reference), then 10,000, 100 and 1 distinct ordering keys. */
 const KEY_COUNTS = [undefined, 10_000, 100, 1] as const;
@@ -809,7 +815,7 @@ async function main(): Promise<void> {
     )
     .option(
       "--sections <list>",
-      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE}; shards: 2 PostgreSQL shards drained by a worker process per shard or by one process for all (ShardWorkers), and 1 shard with 1 process, ${SHARD_KEYS.toLocaleString("en")} ordering keys, on private servers it starts and removes, likewise; schedules: cron ticks fired by 4 competing schedulers, PostgreSQL and SQLite; priorities: the claim with priorities unused and in use, one claimer, PostgreSQL and SQLite)`,
+      `comma-separated: ${SECTIONS.join(", ")} (statements: PostgreSQL on this machine only; wal: the polling relay against the WAL relay to NATS, throughput with CPU per message and latency, on a private PostgreSQL server it starts with ${JSON.stringify(WAL_SETTINGS)} and removes, when --stores has postgres or ${PRIVATE_STORE}; shards: 2 PostgreSQL shards drained by a worker process per shard or by one process for all (ShardWorkers), and 1 shard with 1 process, ${SHARD_KEYS.toLocaleString("en")} ordering keys, on private servers it starts and removes, likewise; schedules: cron ticks fired by 4 competing schedulers, PostgreSQL and SQLite; priorities: the claim with priorities unused and in use, one claimer, PostgreSQL and SQLite; limits: a type limited to 2,000 claims a second worked by 2 Workers, its busiest second and paced rate against the limit, PostgreSQL and SQLite)`,
       listOf("--sections", SECTIONS),
       [...SECTIONS],
     )
@@ -1565,13 +1571,54 @@ async function main(): Promise<void> {
     process.stdout.write(`\n${heading}\n\n${table.join("\n")}\n`);
   }
 
+  // Limits (limits.ts): rate-limited throughput against its limit, per store.
+  const limits: Record<string, LimitFigures[]> = {};
+  const LIMIT_RATE = 2_000;
+  for (let rep = 1; rep <= (run("limits") ? settings.reps : 0); rep += 1) {
+    for (const store of storesOf("limits")) {
+      const prepared = await prepareEmpty(store, settings);
+      try {
+        const figures = await limitBench(prepared.db, {
+          ...(prepared.schema !== "-" ? { schema: prepared.schema } : {}),
+          synchronous: store === "sqlite-NORMAL" ? "NORMAL" : "FULL",
+          rate: LIMIT_RATE,
+          messages: options.quick ? 2 * LIMIT_RATE : 5 * LIMIT_RATE,
+          workers: 2,
+        });
+        limits[store] = [...(limits[store] ?? []), figures];
+        process.stderr.write(
+          `rep ${rep}/${settings.reps}  limits ${store.padEnd(13)} paced ${Math.round(figures.pacedPerSecond)} claims/s of ${figures.rate} (${(100 * figures.ofLimit).toFixed(1)} %), busiest second ${figures.busiestSecond}, ${figures.cpuUsPerMessage.toFixed(1)} µs CPU per message${figures.serverUsPerMessage === null ? "" : `, server ${figures.serverUsPerMessage.toFixed(1)} µs`}\n`,
+        );
+      } finally {
+        await prepared.cleanup();
+      }
+    }
+  }
+  if (Object.keys(limits).length > 0) {
+    const fixed = (values: readonly (number | null)[]) =>
+      values.every((v): v is number => v !== null) && values.length > 0 ? spread(values).median.toFixed(1) : "–";
+    const table = [
+      "| store | limit (claims per second) | messages | paced claims/s median (min–max) | of the limit | busiest second (max) | CPU µs per message (this process) | server CPU µs per message |",
+      "|---|---|---|---|---|---|---|---|",
+      ...Object.entries(limits).map(([store, runs]) => {
+        const paced = spread(runs.map((r) => r.pacedPerSecond));
+        const first = runs[0] as LimitFigures;
+        return `| ${store} | ${first.rate} | ${first.messages} | ${Math.round(paced.median)} (${Math.round(paced.min)}–${Math.round(paced.max)}) | ${(100 * spread(runs.map((r) => r.ofLimit)).median).toFixed(1)} % | ${Math.max(...runs.map((r) => r.busiestSecond))} | ${spread(runs.map((r) => r.cpuUsPerMessage)).median.toFixed(1)} | ${fixed(runs.map((r) => r.serverUsPerMessage))} |`;
+      }),
+    ];
+    const heading =
+      "Rate-limited throughput against its limit (one type limited to 2,000 claims in any second; 2 Workers in the bench's process, each with its own store, 100 slots, a 50 ms poll, a no-op handler; claim times from the stores' claim-won events; paced: the claims after the first second's burst per second they took):";
+    lines.push(...(lines.length > 0 ? [""] : []), heading, "", ...table);
+    process.stdout.write(`\n${heading}\n\n${table.join("\n")}\n`);
+  }
+
   privatePostgres?.stop();
   const stamp = new Date().toISOString().replaceAll(":", "-").slice(0, 19);
   const dir = join(HERE, "..", "results");
   mkdirSync(dir, { recursive: true });
   writeFileSync(
     join(dir, `${stamp}.json`),
-    JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, shards, dashboard, schedules, priorities }, null, 2),
+    JSON.stringify({ settings, rows, enqueue, latency, scale, statements, relay, wal, shards, dashboard, schedules, priorities, limits }, null, 2),
   );
   writeFileSync(join(dir, `${stamp}.md`), `# Benchmark ${stamp}\n\nSettings: ${JSON.stringify(settings)}\n\n${lines.join("\n")}\n`);
   process.stdout.write(`\nwritten: bench/results/${stamp}.json and .md\n`);
