@@ -196,16 +196,22 @@ export function outboxCommand(): Command {
 
   outbox.addCommand(
     common(new Command("cancel"))
-      .description("cancel pending messages: each is deleted (never delivered); one that held its ordering key hands the key on to the next")
-      .argument("<ids...>", "ids of pending messages to cancel (browse them on the dashboard's messages page, filtered by status pending)")
+      .description(
+        "cancel pending messages (with --running, running ones too): each is deleted (never delivered); one that held its ordering key hands the key on to the next",
+      )
+      .argument("<ids...>", "ids of messages to cancel (browse them on the dashboard's messages page, filtered by status pending)")
       .option("--reason <text>", "why, recorded in the audit trail when it is on (at most 180 characters)")
+      .option(
+        "--running",
+        "cancel a running (leased) message too: its worker's handler signal aborts (at its next lease renewal) and its result, business write included, is refused",
+      )
       .addHelpText(
         "after",
-        "\nOnly a pending message is cancelled. A running (leased) one is refused: wait for its attempt to end. A processed or\n" +
-          "dead one is refused too (purge it, or skip a dead key holder with: wassal outbox unblock <key> --skip).\n" +
+        "\nWithout --running, a running (leased) message is refused: wait for its attempt to end, or cancel it with --running.\n" +
+          "A processed or dead one is refused (purge it, or skip a dead key holder with: wassal outbox unblock <key> --skip).\n" +
           "Exits 0 when every id was cancelled, 1 when one was not (each refusal is printed), 2 on bad input.",
       )
-      .action(async (ids: string[], options: Common & { reason?: string }) => {
+      .action(async (ids: string[], options: Common & { reason?: string; running?: boolean }) => {
         // Checked before the database is opened, as all bad input is.
         for (const id of ids) checkMessageId(id);
         const unique = [...new Set(ids)];
@@ -214,7 +220,9 @@ export function outboxCommand(): Command {
           const notCancelled: { messageId: string; code: string; error: string }[] = [];
           for (const id of unique) {
             try {
-              cancelled.push(await store.cancel(id, options.reason === undefined ? {} : { reason: options.reason }));
+              cancelled.push(
+                await store.cancel(id, { ...(options.reason === undefined ? {} : { reason: options.reason }), ...(options.running ? { running: true } : {}) }),
+              );
             } catch (error) {
               if (!(error instanceof MessageNotFoundError || error instanceof MessageRunningError || error instanceof MessageNotPendingError)) throw error;
               notCancelled.push({ messageId: id, code: error.code, error: error.message });
@@ -227,7 +235,8 @@ export function outboxCommand(): Command {
           }
           for (const c of cancelled) {
             const key = c.key === null ? "" : c.handedOn ? `; key ${field(c.key)} handed on to its next message` : `; it waited behind key ${field(c.key)}`;
-            out(`message ${c.messageId} (${field(c.type)}) cancelled${key}\n`);
+            const run = c.runningOwner === null ? "" : `; its run by ${field(c.runningOwner)} is refused and aborted`;
+            out(`message ${c.messageId} (${field(c.type)}) cancelled${run}${key}\n`);
           }
           for (const n of notCancelled) err(`wassal: message ${n.messageId} not cancelled: ${n.error}\n`);
         });

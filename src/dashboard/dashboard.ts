@@ -418,8 +418,10 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
     if (!(await checkCsrf(c))) return badCsrf(c);
     const id = c.req.param("id");
     if (!isMessageId(id)) return notFound(c, `There is no message with id ${id}.`);
+    // A running message's form says so (running=1): its run is aborted and its result refused.
+    const running = (await c.req.parseBody())["running"] === "1";
     try {
-      await store.cancel(id, { reason: "dashboard" });
+      await store.cancel(id, { reason: "dashboard", running });
     } catch (error) {
       if (error instanceof MessageNotFoundError) return notFound(c, `There is no message with id ${id}.`);
       if (error instanceof MessageRunningError || error instanceof MessageNotPendingError) return c.html(problem("409: not cancelled", error.message), 409);

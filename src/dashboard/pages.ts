@@ -68,9 +68,17 @@ function messageLink(ctx: Pick<PageContext, "base">, message: Pick<OutboxMessage
   return html`<a class="message-link" href="${ctx.base}/messages/${message.id}">#${message.id}</a>`;
 }
 
-function actionForm(ctx: PageContext, path: string, label: string): Html {
+function actionForm(ctx: PageContext, path: string, label: string, running = false): Html {
   if (ctx.csrfToken === null) return html``;
-  return html`<form class="action" method="post" action="${ctx.base}${path}"><input type="hidden" name="csrf" value="${ctx.csrfToken}"><button type="submit">${label}</button></form>`;
+  return html`<form class="action" method="post" action="${ctx.base}${path}"><input type="hidden" name="csrf" value="${ctx.csrfToken}">${running ? html`<input type="hidden" name="running" value="1">` : html``}<button type="submit">${label}</button></form>`;
+}
+
+/** A message's action: cancel a pending one, cancel a running one (its run aborted), redrive a dead one. */
+function messageAction(ctx: PageContext, m: { readonly id: string; readonly status: string }, cancelLabel: string): Html {
+  if (m.status === "pending") return actionForm(ctx, `/messages/${m.id}/cancel`, cancelLabel);
+  if (m.status === "processing") return actionForm(ctx, `/messages/${m.id}/cancel`, `${cancelLabel} (abort its run)`, true);
+  if (m.status === "dead") return actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive");
+  return html``;
 }
 
 /** Processed and dead messages per minute, as bars (SVG). */
@@ -249,7 +257,7 @@ ${
     : html`<table class="messages"><thead><tr><th>message</th><th>status</th><th>type</th><th>key</th><th>created</th><th>attempts</th><th>owner</th><th></th></tr></thead><tbody>
 ${page.messages.map(
   (m) =>
-    html`<tr data-message="${m.id}" data-status="${m.status}"><td>${messageLink(ctx, m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.key ?? ""}${m.keySeq === null ? "" : ` #${m.keySeq}`}</td><td>${time(m.createdAt)}</td><td>${m.attempts}</td><td>${m.lockedBy ?? ""}</td><td>${m.status === "pending" ? actionForm(ctx, `/messages/${m.id}/cancel`, "Cancel") : m.status === "dead" ? actionForm(ctx, `/messages/${m.id}/redrive`, "Redrive") : ""}</td></tr>`,
+    html`<tr data-message="${m.id}" data-status="${m.status}"><td>${messageLink(ctx, m)}</td><td>${statusBadge(m.status)}</td><td>${m.type}</td><td>${m.key ?? ""}${m.keySeq === null ? "" : ` #${m.keySeq}`}</td><td>${time(m.createdAt)}</td><td>${m.attempts}</td><td>${m.lockedBy ?? ""}</td><td>${messageAction(ctx, m, "Cancel")}</td></tr>`,
 )}
 </tbody></table>`
 }
@@ -375,8 +383,7 @@ export function messageFragment(ctx: PageContext, message: MessageState, preview
   ];
   return html`<section class="message" data-message="${message.id}" data-status="${message.status}">
 <h1>Message #${message.id} ${statusBadge(message.status)}</h1>
-${message.status === "dead" ? actionForm(ctx, `/messages/${message.id}/redrive`, "Redrive this message") : ""}
-${message.status === "pending" ? actionForm(ctx, `/messages/${message.id}/cancel`, "Cancel this message") : ""}
+${message.status === "dead" ? actionForm(ctx, `/messages/${message.id}/redrive`, "Redrive this message") : messageAction(ctx, message, "Cancel this message")}
 <dl class="fields">${fields.map(([name, value]) => html`<dt>${name}</dt><dd>${value}</dd>`)}</dl>
 ${message.lastError === null ? "" : html`<h2>Last error</h2><pre class="last-error">${message.lastError}</pre>`}
 <h2>Ownership timeline</h2>

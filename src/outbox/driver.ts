@@ -378,7 +378,13 @@ export interface OutboxDriver<Tx> {
    * was (null: no such message) and whether it was deleted; the protocol hands a deleted holder's
    * key on in the same transaction.
    */
-  cancel(params: { readonly tx: Tx; readonly messageId: string; readonly owner: string; readonly audit: boolean }): MaybePromise<CancelAttempt>;
+  cancel(params: {
+    readonly tx: Tx;
+    readonly messageId: string;
+    readonly owner: string;
+    readonly audit: boolean;
+    readonly running: boolean;
+  }): MaybePromise<CancelAttempt>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 

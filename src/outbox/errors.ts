@@ -185,7 +185,7 @@ export class MessageRunningError extends WassalError {
   constructor(messageId: string, lockedBy: string | null, lockedUntil: Date | null) {
     super(
       "MESSAGE_RUNNING",
-      `message ${messageId} is running (leased by ${JSON.stringify(lockedBy)}${lockedUntil === null ? "" : ` until ${lockedUntil.toISOString()}`}), so it cannot be cancelled: only a pending message can. Nothing was changed; wait for its attempt to end (if it fails and goes back to pending, cancel it then; if it dies, purge or skip it)`,
+      `message ${messageId} is running (leased by ${JSON.stringify(lockedBy)}${lockedUntil === null ? "" : ` until ${lockedUntil.toISOString()}`}), so it was not cancelled. Nothing was changed; to cancel it while it runs (its run is aborted and its result refused), pass { running: true } (wassal outbox cancel --running), or wait for its attempt to end`,
     );
     this.messageId = messageId;
     this.lockedBy = lockedBy;

@@ -43,6 +43,19 @@ export type OutboxEvent =
     }
   | { readonly type: "dead"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly error: string }
   | { readonly type: "released"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number }
+  /**
+   * store.cancel deleted a message. `owner`: "cancel" or "cancel: <reason>", as in the audit trail;
+   * `runningOwner`: the worker whose run (under `token`) it cancelled, or null for a pending one.
+   */
+  | {
+      readonly type: "cancelled";
+      readonly at: Date;
+      readonly owner: string;
+      readonly messageId: string;
+      readonly token: number;
+      readonly runningOwner: string | null;
+      readonly reason: string | null;
+    }
   /** Emitted by whoever runs a handler (the lab, the worker), not by a store. */
   | {
       readonly type: "processing-started";
@@ -103,6 +116,10 @@ export type EventListener = (event: OutboxEvent) => void;
 
 let publishTo: (hub: EventHub, event: OutboxEvent) => void;
 let listenedTo: (hub: EventHub) => boolean;
+let watchCancels: (hub: EventHub, listener: CancelListener) => () => void;
+
+/** Receives the library's own notice of a cancel (a Worker aborting the cancelled run). */
+type CancelListener = (event: Extract<OutboxEvent, { type: "cancelled" }>) => void;
 
 /**
  * Fans events out to any number of listeners. Only the library publishes: a caller can listen but
@@ -110,10 +127,19 @@ let listenedTo: (hub: EventHub) => boolean;
  */
 export class EventHub {
   readonly #listeners = new Set<EventListener>();
+  /** The library's cancel watchers: apart from #listeners, so that a Worker watching for cancels does not make every lease's events be built (listened). */
+  readonly #cancelWatchers = new Set<CancelListener>();
 
   static {
-    publishTo = (hub, event) => hub.#emit(event);
+    publishTo = (hub, event) => {
+      if (event.type === "cancelled") for (const watcher of hub.#cancelWatchers) watcher(event);
+      hub.#emit(event);
+    };
     listenedTo = (hub) => hub.#listeners.size > 0;
+    watchCancels = (hub, listener) => {
+      hub.#cancelWatchers.add(listener);
+      return () => hub.#cancelWatchers.delete(listener);
+    };
   }
 
   /** Adds a listener; the returned function removes it. */
@@ -141,4 +167,9 @@ export function publish(hub: EventHub, event: OutboxEvent): void {
  */
 export function listened(hub: EventHub): boolean {
   return listenedTo(hub);
+}
+
+/** Calls `listener` with every cancel `hub` publishes; the returned function stops it. Internal to the library (the Worker). */
+export function onCancelled(hub: EventHub, listener: CancelListener): () => void {
+  return watchCancels(hub, listener);
 }

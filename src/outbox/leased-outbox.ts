@@ -74,6 +74,7 @@ import {
   type HeartbeatOptions,
   type OwnerRecord,
   type ReapedOwner,
+  type CancelOptions,
   type LimitOptions,
   type Schedule,
   type TypeLimit,
@@ -1012,15 +1013,18 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return { moved, notMoved };
   }
 
-  async cancel(messageId: string, options: { readonly reason?: string } = {}): Promise<Cancelled> {
+  async cancel(messageId: string, options: CancelOptions = {}): Promise<Cancelled> {
     const id = checkMessageId(messageId);
-    const { reason } = checkObject(options, "cancel options ({ reason? })");
+    const { reason, running } = checkKnownKeys(options, "cancel options", ["reason", "running"]);
     if (reason !== undefined && (typeof reason !== "string" || reason.length > MAX_CANCEL_REASON)) {
       throw new InvalidArgumentError(`a cancel's reason must be text of at most ${MAX_CANCEL_REASON} characters (got ${shown(reason)})`);
     }
+    if (running !== undefined && typeof running !== "boolean") {
+      throw new InvalidArgumentError(`a cancel's running must be true (cancel a running message too) or false (refuse one) (got ${shown(running)})`);
+    }
     const owner = reason === undefined || reason === "" ? "cancel" : `cancel: ${reason}`;
     const { at, before, deleted } = await this.#driver.transaction((tx) =>
-      andThen(this.#driver.cancel({ tx, messageId: id, owner, audit: this.#audit }), (attempt) =>
+      andThen(this.#driver.cancel({ tx, messageId: id, owner, audit: this.#audit, running: running === true }), (attempt) =>
         // A holder's number was never used (it was not delivered): the next holder takes it, as after a skip.
         attempt.deleted && attempt.before?.holdsKey === true && attempt.before.key !== null
           ? andThen(this.#driver.handOn({ tx, keys: [{ key: attempt.before.key, nextSeq: attempt.before.keySeq }] }), () => attempt)
@@ -1036,12 +1040,25 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       if (before.status === "processed" || before.status === "dead") throw new MessageNotPendingError(id, before.status);
       throw new Error(`cancel: message ${id} was ${before.status} and yet not deleted`);
     }
+    const wasRunning = before.status === "processing";
+    // The holder's run, in this process, aborts at once (a Worker listens); in another, its next
+    // renewal finds the lease gone.
+    publish(this.events, {
+      type: "cancelled",
+      at,
+      owner,
+      messageId: id,
+      token: before.leaseToken,
+      runningOwner: wasRunning ? before.lockedBy : null,
+      reason: reason ?? null,
+    });
     return {
       outcome: "cancelled",
       messageId: id,
       type: before.type,
       key: before.key,
       handedOn: before.holdsKey && before.key !== null,
+      runningOwner: wasRunning ? before.lockedBy : null,
       reason: reason ?? null,
       at,
     };

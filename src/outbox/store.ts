@@ -45,6 +45,7 @@ import type {
   StatusCounts,
   UnblockAction,
   OnComplete,
+  CancelOptions,
   LimitOptions,
   Schedule,
   TypeLimit,
@@ -230,8 +231,10 @@ export interface OutboxStore<Tx> {
   redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<RedriveResult>;
 
   /**
-   * Cancels a pending message: deletes its row, so it is never delivered (its dedupe key is free
-   * again). A message that held its ordering key hands the key on as a skip does: the next message
+   * Cancels a pending message (with `running: true`, a running one too): deletes its row, so it is
+   * never delivered (its dedupe key is free again). A running one's holder finds its lease gone:
+   * its completion (and business write) is refused, and its handler's signal aborts, at once in a
+   * Worker of this store and at the next renewal in another process. A message that held its ordering key hands the key on as a skip does: the next message
    * of the key takes its number, so the numbers a consumer sees keep no gap; one waiting behind its
    * key leaves the key as it was. With the audit trail on, a "dead" row with owner "cancel" (or
    * "cancel: <reason>") records it. One transaction; a claim at the same moment either wins (the
@@ -239,7 +242,7 @@ export interface OutboxStore<Tx> {
    * MessageRunningError for a leased message (status processing), MessageNotPendingError for a
    * processed or dead one; nothing is changed then.
    */
-  cancel(messageId: string, options?: { readonly reason?: string }): Promise<Cancelled>;
+  cancel(messageId: string, options?: CancelOptions): Promise<Cancelled>;
 
   /**
    * Deletes processed messages processed before `before`, in short batches. Returns how many.

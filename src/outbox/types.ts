@@ -426,6 +426,19 @@ export interface ForeignTransaction {
  * dedupe key is free again, and its ordering key moved on as if it had been skipped (the next
  * message of the key takes the cancelled one's number, so the numbers a consumer sees have no gap).
  */
+/** What store.cancel takes. */
+export interface CancelOptions {
+  /** Why, recorded in the audit trail (at most 180 characters). */
+  readonly reason?: string;
+  /**
+   * Cancel a running (leased) message too: its lease ends with its row, its holder's completion,
+   * renewal and every other write are refused, and its handler's signal aborts (at once in this
+   * process's Worker, at the holder's next renewal in another). Default false: a running message
+   * is refused with MessageRunningError.
+   */
+  readonly running?: boolean;
+}
+
 export interface Cancelled {
   readonly outcome: "cancelled";
   readonly messageId: string;
@@ -434,6 +447,8 @@ export interface Cancelled {
   readonly key: string | null;
   /** True when it held its key (the key was handed on to the next message waiting, if any). */
   readonly handedOn: boolean;
+  /** The worker whose run was cancelled (`running: true` and the message was leased), else null. */
+  readonly runningOwner: string | null;
   readonly reason: string | null;
   readonly at: Date;
 }

@@ -7,7 +7,7 @@
 // Every wait goes through the injected clock, so tests drive heartbeats, backoff and polling
 // with a ManualClock instead of sleeping.
 
-import { publish } from "./events.js";
+import { onCancelled, publish } from "./events.js";
 import { hostname } from "node:os";
 import { setImmediate } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
@@ -440,6 +440,8 @@ export class Worker<Tx> {
   /** The loop that fires schedule ticks, when this worker fires them. */
   #scheduling: Promise<void> | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
+  /** Stops watching the store's cancels (set when started). */
+  #unwatchCancels: (() => void) | undefined;
   #stopped: Promise<void> | undefined;
   /** Present when completions share commits. */
   readonly completions: CompletionBatcher<Tx> | undefined;
@@ -533,6 +535,16 @@ export class Worker<Tx> {
       }
       this.#unsubscribe = unsubscribe;
     }
+    // A cancel of one of this worker's running messages through this store aborts its run at once
+    // (store.cancel with running: true); one made elsewhere is found at the lease's next renewal.
+    this.#unwatchCancels = onCancelled(this.store.events, (event) => {
+      if (event.runningOwner !== this.name) return;
+      for (const job of this.#running) {
+        if (job.lease.messageId === event.messageId && job.lease.token === event.token) {
+          job.abort.abort(new LeaseLostError(event.messageId, event.token, `the message was cancelled (${event.owner})`));
+        }
+      }
+    });
     this.#loop = this.#claimLoop();
     if (this.schedulePollMs !== null) this.#scheduling = this.#scheduleLoop(this.schedulePollMs);
   }
@@ -584,6 +596,7 @@ export class Worker<Tx> {
       // Their heartbeats stop with the abort, so nothing of ours touches the store after this,
       // even if a handler ignores its signal and runs on.
     }
+    this.#unwatchCancels?.();
     if (this.#registered) {
       // Every lease completed or released: the row goes, so no peer reaps a worker that left.
       try {

@@ -1,5 +1,6 @@
 // Cancelling a pending message (store.cancel), on every store: the row is deleted, so the message
-// is never delivered; a leased (running), processed or dead message, or an unknown id, is refused
+// is never delivered; a leased (running) one only with `running: true`, when its holder's every
+// write is refused; without it, a running, processed or dead message, or an unknown id, is refused
 // with a named error and nothing changes. A cancelled key holder hands its key on as a skip does
 // (the next message takes its number: no gap in the key's numbers); a cancelled waiting message
 // leaves its key's order and numbers as they were. A cancel and a claim at the same time never
@@ -34,9 +35,64 @@ describeEachStore("cancel a pending message", (factory) => {
     const refused = await store.cancel(message.id).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(MessageRunningError);
     expect((refused as MessageRunningError).code).toBe("MESSAGE_RUNNING");
-    expect((refused as Error).message).toMatch(/is running \(leased by "worker-a"/);
+    expect((refused as Error).message).toMatch(/is running \(leased by "worker-a".*pass \{ running: true \}/);
     expect((await store.getMessage(message.id))?.status).toBe("processing");
     expect((await store.complete(lease)).outcome).toBe("completed");
+  });
+
+  it("with running: true cancels a running message: its holder's completion with a business write, renewal, failure and release are refused", async () => {
+    const { store, harness } = ctx();
+    const message = await enqueueKeyed(store, "m");
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
+    const done = await store.cancel(message.id, { running: true, reason: "operator" });
+    expect(done).toMatchObject({ outcome: "cancelled", messageId: message.id, runningOwner: "worker-a", reason: "operator" });
+    expect(await store.getMessage(message.id)).toBeUndefined();
+    const completed = await store.complete(lease, (tx) => harness.businessWrite(tx, "cancelled-effect"));
+    expect(completed).toMatchObject({ outcome: "lease-lost", messageId: message.id, current: null });
+    expect(await harness.countBusinessRows("cancelled-effect")).toBe(0);
+    expect((await store.renew(lease, LEASE_MS)).outcome).toBe("lease-lost");
+    expect((await store.fail(lease, new Error("late"), { retryInMs: 0 })).outcome).toBe("lease-lost");
+    expect((await store.release(lease)).outcome).toBe("lease-lost");
+    expect(await store.auditTrail({ messageId: message.id })).toMatchObject([
+      { action: "claim", owner: "worker-a" },
+      { action: "dead", owner: "cancel: operator", previousStatus: "processing", previousOwner: "worker-a" },
+      { action: "refused" },
+      { action: "refused" },
+      { action: "refused" },
+      { action: "refused" },
+    ]);
+  });
+
+  it("a running key holder cancelled hands its key on: the next message of the key goes", async () => {
+    const { store } = ctx();
+    const first = await enqueueKeyed(store, "first", "k");
+    await enqueueKeyed(store, "second", "k");
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
+    expect(lease.messageId).toBe(first.id);
+    expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toEqual([]); // behind its holder
+    expect((await store.cancel(first.id, { running: true })).handedOn).toBe(true);
+    expect(await drain(store)).toEqual(["second#1"]);
+  });
+
+  it("publishes a cancelled event naming the run it cancelled", async () => {
+    const { store } = ctx();
+    const pending = await enqueueKeyed(store, "p");
+    const running = await enqueueKeyed(store, "r");
+    await claimNext(store, "worker-a", LEASE_MS); // p, the older
+    const lease = await claimNext(store, "worker-b", LEASE_MS);
+    const seen: unknown[] = [];
+    const stop = store.events.subscribe((event) => {
+      if (event.type === "cancelled") seen.push(event);
+    });
+    try {
+      await store.cancel(running.id, { running: true });
+      await expect(store.cancel(pending.id)).rejects.toBeInstanceOf(MessageRunningError);
+    } finally {
+      stop();
+    }
+    expect(seen).toMatchObject([{ type: "cancelled", messageId: running.id, token: lease.token, runningOwner: "worker-b", owner: "cancel", reason: null }]);
+    await expect(store.cancel(running.id, { running: "yes" } as never)).rejects.toThrow(/running must be true/);
+    await expect(store.cancel(pending.id, { runing: true } as never)).rejects.toThrow(/has no "runing"/);
   });
 
   it("refuses a processed or a dead message with MessageNotPendingError, and an unknown id with MessageNotFoundError", async () => {

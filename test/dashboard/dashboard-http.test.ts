@@ -286,7 +286,7 @@ describe("the messages page and cancel", () => {
     }
   });
 
-  it("with actions on, cancels a pending message from its page or its row (CSRF-guarded); a running one is refused with 409", async () => {
+  it("with actions on, cancels a pending message from its page or its row (CSRF-guarded); a running one only through its own form (running=1), else 409", async () => {
     const form = (body: Record<string, string>, headers: Record<string, string> = {}) => ({
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://127.0.0.1", ...headers },
@@ -296,10 +296,15 @@ describe("the messages page and cancel", () => {
     const acting = listApp({ allowActions: true });
     const messagePage = await (await get(acting, `/messages/${made.m5}`)).text();
     expect(messagePage).toContain(`action="/messages/${made.m5}/cancel"`);
-    expect(await (await get(acting, `/messages/${made.running}`)).text()).not.toContain("/cancel");
+    const runningPage = await (await get(acting, `/messages/${made.running}`)).text();
+    expect(runningPage).toMatch(
+      new RegExp(
+        `action="/messages/${made.running}/cancel"><input type="hidden" name="csrf" value="[^"]+"><input type="hidden" name="running" value="1"><button type="submit">Cancel this message \\(abort its run\\)`,
+      ),
+    );
     const listPage = await (await get(acting, "/messages")).text();
     expect(listPage).toContain(`action="/messages/${made.k1}/cancel"`);
-    expect(listPage).not.toContain(`action="/messages/${made.running}/cancel"`);
+    expect(listPage).toMatch(new RegExp(`action="/messages/${made.running}/cancel">.*name="running" value="1"`));
     const csrf = /name="csrf" value="([^"]+)"/.exec(messagePage)?.[1];
     expect((await acting.request(`http://127.0.0.1/messages/${made.m5}/cancel`, form({ csrf: "forged" }))).status).toBe(403);
     const crossSite = await acting.request(`http://127.0.0.1/messages/${made.m5}/cancel`, form({ csrf: csrf! }, { origin: "http://evil.example" }));
@@ -318,6 +323,9 @@ describe("the messages page and cancel", () => {
     const running = await acting.request(`http://127.0.0.1/messages/${made.running}/cancel`, form({ csrf: csrf! }));
     expect(running.status).toBe(409);
     expect(await running.text()).toMatch(/is running \(leased by &quot;Worker-L&quot;/);
+    const aborted = await acting.request(`http://127.0.0.1/messages/${made.running}/cancel`, form({ csrf: csrf!, running: "1" }));
+    expect(aborted.status).toBe(303);
+    expect(await listStore.getMessage(made.running as string)).toBeUndefined();
     expect((await acting.request("http://127.0.0.1/messages/999999/cancel", form({ csrf: csrf! }))).status).toBe(404);
     const claimed = await listStore.claimMessage("w", made.k2 as string, { leaseMs: 1000 });
     expect(claimed.outcome).toBe("claimed");

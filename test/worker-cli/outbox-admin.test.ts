@@ -386,7 +386,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect([neither.code, neither.stderr.split("\n")[0]]).toEqual([2, "wassal: choose one: --redrive or --skip"]);
     });
 
-    it("cancel <ids…>: deletes pending messages, hands a key holder's key on; running and unknown ids are refused (exit 1), bad ids exit 2", async () => {
+    it("cancel <ids…>: deletes pending messages, hands a key holder's key on; running (without --running) and unknown ids are refused (exit 1), bad ids exit 2", async () => {
       const fresh = await createTarget(kind, FILE_TMP);
       const here = cwd();
       const outbox = await fresh.open();
@@ -435,8 +435,14 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       } finally {
         await after.close();
       }
+      // With --running, the running one is cancelled too: its run's owner is named.
+      expect(await cliOk(["outbox", "cancel", ...fresh.args, id.run as string, "--running"], { cwd: here })).toBe(
+        `message ${id.run} (test.cancel) cancelled; its run by ops is refused and aborted\n`,
+      );
+      expect((await fresh.messages()).map((r) => r.id)).toEqual([id.a2]);
       const help = await cliOk(["outbox", "cancel", "--help"], { cwd: here });
-      expect(help).toMatch(/Only a pending message is cancelled/);
+      expect(help).toMatch(/Without --running, a running \(leased\) message is refused/);
+      expect(help).toMatch(/--running/);
       expect(help).toMatch(/--reason <text>/);
     });
 

@@ -784,7 +784,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return { id: String(row.id), keySeq: row.key_seq === null ? null : Number(row.key_seq) };
   }
 
-  async cancel(params: { tx: MariaDbTx; messageId: string; owner: string; audit: boolean }): Promise<CancelAttempt> {
+  async cancel(params: { tx: MariaDbTx; messageId: string; owner: string; audit: boolean; running: boolean }): Promise<CancelAttempt> {
     const { tx } = params;
     const id = rowId(params.messageId);
     // A waiting message's key turn first, as a hand-on takes it before promoting that message; a
@@ -794,7 +794,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     const row = (await tx.query<Rows>(SQL.cancelTarget, [id]))[0][0] as unknown as CancelRow | undefined;
     const now = await this.#time(tx);
     if (row === undefined) return { at: new Date(now), before: null, deleted: false };
-    const [written] = await tx.query<Written>(SQL.cancel, [id]);
+    const [written] = await tx.query<Written>(params.running ? SQL.cancelRunning : SQL.cancel, [id]);
     const deleted = written.affectedRows === 1;
     if (deleted && params.audit) {
       await this.#audit(tx, [

@@ -923,6 +923,8 @@ export const SQL = {
 
   /** Params: id. Deletes the message if it is pending. */
   cancel: "DELETE FROM outbox_messages WHERE id = ? AND status = 'pending'",
+  /** Params: id. The cancel of a pending or running message (cancel's `running`): a running one's lease ends with its row, so its holder's every write is refused. */
+  cancelRunning: "DELETE FROM outbox_messages WHERE id = ? AND status IN ('pending', 'processing')",
 
   /** Params: cutoff, batch size. One batch of retention: the oldest processed rows first, by id. */
   purgeProcessed: "DELETE FROM outbox_messages WHERE status = 'processed' AND processed_at < ? ORDER BY id LIMIT ?",

@@ -1229,6 +1229,8 @@ export function outboxSql(schema: string) {
 
     /** $1 id: deletes the message if it is pending. */
     cancel: `DELETE FROM ${table} WHERE id = $1 AND status = 'pending'`,
+    /** $1 id: the cancel of a pending or running message (cancel's `running`): a running one's lease ends with its row, so its holder's every write is refused. */
+    cancelRunning: `DELETE FROM ${table} WHERE id = $1 AND status IN ('pending', 'processing')`,
 
     /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
     purgeProcessed: `WITH batch AS MATERIALIZED (

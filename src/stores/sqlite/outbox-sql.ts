@@ -720,6 +720,8 @@ export const SQL = {
 
   /** Deletes the message if it is pending (a claim that won first left it processing: nothing is deleted). */
   cancel: `DELETE FROM outbox_messages WHERE id = @id AND status = 'pending'`,
+  /** The cancel of a pending or running message (cancel's `running`): a running one's lease ends with its row, so its holder's every write is refused. */
+  cancelRunning: `DELETE FROM outbox_messages WHERE id = @id AND status IN ('pending', 'processing')`,
 
   /** One batch of retention: the oldest processed rows first, by id, so the scan stops early. */
   purgeProcessed: `DELETE FROM outbox_messages WHERE id IN (

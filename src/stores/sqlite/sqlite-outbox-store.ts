@@ -646,12 +646,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return row === undefined ? null : { id: String(row.id), keySeq: row.key_seq };
   }
 
-  cancel(params: { tx: SqliteTx; messageId: string; owner: string; audit: boolean }): CancelAttempt {
+  cancel(params: { tx: SqliteTx; messageId: string; owner: string; audit: boolean; running: boolean }): CancelAttempt {
     const id = rowId(params.messageId);
     const now = this.now();
     const row = statement(params.tx, SQL.cancelTarget).get({ id }) as CancelRow | undefined;
     if (row === undefined) return { at: new Date(now), before: null, deleted: false };
-    const deleted = statement(params.tx, SQL.cancel).run({ id }).changes === 1;
+    const deleted = statement(params.tx, params.running ? SQL.cancelRunning : SQL.cancel).run({ id }).changes === 1;
     if (deleted)
       this.#audit(params.audit, id, row.lease_token, params.owner, "dead", now, {
         status: row.status,
