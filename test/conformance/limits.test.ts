@@ -60,6 +60,14 @@ describeEachStore("limits", (factory) => {
     expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
   });
 
+  it("counts the leases held when the limit is set", async () => {
+    const { store } = ctx();
+    await enqueueOf(store, LIMITED, 5);
+    expect(await store.claim("early", { limit: 3, leaseMs: LEASE_MS })).toHaveLength(3);
+    await store.limit(LIMITED, { concurrency: 4 });
+    expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toHaveLength(1);
+  });
+
   it("frees a killed worker's slots when their leases end, not before", async () => {
     const { store, clock } = ctx();
     await store.limit(LIMITED, { concurrency: 2 });

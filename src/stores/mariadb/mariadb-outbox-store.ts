@@ -926,6 +926,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     const { type, concurrency, rateCount, rateIntervalMs } = params;
     return this.transaction(async (conn) => {
       const now = await this.#time(conn);
+      await conn.query<Written>(SQL.seedLimitStarts, [now, type, now]);
       await conn.query<Written>(SQL.putLimit, [type, concurrency, rateCount, rateIntervalMs, now, now]);
       const [rows] = await conn.query<Rows>(SQL.limitOf, [type]);
       return toLimitRecord(rows[0] as unknown as LimitRow);

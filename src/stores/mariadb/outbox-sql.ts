@@ -839,6 +839,9 @@ export const SQL = {
   putLimit: `INSERT INTO outbox_limits (type, concurrency, rate_count, rate_interval_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
       ON DUPLICATE KEY UPDATE concurrency = VALUES(concurrency), rate_count = VALUES(rate_count),
         rate_interval_ms = VALUES(rate_interval_ms), updated_at = VALUES(updated_at)`,
+  /** Params: now, type, now: the type's leases held when its limit is set, recorded, so that they count against it. */
+  seedLimitStarts: `INSERT IGNORE INTO outbox_limit_starts (type, message_id, lease_token, started_at)
+      SELECT type, id, lease_token, ? FROM outbox_messages WHERE type = ? AND status = 'processing' AND locked_until > ?`,
   /** Params: type. */
   removeLimit: "DELETE FROM outbox_limits WHERE type = ?",
   /** Params: type. */

@@ -1132,13 +1132,23 @@ export function outboxSql(schema: string) {
 
     listSchedules: `SELECT * FROM ${s}.outbox_schedules ORDER BY name`,
 
-    /** $1 now, $2 type, $3 concurrency, $4 rate count, $5 rate interval ms: a type's limit upserted. */
-    putLimit: `WITH ${CLOCK}
+    /**
+     * $1 now, $2 type, $3 concurrency, $4 rate count, $5 rate interval ms: a type's limit upserted,
+     * and the type's leases held now recorded, so that they count against it.
+     */
+    putLimit: `WITH ${CLOCK},
+      seeded AS (
+        INSERT INTO ${s}.outbox_limit_starts (type, message_id, lease_token, started_at)
+        SELECT m.type, m.id, m.lease_token, clock.t FROM ${table} m, clock
+        WHERE m.type = $2::text AND m.status = 'processing' AND m.locked_until > clock.t
+        ON CONFLICT DO NOTHING
+      )
       INSERT INTO ${s}.outbox_limits AS o (type, concurrency, rate_count, rate_interval_ms, created_at, updated_at)
       SELECT $2::text, $3::integer, $4::integer, $5::bigint, clock.t, clock.t FROM clock
       ON CONFLICT (type) DO UPDATE SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
         rate_interval_ms = excluded.rate_interval_ms, updated_at = excluded.updated_at
       RETURNING o.*`,
+    // seedLimitStarts: (none) putLimit records the type's leases held in the same statement
     /** $1 type: the limit and its recorded claims. */
     removeLimit: `WITH starts AS (DELETE FROM ${s}.outbox_limit_starts WHERE type = $1) DELETE FROM ${s}.outbox_limits WHERE type = $1`,
     // removeLimitStarts: (none) removeLimit deletes the recorded claims in the same statement

@@ -641,6 +641,9 @@ export const SQL = {
              ON CONFLICT (type) DO UPDATE SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
                rate_interval_ms = excluded.rate_interval_ms, updated_at = excluded.updated_at
              RETURNING *`,
+  /** The type's leases held when its limit is set: recorded, so they count against it. */
+  seedLimitStarts: `INSERT OR IGNORE INTO outbox_limit_starts (type, message_id, lease_token, started_at)
+                    SELECT type, id, lease_token, @now FROM outbox_messages WHERE type = @type AND status = 'processing' AND locked_until > @now`,
   removeLimit: `DELETE FROM outbox_limits WHERE type = @type`,
   removeLimitStarts: `DELETE FROM outbox_limit_starts WHERE type = @type`,
   listLimits: `SELECT * FROM outbox_limits ORDER BY type`,

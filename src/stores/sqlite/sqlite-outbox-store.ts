@@ -800,7 +800,11 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
-    return this.writeLock.runSync(() => toLimitRecord(this.#stmt("putLimit").get({ ...params, now: this.now() }) as LimitRow));
+    return this.writeLock.runSync(() => {
+      const now = this.now();
+      this.#stmt("seedLimitStarts").run({ type: params.type, now });
+      return toLimitRecord(this.#stmt("putLimit").get({ ...params, now }) as LimitRow);
+    });
   }
 
   removeLimit(params: { type: string }): Promise<boolean> {
