@@ -90,7 +90,7 @@ function countBy<T>(items: readonly T[], key: (item: T) => string | null): Map<s
 }
 
 interface Replay {
-  status: "pending" | "processing" | "processed" | "dead";
+  status: "pending" | "processing" | "processed" | "dead" | "cancelled";
   token: number;
   owner: string | null;
   claimAt: number;
@@ -129,6 +129,10 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   let explainedByRetry = 0;
   let explainedByRelease = 0;
   let explainedByRedrive = 0;
+  /** Messages store.cancel deleted (its audit row: dead, by "cancel…"), pending or running then, and any completed after it. */
+  const cancelled = new Set<string>();
+  let cancelledRunning = 0;
+  let completedAfterCancel = 0;
   for (const [messageId, entries] of byMessage) {
     const replay: Replay = { status: "pending", token: 0, owner: null, claimAt: 0, completions: 0 };
     let lastEnd: "none" | "retry" | "release" | "redrive" = "none";
@@ -162,6 +166,24 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
         replay.owner = e.owner;
         replay.claimAt = at;
         lastEnd = "none";
+        continue;
+      }
+      if (e.action === "dead" && (e.owner === "cancel" || e.owner.startsWith("cancel: "))) {
+        // store.cancel: an operator's act, outside any lease, on a pending or (with running) a running message.
+        if (replay.status !== "pending" && replay.status !== "processing") {
+          ownershipViolations += 1;
+          note(`message ${messageId}: cancelled while ${replay.status}`);
+        }
+        if (replay.status === "processing") cancelledRunning += 1;
+        cancelled.add(messageId);
+        replay.status = "cancelled";
+        continue;
+      }
+      if (replay.status === "cancelled") {
+        // Nothing may follow a cancel: the row is gone, so every later write is refused.
+        if (e.action === "complete") completedAfterCancel += 1;
+        ownershipViolations += 1;
+        note(`message ${messageId}: ${e.action} by ${e.owner} after it was cancelled`);
         continue;
       }
       if (e.action === "redrive") {
@@ -213,7 +235,7 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   // Every message without a row (enqueued, or in the audit trail): exactly one audited completion
   // (the replay above proved it the current lease's); none, and it is lost.
   const gone = [...new Set([...known.keys(), ...byMessage.keys()])].filter((id) => !rowIds.has(id));
-  const lost = gone.filter((id) => (completions.get(id) ?? 0) === 0);
+  const lost = gone.filter((id) => (completions.get(id) ?? 0) === 0 && !cancelled.has(id));
   const deleted = gone.filter((id) => (completions.get(id) ?? 0) > 0);
   for (const id of lost.slice(0, 5)) {
     const enqueued = known.get(id);
@@ -235,7 +257,7 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   // Messages known only by their audit trail (no row, not in the run's record): each is some
   // payment's, but which one the checker cannot tell; the payments left without a message are
   // taken as theirs, by count.
-  const unattributed = gone.filter((id) => !known.has(id));
+  const unattributed = gone.filter((id) => !known.has(id) && !cancelled.has(id));
   const lostAtCreation = Math.max(0, paymentsWithoutMessage.length - unattributed.length);
   const surplusMessages = Math.max(0, unattributed.length - paymentsWithoutMessage.length);
   if (lostAtCreation > 0) for (const p of paymentsWithoutMessage.slice(0, 5)) note(`payment ${p.idempotencyKey} has no outbox message`);
@@ -417,6 +439,18 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     row("payments left Pending after their message was processed", unsettled.length + presumedUnsettled, "0", unsettled.length + presumedUnsettled === 0),
     row("provider-side creations per key (max)", maxCreations, "<= 1", maxCreations <= 1),
     ...scheduleRows(input.schedule, note),
+    ...(cancelled.size === 0
+      ? []
+      : [
+          row("cancels: messages cancelled", cancelled.size, "info", true, `${cancelledRunning} of them while running`),
+          row("cancels: cancelled messages completed", completedAfterCancel, "0", completedAfterCancel === 0),
+          row(
+            "cancels: cancelled messages with a row left",
+            messages.filter((m) => cancelled.has(m.id)).length,
+            "0",
+            messages.every((m) => !cancelled.has(m.id)),
+          ),
+        ]),
     ...limitRows(input, known, note),
   ];
   return { passed: rows.every((r) => r.ok), rows, examples };

@@ -49,6 +49,7 @@ interface RunOptions {
   stallFirst?: boolean;
   limitConcurrency: number;
   limitRate?: Rate;
+  cancelEvery: number;
   keep?: boolean;
   json?: boolean;
 }
@@ -139,6 +140,12 @@ export function chaosCommand(): Command {
         rateOption,
       )
       .option(
+        "--cancel-every <ms>",
+        "cancel a random payment message this often, running ones included (store.cancel with running: true: the run is aborted, its result refused); 0: never; not with --keys",
+        integer(0),
+        0,
+      )
+      .option(
         "--stall-first",
         "the first worker starts alone, takes the first payment and blocks after its handler run until another worker (started then) has taken that message: a stale completion, certainly attempted, that must be refused",
       )
@@ -170,6 +177,7 @@ export function chaosCommand(): Command {
             onComplete: o.onComplete,
             ...(o.stallFirst ? { stallFirst: true } : {}),
             limitConcurrency: o.limitConcurrency,
+            cancelEveryMs: o.cancelEvery,
             ...(o.limitRate === undefined ? {} : { limitRate: o.limitRate }),
             keep: o.keep ?? false,
             ...(o.json ? {} : { onProgress: (line: string) => err(`chaos: ${line}\n`) }),

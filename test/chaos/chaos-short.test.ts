@@ -112,14 +112,30 @@ describe("short chaos runs", () => {
     });
   }
 
-  it("sqlite: workers killed, paused past their lease and failing, a competing writer, a limit on the type: nothing lost, no ownership violation, the limit kept", {
+  it("sqlite: workers killed, paused past their lease and failing, a competing writer, a limit on the type, cancels: nothing lost, no ownership violation, the limit kept, no cancelled message completed", {
     timeout: 240_000,
   }, async () => {
-    const { code, result } = await runChaos([...COMMON, ...LIMITED, "--store", "sqlite", "--sqlite-lock-every", "500", "--sqlite-lock-ms", "150"]);
+    const { code, result } = await runChaos([
+      ...COMMON,
+      ...LIMITED,
+      "--cancel-every",
+      "40",
+      "--store",
+      "sqlite",
+      "--sqlite-lock-every",
+      "500",
+      "--sqlite-lock-ms",
+      "150",
+    ]);
     expect(result.report.examples).toEqual([]);
     expect(result.passed).toBe(true);
     expect(code).toBe(0);
-    expect(result.figures.processed).toBe(400);
+    // Every payment's message processed or cancelled (running ones too, now and then).
+    const cancels = (result.figures.cancelledPending ?? 0) + (result.figures.cancelledRunning ?? 0);
+    expect(cancels).toBeGreaterThan(0);
+    expect(result.figures.processed).toBe(400 - cancels);
+    expect(row(result, "cancels: cancelled messages completed")).toBe(0);
+    expect(row(result, "cancels: cancelled messages with a row left")).toBe(0);
     expect(result.figures.kills).toBeGreaterThan(0);
     expect(result.figures.pauses).toBeGreaterThan(0);
     expect(result.figures.lockHolds).toBeGreaterThan(0);

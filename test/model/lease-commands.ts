@@ -376,8 +376,10 @@ export function claim(owner: string, limit: number, leaseMs: number): Step {
     async (w, r) => {
       // A due message held back by an earlier one of its key: the claim must pass it over.
       if ([...w.spec.messages.values()].some((m) => m.status === "pending" && m.availableAt <= w.spec.now && w.spec.waiting(m))) tally(r, "claim:key-waited");
+      const claimable = [...w.spec.messages.values()].filter((m) => w.spec.claimable(m)).length;
       const leases = await r.harness.store.claim(owner, { limit, leaseMs });
       const expected = w.spec.claim(owner, limit, leaseMs);
+      if (expected.length < Math.min(limit, claimable)) tally(r, "claim:held-by-limit");
       const note = leases.length === 0 ? "nothing" : leases.map(brief).join(", ");
       same(
         leases.map((l) => `#${l.messageId}`).join(", "),
@@ -649,6 +651,67 @@ export function purgeDead(ageMs: number): Step {
   );
 }
 
+/** Sets (or replaces) a limit on the model's one message type: every claim after it obeys it. */
+export function limit(concurrency: number | null, rate: { readonly count: number; readonly intervalMs: number } | null): Step {
+  return new Step(
+    `limit(${concurrency === null ? "" : `concurrency ${concurrency}`}${concurrency !== null && rate !== null ? ", " : ""}${rate === null ? "" : `rate ${rate.count}/${rate.intervalMs}ms`})`,
+    () => true,
+    async (w, r) => {
+      await r.harness.store.limit("model.message", { concurrency, rate });
+      w.spec.setLimit(concurrency, rate);
+      tally(r, "limit:set");
+      return "set";
+    },
+  );
+}
+
+export function unlimit(): Step {
+  return new Step(
+    "unlimit",
+    (w) => w.spec.limit !== null,
+    async (w, r) => {
+      same(await r.harness.store.unlimit("model.message"), true, "unlimit");
+      w.spec.unlimit();
+      return "lifted";
+    },
+  );
+}
+
+/** Cancels a message without an ordering key: a pending one, and with `running` a leased one too (its holder's leases go stale). */
+export function cancel(pick: number, running: boolean): Step {
+  return new Step(
+    `cancel(message pick ${pick}${running ? ", running" : ""})`,
+    () => true,
+    async (w, r) => {
+      // Keyed messages hand their key on when cancelled (the conformance suite covers it); the model cancels unkeyed ones.
+      const unkeyed = w.ids.filter((id) => w.spec.messages.has(id) && w.spec.messages.get(id)?.key === null);
+      // A running cancel picks among the running messages when there are any; pick 11 names a message that does not exist.
+      const runningIds = unkeyed.filter((id) => w.spec.messages.get(id)?.status === "processing");
+      const among = running && runningIds.length > 0 ? runningIds : unkeyed;
+      const id = pick === 11 ? "999999" : (among[pick % Math.max(among.length, 1)] ?? "999999");
+      let view: unknown;
+      try {
+        const done = await r.harness.store.cancel(id, running ? { running: true } : {});
+        view = { outcome: "cancelled", runningOwner: done.runningOwner };
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (code === undefined) throw error;
+        view = { outcome: code };
+      }
+      const expected = w.spec.cancel(id, running);
+      const codes: Record<string, string> = {
+        missing: "MESSAGE_NOT_FOUND",
+        processing: "MESSAGE_RUNNING",
+        processed: deleting(r) ? "MESSAGE_NOT_FOUND" : "MESSAGE_NOT_PENDING",
+        dead: "MESSAGE_NOT_PENDING",
+      };
+      same(view, expected.outcome === "cancelled" ? expected : { outcome: codes[expected.outcome] }, `cancel of #${id}`);
+      tally(r, expected.outcome === "cancelled" ? (expected.runningOwner === null ? "cancel:pending" : "cancel:running") : `cancel:${expected.outcome}`);
+      return expected.outcome;
+    },
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Generators. Lease lengths and clock steps come from small sets so that expiries land exactly on
 // "now" often (lockedUntil <= now is expired), and from a range so that they also fall between.
@@ -692,7 +755,7 @@ export function commandArb(mix: Mix): fc.Arbitrary<Step> {
         .map(([delay, key, priority]) => enqueue(delay, key, priority)),
     },
     { weight: dead ? 6 : 4, arbitrary: fc.tuple(owner, fc.integer({ min: 1, max: 3 }), leaseMs).map(([o, n, ms]) => claim(o, n, ms)) },
-    { weight: 2, arbitrary: fc.tuple(owner, fc.nat(9), leaseMs).map(([o, p, ms]) => claimMessage(o, p, ms)) },
+    { weight: 3, arbitrary: fc.tuple(owner, fc.nat(9), leaseMs).map(([o, p, ms]) => claimMessage(o, p, ms)) },
     { weight: dead ? 1 : 2, arbitrary: fc.tuple(pick, leaseMs).map(([p, ms]) => renew(p, ms)) },
     { weight: 3, arbitrary: fc.tuple(pick, fc.constantFrom<FinalizeKind>("write", "write", "write", "write-then-throw")).map(([p, f]) => complete(p, f)) },
     {
@@ -714,6 +777,21 @@ export function commandArb(mix: Mix): fc.Arbitrary<Step> {
     },
     { weight: dead ? 2 : 1, arbitrary: fc.constantFrom(0, 0, 10, 30).map(purgeDead) },
     { weight: 1, arbitrary: owner.map(crash) },
+    { weight: 1, arbitrary: fc.tuple(fc.nat(11), fc.boolean()).map(([p, running]) => cancel(p, running)) },
+    {
+      // A limit set, replaced or lifted: one weight for the three, so that the other commands keep their share.
+      weight: 1,
+      arbitrary: fc.oneof(
+        fc
+          .tuple(
+            fc.option(fc.integer({ min: 1, max: 3 }), { nil: null }),
+            fc.option(fc.tuple(fc.integer({ min: 1, max: 4 }), fc.constantFrom(100, 150)), { nil: null }),
+          )
+          .filter(([c, r]) => c !== null || r !== null)
+          .map(([c, r]) => limit(c, r === null ? null : { count: r[0], intervalMs: r[1] })),
+        fc.constant(null).map(unlimit),
+      ),
+    },
     { weight: 1, arbitrary: fc.tuple(owner, fc.constantFrom(5, 10, 20)).map(([o, ms]) => heartbeat(o, ms)) },
     { weight: 1, arbitrary: fc.constant(null).map(reap) },
     { weight: dead ? 3 : 5, arbitrary: fc.oneof(fc.constantFrom(0, 1, 5, 10, 20), fc.integer({ min: 0, max: 40 })).map(advance) },

@@ -216,8 +216,71 @@ export class LeaseModel {
     const due = [...this.messages.values()]
       .filter((m) => this.claimable(m))
       .sort((a, b) => rank(a) - rank(b) || Number(a.id) - Number(b.id))
-      .slice(0, limit);
-    return due.map((m) => this.#take(m, owner, leaseMs));
+      .slice(0, Math.min(limit, this.#room()));
+    const leases = due.map((m) => this.#take(m, owner, leaseMs));
+    if (this.limit !== null) for (const lease of leases) this.#starts.push({ id: lease.messageId, token: lease.token, at: this.now });
+    return leases;
+  }
+
+  /**
+   * The limit on the model's one message type (store.limit), or null, and the claims recorded
+   * under it (outbox_limit_starts): a claim takes at most the concurrency less the recorded leases
+   * still held (processing under that token, unexpired), and at most the rate's count less the
+   * recorded claims after now - intervalMs. Leases held when the limit is set are recorded then.
+   */
+  limit: { readonly concurrency: number | null; readonly rate: { readonly count: number; readonly intervalMs: number } | null } | null = null;
+  readonly #starts: { readonly id: string; readonly token: number; readonly at: number }[] = [];
+
+  setLimit(concurrency: number | null, rate: { readonly count: number; readonly intervalMs: number } | null): void {
+    for (const m of this.messages.values()) {
+      if (m.status === "processing" && m.lockedUntil! > this.now && !this.#starts.some((s) => s.id === m.id && s.token === m.token)) {
+        this.#starts.push({ id: m.id, token: m.token, at: this.now });
+      }
+    }
+    this.limit = { concurrency, rate };
+  }
+
+  unlimit(): void {
+    this.limit = null;
+    this.#starts.length = 0;
+  }
+
+  #room(): number {
+    if (this.limit === null) return Number.POSITIVE_INFINITY;
+    let room = Number.POSITIVE_INFINITY;
+    const { concurrency, rate } = this.limit;
+    if (concurrency !== null) {
+      const running = this.#starts.filter((s) => {
+        const m = this.messages.get(s.id);
+        return m !== undefined && m.status === "processing" && m.token === s.token && m.lockedUntil! > this.now;
+      }).length;
+      room = Math.min(room, concurrency - running);
+    }
+    if (rate !== null) room = Math.min(room, rate.count - this.#starts.filter((s) => s.at > this.now - rate.intervalMs).length);
+    return Math.max(0, room);
+  }
+
+  /**
+   * Cancels a message without an ordering key (store.cancel): a pending one, or with `running` a
+   * processing one too, is deleted, and recorded as dead by "cancel"; else the status that refused it.
+   */
+  cancel(id: string, running: boolean): { readonly outcome: "cancelled"; readonly runningOwner: string | null } | { readonly outcome: Status | "missing" } {
+    const m = this.messages.get(id);
+    if (m === undefined) return { outcome: "missing" };
+    if (m.status !== "pending" && !(running && m.status === "processing")) return { outcome: m.status };
+    this.audit.push({
+      messageId: m.id,
+      token: m.token,
+      owner: "cancel",
+      action: "dead",
+      at: this.now,
+      previousStatus: m.status,
+      previousOwner: m.lockedBy,
+      previousLockedUntil: m.lockedUntil,
+      operation: null,
+    });
+    this.messages.delete(id);
+    return { outcome: "cancelled", runningOwner: m.status === "processing" ? m.lockedBy : null };
   }
 
   claimMessage(owner: string, id: string, leaseMs: number): ClaimMessageOutcome {
