@@ -181,6 +181,29 @@ describe("invariant checker", () => {
     );
   });
 
+  it("with cancels: passes a cancelled message gone without a completion (not lost), and flags one completed after its cancel or with a row left", () => {
+    const input = clean();
+    const cancelledAudit = [
+      ...input.audit,
+      entry("2", "claim", 1, "w1", 10, { previousStatus: "pending" }),
+      entry("2", "dead", 1, "cancel: chaos", 12, { previousStatus: "processing", previousOwner: "w1" }),
+    ];
+    const record = [
+      { id: "1", type: "payment.reconcile", key: null, payload: { idempotencyKey: "K1" } },
+      { id: "2", type: "payment.reconcile", key: null, payload: { idempotencyKey: "K2" } },
+    ];
+    const base = { ...input, payments: [payment("K1"), payment("K2", { status: "Pending", transactionId: null })], enqueued: record };
+    const passed = checkInvariants({ ...base, audit: cancelledAudit });
+    expect(passed.rows.filter((r) => !r.ok).map((r) => r.name)).toEqual([]);
+    expect(passed.rows.find((r) => r.name === "cancels: messages cancelled")).toMatchObject({ observed: 1, detail: "1 of them while running" });
+    const completedAfter = [...cancelledAudit, entry("2", "complete", 1, "w1", 13)];
+    expect(failing({ ...base, audit: completedAfter })).toEqual(
+      expect.arrayContaining(["ownership violations (result without the current token)", "cancels: cancelled messages completed"]),
+    );
+    const rowLeft = { ...base, audit: cancelledAudit, messages: [...input.messages, message("2", "K2", { status: "pending" })] };
+    expect(failing(rowLeft)).toContain("cancels: cancelled messages with a row left");
+  });
+
   it("flags a completion under a stale token", () => {
     const input = clean();
     const audit = [
