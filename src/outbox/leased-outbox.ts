@@ -228,6 +228,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   #limited: ReadonlySet<string> = new Set();
   #limitedReadAt = Number.NEGATIVE_INFINITY;
   #limitedReading: Promise<ReadonlySet<string>> | undefined;
+  /** Moves on at each limit()/unlimit() here, so that a read begun before one does not count as fresh. */
+  #limitsGeneration = 0;
 
   protected constructor(
     driver: OutboxDriver<Tx>,
@@ -512,11 +514,13 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   /** The limited types, read again (one read at a time); kept for LIMITED_TYPES_TTL_MS. */
   #readLimitedTypes(): Promise<ReadonlySet<string>> {
+    const generation = this.#limitsGeneration;
     this.#limitedReading ??= this.#driver
       .listLimits()
       .then((limits) => {
         this.#limited = new Set(limits.map((limit) => limit.type));
-        this.#limitedReadAt = performance.now();
+        // A limit set here while this read was on its way: the next claim reads again.
+        this.#limitedReadAt = generation === this.#limitsGeneration ? performance.now() : Number.NEGATIVE_INFINITY;
         return this.#limited;
       })
       .finally(() => {
@@ -534,23 +538,30 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   async #claimSplit(owner: string, limit: number, leaseMs: number, split: ClaimSplit): Promise<{ readonly at: Date; readonly leases: Lease[] }> {
     const leases: Lease[] = [];
     let at: Date | undefined;
-    for (const type of split.limited) {
-      if (leases.length >= limit) break;
-      const claimed = await this.#driver.claimLimited({ owner, type, limit: limit - leases.length, leaseMs, audit: this.#audit });
-      at ??= claimed.at;
-      leases.push(...claimed.leases);
-    }
-    if (leases.length < limit && (split.rest === null || split.rest.length > 0)) {
-      const claimed = await this.#driver.claim({
-        owner,
-        limit: limit - leases.length,
-        leaseMs,
-        audit: this.#audit,
-        types: split.rest,
-        exceptTypes: split.except,
-      });
-      at ??= claimed.at;
-      leases.push(...claimed.leases);
+    try {
+      for (const type of split.limited) {
+        if (leases.length >= limit) break;
+        const claimed = await this.#driver.claimLimited({ owner, type, limit: limit - leases.length, leaseMs, audit: this.#audit });
+        at ??= claimed.at;
+        leases.push(...claimed.leases);
+      }
+      if (leases.length < limit && (split.rest === null || split.rest.length > 0)) {
+        const claimed = await this.#driver.claim({
+          owner,
+          limit: limit - leases.length,
+          leaseMs,
+          audit: this.#audit,
+          types: split.rest,
+          exceptTypes: split.except,
+        });
+        at ??= claimed.at;
+        leases.push(...claimed.leases);
+      }
+    } catch (error) {
+      // Each step commits alone: the leases already taken are the caller's, not to be dropped (they
+      // would wait out their leases, holding their limit's slots). The next claim meets the error.
+      if (leases.length === 0 || at === undefined) throw error;
+      return { at, leases };
     }
     return { at: at ?? (await this.#driver.currentTime()), leases };
   }
@@ -560,7 +571,9 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const { concurrency, rate } = checkLimitOptions(options, checkedType);
     try {
       const stored = await this.#driver.putLimit({ type: checkedType, concurrency, rateCount: rate?.count ?? null, rateIntervalMs: rate?.intervalMs ?? null });
-      if (!this.#limited.has(checkedType)) this.#limitedReadAt = Number.NEGATIVE_INFINITY; // this store's next claim sees it
+      // This store's next claim sees it.
+      this.#limitsGeneration += 1;
+      this.#limitedReadAt = Number.NEGATIVE_INFINITY;
       return toTypeLimit(stored);
     } catch (error) {
       throw this.#unmigrated(error);
@@ -571,6 +584,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const checkedType = checkMessageType(type);
     try {
       const removed = await this.#driver.removeLimit({ type: checkedType });
+      this.#limitsGeneration += 1;
       this.#limitedReadAt = Number.NEGATIVE_INFINITY;
       return removed;
     } catch (error) {

@@ -75,9 +75,13 @@ export function limitRoom(limit: LimitRecord, use: LimitUse, wanted: number): nu
   return Math.max(0, room);
 }
 
-/** The start of a limit's rate window at `now` (claims after it count): `now` itself when it has no rate. */
+/**
+ * The start of a limit's rate window at `now`: claims after it count. `now` itself when it has no
+ * rate; never before the limit was last set (a claim made under an earlier limit, or none, is not
+ * counted), so that what counts does not depend on which old records a claim happened to drop.
+ */
 export function windowStart(limit: LimitRecord, now: number): number {
-  return limit.rateIntervalMs === null ? now : now - limit.rateIntervalMs;
+  return limit.rateIntervalMs === null ? now : Math.max(now - limit.rateIntervalMs, limit.updatedAt.getTime() - 1);
 }
 
 export function toTypeLimit(record: LimitRecord): TypeLimit {

@@ -565,6 +565,14 @@ export class Worker<Tx> {
   }
 
   async #shutdown(graceMs: number): Promise<void> {
+    try {
+      await this.#shutdownSteps(graceMs);
+    } finally {
+      this.#unwatchCancels?.();
+    }
+  }
+
+  async #shutdownSteps(graceMs: number): Promise<void> {
     this.#stopping = true;
     this.#stopSignal.abort(STOPPING);
     for (const cancel of this.#retryTimers) cancel();
@@ -596,7 +604,6 @@ export class Worker<Tx> {
       // Their heartbeats stop with the abort, so nothing of ours touches the store after this,
       // even if a handler ignores its signal and runs on.
     }
-    this.#unwatchCancels?.();
     if (this.#registered) {
       // Every lease completed or released: the row goes, so no peer reaps a worker that left.
       try {

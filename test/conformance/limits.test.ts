@@ -60,12 +60,28 @@ describeEachStore("limits", (factory) => {
     expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
   });
 
-  it("counts the leases held when the limit is set", async () => {
+  it("counts the leases held when the limit is set as running, not as claims in the rate's window", async () => {
     const { store } = ctx();
     await enqueueOf(store, LIMITED, 5);
     expect(await store.claim("early", { limit: 3, leaseMs: LEASE_MS })).toHaveLength(3);
+    await store.limit(LIMITED, { concurrency: 5, rate: { count: 1, intervalMs: 60_000 } });
+    expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toHaveLength(1); // the rate's one claim
     await store.limit(LIMITED, { concurrency: 4 });
-    expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toHaveLength(1);
+    expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toEqual([]); // 3 + 1 running
+  });
+
+  it("counts the leases a store took before it saw a new limit (its list of limited types read within the last second)", async () => {
+    const { store, harness } = ctx();
+    const other = await harness.connect();
+    try {
+      await other.limits(); // reads: no limited types, trusted for a second
+      await store.limit(LIMITED, { concurrency: 2 });
+      await enqueueOf(store, LIMITED, 6);
+      expect(await other.claim("stale", { limit: 3, leaseMs: LEASE_MS })).toHaveLength(3); // as if unlimited
+      expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toEqual([]); // the three count
+    } finally {
+      await (other as { close(): Promise<void> }).close();
+    }
   });
 
   it("frees a killed worker's slots when their leases end, not before", async () => {

@@ -224,21 +224,20 @@ export class LeaseModel {
 
   /**
    * The limit on the model's one message type (store.limit), or null, and the claims recorded
-   * under it (outbox_limit_starts): a claim takes at most the concurrency less the recorded leases
-   * still held (processing under that token, unexpired), and at most the rate's count less the
-   * recorded claims after now - intervalMs. Leases held when the limit is set are recorded then.
+   * under it (outbox_limit_starts): a claim takes at most the concurrency less the leases still
+   * held (processing, unexpired), and at most the rate's count less the
+   * limited claims after now - intervalMs. Every lease held counts as running, whoever took it.
    */
   limit: { readonly concurrency: number | null; readonly rate: { readonly count: number; readonly intervalMs: number } | null } | null = null;
   readonly #starts: { readonly id: string; readonly token: number; readonly at: number }[] = [];
 
   setLimit(concurrency: number | null, rate: { readonly count: number; readonly intervalMs: number } | null): void {
-    for (const m of this.messages.values()) {
-      if (m.status === "processing" && m.lockedUntil! > this.now && !this.#starts.some((s) => s.id === m.id && s.token === m.token)) {
-        this.#starts.push({ id: m.id, token: m.token, at: this.now });
-      }
-    }
     this.limit = { concurrency, rate };
+    this.#limitSetAt = this.now;
   }
+
+  /** When the limit was last set: the rate counts the claims made since. */
+  #limitSetAt = 0;
 
   unlimit(): void {
     this.limit = null;
@@ -250,13 +249,14 @@ export class LeaseModel {
     let room = Number.POSITIVE_INFINITY;
     const { concurrency, rate } = this.limit;
     if (concurrency !== null) {
-      const running = this.#starts.filter((s) => {
-        const m = this.messages.get(s.id);
-        return m !== undefined && m.status === "processing" && m.token === s.token && m.lockedUntil! > this.now;
-      }).length;
+      // Every lease of the type held now: a limited claim first records those no limited claim
+      // took (claimMessage's, the ones held when the limit was set).
+      const running = [...this.messages.values()].filter((m) => m.status === "processing" && m.lockedUntil! > this.now).length;
       room = Math.min(room, concurrency - running);
     }
-    if (rate !== null) room = Math.min(room, rate.count - this.#starts.filter((s) => s.at > this.now - rate.intervalMs).length);
+    if (rate !== null) {
+      room = Math.min(room, rate.count - this.#starts.filter((s) => s.at > this.now - rate.intervalMs && s.at >= this.#limitSetAt).length);
+    }
     return Math.max(0, room);
   }
 

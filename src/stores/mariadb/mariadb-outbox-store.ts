@@ -584,15 +584,20 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return this.#retrying(() =>
       this.transaction(async (conn) => {
         const row = (await conn.query<Rows>(SQL.lockLimit, [type]))[0][0] as LimitRow | undefined;
-        const now = await this.#time(conn);
+        let now = await this.#time(conn);
         let limit = params.limit;
         if (row !== undefined) {
           const record = toLimitRecord(row);
           const from = windowStart(record, now);
+          await conn.query<Written>(SQL.seedLimitStarts, [now, type, now]);
           await conn.query<Written>(SQL.pruneLimitStarts, [type, from, now]);
           const use = (await conn.query<Rows>(SQL.limitUse, [now, from, type]))[0][0] as { running: number | string; started: number | string } | undefined;
           limit = limitRoom(record, toLimitUse(use), limit);
           if (limit === 0) return { at: new Date(now), leases: [] };
+          // The claim's time read again, after the count: a lease the count saw end (a completion
+          // that committed meanwhile, its time read before its commit) ended before this claim's
+          // time, as the audit trail then shows. (PostgreSQL's claim statement reads its own clock.)
+          now = await this.#time(conn);
         }
         const claimed = await this.#claimIn(conn, { now, owner, limit, until: now + leaseMs, audit, types: [type], exceptTypes: null });
         if (row !== undefined && claimed.leases.length > 0) {
@@ -924,21 +929,25 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
 
   putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
     const { type, concurrency, rateCount, rateIntervalMs } = params;
-    return this.transaction(async (conn) => {
-      const now = await this.#time(conn);
-      await conn.query<Written>(SQL.seedLimitStarts, [now, type, now]);
-      await conn.query<Written>(SQL.putLimit, [type, concurrency, rateCount, rateIntervalMs, now, now]);
-      const [rows] = await conn.query<Rows>(SQL.limitOf, [type]);
-      return toLimitRecord(rows[0] as unknown as LimitRow);
-    });
+    return this.#retrying(() =>
+      this.transaction(async (conn) => {
+        const now = await this.#time(conn);
+        await conn.query<Written>(SQL.putLimit, [type, concurrency, rateCount, rateIntervalMs, now, now]);
+        const [rows] = await conn.query<Rows>(SQL.limitOf, [type]);
+        return toLimitRecord(rows[0] as unknown as LimitRow);
+      }),
+    );
   }
 
   removeLimit(params: { type: string }): Promise<boolean> {
-    return this.transaction(async (conn) => {
-      await conn.query<Written>(SQL.removeLimitStarts, [params.type]);
-      const [written] = await conn.query<Written>(SQL.removeLimit, [params.type]);
-      return written.affectedRows > 0;
-    });
+    // The limit's row first, as a limited claim locks it before the recorded claims (no circle).
+    return this.#retrying(() =>
+      this.transaction(async (conn) => {
+        const [written] = await conn.query<Written>(SQL.removeLimit, [params.type]);
+        await conn.query<Written>(SQL.removeLimitStarts, [params.type]);
+        return written.affectedRows > 0;
+      }),
+    );
   }
 
   async listLimits(): Promise<LimitRecord[]> {

@@ -839,9 +839,13 @@ export const SQL = {
   putLimit: `INSERT INTO outbox_limits (type, concurrency, rate_count, rate_interval_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
       ON DUPLICATE KEY UPDATE concurrency = VALUES(concurrency), rate_count = VALUES(rate_count),
         rate_interval_ms = VALUES(rate_interval_ms), updated_at = VALUES(updated_at)`,
-  /** Params: now, type, now: the type's leases held when its limit is set, recorded, so that they count against it. */
+  /**
+   * Params: now, type, now: the type's leases held that no limited claim recorded (taken before the
+   * limit, or by a store that had not yet seen it), recorded as claimed at 0: they count as
+   * running, never as starts. Read through the claimable index's range past now (claim_at).
+   */
   seedLimitStarts: `INSERT IGNORE INTO outbox_limit_starts (type, message_id, lease_token, started_at)
-      SELECT type, id, lease_token, ? FROM outbox_messages WHERE type = ? AND status = 'processing' AND locked_until > ?`,
+      SELECT type, id, lease_token, 0 FROM outbox_messages WHERE claim_at > ? AND status = 'processing' AND type = ? AND locked_until > ?`,
   /** Params: type. */
   removeLimit: "DELETE FROM outbox_limits WHERE type = ?",
   /** Params: type. */

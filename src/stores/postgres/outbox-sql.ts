@@ -854,6 +854,17 @@ export function outboxSql(schema: string) {
       FROM ${s}.outbox_limits WHERE type = $2 FOR UPDATE`,
     // limitOf: (none) lockLimit reads the limit and locks its row
 
+    /**
+     * $1 type, $2 now: the type's leases held that no limited claim recorded (taken before the
+     * limit, or by a store that had not yet seen it), recorded as claimed at -infinity: they count
+     * as running, never as starts. Read through the claimable index's range past now.
+     */
+    seedLimitStarts: `INSERT INTO ${s}.outbox_limit_starts (type, message_id, lease_token, started_at)
+      SELECT m.type, m.id, m.lease_token, '-infinity' FROM ${table} m
+      WHERE m.status IN ('pending', 'processing') AND m.key_state = 0 AND (${claimRank("m.")}) > ($2::timestamptz AT TIME ZONE 'UTC')
+        AND m.status = 'processing' AND m.type = $1 AND m.locked_until > $2
+      ON CONFLICT DO NOTHING`,
+
     /** $1 type, $2 window start, $3 now: drops the type's recorded claims that count for neither limit. */
     pruneLimitStarts: `DELETE FROM ${s}.outbox_limit_starts st WHERE st.type = $1 AND st.started_at <= $2 AND NOT ${leaseHeld("$3")}`,
     /** $1 type, $2 window start, $3 now: the type's leases still held, and its claims after the window's start. */
@@ -1132,23 +1143,13 @@ export function outboxSql(schema: string) {
 
     listSchedules: `SELECT * FROM ${s}.outbox_schedules ORDER BY name`,
 
-    /**
-     * $1 now, $2 type, $3 concurrency, $4 rate count, $5 rate interval ms: a type's limit upserted,
-     * and the type's leases held now recorded, so that they count against it.
-     */
-    putLimit: `WITH ${CLOCK},
-      seeded AS (
-        INSERT INTO ${s}.outbox_limit_starts (type, message_id, lease_token, started_at)
-        SELECT m.type, m.id, m.lease_token, clock.t FROM ${table} m, clock
-        WHERE m.type = $2::text AND m.status = 'processing' AND m.locked_until > clock.t
-        ON CONFLICT DO NOTHING
-      )
+    /** $1 now, $2 type, $3 concurrency, $4 rate count, $5 rate interval ms: a type's limit upserted. */
+    putLimit: `WITH ${CLOCK}
       INSERT INTO ${s}.outbox_limits AS o (type, concurrency, rate_count, rate_interval_ms, created_at, updated_at)
       SELECT $2::text, $3::integer, $4::integer, $5::bigint, clock.t, clock.t FROM clock
       ON CONFLICT (type) DO UPDATE SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
         rate_interval_ms = excluded.rate_interval_ms, updated_at = excluded.updated_at
       RETURNING o.*`,
-    // seedLimitStarts: (none) putLimit records the type's leases held in the same statement
     /** $1 type: the limit and its recorded claims. */
     removeLimit: `WITH starts AS (DELETE FROM ${s}.outbox_limit_starts WHERE type = $1) DELETE FROM ${s}.outbox_limits WHERE type = $1`,
     // removeLimitStarts: (none) removeLimit deletes the recorded claims in the same statement

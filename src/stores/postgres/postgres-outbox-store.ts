@@ -621,12 +621,15 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       if (row !== undefined) {
         const record = toLimitRecord(row);
         const from = new Date(windowStart(record, row.now.getTime()));
+        await tx.query(this.#sql.seedLimitStarts, [type, row.now]);
         await tx.query(this.#sql.pruneLimitStarts, [type, from, row.now]);
         const use = (await tx.query<{ running: string; started: string }>(this.#sql.limitUse, [type, from, row.now])).rows[0];
         limit = limitRoom(record, toLimitUse(use), limit);
         if (limit === 0) return { at: row.now, leases: [] };
       }
-      const statement = this.#claimStatement(limit, true);
+      // The bound claim of named types (or, past LARGE_CLAIM, its by-ids form), not one with the
+      // limit written in: a limited claim's room varies, and would fill #literalClaims.
+      const statement = limit > LARGE_CLAIM ? { text: this.#sql.claimLargeOfTypes } : this.#named(this.#hot.claimOfTypes);
       const rows = (await tx.query<PgClaimedRow>({ ...statement, values: [this.#now(), limit, owner, leaseMs, audit, [type]] })).rows;
       const claimed = this.#claimedLeases(rows, owner);
       if (row !== undefined && rows.length > 0) {

@@ -641,9 +641,15 @@ export const SQL = {
              ON CONFLICT (type) DO UPDATE SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
                rate_interval_ms = excluded.rate_interval_ms, updated_at = excluded.updated_at
              RETURNING *`,
-  /** The type's leases held when its limit is set: recorded, so they count against it. */
+  /**
+   * The type's leases held that no limited claim recorded (taken before the limit, or by a store
+   * that had not yet seen it), recorded as claimed at 0: they count as running, never as starts.
+   * Read through the claimable index's range past now (leases in flight, messages due later).
+   */
   seedLimitStarts: `INSERT OR IGNORE INTO outbox_limit_starts (type, message_id, lease_token, started_at)
-                    SELECT type, id, lease_token, @now FROM outbox_messages WHERE type = @type AND status = 'processing' AND locked_until > @now`,
+                    SELECT type, id, lease_token, 0 FROM outbox_messages
+                    WHERE status IN ('pending', 'processing') AND key_state = 0 AND ${CLAIM_RANK} > @now
+                      AND status = 'processing' AND type = @type AND locked_until > @now`,
   removeLimit: `DELETE FROM outbox_limits WHERE type = @type`,
   removeLimitStarts: `DELETE FROM outbox_limit_starts WHERE type = @type`,
   listLimits: `SELECT * FROM outbox_limits ORDER BY type`,

@@ -456,6 +456,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       if (row !== undefined) {
         const record = toLimitRecord(row);
         const from = windowStart(record, now);
+        this.#stmt("seedLimitStarts").run({ type, now });
         this.#stmt("pruneLimitStarts").run({ type, windowStart: from, now });
         limit = limitRoom(
           record,
@@ -800,17 +801,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
-    return this.writeLock.runSync(() => {
-      const now = this.now();
-      this.#stmt("seedLimitStarts").run({ type: params.type, now });
-      return toLimitRecord(this.#stmt("putLimit").get({ ...params, now }) as LimitRow);
-    });
+    return this.writeLock.runSync(() => toLimitRecord(this.#stmt("putLimit").get({ ...params, now: this.now() }) as LimitRow));
   }
 
   removeLimit(params: { type: string }): Promise<boolean> {
     return this.writeLock.runSync(() => {
+      const removed = this.#stmt("removeLimit").run(params).changes > 0;
       this.#stmt("removeLimitStarts").run(params);
-      return this.#stmt("removeLimit").run(params).changes > 0;
+      return removed;
     });
   }
 
