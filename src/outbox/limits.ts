@@ -76,12 +76,12 @@ export function limitRoom(limit: LimitRecord, use: LimitUse, wanted: number): nu
 }
 
 /**
- * The start of a limit's rate window at `now`: claims after it count. `now` itself when it has no
- * rate; never before the limit was last set (a claim made under an earlier limit, or none, is not
- * counted), so that what counts does not depend on which old records a claim happened to drop.
+ * The start of a limit's rate window at `now`: claims after it count; `now` itself when it has no
+ * rate. (Claims made before the limit was last set never count: putLimit moves their records to
+ * the epoch, where they count as running only.)
  */
 export function windowStart(limit: LimitRecord, now: number): number {
-  return limit.rateIntervalMs === null ? now : Math.max(now - limit.rateIntervalMs, limit.updatedAt.getTime() - 1);
+  return limit.rateIntervalMs === null ? now : now - limit.rateIntervalMs;
 }
 
 export function toTypeLimit(record: LimitRecord): TypeLimit {

@@ -231,13 +231,11 @@ export class LeaseModel {
   limit: { readonly concurrency: number | null; readonly rate: { readonly count: number; readonly intervalMs: number } | null } | null = null;
   readonly #starts: { readonly id: string; readonly token: number; readonly at: number }[] = [];
 
+  /** Sets the limit: the claims recorded before count no longer as starts (the rate counts from now). */
   setLimit(concurrency: number | null, rate: { readonly count: number; readonly intervalMs: number } | null): void {
     this.limit = { concurrency, rate };
-    this.#limitSetAt = this.now;
+    for (const [n, start] of this.#starts.entries()) this.#starts[n] = { ...start, at: Number.NEGATIVE_INFINITY };
   }
-
-  /** When the limit was last set: the rate counts the claims made since. */
-  #limitSetAt = 0;
 
   unlimit(): void {
     this.limit = null;
@@ -255,7 +253,7 @@ export class LeaseModel {
       room = Math.min(room, concurrency - running);
     }
     if (rate !== null) {
-      room = Math.min(room, rate.count - this.#starts.filter((s) => s.at > this.now - rate.intervalMs && s.at >= this.#limitSetAt).length);
+      room = Math.min(room, rate.count - this.#starts.filter((s) => s.at > this.now - rate.intervalMs).length);
     }
     return Math.max(0, room);
   }

@@ -932,7 +932,9 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return this.#retrying(() =>
       this.transaction(async (conn) => {
         const now = await this.#time(conn);
+        // The limit's row first, as a limited claim locks it before the recorded claims (no circle).
         await conn.query<Written>(SQL.putLimit, [type, concurrency, rateCount, rateIntervalMs, now, now]);
+        await conn.query<Written>(SQL.resetLimitStarts, [type]);
         const [rows] = await conn.query<Rows>(SQL.limitOf, [type]);
         return toLimitRecord(rows[0] as unknown as LimitRow);
       }),

@@ -846,6 +846,8 @@ export const SQL = {
    */
   seedLimitStarts: `INSERT IGNORE INTO outbox_limit_starts (type, message_id, lease_token, started_at)
       SELECT type, id, lease_token, 0 FROM outbox_messages WHERE claim_at > ? AND status = 'processing' AND type = ? AND locked_until > ?`,
+  /** Params: type. When a limit is set: the claims recorded before it count no longer as starts (the rate counts from now), only as running while held. */
+  resetLimitStarts: "UPDATE outbox_limit_starts SET started_at = 0 WHERE type = ?",
   /** Params: type. */
   removeLimit: "DELETE FROM outbox_limits WHERE type = ?",
   /** Params: type. */

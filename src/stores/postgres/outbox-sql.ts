@@ -1150,6 +1150,8 @@ export function outboxSql(schema: string) {
       ON CONFLICT (type) DO UPDATE SET concurrency = excluded.concurrency, rate_count = excluded.rate_count,
         rate_interval_ms = excluded.rate_interval_ms, updated_at = excluded.updated_at
       RETURNING o.*`,
+    /** $1 type. When a limit is set (after its row): the claims recorded before it count no longer as starts (the rate counts from now), only as running while held. */
+    resetLimitStarts: `UPDATE ${s}.outbox_limit_starts SET started_at = '-infinity' WHERE type = $1`,
     /** $1 type: the limit and its recorded claims. */
     removeLimit: `WITH starts AS (DELETE FROM ${s}.outbox_limit_starts WHERE type = $1) DELETE FROM ${s}.outbox_limits WHERE type = $1`,
     // removeLimitStarts: (none) removeLimit deletes the recorded claims in the same statement

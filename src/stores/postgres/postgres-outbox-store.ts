@@ -920,8 +920,12 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
 
   async putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
     const { type, concurrency, rateCount, rateIntervalMs } = params;
-    const { rows } = await this.pool.query<LimitRow>(this.#sql.putLimit, [this.#now(), type, concurrency, rateCount, rateIntervalMs]);
-    return toLimitRecord(rows[0] as LimitRow);
+    // The limit's row first, as a limited claim locks it before the recorded claims (no circle).
+    return this.transaction(async (tx) => {
+      const { rows } = await tx.query<LimitRow>(this.#sql.putLimit, [this.#now(), type, concurrency, rateCount, rateIntervalMs]);
+      await tx.query(this.#sql.resetLimitStarts, [type]);
+      return toLimitRecord(rows[0] as LimitRow);
+    });
   }
 
   async removeLimit(params: { type: string }): Promise<boolean> {

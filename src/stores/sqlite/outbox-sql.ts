@@ -650,6 +650,8 @@ export const SQL = {
                     SELECT type, id, lease_token, 0 FROM outbox_messages
                     WHERE status IN ('pending', 'processing') AND key_state = 0 AND ${CLAIM_RANK} > @now
                       AND status = 'processing' AND type = @type AND locked_until > @now`,
+  /** When a limit is set: the claims recorded before it count no longer as starts (the rate counts from now), only as running while held. */
+  resetLimitStarts: `UPDATE outbox_limit_starts SET started_at = 0 WHERE type = @type`,
   removeLimit: `DELETE FROM outbox_limits WHERE type = @type`,
   removeLimitStarts: `DELETE FROM outbox_limit_starts WHERE type = @type`,
   listLimits: `SELECT * FROM outbox_limits ORDER BY type`,

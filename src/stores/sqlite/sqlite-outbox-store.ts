@@ -801,7 +801,11 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
   }
 
   putLimit(params: { type: string; concurrency: number | null; rateCount: number | null; rateIntervalMs: number | null }): Promise<LimitRecord> {
-    return this.writeLock.runSync(() => toLimitRecord(this.#stmt("putLimit").get({ ...params, now: this.now() }) as LimitRow));
+    return this.writeLock.runSync(() => {
+      const row = this.#stmt("putLimit").get({ ...params, now: this.now() }) as LimitRow;
+      this.#stmt("resetLimitStarts").run({ type: params.type });
+      return toLimitRecord(row);
+    });
   }
 
   removeLimit(params: { type: string }): Promise<boolean> {
