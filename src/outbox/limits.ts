@@ -2,8 +2,9 @@
 // the database. A claim of a limited type runs in one transaction that locks the type's limit row,
 // counts the type's leases still held and its claims inside the rate's window, and claims at most
 // the room left (the driver's claimLimited). Every claim of a store obeys the limits, whoever
-// makes it (a Worker, a relay, a hand-written loop); claimMessage, the claim of one named
-// message, is an operator's act and counts for neither.
+// makes it (a Worker, a relay, a hand-written loop). claimMessage, the claim of one named
+// message, is an operator's act: no limit refuses it, and its lease counts as running (a limited
+// claim records every lease of its type in flight first), never as a start.
 
 import { InvalidArgumentError } from "./errors.js";
 import type { LimitOptions, Rate, TypeLimit } from "./types.js";

@@ -180,11 +180,13 @@ export interface OutboxStore<Tx> {
   schedule<P extends JsonValue>(name: string, cron: string, message: ScheduledMessage<P>, options?: ScheduleOptions): Promise<Schedule>;
 
   /**
-   * Limits how many messages of `type` run at once and how many start per interval, across every
-   * process claiming from this database: sets the type's limit, replacing any it had. Every claim
-   * obeys it, a Worker's or any other; a lease counts until it is completed, failed, released or
-   * ends, so a killed worker's slot frees when its lease does. Other processes' claims see a new
-   * limit within a second (LIMITED_TYPES_TTL_MS); a changed one at their next claim.
+   * Limits how many messages of `type` run at once and how many are claimed per interval, across
+   * every process claiming from this database: sets the type's limit, replacing any it had. Every
+   * claim obeys it, a Worker's or any other (claimMessage is not refused). Every lease of the type
+   * counts until it is completed, failed, released or ends, so a killed worker's slot frees when
+   * its lease does; the rate counts the claims made from this call on. Other processes' claims
+   * see a new limit within a second (LIMITED_TYPES_TTL_MS); the leases they take meanwhile count
+   * as running.
    */
   limit(type: string, options: LimitOptions): Promise<TypeLimit>;
 
