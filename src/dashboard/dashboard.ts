@@ -30,6 +30,7 @@ import type { MessagePreview, ShardSummary } from "./pages.js";
 import {
   layout,
   type ListQuery,
+  goneMessageFragment,
   messageFragment,
   messagesFragment,
   overviewFragment,
@@ -295,7 +296,8 @@ export function dashboardApp(options: DashboardOptions): { readonly app: Hono; r
   const messageView = async (id: string) => {
     if (!isMessageId(id)) return null;
     const [read, trail] = await Promise.all([readMessage(id), store.auditTrail({ messageId: id })]);
-    if (read === undefined) return null;
+    // Gone (cancelled, deleted at completion, purged): the audit trail still tells its story.
+    if (read === undefined) return trail.length === 0 ? null : goneMessageFragment(ctxOf(), id, trail);
     const unaudited =
       trail.length === 0 && read.message.attempts > 0
         ? "This message was claimed, but no audit rows were written for it: the workers or relays that claimed it ran without the audit trail (Worker option audit: true, wassal worker --audit, or wassal relay --audit), so its lease history cannot be drawn."

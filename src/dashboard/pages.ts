@@ -364,6 +364,39 @@ function payloadSection(base: string, messageId: string, payload: JsonText): Htm
   return html`${excerptNote(base, messageId, "payload", payload)}<pre class="payload">${payload.cut ? payload.text : readable(payload.text)}</pre>`;
 }
 
+/** A message's audit trail as a table (or a note that it has none). */
+function auditTable(trail: readonly AuditEntry[]): Html {
+  return trail.length === 0
+    ? html`<p class="empty">No audit rows for this message.</p>`
+    : html`<table class="audit"><thead><tr><th>at</th><th>action</th><th>owner</th><th>token</th><th>detail</th></tr></thead><tbody>
+${trail.map((e) => html`<tr class="audit-${e.action}" data-action="${e.action}" data-owner="${e.owner}" data-token="${e.token}" data-at="${e.at.toISOString()}"><td>${time(e.at)}</td><td>${AUDIT_LABEL[e.action]}</td><td>${e.owner}</td><td>${e.token}</td><td>${auditDetail(e)}</td></tr>`)}
+</tbody></table>`;
+}
+
+/**
+ * A message whose row is gone but whose audit trail is not (cancelled, completed with onComplete
+ * "delete", or purged): what the trail says became of it, its ownership timeline and the trail.
+ */
+export function goneMessageFragment(ctx: PageContext, messageId: string, trail: readonly AuditEntry[]): Html {
+  const last = trail.at(-1);
+  const cancel = trail.find((e) => e.action === "dead" && (e.owner === "cancel" || e.owner.startsWith("cancel: ")));
+  const fate =
+    cancel !== undefined
+      ? `It was cancelled at ${time(cancel.at)}${cancel.owner === "cancel" ? "" : ` (${cancel.owner.slice("cancel: ".length)})`}${cancel.previousStatus === "processing" ? `, while ${cancel.previousOwner ?? "a worker"} ran it: that run's result was refused` : ", before any worker ran it"}.`
+      : last?.action === "complete"
+        ? `It was completed at ${time(last.at)} by ${last.owner}, and its row deleted (onComplete "delete"), or purged since.`
+        : "Its row was deleted (purged).";
+  const timeline = timelineFromAudit(messageId, trail, undefined, ctx.now);
+  return html`<section class="message gone" data-message="${messageId}" data-status="gone">
+<h1>Message #${messageId} <span class="status status-gone">gone</span></h1>
+<p class="notice" role="status">This message is no longer in the outbox. ${fate}</p>
+<h2>Ownership timeline</h2>
+<figure class="timeline-figure">${raw(renderTimelineSvg(timeline))}${raw(timelineLegend())}</figure>
+<h2>Audit trail</h2>
+${auditTable(trail)}
+</section>`;
+}
+
 /** One message: its fields, its ownership timeline, its audit trail, and the start of its headers and payload. */
 export function messageFragment(ctx: PageContext, message: MessageState, preview: MessagePreview, trail: readonly AuditEntry[], auditing: string | null): Html {
   const timeline = timelineFromAudit(message.id, trail, message, ctx.now);
@@ -389,13 +422,7 @@ ${message.lastError === null ? "" : html`<h2>Last error</h2><pre class="last-err
 <h2>Ownership timeline</h2>
 ${auditing === null ? html`<figure class="timeline-figure">${raw(renderTimelineSvg(timeline))}${raw(timelineLegend())}</figure>` : html`<p class="note">${auditing}</p>`}
 <h2>Audit trail</h2>
-${
-  trail.length === 0
-    ? html`<p class="empty">No audit rows for this message.</p>`
-    : html`<table class="audit"><thead><tr><th>at</th><th>action</th><th>owner</th><th>token</th><th>detail</th></tr></thead><tbody>
-${trail.map((e) => html`<tr class="audit-${e.action}" data-action="${e.action}" data-owner="${e.owner}" data-token="${e.token}" data-at="${e.at.toISOString()}"><td>${time(e.at)}</td><td>${AUDIT_LABEL[e.action]}</td><td>${e.owner}</td><td>${e.token}</td><td>${auditDetail(e)}</td></tr>`)}
-</tbody></table>`
-}
+${auditTable(trail)}
 <h2>Headers</h2>
 ${headersSection(ctx.base, message.id, preview.headers)}
 <h2>Payload</h2>

@@ -13,7 +13,7 @@ import type { AuditEntry, LeaseOperation, OutboxMessage } from "../outbox/types.
  * still held, or its end is not in the audit trail (written by a process that did not audit, or
  * purged): drawn up to when the row says the message moved on.
  */
-export type LeaseEnd = "completed" | "retry" | "dead" | "released" | "expired" | "held" | "unrecorded";
+export type LeaseEnd = "completed" | "retry" | "dead" | "released" | "cancelled" | "expired" | "held" | "unrecorded";
 
 export interface LeaseBar {
   readonly owner: string;
@@ -26,7 +26,7 @@ export interface LeaseBar {
   readonly reclaimedBy: string | null;
 }
 
-export type MarkKind = "refused" | "blocked" | "redrive" | "crash" | "clock";
+export type MarkKind = "refused" | "blocked" | "redrive" | "cancel" | "crash" | "clock";
 
 export interface TimelineMark {
   readonly kind: MarkKind;
@@ -120,6 +120,11 @@ function refusedLabel(owner: string, operation: LeaseOperation | null, token: nu
   return `${owner}'s ${operation === null ? "write" : OPERATION_LABEL[operation]} under token ${token} refused${heldBy === null ? "" : ` (held by ${heldBy})`}`;
 }
 
+/** store.cancel's audit row: dead, by "cancel" or "cancel: <reason>". */
+function isCancel(owner: string): boolean {
+  return owner === "cancel" || owner.startsWith("cancel: ");
+}
+
 /** The audit actions and the events that end a lease, and how. */
 type Finished = Exclude<LeaseEnd, "expired" | "held" | "unrecorded">;
 const AUDIT_END: Partial<Record<AuditEntry["action"], Finished>> = { complete: "completed", retry: "retry", dead: "dead", release: "released" };
@@ -140,7 +145,11 @@ export function timelineFromAudit(
   for (const entry of trail) {
     if (entry.messageId !== messageId) continue;
     const end = AUDIT_END[entry.action];
-    if (end !== undefined) timeline.finish(entry.token, entry.at, end);
+    if (entry.action === "dead" && isCancel(entry.owner)) {
+      // store.cancel: an operator's act, outside any lease; a running message's lease ends with it.
+      timeline.finish(entry.token, entry.at, "cancelled");
+      timeline.mark("cancel", entry.at, null, entry.owner === "cancel" ? "cancelled" : `cancelled (${entry.owner.slice("cancel: ".length)})`);
+    } else if (end !== undefined) timeline.finish(entry.token, entry.at, end);
     else if (entry.action === "claim") {
       timeline.claim(entry.owner, entry.token, entry.at, null, entry.previousStatus === "processing" ? entry.previousLockedUntil : null);
     } else if (entry.action === "redrive") timeline.mark("redrive", entry.at, null, "redriven by an operator");
@@ -190,7 +199,10 @@ export function timelineFromEvents(messageId: string, events: readonly OutboxEve
     else if (event.type === "claim-won") timeline.claim(event.owner, event.token, event.at, event.lockedUntil, null);
     else if (event.type === "renewed") timeline.renew(event.token, event.lockedUntil);
     else if (event.type === "claim-blocked") timeline.mark("blocked", event.at, event.owner, `${event.owner} blocked: held by ${event.heldBy ?? "nobody"}`);
-    else if (event.type === "lease-lost")
+    else if (event.type === "cancelled") {
+      timeline.finish(event.token, event.at, "cancelled");
+      timeline.mark("cancel", event.at, null, event.reason === null ? "cancelled" : `cancelled (${event.reason})`);
+    } else if (event.type === "lease-lost")
       timeline.mark("refused", event.at, event.owner, refusedLabel(event.owner, event.operation, event.token, event.heldBy));
   }
   return timeline.build(now ?? last, null);
@@ -205,16 +217,18 @@ const END_LABEL: Record<LeaseEnd, string> = {
   retry: "failed, retry scheduled",
   dead: "failed, dead-lettered",
   released: "released",
+  cancelled: "cancelled by an operator",
   expired: "lease expired",
   held: "held now",
   unrecorded: "end not in the audit trail",
 };
 /** What each mark shows in its circle (drawn shapes instead of glyphs a font may lack, where needed). */
-const MARK_SYMBOL: Record<MarkKind, string> = { refused: "✕", blocked: "", redrive: "↻", crash: "⚡", clock: "" };
+const MARK_SYMBOL: Record<MarkKind, string> = { refused: "✕", blocked: "", redrive: "↻", cancel: "⊘", crash: "⚡", clock: "" };
 const MARK_NAME: Record<MarkKind, string> = {
   refused: "refused stale write (red ✕)",
   blocked: "claim blocked by a live lease (amber bar)",
   redrive: "redrive (↻)",
+  cancel: "cancel (⊘)",
   crash: "crash (⚡)",
   clock: "clock (dotted line)",
 };
@@ -313,7 +327,7 @@ export function renderTimelineSvg(timeline: Timeline, options: { readonly width?
 
 /** A legend for the timeline's bar ends and marks (HTML). */
 export function timelineLegend(): string {
-  const ends = (["completed", "retry", "dead", "released", "expired", "held", "unrecorded"] as const).map(
+  const ends = (["completed", "retry", "dead", "released", "cancelled", "expired", "held", "unrecorded"] as const).map(
     (end) => `<span class="legend-end legend-${end}">${END_LABEL[end]}</span>`,
   );
   const marks = (Object.keys(MARK_NAME) as MarkKind[]).map((kind) => `<span>${MARK_NAME[kind]}</span>`);

@@ -326,6 +326,14 @@ describe("the messages page and cancel", () => {
     const aborted = await acting.request(`http://127.0.0.1/messages/${made.running}/cancel`, form({ csrf: csrf!, running: "1" }));
     expect(aborted.status).toBe(303);
     expect(await listStore.getMessage(made.running as string)).toBeUndefined();
+    // Its page stays, from the audit trail: gone, cancelled while Worker-L ran it, the lease's bar ending there.
+    const gonePage = await get(acting, `/messages/${made.running}`);
+    expect(gonePage.status).toBe(200);
+    const goneText = await gonePage.text();
+    expect(goneText).toMatch(/status-gone">gone</);
+    expect(goneText).toMatch(/It was cancelled at [^<]* \(dashboard\), while Worker-L ran it: that run&#39;s result was refused\./);
+    expect(goneText).toMatch(/data-owner="Worker-L" data-token="1"[^>]*data-end="cancelled"/);
+    expect(goneText).toMatch(/data-kind="cancel"/);
     expect((await acting.request("http://127.0.0.1/messages/999999/cancel", form({ csrf: csrf! }))).status).toBe(404);
     const claimed = await listStore.claimMessage("w", made.k2 as string, { leaseMs: 1000 });
     expect(claimed.outcome).toBe("claimed");
