@@ -46,16 +46,16 @@ export function judgeLimits(
   for (const entry of trail) {
     const type = typeOf(entry.messageId);
     if (type === undefined || !limits.has(type)) continue;
-    let entries = byMessage.get(entry.messageId);
-    if (entries === undefined) byMessage.set(entry.messageId, (entries = []));
-    entries.push(entry);
+    const entries = byMessage.get(entry.messageId);
+    if (entries === undefined) byMessage.set(entry.messageId, [entry]);
+    else entries.push(entry);
   }
   const leases = new Map<string, { start: number; end: number }[]>();
   for (const [messageId, entries] of byMessage) {
     entries.sort((a, b) => a.at.getTime() - b.at.getTime());
     const type = typeOf(messageId) as string;
-    let list = leases.get(type);
-    if (list === undefined) leases.set(type, (list = []));
+    const list = leases.get(type) ?? [];
+    leases.set(type, list);
     entries.forEach((entry, n) => {
       if (entry.action !== "claim") return;
       const start = entry.at.getTime();
