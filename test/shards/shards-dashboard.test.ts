@@ -96,7 +96,10 @@ describe("wassal dashboard --shard", () => {
       body: new URLSearchParams({ csrf }).toString(),
     });
     expect([posted.status, posted.headers.get("location")]).toEqual([303, `/shard/1/messages?status=pending&cancelled=${cancelled}`]);
-    expect((await fetch(`${root}shard/1/messages/${cancelled}`)).status).toBe(404);
+    // Gone from shard 1; its page stays, from the audit trail (the dashboard audits its actions).
+    const gone = await fetch(`${root}shard/1/messages/${cancelled}`);
+    expect(gone.status).toBe(200);
+    expect(await gone.text()).toMatch(/status-gone">gone<\/span>[\s\S]*It was cancelled at [^<]* \(dashboard\), before any worker ran it\./);
     // A shard's error page leads back to that shard's overview; the shards' own 404 to theirs.
     const missing = await fetch(`${root}shard/1/messages/999999999`);
     expect(missing.status).toBe(404);
