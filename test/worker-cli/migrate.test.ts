@@ -18,6 +18,8 @@ const PG = await postgresAvailable();
 const OUTBOX_TABLES = [
   "outbox_audit",
   "outbox_keys",
+  "outbox_limit_starts",
+  "outbox_limits",
   "outbox_messages",
   "outbox_owners",
   "outbox_schedules",
