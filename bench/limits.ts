@@ -8,7 +8,7 @@
 
 import { type NewMessage, type OutboxStore, Worker } from "wassal";
 import { openOutbox } from "wassal/lab";
-import { locatePostmaster, serverCpu } from "./server-cpu.js";
+import { cpuUsPer, locatePostmaster, serverCpu } from "./server-cpu.js";
 
 export interface LimitFigures {
   readonly rate: number;
@@ -106,10 +106,7 @@ export async function limitBench(
       ofLimit: pacedPerSecond / options.rate,
       busiestSecond,
       cpuUsPerMessage: (used.user + used.system) / options.messages,
-      serverUsPerMessage:
-        serverBefore === null || serverAfter === null
-          ? null
-          : (serverAfter.userUs + serverAfter.systemUs - serverBefore.userUs - serverBefore.systemUs) / options.messages,
+      serverUsPerMessage: cpuUsPer(serverBefore, serverAfter, options.messages),
     };
   } finally {
     for (const worker of workers) await worker.stop({ graceMs: 0 }).catch(() => undefined);

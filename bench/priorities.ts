@@ -10,7 +10,7 @@
 import { ManualClock } from "wassal";
 import type { NewMessage } from "wassal";
 import { openBenchStore } from "./schedules.js";
-import { locatePostmaster, serverCpu } from "./server-cpu.js";
+import { locatePostmaster, serverCpu, cpuUsPer } from "./server-cpu.js";
 
 export type PriorityMix = "unused" | "in use";
 
@@ -88,10 +88,7 @@ export async function priorityBench(
       seconds,
       perSecond: options.messages / seconds,
       cpuUsPerMessage: (used.user + used.system) / options.messages,
-      serverUsPerMessage:
-        serverBefore === null || serverAfter === null
-          ? null
-          : (serverAfter.userUs + serverAfter.systemUs - serverBefore.userUs - serverBefore.systemUs) / options.messages,
+      serverUsPerMessage: cpuUsPer(serverBefore, serverAfter, options.messages),
     };
   } finally {
     await store.close();

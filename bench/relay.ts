@@ -44,7 +44,7 @@ import type { OutboxStore } from "wassal";
 import { NatsPublisher, type Publisher, RabbitMqPublisher, Relay, type RelayEvent } from "wassal/relay";
 import { preloadHistory } from "./history.js";
 import { machineBusyUs } from "./machine-cpu.js";
-import { listeningOn, processesNamed, processTicks, serverCpu, ticksBetweenUs } from "./server-cpu.js";
+import { listeningOn, processesNamed, processTicks, serverCpu, ticksBetweenUs, cpuUsPer } from "./server-cpu.js";
 import { percentile, type Spread, spread } from "./stats.js";
 
 export const RELAY_BROKERS = ["nats", "rabbitmq"] as const;
@@ -180,10 +180,7 @@ export async function timed(messages: number, broker: RelayBroker, postmaster: n
     rate: messages / seconds,
     relayUs: (used.user + used.system) / messages,
     brokerUs: brokerUs === null ? null : brokerUs / messages,
-    postgresUs:
-      serverBefore === null || serverAfter === null
-        ? null
-        : (serverAfter.userUs + serverAfter.systemUs - serverBefore.userUs - serverBefore.systemUs) / messages,
+    postgresUs: cpuUsPer(serverBefore, serverAfter, messages),
     machineUs: machine === null || machineAfter === null ? null : (machineAfter - machine) / messages,
   };
 }

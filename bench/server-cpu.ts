@@ -207,3 +207,8 @@ export function ticksBetweenUs(before: ReadonlyMap<number, number>, after: Reado
   }
   return found ? ticks * TICK_US : null;
 }
+
+/** The CPU a server spent between two readings, per unit of work (µs): null when either reading is missing. */
+export function cpuUsPer(before: CpuTime | null, after: CpuTime | null, units: number): number | null {
+  return before === null || after === null ? null : (after.userUs + after.systemUs - before.userUs - before.systemUs) / units;
+}

@@ -183,7 +183,7 @@ function checkChaosOptions(o: ChaosOptions): void {
   whole("cancelEveryMs", o.cancelEveryMs ?? 0, 0);
   if ((o.cancelEveryMs ?? 0) > 0 && o.keys > 0) {
     throw new InvalidArgumentError(
-      "cancelEveryMs needs a run without ordering keys (keys 0): the key-order check does not yet follow a cancelled key holder's hand-on",
+      "cancels (cancelEveryMs, --cancel-every) need a run without ordering keys (keys 0, --keys 0): the key-order check does not yet follow a cancelled key holder's hand-on; drop one of the two",
     );
   }
   const limit = judgedLimit(o);

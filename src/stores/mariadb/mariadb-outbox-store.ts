@@ -589,7 +589,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
         if (row !== undefined) {
           const record = toLimitRecord(row);
           const from = windowStart(record, now);
-          await conn.query<Written>(SQL.seedLimitStarts, [now, type, now]);
+          if (record.concurrency !== null) await conn.query<Written>(SQL.seedLimitStarts, [now, type, now]); // only running counts use them
           await conn.query<Written>(SQL.pruneLimitStarts, [type, from, now]);
           const use = (await conn.query<Rows>(SQL.limitUse, [now, from, type]))[0][0] as { running: number | string; started: number | string } | undefined;
           limit = limitRoom(record, toLimitUse(use), limit);

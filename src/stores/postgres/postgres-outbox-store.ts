@@ -621,7 +621,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       if (row !== undefined) {
         const record = toLimitRecord(row);
         const from = new Date(windowStart(record, row.now.getTime()));
-        await tx.query(this.#sql.seedLimitStarts, [type, row.now]);
+        if (record.concurrency !== null) await tx.query(this.#sql.seedLimitStarts, [type, row.now]); // only running counts use them
         await tx.query(this.#sql.pruneLimitStarts, [type, from, row.now]);
         const use = (await tx.query<{ running: string; started: string }>(this.#sql.limitUse, [type, from, row.now])).rows[0];
         limit = limitRoom(record, toLimitUse(use), limit);

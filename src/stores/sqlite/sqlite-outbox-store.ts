@@ -456,7 +456,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       if (row !== undefined) {
         const record = toLimitRecord(row);
         const from = windowStart(record, now);
-        this.#stmt("seedLimitStarts").run({ type, now });
+        if (record.concurrency !== null) this.#stmt("seedLimitStarts").run({ type, now }); // only running counts use them
         this.#stmt("pruneLimitStarts").run({ type, windowStart: from, now });
         limit = limitRoom(
           record,
