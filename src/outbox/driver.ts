@@ -320,7 +320,7 @@ export interface OutboxDriver<Tx> {
    * conditional claim of that message. Reports both; the protocol decides the outcome.
    */
   claimMessage(params: { readonly owner: string; readonly messageId: string; readonly leaseMs: number; readonly audit: boolean }): Promise<ClaimMessageAttempt>;
-  /** Extends the lease if its token is current: the new expiry, or null when the lease is gone. */
+  /** Extends the lease if its token is current and it has not expired: the new expiry, or null when the lease is gone or expired. */
   renew(params: { readonly lease: Lease; readonly leaseMs: number }): Promise<{ readonly at: Date; readonly lockedUntil: Date | null }>;
 
   /**

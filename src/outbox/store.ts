@@ -116,7 +116,12 @@ export interface OutboxStore<Tx> {
   /** Claims one named message if it is claimable now, or says who blocks it. */
   claimMessage(owner: string, messageId: string, options: Pick<ClaimOptions, "leaseMs">): Promise<ClaimMessageResult>;
 
-  /** Extends a held lease to now + leaseMs. */
+  /**
+   * Extends a held lease to now + leaseMs. A lease past its end is lost to renewal even if nobody has
+   * reclaimed it yet (its token can still complete, fail or release it until someone does): an
+   * expired lease never comes back, so nothing that counts held leases (a concurrency limit) counts
+   * it twice.
+   */
   renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost>;
 
   /**

@@ -973,7 +973,12 @@ export class Worker<Tx> {
     try {
       const renewed = await this.store.renew(lease, this.leaseMs);
       if (renewed.outcome === "lease-lost") {
-        job.abort.abort(new LeaseLostError(lease.messageId, lease.token, "a heartbeat found it gone"));
+        // Still ours by token but past its end: an expired lease is never extended (its slot may be someone else's).
+        const why =
+          renewed.current?.leaseToken === lease.token && renewed.current.status === "processing"
+            ? "it expired before a heartbeat renewed it"
+            : "a heartbeat found it gone";
+        job.abort.abort(new LeaseLostError(lease.messageId, lease.token, why));
         job.beatStopped = true;
       }
     } catch (error) {

@@ -108,6 +108,24 @@ describeEachStore("limits", (factory) => {
     expect(await store.claim("w", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
   });
 
+  it("gives a paused holder's slot away for good once its lease ends: the expired lease cannot be renewed back over the limit", async () => {
+    const { store, clock } = ctx();
+    await store.limit(LIMITED, { concurrency: 1 });
+    await enqueueOf(store, LIMITED, 2);
+    const [paused] = await store.claim("paused", { limit: 10, leaseMs: LEASE_MS });
+    clock.advance(LEASE_MS); // its lease ends while its process is paused; nobody reclaims it
+    const [other] = await store.claim("alive", { limit: 10, leaseMs: LEASE_MS });
+    expect(other?.messageId).not.toBe(paused?.messageId); // the slot went to the other message
+    expect((await store.renew(paused!, LEASE_MS)).outcome).toBe("lease-lost");
+    clock.advance(1_000);
+    expect((await store.renew(other!, LEASE_MS)).outcome).toBe("renewed");
+    // One lease held, as the limit says: the other message's.
+    const held = (await Promise.all([paused!, other!].map((lease) => store.getMessage(lease.messageId)))).filter(
+      (message) => message?.status === "processing" && message.lockedUntil !== null && message.lockedUntil > clock.now(),
+    );
+    expect(held.map((message) => message?.id)).toEqual([other!.messageId]);
+  });
+
   it("allows at most `rate.count` claims in any `rate.intervalMs`: a sliding window", async () => {
     const { store, clock } = ctx();
     await store.limit(LIMITED, { rate: { count: 3, intervalMs: 1_000 } });

@@ -71,6 +71,38 @@ describeEachStore("renewing leases", (factory) => {
     expect((await claimNext(store, "worker-c", LEASE_MS)).reclaimedFrom).toBe("worker-b");
   });
 
+  it("refuses to extend a lease at or past its end that nobody reclaimed; its token may still complete it", async () => {
+    const { store, clock, harness } = ctx();
+    const message = await enqueueMessage(store);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
+    clock.set(at(LEASE_MS - 1)); // one ms before the end: still held
+    const renewed = await store.renew(lease, LEASE_MS);
+    expect(renewed).toMatchObject({ outcome: "renewed", lease: { lockedUntil: at(2 * LEASE_MS - 1) } });
+
+    clock.set(at(2 * LEASE_MS - 1)); // the renewed lease's end: expired, not yet reclaimed
+    const before = await mustGet(store, message.id);
+    const result = await store.renew(lease, LEASE_MS);
+    expect(result).toEqual({
+      outcome: "lease-lost",
+      messageId: message.id,
+      token: 1,
+      current: { status: "processing", lockedBy: "worker-a", lockedUntil: at(2 * LEASE_MS - 1), leaseToken: 1 },
+    });
+    expect(await store.getMessage(message.id)).toEqual(before); // the refused renewal gave the lease no new life
+    expect(await claimNext(store, "worker-b", LEASE_MS)).toMatchObject({ messageId: message.id, token: 2, reclaimedFrom: "worker-a" });
+  });
+
+  it("lets the token of an expired lease nobody reclaimed complete with its business write, though it cannot renew", async () => {
+    const { store, clock, harness } = ctx();
+    const message = await enqueueMessage(store);
+    const lease = await claimNext(store, "worker-a", LEASE_MS);
+    clock.set(at(LEASE_MS + 5_000));
+    expect((await store.renew(lease, LEASE_MS)).outcome).toBe("lease-lost");
+    expect((await store.complete(lease, (tx) => harness.businessWrite(tx, "late"))).outcome).toBe("completed");
+    expect(await harness.countBusinessRows("late")).toBe(1);
+    await expectFinished(store, factory, message.id);
+  });
+
   it("returns lease-lost when renewing a lease whose message was already completed", async () => {
     const { store } = ctx();
     const message = await enqueueMessage(store);

@@ -454,7 +454,9 @@ export function renew(pick: number, leaseMs: number): Step {
       w.workers.get(owner)![index] = result.lease;
       w.handedOut.set(result.lease, w.handedOut.get(lease)!);
     }
-    tally(r, `renew:${result.outcome}`);
+    const held = w.spec.messages.get(lease.messageId);
+    const expiredOwn = result.outcome === "lease-lost" && held?.status === "processing" && held.token === lease.token;
+    tally(r, expiredOwn ? "renew:expired" : `renew:${result.outcome}`);
     return `${owner} renews #${lease.messageId}@${lease.token}: ${result.outcome === "renewed" ? brief(result.lease) : result.outcome}`;
   });
 }

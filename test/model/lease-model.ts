@@ -17,7 +17,8 @@
 // Without redrives of skipped messages this is "no earlier message of the key is unfinished", and
 // checkState in lease-commands.ts checks that reading too. A lease is
 // *current* while its message is processing under its token, expired or not: an expired lease
-// that nobody reclaimed may still renew, complete, fail or release.
+// that nobody reclaimed may still complete, fail or release, but not renew (an expired lease
+// never comes back, so a concurrency limit, which counts unexpired leases, never counts it twice).
 
 export type Status = "pending" | "processing" | "processed" | "dead";
 export type KeyState = "holder" | "waiting" | "skipped";
@@ -340,7 +341,7 @@ export class LeaseModel {
 
   renew(lease: PresentedLease, leaseMs: number): { readonly outcome: "renewed"; readonly lockedUntil: number } | LeaseLost {
     const m = this.current(lease);
-    if (m === undefined) return this.#lost(lease, "renew");
+    if (m === undefined || (m.lockedUntil ?? 0) <= this.now) return this.#lost(lease, "renew");
     m.lockedUntil = m.availableAt = this.now + leaseMs;
     return { outcome: "renewed", lockedUntil: m.lockedUntil };
   }

@@ -79,6 +79,7 @@ const MUST_SEE: Record<Mix, readonly string[]> = {
     "claim:key-waited",
     "renew:renewed",
     "renew:lease-lost",
+    "renew:expired",
     "complete:completed",
     "complete:lease-lost",
     "complete:finalize-threw",

@@ -3,7 +3,7 @@
 
 import { expect, it } from "vitest";
 import { LeaseLostError, ShutdownError } from "../../src/outbox/errors.js";
-import { at, describeEachStore, enqueueMessage, mustGet, useStoreHarness } from "../conformance/stores.js";
+import { at, describeEachStore, enqueueMessage, expectFinished, mustGet, useStoreHarness } from "../conformance/stores.js";
 import { defined, EventLog, Gate, waitForSleepers, waitUntil, useWorkers, withOverrides } from "./support.js";
 
 const LEASE_MS = 3_000;
@@ -133,6 +133,41 @@ describeEachStore("worker lease heartbeat", (factory) => {
     expect(await mustGet(store, message.id)).toMatchObject({ status: "processed", lockedBy: "rescuer", leaseToken: 2, attempts: 2 });
     expect(await harness.countBusinessRows("fresh-result")).toBe(1);
     expect(await harness.countBusinessRows("stale-result")).toBe(0);
+  });
+
+  it("aborts the signal of a handler whose lease ended before its heartbeat renewed it, though nobody reclaimed it; its late result still commits once", async () => {
+    const { store, clock, harness } = ctx();
+    const log = new EventLog(store);
+    const message = await enqueueMessage(store);
+    const slow = workers.blocking();
+    await workers.start({
+      store,
+      clock,
+      name: "paused-worker",
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      renewIntervalMs: RENEW_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    await slow.waitForCalls(1);
+    await waitForSleepers(clock, 2);
+    const first = slow.call(0);
+
+    clock.advance(LEASE_MS); // a pause: the heartbeat wakes once, at the lease's end, too late
+    await waitUntil("the handler's signal to abort", () => first.signal.aborted);
+    expect(first.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(String(first.signal.reason)).toMatch(/it expired before a heartbeat renewed it/);
+    expect(log.of("lease-lost")).toEqual([
+      expect.objectContaining({ owner: "paused-worker", messageId: message.id, token: 1, operation: "renew", heldBy: "paused-worker", currentToken: 1 }),
+    ]);
+    expect(log.count("renewed")).toBe(0);
+
+    // Nobody took the message meanwhile: its token is still current, so the result commits, once.
+    first.release({ finalize: (tx) => harness.businessWrite(tx, "late-result"), summary: "late" });
+    await log.waitFor("completed");
+    expect(await harness.countBusinessRows("late-result")).toBe(1);
+    await expectFinished(store, factory, message.id);
   });
 
   it("records no failure for a handler that gives up when its signal aborts", async () => {

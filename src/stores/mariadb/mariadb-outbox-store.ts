@@ -675,7 +675,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     const { lease, leaseMs } = params;
     const now = await this.#time(this.pool);
     const until = now + leaseMs;
-    const [written] = await this.pool.query<Written>(SQL.renew, [until, until, rowId(lease.messageId), lease.token]);
+    const [written] = await this.pool.query<Written>(SQL.renew, [until, until, rowId(lease.messageId), lease.token, now]);
     return { at: new Date(now), lockedUntil: written.affectedRows === 1 ? new Date(until) : null };
   }
 

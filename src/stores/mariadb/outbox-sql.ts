@@ -678,9 +678,9 @@ export const SQL = {
 
   // rememberKeySeqs: (none) rememberKeySeq runs once per key, in the transaction that holds the keys' turns
 
-  /** Params: lease end, lease end, id, token. */
+  /** Params: lease end, lease end, id, token, now. Extends a lease still held: an expired one stays expired. */
   renew: `UPDATE outbox_messages SET locked_until = ?, available_at = ?
-      WHERE id = ? AND lease_token = ? AND status = 'processing'`,
+      WHERE id = ? AND lease_token = ? AND status = 'processing' AND locked_until > ?`,
 
   /** Params: now, id, token. Row-locks the message until the transaction ends. */
   complete: `UPDATE outbox_messages SET status = 'processed', processed_at = ?, locked_until = NULL, last_error = NULL

@@ -932,11 +932,11 @@ export function outboxSql(schema: string) {
     // rememberKeySeq: (none) wassal_hand_on remembers a key's next number itself
     // rememberKeySeqs: (none) as rememberKeySeq
 
-    /** $1 now, $2 id, $3 token, $4 lease ms. */
+    /** $1 now, $2 id, $3 token, $4 lease ms. Extends a lease still held: an expired one stays expired. */
     renew: `WITH ${CLOCK}
       UPDATE ${table} m SET locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")}
       FROM clock
-      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
+      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing' AND m.locked_until > clock.t
       RETURNING m.locked_until, clock.t AS now`,
 
     /** $1 now, $2 id, $3 token. Row-locks the message until the transaction ends. */

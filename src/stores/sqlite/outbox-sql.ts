@@ -488,8 +488,9 @@ export const SQL = {
                     SELECT t.value ->> 0, t.value ->> 1 FROM json_each(@turns) AS t WHERE NOT ${waitsBehind("t.value ->> 0")}
                     ON CONFLICT (ordering_key) DO UPDATE SET next_seq = excluded.next_seq`,
 
+  /** Extends a lease still held: an expired one stays expired (its holder may still finish with it until someone reclaims it). */
   renew: `UPDATE outbox_messages SET locked_until = @until, available_at = @until
-          WHERE id = @id AND lease_token = @token AND status = 'processing'
+          WHERE id = @id AND lease_token = @token AND status = 'processing' AND locked_until > @now
           RETURNING locked_until`,
 
   complete: `UPDATE outbox_messages

@@ -538,7 +538,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const { lease, leaseMs } = params;
     return this.writeLock.runSync(() => {
       const now = this.now();
-      const row = this.#stmt("renew").get({ id: rowId(lease.messageId), token: lease.token, until: now + leaseMs }) as { locked_until: number } | undefined;
+      const row = this.#stmt("renew").get({ id: rowId(lease.messageId), token: lease.token, now, until: now + leaseMs }) as
+        | { locked_until: number }
+        | undefined;
       return { at: new Date(now), lockedUntil: row === undefined ? null : new Date(row.locked_until) };
     });
   }
