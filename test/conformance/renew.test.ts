@@ -72,7 +72,7 @@ describeEachStore("renewing leases", (factory) => {
   });
 
   it("refuses to extend a lease at or past its end that nobody reclaimed; its token may still complete it", async () => {
-    const { store, clock, harness } = ctx();
+    const { store, clock } = ctx();
     const message = await enqueueMessage(store);
     const lease = await claimNext(store, "worker-a", LEASE_MS);
     clock.set(at(LEASE_MS - 1)); // one ms before the end: still held
