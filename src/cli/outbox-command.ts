@@ -1,7 +1,7 @@
 // `wassal outbox`: operate an outbox on either store: stats, dead messages, redrive, cancel, purge.
 
 import { Command } from "commander";
-import type { Cancelled, OutboxMessage, OutboxStats, TypeCount } from "../outbox/types.js";
+import type { Cancelled, OnComplete, OutboxMessage, OutboxStats, TypeCount } from "../outbox/types.js";
 import { ShardedOutbox } from "../shards/sharded-outbox.js";
 import { InvalidArgumentError, MessageNotFoundError, MessageNotPendingError, MessageRunningError } from "../outbox/errors.js";
 import { checkMessageId } from "../outbox/validate.js";
@@ -9,7 +9,7 @@ import { type OpenedOutbox, type OpenOutboxOptions, withOutbox } from "../stores
 import { EXIT } from "./exit-codes.js";
 import { integer, parseDuration } from "./options.js";
 import { err, field, out, printJson } from "./output.js";
-import { type AdminFlags, adminOptions, dbOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
+import { type AdminFlags, adminOptions, dbOption, onCompleteOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
 
 type Common = AdminFlags;
 const common = adminOptions;
@@ -63,7 +63,7 @@ export function outboxCommand(): Command {
         const c = stats.counts;
         const lines = [
           `outbox ${location} at ${stats.now.toISOString()}`,
-          `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`,
+          `  pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}   cancelled ${c.cancelled}`,
           ...statsLines(pendingByType, oldestPendingAgeMs, stats),
         ];
         out(`${lines.join("\n")}\n`);
@@ -197,7 +197,7 @@ export function outboxCommand(): Command {
   outbox.addCommand(
     common(new Command("cancel"))
       .description(
-        "cancel pending messages (with --running, running ones too): each is deleted (never delivered); one that held its ordering key hands the key on to the next",
+        "cancel pending messages (with --running, running ones too): each becomes cancelled, never delivered (with --on-complete delete, its row is deleted); one that held its ordering key hands the key on to the next",
       )
       .argument("<ids...>", "ids of messages to cancel (browse them on the dashboard's messages page, filtered by status pending)")
       .option("--reason <text>", "why, recorded in the audit trail when it is on (at most 180 characters)")
@@ -205,17 +205,22 @@ export function outboxCommand(): Command {
         "--running",
         "cancel a running (leased) message too: its worker's handler signal aborts (at its next lease renewal) and its result, business write included, is refused",
       )
+      .addOption(
+        onCompleteOption(
+          "what the cancel does with the row: keep it as cancelled (the history; its dedupe key stays taken until purged), or delete it, as your workers' --on-complete delete does with finished rows",
+        ),
+      )
       .addHelpText(
         "after",
         "\nWithout --running, a running (leased) message is refused: wait for its attempt to end, or cancel it with --running.\n" +
-          "A processed or dead one is refused (purge it, or skip a dead key holder with: wassal outbox unblock <key> --skip).\n" +
+          "A processed, dead or cancelled one is refused (purge it, or skip a dead key holder with: wassal outbox unblock <key> --skip).\n" +
           "Exits 0 when every id was cancelled, 1 when one was not (each refusal is printed), 2 on bad input.",
       )
-      .action(async (ids: string[], options: Common & { reason?: string; running?: boolean }) => {
+      .action(async (ids: string[], options: Common & { reason?: string; running?: boolean; onComplete: OnComplete }) => {
         // Checked before the database is opened, as all bad input is.
         for (const id of ids) checkMessageId(id);
         const unique = [...new Set(ids)];
-        await withOutbox(options.db, storeOptions(options, "repair"), async ({ store }) => {
+        await withOutbox(options.db, { ...storeOptions(options, "repair"), onComplete: options.onComplete }, async ({ store }) => {
           const cancelled: Cancelled[] = [];
           const notCancelled: { messageId: string; code: string; error: string }[] = [];
           for (const id of unique) {
@@ -245,8 +250,10 @@ export function outboxCommand(): Command {
 
   outbox.addCommand(
     common(new Command("purge"))
-      .description("retention: delete processed messages, dead messages, audit rows and inbox ids older than a duration, in short batches (no long locks)")
-      .option("--processed-before <duration>", "delete messages processed longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
+      .description(
+        "retention: delete processed (and cancelled) messages, dead messages, audit rows and inbox ids older than a duration, in short batches (no long locks)",
+      )
+      .option("--processed-before <duration>", "delete messages processed (or cancelled) longer ago than this, e.g. 7d, 12h, 30m", parseDuration)
       .option("--dead-before <duration>", "delete dead messages that died longer ago than this", parseDuration)
       .option("--audit-before <duration>", "delete audit rows written longer ago than this", parseDuration)
       .option(
@@ -337,7 +344,8 @@ async function printShardedStats(opened: readonly OpenedOutbox[], json: boolean)
     });
     return;
   }
-  const counts = (c: OutboxStats["counts"]) => `pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}`;
+  const counts = (c: OutboxStats["counts"]) =>
+    `pending ${c.pending}   processing ${c.processing}   processed ${c.processed}   dead ${c.dead}   cancelled ${c.cancelled}`;
   const lines = [
     `sharded outbox, ${shards.length} shards, at ${now.toISOString()}`,
     `  all shards: ${counts(total.counts)}`,

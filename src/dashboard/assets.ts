@@ -78,7 +78,7 @@ pre { font: 12.5px/1.4 ui-monospace, monospace; background: #fff; border: 1px so
 .status { font-size: .75rem; padding: .1rem .5rem; border-radius: 999px; background: #eef0f4; }
 .status-dead { background: #fde2e2; color: #a4161a; } .status-processing { background: #e1ecfd; color: #1f4fa8; }
 .status-processed { background: #dff3e7; color: #1d6b3f; } .status-pending { background: #fff3d6; color: #7a5200; }
-.status-gone { background: #e9e9ee; color: #4a4f5c; }
+.status-gone, .status-cancelled { background: #e9e9ee; color: #4a4f5c; }
 dl.fields { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; background: #fff; border: 1px solid #e3e6ec; border-radius: 6px; padding: .7rem 1rem; }
 dt { color: #5b6472; } dd { margin: 0; word-break: break-word; }
 figure { margin: 0; background: #fff; border: 1px solid #e3e6ec; border-radius: 6px; padding: .6rem .8rem; overflow-x: auto; }

@@ -7,7 +7,18 @@ import { html, raw } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import { renderTimelineSvg, timelineFromAudit, timelineLegend } from "../observability/timeline.js";
 import { escapeHtml } from "../observability/escape-html.js";
-import type { AuditEntry, BlockedKey, JsonText, MessagePage, MessageState, MessageStatus, MessageText, OutboxMessage, OutboxStats } from "../outbox/types.js";
+import {
+  type AuditEntry,
+  type BlockedKey,
+  type JsonText,
+  MESSAGE_STATUSES,
+  type MessagePage,
+  type MessageState,
+  type MessageStatus,
+  type MessageText,
+  type OutboxMessage,
+  type OutboxStats,
+} from "../outbox/types.js";
 import type { MinuteThroughput } from "./pulse.js";
 
 type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -22,7 +33,7 @@ export interface PageContext {
   readonly now: Date;
 }
 
-const STATUSES: readonly MessageStatus[] = ["pending", "processing", "processed", "dead"];
+const STATUSES: readonly MessageStatus[] = MESSAGE_STATUSES;
 
 const time = (at: Date | null) => (at === null ? "-" : at.toISOString().replace("T", " ").replace("Z", ""));
 
@@ -377,12 +388,25 @@ ${trail.map((e) => html`<tr class="audit-${e.action}" data-action="${e.action}" 
  * A message whose row is gone but whose audit trail is not (cancelled, completed with onComplete
  * "delete", or purged): what the trail says became of it, its ownership timeline and the trail.
  */
+/** The audit row of a message's cancel (store.cancel writes it as dead, by "cancel" or "cancel: <reason>"), if any. */
+const cancelOf = (trail: readonly AuditEntry[]) => trail.find((e) => e.action === "dead" && (e.owner === "cancel" || e.owner.startsWith("cancel: ")));
+
+/** What a cancel did, in a sentence: when, why, and whose run it cut short. */
+function cancelSentence(cancel: AuditEntry): string {
+  const why = cancel.owner === "cancel" ? "" : ` (${cancel.owner.slice("cancel: ".length)})`;
+  const run =
+    cancel.previousStatus === "processing"
+      ? `, while ${cancel.previousOwner ?? "a worker"} ran it: that run's result was refused`
+      : ", before any worker ran it";
+  return `It was cancelled at ${time(cancel.at)}${why}${run}.`;
+}
+
 export function goneMessageFragment(ctx: PageContext, messageId: string, trail: readonly AuditEntry[]): Html {
   const last = trail.at(-1);
-  const cancel = trail.find((e) => e.action === "dead" && (e.owner === "cancel" || e.owner.startsWith("cancel: ")));
+  const cancel = cancelOf(trail);
   const fate =
     cancel !== undefined
-      ? `It was cancelled at ${time(cancel.at)}${cancel.owner === "cancel" ? "" : ` (${cancel.owner.slice("cancel: ".length)})`}${cancel.previousStatus === "processing" ? `, while ${cancel.previousOwner ?? "a worker"} ran it: that run's result was refused` : ", before any worker ran it"}.`
+      ? cancelSentence(cancel)
       : last?.action === "complete"
         ? `It was completed at ${time(last.at)} by ${last.owner}, and its row deleted (onComplete "delete"), or purged since.`
         : "Its row was deleted (purged).";
@@ -412,10 +436,12 @@ export function messageFragment(ctx: PageContext, message: MessageState, preview
     ["lease until", message.lockedUntil === null ? "-" : `${time(message.lockedUntil)} (${timeLeft(message.lockedUntil, ctx.now)})`],
     ["created", time(message.createdAt)],
     [message.status === "dead" ? "died" : "available", time(message.availableAt)],
-    ["processed", time(message.processedAt)],
+    [message.status === "cancelled" ? "cancelled" : "processed", time(message.processedAt)],
   ];
+  const cancel = message.status === "cancelled" ? cancelOf(trail) : undefined;
   return html`<section class="message" data-message="${message.id}" data-status="${message.status}">
 <h1>Message #${message.id} ${statusBadge(message.status)}</h1>
+${cancel === undefined ? "" : html`<p class="notice" role="status">${cancelSentence(cancel)}</p>`}
 ${message.status === "dead" ? actionForm(ctx, `/messages/${message.id}/redrive`, "Redrive this message") : messageAction(ctx, message, "Cancel this message")}
 <dl class="fields">${fields.map(([name, value]) => html`<dt>${name}</dt><dd>${value}</dd>`)}</dl>
 ${message.lastError === null ? "" : html`<h2>Last error</h2><pre class="last-error">${message.lastError}</pre>`}

@@ -94,7 +94,7 @@ export interface ClaimMessageAttempt {
 export interface CancelAttempt {
   readonly at: Date;
   readonly before: (MessageHolder & { readonly type: string; readonly key: string | null; readonly keySeq: number | null; readonly holdsKey: boolean }) | null;
-  readonly deleted: boolean;
+  readonly cancelled: boolean;
 }
 
 /** One named migration: stable forever, e.g. "outbox-001-create", and the SQL it runs. */
@@ -103,7 +103,7 @@ export interface Migration {
   readonly sql: string;
 }
 
-/** What retention deletes: processed messages (by processed time), dead ones (by when they died), or audit rows (by their time). */
+/** What retention deletes: processed and cancelled messages (by when they finished), dead ones (by when they died), or audit rows (by their time). */
 export type PurgeTarget = "processed" | "dead" | "audit" | "inbox";
 
 export interface RedriveCount {
@@ -372,11 +372,12 @@ export interface OutboxDriver<Tx> {
     readonly messageId: string | null;
   }): MaybePromise<{ readonly id: string; readonly keySeq: number | null } | null>;
   /**
-   * Inside `tx`: deletes the message if it is pending, after taking its key's turn where needed (a
-   * waiting message's key first, as a hand-on takes it; a holder's row first, as a completion
-   * does), writing a "dead" audit row with owner `owner` when auditing. Reports the message as it
-   * was (null: no such message) and whether it was deleted; the protocol hands a deleted holder's
-   * key on in the same transaction.
+   * Inside `tx`: cancels the message if it is pending (or, with `running`, processing), after
+   * taking its key's turn where needed (a waiting message's key first, as a hand-on takes it; a
+   * holder's row first, as a completion does): marks it cancelled (finished now, locked_by `owner`,
+   * no lease), or with `remove` deletes it, writing a "dead" audit row with owner `owner` when
+   * auditing. Reports the message as it was (null: no such message) and whether it was cancelled;
+   * the protocol hands a cancelled holder's key on in the same transaction.
    */
   cancel(params: {
     readonly tx: Tx;
@@ -384,6 +385,7 @@ export interface OutboxDriver<Tx> {
     readonly owner: string;
     readonly audit: boolean;
     readonly running: boolean;
+    readonly remove: boolean;
   }): MaybePromise<CancelAttempt>;
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;

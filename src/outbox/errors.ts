@@ -196,13 +196,15 @@ export class MessageRunningError extends WassalError {
 export class MessageNotPendingError extends WassalError {
   override name = "MessageNotPendingError";
   readonly messageId: string;
-  readonly status: "processed" | "dead";
-  constructor(messageId: string, status: "processed" | "dead") {
+  readonly status: "processed" | "dead" | "cancelled";
+  constructor(messageId: string, status: "processed" | "dead" | "cancelled") {
     super(
       "MESSAGE_NOT_PENDING",
       status === "processed"
         ? `message ${messageId} was already processed, so it cannot be cancelled (only a pending message can); nothing was changed (processed messages go with: wassal outbox purge --processed-before …)`
-        : `message ${messageId} is dead, so it cannot be cancelled (only a pending message can); nothing was changed: purge it (wassal outbox purge --dead-before …), or if it blocks its key, skip it (wassal outbox unblock <key> --skip)`,
+        : status === "cancelled"
+          ? `message ${messageId} was already cancelled; nothing was changed (cancelled messages go with processed ones: wassal outbox purge --processed-before …)`
+          : `message ${messageId} is dead, so it cannot be cancelled (only a pending message can); nothing was changed: purge it (wassal outbox purge --dead-before …), or if it blocks its key, skip it (wassal outbox unblock <key> --skip)`,
     );
     this.messageId = messageId;
     this.status = status;

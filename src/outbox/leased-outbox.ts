@@ -1037,10 +1037,10 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       throw new InvalidArgumentError(`a cancel's running must be true (cancel a running message too) or false (refuse one) (got ${shown(running)})`);
     }
     const owner = reason === undefined || reason === "" ? "cancel" : `cancel: ${reason}`;
-    const { at, before, deleted } = await this.#driver.transaction((tx) =>
-      andThen(this.#driver.cancel({ tx, messageId: id, owner, audit: this.#audit, running: running === true }), (attempt) =>
+    const { at, before, cancelled } = await this.#driver.transaction((tx) =>
+      andThen(this.#driver.cancel({ tx, messageId: id, owner, audit: this.#audit, running: running === true, remove: this.#remove }), (attempt) =>
         // A holder's number was never used (it was not delivered): the next holder takes it, as after a skip.
-        attempt.deleted && attempt.before?.holdsKey === true && attempt.before.key !== null
+        attempt.cancelled && attempt.before?.holdsKey === true && attempt.before.key !== null
           ? andThen(this.#driver.handOn({ tx, keys: [{ key: attempt.before.key, nextSeq: attempt.before.keySeq }] }), () => attempt)
           : attempt,
       ),
@@ -1049,10 +1049,10 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
       throw new MessageNotFoundError(
         `no outbox message has id ${id}; nothing was cancelled (browse the messages on the dashboard's messages page, or look one up with store.findMessages)`,
       );
-    if (!deleted) {
+    if (!cancelled) {
       if (before.status === "processing") throw new MessageRunningError(id, before.lockedBy, before.lockedUntil);
-      if (before.status === "processed" || before.status === "dead") throw new MessageNotPendingError(id, before.status);
-      throw new Error(`cancel: message ${id} was ${before.status} and yet not deleted`);
+      if (before.status === "processed" || before.status === "dead" || before.status === "cancelled") throw new MessageNotPendingError(id, before.status);
+      throw new Error(`cancel: message ${id} was ${before.status} and yet not cancelled`);
     }
     const wasRunning = before.status === "processing";
     // The holder's run, in this process, aborts at once (a Worker listens); in another, its next

@@ -238,8 +238,11 @@ export interface OutboxStore<Tx> {
   redrive(target: { readonly messageIds: readonly string[] } | "all"): Promise<RedriveResult>;
 
   /**
-   * Cancels a pending message (with `running: true`, a running one too): deletes its row, so it is
-   * never delivered (its dedupe key is free again). A running one's holder finds its lease gone:
+   * Cancels a pending message (with `running: true`, a running one too), so it is never delivered:
+   * its row becomes `cancelled` (finished at `processedAt`, `lockedBy` naming the cancel: "cancel"
+   * or "cancel: <reason>"; its dedupe key stays taken, as a processed message's does, until
+   * purgeProcessed deletes it), or, in a store that deletes finished rows (onComplete "delete"),
+   * is deleted (its dedupe key free again). A running one's holder finds its lease gone:
    * its completion (and business write) is refused, and its handler's signal aborts, at once in a
    * Worker of this store and at the next renewal in another process. A message that held its ordering key hands the key on as a skip does: the next message
    * of the key takes its number, so the numbers a consumer sees keep no gap; one waiting behind its
@@ -247,13 +250,14 @@ export interface OutboxStore<Tx> {
    * "cancel: <reason>") records it. One transaction; a claim at the same moment either wins (the
    * cancel is refused as running) or finds nothing. Throws MessageNotFoundError for an unknown id,
    * MessageRunningError for a leased message (status processing), MessageNotPendingError for a
-   * processed or dead one; nothing is changed then.
+   * processed, dead or cancelled one; nothing is changed then.
    */
   cancel(messageId: string, options?: CancelOptions): Promise<Cancelled>;
 
   /**
-   * Deletes processed messages processed before `before`, in short batches. Returns how many.
-   * A deleted message's dedupe key is free again: a later enqueue with that key is accepted.
+   * Deletes processed and cancelled messages finished (processedAt) before `before`, in short
+   * batches. Returns how many. A deleted message's dedupe key is free again: a later enqueue with
+   * that key is accepted.
    */
   purgeProcessed(before: Date, options?: PurgeOptions): Promise<number>;
 

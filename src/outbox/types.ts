@@ -4,9 +4,9 @@
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
 /** Where a message is in its life. See docs/architecture.md for the state diagram. */
-export type MessageStatus = "pending" | "processing" | "processed" | "dead";
+export type MessageStatus = "pending" | "processing" | "processed" | "dead" | "cancelled";
 
-export const MESSAGE_STATUSES: readonly MessageStatus[] = ["pending", "processing", "processed", "dead"];
+export const MESSAGE_STATUSES: readonly MessageStatus[] = ["pending", "processing", "processed", "dead", "cancelled"];
 
 /**
  * What a completion does with its message's row: "keep" it as processed (the history, and its
@@ -431,7 +431,7 @@ export interface CancelOptions {
   /** Why, recorded in the audit trail (at most 180 characters). */
   readonly reason?: string;
   /**
-   * Cancel a running (leased) message too: its lease ends with its row, its holder's completion,
+   * Cancel a running (leased) message too: its lease ends, its holder's completion,
    * renewal and every other write are refused, and its handler's signal aborts (at once in this
    * process's Worker, at the holder's next renewal in another). Default false: a running message
    * is refused with MessageRunningError.

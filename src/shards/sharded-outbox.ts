@@ -169,7 +169,7 @@ function routeOf(message: NewMessage<JsonValue>, shard?: number): ShardRoute {
 }
 
 function sumStats(shards: readonly OutboxStats[]): Omit<OutboxStats, "now"> {
-  const counts = { pending: 0, processing: 0, processed: 0, dead: 0 };
+  const counts = { pending: 0, processing: 0, processed: 0, dead: 0, cancelled: 0 };
   const owners = new Map<string, { held: number; expired: number }>();
   let oldest: Date | null = null;
   let expiredLeases = 0;

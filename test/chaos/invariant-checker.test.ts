@@ -181,7 +181,7 @@ describe("invariant checker", () => {
     );
   });
 
-  it("with cancels: passes a cancelled message gone without a completion (not lost), and flags one completed after its cancel or with a row left", () => {
+  it("with cancels: passes a cancelled message without a completion (not lost: its row cancelled, or gone in delete mode), and flags one completed after its cancel or with the wrong row", () => {
     const input = clean();
     const cancelledAudit = [
       ...input.audit,
@@ -192,16 +192,32 @@ describe("invariant checker", () => {
       { id: "1", type: "payment.reconcile", key: null, payload: { idempotencyKey: "K1" } },
       { id: "2", type: "payment.reconcile", key: null, payload: { idempotencyKey: "K2" } },
     ];
-    const base = { ...input, payments: [payment("K1"), payment("K2", { status: "Pending", transactionId: null })], enqueued: record };
+    const cancelledRow = message("2", "K2", { status: "cancelled", lockedBy: "cancel: chaos", leaseToken: 1 });
+    const base = {
+      ...input,
+      messages: [...input.messages, cancelledRow],
+      payments: [payment("K1"), payment("K2", { status: "Pending", transactionId: null })],
+      enqueued: record,
+      onComplete: "keep" as const,
+    };
     const passed = checkInvariants({ ...base, audit: cancelledAudit });
     expect(passed.rows.filter((r) => !r.ok).map((r) => r.name)).toEqual([]);
     expect(passed.rows.find((r) => r.name === "cancels: messages cancelled")).toMatchObject({ observed: 1, detail: "1 of them while running" });
+    expect(passed.rows.find((r) => r.name === "cancels: cancelled messages whose row is not cancelled")).toMatchObject({ observed: 0, ok: true });
     const completedAfter = [...cancelledAudit, entry("2", "complete", 1, "w1", 13)];
     expect(failing({ ...base, audit: completedAfter })).toEqual(
       expect.arrayContaining(["ownership violations (result without the current token)", "cancels: cancelled messages completed"]),
     );
-    const rowLeft = { ...base, audit: cancelledAudit, messages: [...input.messages, message("2", "K2", { status: "pending" })] };
-    expect(failing(rowLeft)).toContain("cancels: cancelled messages with a row left");
+    // Kept rows: the cancelled message's row must say so, and no row may say so without a cancel.
+    const stillPending = { ...base, audit: cancelledAudit, messages: [...input.messages, message("2", "K2", { status: "pending" })] };
+    expect(failing(stillPending)).toContain("cancels: cancelled messages whose row is not cancelled");
+    expect(failing({ ...base, audit: cancelledAudit, messages: input.messages })).toContain("cancels: cancelled messages whose row is not cancelled");
+    const unexplained = { ...base, audit: input.audit, messages: [...input.messages, cancelledRow] };
+    expect(checkInvariants(unexplained).examples).toContain("message 2: a cancelled row with no cancel in the audit trail");
+    // Rows deleted at completion: a cancelled message leaves no row either.
+    const deleting = { ...base, messages: [], audit: cancelledAudit, onComplete: "delete" as const };
+    expect(failing(deleting)).toEqual([]);
+    expect(failing({ ...deleting, messages: [cancelledRow] })).toContain("cancels: cancelled messages with a row left");
   });
 
   it("flags a completion under a stale token", () => {

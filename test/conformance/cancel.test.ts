@@ -1,5 +1,5 @@
-// Cancelling a pending message (store.cancel), on every store: the row is deleted, so the message
-// is never delivered; a leased (running) one only with `running: true`, when its holder's every
+// Cancelling a pending message (store.cancel), on every store: the row becomes cancelled (or, in
+// a store that deletes finished rows, is deleted), so the message is never delivered; a leased (running) one only with `running: true`, when its holder's every
 // write is refused; without it, a running, processed or dead message, or an unknown id, is refused
 // with a named error and nothing changes. A cancelled key holder hands its key on as a skip does
 // (the next message takes its number: no gap in the key's numbers); a cancelled waiting message
@@ -9,23 +9,52 @@
 import { expect, it } from "vitest";
 import { MessageNotFoundError, MessageNotPendingError, MessageRunningError } from "../../src/outbox/errors.js";
 import type { Lease } from "../../src/outbox/types.js";
-import { claimNext, describeEachStore, drain, enqueueKeyed, enqueueMessage, useStoreHarness } from "./stores.js";
+import { at, claimNext, describeEachStore, drain, enqueueKeyed, enqueueMessage, expectCancelled, useStoreHarness } from "./stores.js";
 
 const LEASE_MS = 1_000;
 
 describeEachStore("cancel a pending message", (factory) => {
   const ctx = useStoreHarness(factory);
 
-  it("deletes a pending message: it is never claimed, its dedupe key is free again, the others go on", async () => {
-    const { store } = ctx();
+  it("cancels a pending message: it is never claimed, its row says cancelled (or is gone in delete mode), the others go on", async () => {
+    const { store, clock } = ctx();
     const doomed = await enqueueMessage(store, { payload: { label: "doomed" }, dedupeKey: "order-1" });
     await enqueueKeyed(store, "other");
+    clock.set(at(5_000));
     const done = await store.cancel(doomed.id, { reason: "customer withdrew" });
     expect(done).toMatchObject({ outcome: "cancelled", messageId: doomed.id, type: "test.message", key: null, handedOn: false, reason: "customer withdrew" });
-    expect(await store.getMessage(doomed.id)).toBeUndefined();
+    await expectCancelled(store, factory, doomed.id, { lockedBy: "cancel: customer withdrew", processedAt: at(5_000), leaseToken: 0, attempts: 0 });
     expect(await drain(store)).toEqual(["other#null"]);
-    const again = await enqueueMessage(store, { payload: { label: "again" }, dedupeKey: "order-1" });
+    expect((await store.stats()).counts.cancelled).toBe(factory.onComplete === "keep" ? 1 : 0);
+    if (factory.onComplete === "keep") expect((await store.listMessages({ status: ["cancelled"] })).map((m) => m.id)).toEqual([doomed.id]);
+  });
+
+  it("keeps a kept cancelled message's dedupe key taken until purgeProcessed deletes it (free at once in delete mode)", async () => {
+    const { store, clock } = ctx();
+    const doomed = await enqueueMessage(store, { payload: { label: "doomed" }, dedupeKey: "order-1" });
+    await store.cancel(doomed.id);
+    const retry = () => enqueueMessage(store, { payload: { label: "again" }, dedupeKey: "order-1" });
+    if (factory.onComplete === "keep") {
+      await expect(retry()).rejects.toThrow(/order-1/);
+      clock.advance(1_000);
+      expect(await store.purgeProcessed(clock.now())).toBe(1); // cancelled rows go with the processed ones
+      expect(await store.getMessage(doomed.id)).toBeUndefined();
+    }
+    const again = await retry();
     expect(again.id).not.toBe(doomed.id);
+  });
+
+  it("refuses to cancel a cancelled message again (MessageNotPendingError kept, MessageNotFoundError once deleted), changing nothing", async () => {
+    const { store } = ctx();
+    const message = await enqueueMessage(store);
+    await store.cancel(message.id, { reason: "once" });
+    const before = await store.getMessage(message.id);
+    const again = await store.cancel(message.id, { running: true, reason: "twice" }).catch((error: unknown) => error);
+    if (factory.onComplete === "keep") {
+      expect(again).toBeInstanceOf(MessageNotPendingError);
+      expect((again as Error).message).toMatch(/was already cancelled/);
+    } else expect(again).toBeInstanceOf(MessageNotFoundError);
+    expect(await store.getMessage(message.id)).toEqual(before);
   });
 
   it("refuses a running (leased) message with MessageRunningError, changing nothing", async () => {
@@ -46,9 +75,10 @@ describeEachStore("cancel a pending message", (factory) => {
     const lease = await claimNext(store, "worker-a", LEASE_MS);
     const done = await store.cancel(message.id, { running: true, reason: "operator" });
     expect(done).toMatchObject({ outcome: "cancelled", messageId: message.id, runningOwner: "worker-a", reason: "operator" });
-    expect(await store.getMessage(message.id)).toBeUndefined();
+    await expectCancelled(store, factory, message.id, { lockedBy: "cancel: operator", leaseToken: 1, attempts: 1 });
     const completed = await store.complete(lease, (tx) => harness.businessWrite(tx, "cancelled-effect"));
-    expect(completed).toMatchObject({ outcome: "lease-lost", messageId: message.id, current: null });
+    const current = factory.onComplete === "keep" ? { status: "cancelled", lockedBy: "cancel: operator", lockedUntil: null, leaseToken: 1 } : null;
+    expect(completed).toMatchObject({ outcome: "lease-lost", messageId: message.id, current });
     expect(await harness.countBusinessRows("cancelled-effect")).toBe(0);
     expect((await store.renew(lease, LEASE_MS)).outcome).toBe("lease-lost");
     expect((await store.fail(lease, new Error("late"), { retryInMs: 0 })).outcome).toBe("lease-lost");
@@ -191,7 +221,7 @@ describeEachStore("cancel a pending message", (factory) => {
         expect(claimed !== cancelled, `round ${round}: cancelled ${cancelled}, claimed ${claimed}`).toBe(true);
         if (!cancelled) expect((cancel as PromiseRejectedResult).reason).toBeInstanceOf(MessageRunningError);
         if (claimed) await harness.store.complete((claim as PromiseFulfilledResult<{ outcome: "claimed"; lease: Lease }>).value.lease);
-        else expect(await harness.store.getMessage(message.id)).toBeUndefined();
+        else await expectCancelled(harness.store, factory, message.id, { leaseToken: 0 });
       }
     } finally {
       await other.close();

@@ -39,7 +39,7 @@ describeEachStore("durability", (factory) => {
     const reopened = await harness.reopen();
     expect(reopened).not.toBe(store);
     expect(await reopened.listMessages()).toEqual(before);
-    expect(await reopened.countByStatus()).toEqual({ pending: 2, processing: 1, processed: whenKept(factory, 1, 0), dead: 1 });
+    expect(await reopened.countByStatus()).toEqual({ pending: 2, processing: 1, processed: whenKept(factory, 1, 0), dead: 1, cancelled: 0 });
     expect(await harness.countBusinessRows("processed")).toBe(1);
     await expectFinished(reopened, factory, processed.id);
     expect((await mustGet(reopened, pending.id)).payload).toEqual({ kind: "pending" });

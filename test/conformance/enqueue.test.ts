@@ -5,7 +5,7 @@ import { DuplicateMessageError, InvalidArgumentError, NotInTransactionError } fr
 import type { JsonValue, NewMessage } from "../../src/outbox/types.js";
 import { at, claimNext, enqueueMessage, mustGet, describeEachStore, useStoreHarness } from "./stores.js";
 
-const EMPTY_COUNTS = { pending: 0, processing: 0, processed: 0, dead: 0 };
+const EMPTY_COUNTS = { pending: 0, processing: 0, processed: 0, dead: 0, cancelled: 0 };
 
 describeEachStore("atomic enqueue", (factory) => {
   const ctx = useStoreHarness(factory);

@@ -65,7 +65,7 @@ describeEachStore("failing and releasing", (factory) => {
     clock.advance(YEAR_MS);
     expect(await store.claim("worker-b", { limit: 10, leaseMs: LEASE_MS })).toEqual([]);
     expect(await store.claimMessage("worker-b", message.id, { leaseMs: LEASE_MS })).toMatchObject({ outcome: "not-claimable", status: "dead" });
-    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 0, dead: 1 });
+    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 0, dead: 1, cancelled: 0 });
   });
 
   it("records a thrown value that is not an Error as text", async () => {

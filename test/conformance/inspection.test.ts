@@ -34,14 +34,14 @@ describeEachStore("inspection", (factory) => {
 
   it("counts zero for every status in an empty outbox", async () => {
     const { store } = ctx();
-    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 0, dead: 0 });
+    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 0, dead: 0, cancelled: 0 });
   });
 
   it("counts messages per status", async () => {
     const { store } = ctx();
     await oneOfEach(store);
     await enqueueMessage(store);
-    expect(await store.countByStatus()).toEqual({ pending: 2, processing: 1, processed: whenKept(factory, 1, 0), dead: 1 });
+    expect(await store.countByStatus()).toEqual({ pending: 2, processing: 1, processed: whenKept(factory, 1, 0), dead: 1, cancelled: 0 });
   });
 
   it("counts pending messages per type, the most numerous first, then by type, up to a limit", async () => {

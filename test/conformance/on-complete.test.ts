@@ -36,7 +36,7 @@ describeEachStoreDeleting("a completion deletes the row", (factory) => {
     });
     expect(await harness.countBusinessRows("effect")).toBe(1);
     expect(await store.getMessage(message.id)).toBeUndefined();
-    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 0, dead: 0 });
+    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 0, dead: 0, cancelled: 0 });
   });
 
   it("deletes lone and bulk completions without business writes, and only the rows whose lease is current", async () => {

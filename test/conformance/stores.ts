@@ -454,6 +454,19 @@ export async function expectFinished(store: OutboxStore<unknown>, factory: Store
   else expect(message, `message ${messageId} expected to be deleted by its completion`).toBeUndefined();
 }
 
+/** A cancelled message: kept as cancelled (finished, no lease, lockedBy naming the cancel), or deleted in delete mode. */
+export async function expectCancelled(store: OutboxStore<unknown>, factory: StoreFactory, messageId: string, kept: Partial<OutboxMessage> = {}): Promise<void> {
+  const message = await store.getMessage(messageId);
+  if (factory.onComplete === "keep")
+    expect(message, `message ${messageId} expected to be kept as cancelled`).toMatchObject({
+      status: "cancelled",
+      lockedUntil: null,
+      processedAt: expect.any(Date),
+      ...kept,
+    });
+  else expect(message, `message ${messageId} expected to be deleted by its cancel`).toBeUndefined();
+}
+
 /**
  * What a refused (lease-lost) operation names as the current holder of a completed message: the
  * processed row matching `holder` in keep mode, null in delete mode (no row holds it any more).

@@ -269,7 +269,7 @@ describe("the messages page and cancel", () => {
 
   it("answers a bad query parameter with 400 naming it and what is valid", async () => {
     const cases: [string, RegExp][] = [
-      ["status=cancelled", /Parameter &quot;status&quot; must be one of pending, processing, processed, dead/],
+      ["status=gone", /Parameter &quot;status&quot; must be one of pending, processing, processed, dead, cancelled/],
       ["order=sideways", /Parameter &quot;order&quot; must be &quot;newest&quot; or &quot;oldest&quot;/],
       ["limit=0", /Parameter &quot;limit&quot; must be a whole number from 1 to 500/],
       ["limit=abc", /Parameter &quot;limit&quot; must be a whole number from 1 to 500/],
@@ -313,11 +313,12 @@ describe("the messages page and cancel", () => {
     const done = await acting.request(`http://127.0.0.1/messages/${made.m5}/cancel`, form({ csrf: csrf! }));
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toBe(`/messages?status=pending&cancelled=${made.m5}`);
-    expect(await listStore.getMessage(made.m5 as string)).toBeUndefined();
+    expect(await listStore.getMessage(made.m5 as string)).toMatchObject({ status: "cancelled", lockedBy: "cancel: dashboard" });
     expect(await listStore.auditTrail({ messageId: made.m5 as string })).toMatchObject([{ action: "dead", owner: "cancel: dashboard" }]);
     const after = await (await get(acting, done.headers.get("location")!)).text();
     expect(after).toContain(`Message #${made.m5} was cancelled`);
-    expect(rowIds(after)).not.toContain(made.m5);
+    expect(rowIds(after)).not.toContain(made.m5); // the list of pending messages
+    expect(rowIds(await (await get(acting, "/messages?status=cancelled")).text())).toEqual([made.m5]);
     // A cancelled key holder hands its key on: k2 becomes claimable.
     expect((await acting.request(`http://127.0.0.1/messages/${made.k1}/cancel`, form({ csrf: csrf! }))).status).toBe(303);
     const running = await acting.request(`http://127.0.0.1/messages/${made.running}/cancel`, form({ csrf: csrf! }));
@@ -325,15 +326,16 @@ describe("the messages page and cancel", () => {
     expect(await running.text()).toMatch(/is running \(leased by &quot;Worker-L&quot;/);
     const aborted = await acting.request(`http://127.0.0.1/messages/${made.running}/cancel`, form({ csrf: csrf!, running: "1" }));
     expect(aborted.status).toBe(303);
-    expect(await listStore.getMessage(made.running as string)).toBeUndefined();
-    // Its page stays, from the audit trail: gone, cancelled while Worker-L ran it, the lease's bar ending there.
-    const gonePage = await get(acting, `/messages/${made.running}`);
-    expect(gonePage.status).toBe(200);
-    const goneText = await gonePage.text();
-    expect(goneText).toMatch(/status-gone">gone</);
-    expect(goneText).toMatch(/It was cancelled at [^<]* \(dashboard\), while Worker-L ran it: that run&#39;s result was refused\./);
-    expect(goneText).toMatch(/data-owner="Worker-L" data-token="1"[^>]*data-end="cancelled"/);
-    expect(goneText).toMatch(/data-kind="cancel"/);
+    expect(await listStore.getMessage(made.running as string)).toMatchObject({ status: "cancelled", lockedBy: "cancel: dashboard", lockedUntil: null });
+    // Its page: cancelled while Worker-L ran it, the lease's bar ending there; no action left.
+    const cancelledPage = await get(acting, `/messages/${made.running}`);
+    expect(cancelledPage.status).toBe(200);
+    const cancelledText = await cancelledPage.text();
+    expect(cancelledText).toMatch(/status-cancelled">cancelled</);
+    expect(cancelledText).toMatch(/It was cancelled at [^<]* \(dashboard\), while Worker-L ran it: that run&#39;s result was refused\./);
+    expect(cancelledText).toMatch(/data-owner="Worker-L" data-token="1"[^>]*data-end="cancelled"/);
+    expect(cancelledText).toMatch(/data-kind="cancel"/);
+    expect(cancelledText).not.toContain(`action="/messages/${made.running}/cancel"`);
     expect((await acting.request("http://127.0.0.1/messages/999999/cancel", form({ csrf: csrf! }))).status).toBe(404);
     const claimed = await listStore.claimMessage("w", made.k2 as string, { leaseMs: 1000 });
     expect(claimed.outcome).toBe("claimed");

@@ -16,7 +16,7 @@ function fakeStore() {
       if (state.fail) throw new Error("database is locked");
       return {
         now: new Date(),
-        counts: { pending: 0, processing: 0, processed: state.processed, dead: state.dead },
+        counts: { pending: 0, processing: 0, processed: state.processed, dead: state.dead, cancelled: 0 },
         oldestPendingCreatedAt: null,
         leasesByOwner: [],
         expiredLeases: 0,

@@ -188,7 +188,7 @@ export async function checkState(w: World, r: Real): Promise<void> {
   if (r.clock.now().getTime() !== now) throw new Error(`clock at +${rel(r.clock.now())}, model at +${rel(now)}`);
 
   const rows = await store.listMessages();
-  const kept = [...w.spec.messages.values()].filter((m) => !(deleting(r) && m.status === "processed"));
+  const kept = [...w.spec.messages.values()].filter((m) => !(deleting(r) && finished(m.status)));
   same(rows.map(realMessage), kept.map(modelMessage), "messages");
 
   // Exactly one committed business row per processed message, none for any other.
@@ -204,7 +204,7 @@ export async function checkState(w: World, r: Real): Promise<void> {
   const modelTrail = w.spec.audit
     .map(modelAudit)
     .map((e) =>
-      deleting(r) && e.action === "refused" && e.previousStatus === "processed"
+      deleting(r) && e.action === "refused" && e.previousStatus !== null && finished(e.previousStatus)
         ? { ...e, previousStatus: null, previousOwner: null, previousLockedUntil: null }
         : e,
     );
@@ -303,22 +303,25 @@ function lostView(l: LeaseLost | ModelLeaseLost) {
   return { outcome: l.outcome, messageId: l.messageId, token: l.token, current: holder(l.current) };
 }
 
-// The model keeps a completed message as processed. A store with onComplete "delete" deletes its
-// row instead, and nothing else differs: so the model's views are translated at the comparison,
-// a processed message being one the store no longer has.
+// The model keeps a completed message as processed, a cancelled one as cancelled. A store with
+// onComplete "delete" deletes their rows instead, and nothing else differs: so the model's views are
+// translated at the comparison, a processed or cancelled message being one the store no longer has.
 
-/** Whether the store under test deletes a completed message's row. */
+/** Whether the store under test deletes a completed (or cancelled) message's row. */
 const deleting = (r: Real) => r.harness.store.onComplete === "delete";
+
+/** Whether a status is one whose row a deleting store no longer has. */
+const finished = (status: string) => status === "processed" || status === "cancelled";
 
 /** The model's lease-lost result as the store must report it: a processed holder is gone when the store deletes. */
 function expectedLost(l: ModelLeaseLost, r: Real) {
   const view = lostView(l);
-  return deleting(r) && view.current?.status === "processed" ? { ...view, current: null } : view;
+  return deleting(r) && view.current !== null && finished(view.current.status) ? { ...view, current: null } : view;
 }
 
 /** The model's status of a message as the store must report it ("missing" for a processed one when the store deletes). */
 function expectedStatus<S extends string>(status: S, r: Real): S | "missing" {
-  return deleting(r) && status === "processed" ? "missing" : status;
+  return deleting(r) && finished(status) ? "missing" : status;
 }
 
 function claimed(w: World, r: Real, owner: string, lease: Lease): void {
@@ -330,7 +333,7 @@ function claimed(w: World, r: Real, owner: string, lease: Lease): void {
   const mine = lease.message.key;
   if (mine !== null && !w.rejoinedKeys.has(mine)) {
     const earlier = [...w.spec.messages.values()].filter(
-      (m) => m.key === mine && Number(m.id) < Number(lease.messageId) && m.status !== "processed" && m.keyState !== "skipped",
+      (m) => m.key === mine && Number(m.id) < Number(lease.messageId) && !finished(m.status) && m.keyState !== "skipped",
     );
     if (earlier.length > 0)
       throw new Error(`invariant: #${lease.messageId} of key ${mine} claimed while earlier #${earlier.map((m) => m.id).join(", #")} unfinished`);
@@ -705,11 +708,17 @@ export function cancel(pick: number, running: boolean): Step {
         missing: "MESSAGE_NOT_FOUND",
         processing: "MESSAGE_RUNNING",
         processed: deleting(r) ? "MESSAGE_NOT_FOUND" : "MESSAGE_NOT_PENDING",
+        cancelled: deleting(r) ? "MESSAGE_NOT_FOUND" : "MESSAGE_NOT_PENDING",
         dead: "MESSAGE_NOT_PENDING",
       };
-      same(view, expected.outcome === "cancelled" ? expected : { outcome: codes[expected.outcome] }, `cancel of #${id}`);
-      tally(r, expected.outcome === "cancelled" ? (expected.runningOwner === null ? "cancel:pending" : "cancel:running") : `cancel:${expected.outcome}`);
-      return expected.outcome;
+      if (expected.outcome === "cancelled") {
+        same(view, expected, `cancel of #${id}`);
+        tally(r, expected.runningOwner === null ? "cancel:pending" : "cancel:running");
+        return "cancelled";
+      }
+      same(view, { outcome: codes[expected.status] }, `cancel of #${id}`);
+      tally(r, `cancel:${expected.status}`);
+      return expected.status;
     },
   );
 }

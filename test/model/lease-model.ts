@@ -20,7 +20,7 @@
 // that nobody reclaimed may still complete, fail or release, but not renew (an expired lease
 // never comes back, so a concurrency limit, which counts unexpired leases, never counts it twice).
 
-export type Status = "pending" | "processing" | "processed" | "dead";
+export type Status = "pending" | "processing" | "processed" | "dead" | "cancelled";
 export type KeyState = "holder" | "waiting" | "skipped";
 
 export interface ModelMessage {
@@ -182,7 +182,7 @@ export class LeaseModel {
 
   /** The messages in a key's queue, in id order: unfinished (or dead and not skipped), holder or waiting. */
   #queued(key: string): ModelMessage[] {
-    return [...this.messages.values()].filter((m) => m.key === key && m.status !== "processed" && m.keyState !== "skipped");
+    return [...this.messages.values()].filter((m) => m.key === key && m.status !== "processed" && m.status !== "cancelled" && m.keyState !== "skipped");
   }
 
   /** When the key has no holder left, its waiting message with the lowest id becomes the holder. */
@@ -261,12 +261,16 @@ export class LeaseModel {
 
   /**
    * Cancels a message without an ordering key (store.cancel): a pending one, or with `running` a
-   * processing one too, is deleted, and recorded as dead by "cancel"; else the status that refused it.
+   * processing one too, becomes cancelled (finished now, lockedBy "cancel", no lease), and is
+   * recorded as dead by "cancel"; else the status that refused it.
    */
-  cancel(id: string, running: boolean): { readonly outcome: "cancelled"; readonly runningOwner: string | null } | { readonly outcome: Status | "missing" } {
+  cancel(
+    id: string,
+    running: boolean,
+  ): { readonly outcome: "cancelled"; readonly runningOwner: string | null } | { readonly outcome: "refused"; readonly status: Status | "missing" } {
     const m = this.messages.get(id);
-    if (m === undefined) return { outcome: "missing" };
-    if (m.status !== "pending" && !(running && m.status === "processing")) return { outcome: m.status };
+    if (m === undefined) return { outcome: "refused", status: "missing" };
+    if (m.status !== "pending" && !(running && m.status === "processing")) return { outcome: "refused", status: m.status };
     this.audit.push({
       messageId: m.id,
       token: m.token,
@@ -278,8 +282,12 @@ export class LeaseModel {
       previousLockedUntil: m.lockedUntil,
       operation: null,
     });
-    this.messages.delete(id);
-    return { outcome: "cancelled", runningOwner: m.status === "processing" ? m.lockedBy : null };
+    const runningOwner = m.status === "processing" ? m.lockedBy : null;
+    m.status = "cancelled";
+    m.lockedBy = "cancel";
+    m.lockedUntil = null;
+    m.processedAt = this.now;
+    return { outcome: "cancelled", runningOwner };
   }
 
   claimMessage(owner: string, id: string, leaseMs: number): ClaimMessageOutcome {

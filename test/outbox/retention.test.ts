@@ -108,7 +108,7 @@ describeEachStore("built-in retention", (factory) => {
     expect(pass.deleted).toEqual({ processed: 35 });
     expect(pass.cutoffs.processed).toEqual(new Date(clock.now().getTime() - 7 * DAY));
     expect(seen.progress).toEqual([10, 20, 30, 35]); // four batches of at most 10: never one unbounded delete
-    expect(await store.countByStatus()).toEqual({ pending: 4, processing: 0, processed: 3, dead: 0 });
+    expect(await store.countByStatus()).toEqual({ pending: 4, processing: 0, processed: 3, dead: 0, cancelled: 0 });
   });
 
   it("purges each kind given by its own age: dead, audit and inbox rows too; a kind left out stays", async () => {
@@ -132,7 +132,7 @@ describeEachStore("built-in retention", (factory) => {
 
     expect(pass.failure).toBeUndefined();
     expect(pass.deleted).toEqual({ dead: 1, audit: auditOld, inbox: 1 });
-    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 2, dead: 1 }); // processed: no age given
+    expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 2, dead: 1, cancelled: 0 }); // processed: no age given
     expect((await store.auditTrail()).length).toBe(auditAll - auditOld);
     // The purged id is new again; the young one is still known.
     expect(await store.transaction((tx) => store.receive(tx, "young-delivery"))).toBe(false);

@@ -266,7 +266,7 @@ function describeStore(factory: PaymentsStoreFactory): void {
       expect(paid).toMatchObject({ status: "Paid", transactionId: provider.issuedTransactionId("pay-paid"), updatedAt: clock.now() });
       expect(paid?.transactionId).toMatch(/^TXN-/);
       expect(failed).toMatchObject({ status: "Failed", transactionId: null, updatedAt: clock.now() });
-      expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 2, dead: 0 });
+      expect(await store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: 2, dead: 0, cancelled: 0 });
       expect(provider.statusChecks("pay-paid")).toBe(1);
       expect(provider.statusChecks("pay-failed")).toBe(1);
     });

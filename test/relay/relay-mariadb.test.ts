@@ -134,7 +134,7 @@ describe.skipIf(!MARIADB || !NATS)("wassal relay --db <mariadb url> to NATS JetS
     const check = await openOutbox(database.url, { mustExist: true });
     try {
       await until("all processed", async () => (await check.store.countByStatus()).processed === COUNT, { timeoutMs: 15_000, intervalMs: 20 });
-      expect(await check.store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: COUNT, dead: 0 });
+      expect(await check.store.countByStatus()).toEqual({ pending: 0, processing: 0, processed: COUNT, dead: 0, cancelled: 0 });
     } finally {
       await check.close();
     }

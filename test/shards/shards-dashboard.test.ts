@@ -96,7 +96,17 @@ describe("wassal dashboard --shard", () => {
       body: new URLSearchParams({ csrf }).toString(),
     });
     expect([posted.status, posted.headers.get("location")]).toEqual([303, `/shard/1/messages?status=pending&cancelled=${cancelled}`]);
-    // Gone from shard 1; its page stays, from the audit trail (the dashboard audits its actions).
+    // Cancelled on shard 1, its page says so (the dashboard audits its actions)…
+    const kept = await fetch(`${root}shard/1/messages/${cancelled}`);
+    expect(kept.status).toBe(200);
+    expect(await kept.text()).toMatch(/status-cancelled">cancelled<\/span>[\s\S]*It was cancelled at [^<]* \(dashboard\), before any worker ran it\./);
+    // …and once purged, its page stays, from the audit trail.
+    const shard1 = new SqliteOutboxStore({ path: paths[1] as string });
+    try {
+      expect(await shard1.purgeProcessed(new Date(Date.now() + 60_000))).toBe(1);
+    } finally {
+      await shard1.close();
+    }
     const gone = await fetch(`${root}shard/1/messages/${cancelled}`);
     expect(gone.status).toBe(200);
     expect(await gone.text()).toMatch(/status-gone">gone<\/span>[\s\S]*It was cancelled at [^<]* \(dashboard\), before any worker ran it\./);

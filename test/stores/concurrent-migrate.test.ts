@@ -29,6 +29,7 @@ const OUTBOX_MIGRATION_NAMES = [
   "outbox-018-priority",
   "outbox-019-singletons",
   "outbox-020-limits",
+  "outbox-021-cancelled",
 ];
 
 describe("concurrent migrations", () => {

@@ -99,7 +99,7 @@ function toMessage(row: RawMessage): MessageRow {
 }
 
 function toCounts(rows: readonly { status: string; n: number | string }[]): StatusCounts {
-  const counts: StatusCounts = { pending: 0, processing: 0, processed: 0, dead: 0 };
+  const counts: StatusCounts = { pending: 0, processing: 0, processed: 0, dead: 0, cancelled: 0 };
   for (const row of rows) counts[row.status as keyof StatusCounts] = Number(row.n);
   return counts;
 }
@@ -291,7 +291,7 @@ export async function waitForRows(
 export interface StatsJson {
   db: string;
   now: string;
-  counts: { pending: number; processing: number; processed: number; dead: number };
+  counts: { pending: number; processing: number; processed: number; dead: number; cancelled: number };
   oldestPendingCreatedAt: string | null;
   oldestPendingAgeMs: number | null;
   leasesByOwner: { owner: string; held: number; expired: number }[];

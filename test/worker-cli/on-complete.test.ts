@@ -62,7 +62,7 @@ describe("--on-complete", () => {
     });
     expect((await logLine(worker, "worker started")).onComplete).toBe("delete");
     await until("the worker to finish test.work", async () => (await target.counts()).pending === 1 && (await target.counts()).processing === 0);
-    expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 0, dead: 0 });
+    expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 0, dead: 0, cancelled: 0 });
     expect((await target.messages()).map((m) => m.type)).toEqual(["test.elsewhere"]);
     worker.signal("SIGTERM");
     expect((await worker.waitForExit(20_000)).code).toBe(0);

@@ -118,7 +118,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
         cliJson<StatsJson>(["outbox", "stats", ...target.args], { cwd: dir }),
         cliOk(["outbox", "stats", ...target.args], { cwd: dir }),
       ]);
-      expect(stats.counts).toEqual({ pending: 0, processing: 0, processed: 35, dead: 2 });
+      expect(stats.counts).toEqual({ pending: 0, processing: 0, processed: 35, dead: 2, cancelled: 0 });
       expect(stats).toMatchObject({ oldestPendingCreatedAt: null, oldestPendingAgeMs: null, leasesByOwner: [], expiredLeases: 0, pendingByType: [] });
       expect(stats.db).toContain(kind === "postgres" ? "(schema " : target.db);
       expect(Number.isNaN(Date.parse(stats.now))).toBe(false);
@@ -165,7 +165,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect(rows.find((r) => r.id === unknownId)).toMatchObject({ status: "pending", attempts: 0, lockedBy: null });
       expect(rows.find((r) => r.id === malformedId)).toMatchObject({ status: "dead", attempts: 1 });
       const stats = await cliJson<StatsJson>(["outbox", "stats", ...target.args], { cwd: dir });
-      expect(stats.counts).toEqual({ pending: 1, processing: 0, processed: 35, dead: 1 });
+      expect(stats.counts).toEqual({ pending: 1, processing: 0, processed: 35, dead: 1, cancelled: 0 });
       expect(stats.oldestPendingAgeMs).toBeGreaterThanOrEqual(0);
 
       // A processed message is not dead and an absent id names nothing: neither moves, each is
@@ -386,7 +386,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect([neither.code, neither.stderr.split("\n")[0]]).toEqual([2, "wassal: choose one: --redrive or --skip"]);
     });
 
-    it("cancel <ids…>: deletes pending messages, hands a key holder's key on; running (without --running) and unknown ids are refused (exit 1), bad ids exit 2", async () => {
+    it("cancel <ids…>: marks pending messages cancelled (--on-complete delete: deletes them), hands a key holder's key on; running (without --running) and unknown ids are refused (exit 1), bad ids exit 2", async () => {
       const fresh = await createTarget(kind, FILE_TMP);
       const here = cwd();
       const outbox = await fresh.open();
@@ -407,7 +407,9 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect(await cliOk(["outbox", "cancel", ...fresh.args, id.a1 as string, id.u1 as string, "--reason", "test"], { cwd: here })).toBe(
         `message ${id.a1} (test.cancel) cancelled; key a handed on to its next message\nmessage ${id.u1} (test.cancel) cancelled\n`,
       );
-      const json = await runCli(["outbox", "cancel", ...fresh.args, id.u2 as string, id.run as string, "999999", "--json"], { cwd: here });
+      const json = await runCli(["outbox", "cancel", ...fresh.args, id.u2 as string, id.run as string, "999999", "--json", "--on-complete", "delete"], {
+        cwd: here,
+      });
       expect(json.code).toBe(1);
       const report = JSON.parse(json.stdout) as { cancelled: { messageId: string }[]; notCancelled: { messageId: string; code: string }[] };
       expect(report.cancelled.map((c) => c.messageId)).toEqual([id.u2]);
@@ -423,11 +425,21 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
         2,
         'wassal: a message id must be a whole number from 1 to 9223372036854775807 written in decimal (got "abc")',
       ]);
+      // Kept as cancelled, naming the cancel; u2, cancelled with --on-complete delete, is gone.
       const rows = await fresh.messages();
-      expect(rows.map((r) => [r.id, r.status])).toEqual([
-        [id.a2, "pending"],
-        [id.run, "processing"],
+      expect(rows.map((r) => [r.id, r.status, r.lockedBy])).toEqual([
+        [id.a1, "cancelled", "cancel: test"],
+        [id.a2, "pending", null],
+        [id.u1, "cancelled", "cancel: test"],
+        [id.run, "processing", "ops"],
       ]);
+      const twice = await runCli(["outbox", "cancel", ...fresh.args, id.u1 as string], { cwd: here });
+      expect([twice.code, twice.stderr]).toEqual([
+        1,
+        expect.stringMatching(new RegExp(`^wassal: message ${id.u1} not cancelled: message ${id.u1} was already cancelled`)),
+      ]);
+      const badMode = await runCli(["outbox", "cancel", ...fresh.args, id.a2 as string, "--on-complete", "drop"], { cwd: here });
+      expect([badMode.code, badMode.stderr]).toEqual([2, expect.stringMatching(/keep.*delete/)]);
       // The key moved on: a2 is claimable now.
       const after = await fresh.open();
       try {
@@ -439,11 +451,19 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect(await cliOk(["outbox", "cancel", ...fresh.args, id.run as string, "--running"], { cwd: here })).toBe(
         `message ${id.run} (test.cancel) cancelled; its run by ops is refused and aborted\n`,
       );
-      expect((await fresh.messages()).map((r) => r.id)).toEqual([id.a2]);
+      expect((await fresh.messages()).map((r) => [r.id, r.status])).toEqual([
+        [id.a1, "cancelled"],
+        [id.a2, "processing"], // claimed above
+        [id.u1, "cancelled"],
+        [id.run, "cancelled"],
+      ]);
+      const stats = await cliOk(["outbox", "stats", ...fresh.args], { cwd: here });
+      expect(stats).toMatch(/pending 0 {3}processing 1 {3}processed 0 {3}dead 0 {3}cancelled 3/);
       const help = await cliOk(["outbox", "cancel", "--help"], { cwd: here });
       expect(help).toMatch(/Without --running, a running \(leased\) message is refused/);
       expect(help).toMatch(/--running/);
       expect(help).toMatch(/--reason <text>/);
+      expect(help).toMatch(/--on-complete <mode>/);
     });
 
     it("stats: leases held and expired per owner, in text and --json", async () => {
@@ -464,7 +484,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
         cliJson<StatsJson>(["outbox", "stats", ...fresh.args], { cwd: dir }),
         cliOk(["outbox", "stats", ...fresh.args], { cwd: dir }),
       ]);
-      expect(stats.counts).toEqual({ pending: 1, processing: 3, processed: 0, dead: 0 });
+      expect(stats.counts).toEqual({ pending: 1, processing: 3, processed: 0, dead: 0, cancelled: 0 });
       expect(stats.leasesByOwner).toEqual([
         { owner: "ops-a", held: 2, expired: 0 },
         { owner: "ops-b", held: 0, expired: 1 },

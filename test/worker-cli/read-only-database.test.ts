@@ -89,7 +89,7 @@ async function expectWritesRefusedAndNothingChanged(dir: string, db: string, bef
 async function expectStatsReadable(dir: string, db: string): Promise<void> {
   const stats = await runCli(["outbox", "stats", "--db", db, "--json"], { cwd: dir, unprivileged: true });
   expect(stats.code, stats.stderr).toBe(0);
-  expect((JSON.parse(stats.stdout) as { counts: Record<string, number> }).counts).toEqual({ pending: 3, processing: 0, processed: 0, dead: 0 });
+  expect((JSON.parse(stats.stdout) as { counts: Record<string, number> }).counts).toEqual({ pending: 3, processing: 0, processed: 0, dead: 0, cancelled: 0 });
   const dead = await runCli(["outbox", "dead", "--db", db], { cwd: dir, unprivileged: true });
   expect([dead.code, dead.stdout]).toEqual([0, "no dead messages\n"]);
 }

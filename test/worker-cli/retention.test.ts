@@ -54,7 +54,7 @@ async function seeded(): Promise<Target> {
   } finally {
     await now.close();
   }
-  expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 14, dead: 0 });
+  expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 14, dead: 0, cancelled: 0 });
   return target;
 }
 
@@ -99,14 +99,14 @@ describe("built-in retention", () => {
     expect(started.retention).toEqual({ processed: "1h", every: "2s" });
     const purged = await logLine(worker, "retention purged old rows");
     expect(purged.deleted).toEqual({ processed: 12 });
-    expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 2, dead: 0 });
+    expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 2, dead: 0, cancelled: 0 });
 
     const metrics = await (await fetch(String(started.metrics))).text();
     expect(metrics).toMatch(/^wassal_retention_purged_total\{kind="processed"\} 12$/m);
 
     worker.signal("SIGTERM");
     expect((await worker.waitForExit(20_000)).code).toBe(0);
-    expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 2, dead: 0 });
+    expect(await target.counts()).toEqual({ pending: 1, processing: 0, processed: 2, dead: 0, cancelled: 0 });
   });
 
   it("without a --retain-* option nothing is purged, and the start-up line says retention is off", async () => {

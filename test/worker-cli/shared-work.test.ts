@@ -56,7 +56,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
         },
         { timeoutMs: 45_000, intervalMs: 200, last: () => last?.counts },
       );
-      expect(last!.counts).toEqual({ pending: 0, processing: 0, processed: COUNT, dead: 0 });
+      expect(last!.counts).toEqual({ pending: 0, processing: 0, processed: COUNT, dead: 0, cancelled: 0 });
       expect(last!.leasesByOwner).toEqual([]);
 
       // Both stop gracefully and promptly: nothing is in flight, so nothing waits for the grace period.

@@ -789,7 +789,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return { id: String(row.id), keySeq: row.key_seq === null ? null : Number(row.key_seq) };
   }
 
-  async cancel(params: { tx: MariaDbTx; messageId: string; owner: string; audit: boolean; running: boolean }): Promise<CancelAttempt> {
+  async cancel(params: { tx: MariaDbTx; messageId: string; owner: string; audit: boolean; running: boolean; remove: boolean }): Promise<CancelAttempt> {
     const { tx } = params;
     const id = rowId(params.messageId);
     // A waiting message's key turn first, as a hand-on takes it before promoting that message; a
@@ -798,15 +798,18 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     if (seen !== undefined && seen.ordering_key !== null && Number(seen.key_state) === 1) await this.#lockKeys(tx, [String(seen.ordering_key)]);
     const row = (await tx.query<Rows>(SQL.cancelTarget, [id]))[0][0] as unknown as CancelRow | undefined;
     const now = await this.#time(tx);
-    if (row === undefined) return { at: new Date(now), before: null, deleted: false };
-    const [written] = await tx.query<Written>(params.running ? SQL.cancelRunning : SQL.cancel, [id]);
-    const deleted = written.affectedRows === 1;
-    if (deleted && params.audit) {
+    if (row === undefined) return { at: new Date(now), before: null, cancelled: false };
+    const running = params.running ? 1 : 0;
+    const [written] = params.remove
+      ? await tx.query<Written>(SQL.cancelDelete, [id, running])
+      : await tx.query<Written>(SQL.cancel, [params.owner, now, id, running]);
+    const cancelled = written.affectedRows === 1;
+    if (cancelled && params.audit) {
       await this.#audit(tx, [
         [id, Number(row.lease_token), params.owner, "dead", now, row.status, row.locked_by, row.locked_until === null ? null : Number(row.locked_until), null],
       ]);
     }
-    return { at: new Date(now), before: toCancelTarget(row), deleted };
+    return { at: new Date(now), before: toCancelTarget(row), cancelled };
   }
 
   async rollbackSavepoint(params: { tx: MariaDbTx }): Promise<void> {

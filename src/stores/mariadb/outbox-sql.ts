@@ -375,18 +375,27 @@ export const OUTBOX_MIGRATIONS: readonly MariaDbMigration[] = [
 ) ${TABLE_OPTIONS}`,
     ],
   },
+  {
+    // A cancelled message keeps its row (status 'cancelled', finished at processed_at), as a
+    // processed one does, unless the store deletes finished rows. A column's CHECK goes with its
+    // definition (DROP CONSTRAINT cannot reach it): the column is redefined, which is idempotent.
+    name: "outbox-021-cancelled",
+    statements: [
+      "ALTER TABLE outbox_messages MODIFY status VARCHAR(10) NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'processing', 'processed', 'dead', 'cancelled'))",
+    ],
+  },
 ];
 
-/**
- * A migration as a script for the mariadb client (wassal migrate --print-sql): each statement ends
- * with `;`, except a stored routine's, whose body holds `;` itself: it goes between DELIMITER lines.
- */
 /** A recorded claim (`starts`, a row of outbox_limit_starts) whose lease is still held at the ? (now): its message processing under its token, the lease unexpired. */
 function leaseHeld(starts: string): string {
   return `EXISTS (SELECT 1 FROM outbox_messages m WHERE m.id = ${starts}.message_id AND m.status = 'processing'
                          AND m.lease_token = ${starts}.lease_token AND m.locked_until > ?)`;
 }
 
+/**
+ * A migration as a script for the mariadb client (wassal migrate --print-sql): each statement ends
+ * with `;`, except a stored routine's, whose body holds `;` itself: it goes between DELIMITER lines.
+ */
 export function migrationScript(statements: readonly string[]): string {
   return statements.map((s) => (/^CREATE (FUNCTION|PROCEDURE)\b/.test(s) ? `DELIMITER //\n${s} //\nDELIMITER ;` : `${s};`)).join("\n");
 }
@@ -930,13 +939,18 @@ export const SQL = {
   /** Params: id. What a cancel reads, row-locked for the rest of its transaction (a claim waits, or skips it). */
   cancelTarget: "SELECT status, locked_by, locked_until, lease_token, key_state, type, ordering_key, key_seq FROM outbox_messages WHERE id = ? FOR UPDATE",
 
-  /** Params: id. Deletes the message if it is pending. */
-  cancel: "DELETE FROM outbox_messages WHERE id = ? AND status = 'pending'",
-  /** Params: id. The cancel of a pending or running message (cancel's `running`): a running one's lease ends with its row, so its holder's every write is refused. */
-  cancelRunning: "DELETE FROM outbox_messages WHERE id = ? AND status IN ('pending', 'processing')",
+  /**
+   * Params: owner, now, id, running (1 or 0). Cancels the message if it is pending, or (running)
+   * processing: it becomes cancelled, finished now, locked_by naming the cancel. A running one's
+   * lease ends here: its holder's every write is refused.
+   */
+  cancel: `UPDATE outbox_messages SET status = 'cancelled', locked_by = ?, locked_until = NULL, processed_at = ?
+      WHERE id = ? AND (status = 'pending' OR (? = 1 AND status = 'processing'))`,
+  /** Params: id, running (1 or 0). As cancel, the row deleted (onComplete "delete"). */
+  cancelDelete: "DELETE FROM outbox_messages WHERE id = ? AND (status = 'pending' OR (? = 1 AND status = 'processing'))",
 
-  /** Params: cutoff, batch size. One batch of retention: the oldest processed rows first, by id. */
-  purgeProcessed: "DELETE FROM outbox_messages WHERE status = 'processed' AND processed_at < ? ORDER BY id LIMIT ?",
+  /** Params: cutoff, batch size. One batch of retention: the oldest processed and cancelled rows first, by id. */
+  purgeProcessed: "DELETE FROM outbox_messages WHERE status IN ('processed', 'cancelled') AND processed_at < ? ORDER BY id LIMIT ?",
 
   /**
    * Params: cutoff, batch size. Dead rows that died before the cutoff (a dead row's available_at

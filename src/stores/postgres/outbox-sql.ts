@@ -314,6 +314,15 @@ CREATE TABLE ${s}.outbox_limit_starts (
 );
 `,
     },
+    {
+      name: "outbox-021-cancelled",
+      sql: `
+-- A cancelled message keeps its row (status 'cancelled', finished at processed_at), as a processed
+-- one does, unless the store deletes finished rows.
+ALTER TABLE ${s}.outbox_messages DROP CONSTRAINT outbox_messages_status_check,
+  ADD CONSTRAINT outbox_messages_status_check CHECK (status IN ('pending', 'processing', 'processed', 'dead', 'cancelled'));
+`,
+    },
   ];
 }
 
@@ -1240,14 +1249,19 @@ export function outboxSql(schema: string) {
       SELECT m.status, m.locked_by, m.locked_until, m.lease_token, m.key_state, m.type, m.ordering_key, m.key_seq, clock.t AS now
       FROM ${table} m, clock WHERE m.id = $2 FOR UPDATE OF m`,
 
-    /** $1 id: deletes the message if it is pending. */
-    cancel: `DELETE FROM ${table} WHERE id = $1 AND status = 'pending'`,
-    /** $1 id: the cancel of a pending or running message (cancel's `running`): a running one's lease ends with its row, so its holder's every write is refused. */
-    cancelRunning: `DELETE FROM ${table} WHERE id = $1 AND status IN ('pending', 'processing')`,
+    /**
+     * $1 id, $2 running, $3 owner, $4 now (cancelTarget's): cancels the message if it is pending,
+     * or ($2) processing: it becomes cancelled, finished at $4, locked_by naming the cancel. A
+     * running one's lease ends here: its holder's every write is refused.
+     */
+    cancel: `UPDATE ${table} SET status = 'cancelled', locked_by = $3, locked_until = NULL, processed_at = $4
+      WHERE id = $1 AND (status = 'pending' OR ($2::boolean AND status = 'processing'))`,
+    /** $1 id, $2 running: as cancel, the row deleted (onComplete "delete"). */
+    cancelDelete: `DELETE FROM ${table} WHERE id = $1 AND (status = 'pending' OR ($2::boolean AND status = 'processing'))`,
 
-    /** $1 cutoff, $2 batch size: one short batch of retention, oldest ids first. */
+    /** $1 cutoff, $2 batch size: one short batch of retention (processed and cancelled rows), oldest ids first. */
     purgeProcessed: `WITH batch AS MATERIALIZED (
-        SELECT id FROM ${table} WHERE status = 'processed' AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+        SELECT id FROM ${table} WHERE status IN ('processed', 'cancelled') AND processed_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${table} m USING batch WHERE m.id = batch.id`,
 
     /**

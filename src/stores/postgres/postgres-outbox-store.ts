@@ -762,19 +762,22 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     return row === undefined ? null : { id: row.id, keySeq: row.key_seq === null ? null : Number(row.key_seq) };
   }
 
-  async cancel(params: { tx: PostgresTx; messageId: string; owner: string; audit: boolean; running: boolean }): Promise<CancelAttempt> {
+  async cancel(params: { tx: PostgresTx; messageId: string; owner: string; audit: boolean; running: boolean; remove: boolean }): Promise<CancelAttempt> {
     const { tx, messageId } = params;
     // A waiting message's key turn first, as a hand-on takes it before promoting that message; a
     // holder's row first, as a completion locks it before handing its key on (no circle either way).
     const seen = (await tx.query<{ ordering_key: string | null; key_state: number }>(this.#sql.cancelKey, [messageId])).rows[0];
     if (seen?.ordering_key != null && seen.key_state === 1) await this.#lockKeys(tx, [seen.ordering_key]);
     const row = (await tx.query<CancelRow & { now: Date }>(this.#sql.cancelTarget, [this.#now(), messageId])).rows[0];
-    if (row === undefined) return { at: this.#localNow(), before: null, deleted: false };
-    const deleted = ((await tx.query(params.running ? this.#sql.cancelRunning : this.#sql.cancel, [messageId])).rowCount ?? 0) === 1;
-    if (deleted && params.audit) {
+    if (row === undefined) return { at: this.#localNow(), before: null, cancelled: false };
+    const done = params.remove
+      ? await tx.query(this.#sql.cancelDelete, [messageId, params.running])
+      : await tx.query(this.#sql.cancel, [messageId, params.running, params.owner, row.now]);
+    const cancelled = (done.rowCount ?? 0) === 1;
+    if (cancelled && params.audit) {
       await tx.query(this.#sql.audit, [messageId, row.lease_token, params.owner, "dead", row.now, row.status, row.locked_by, row.locked_until]);
     }
-    return { at: row.now, before: toCancelTarget(row), deleted };
+    return { at: row.now, before: toCancelTarget(row), cancelled };
   }
 
   /**

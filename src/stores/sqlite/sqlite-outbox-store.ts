@@ -649,19 +649,24 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     return row === undefined ? null : { id: String(row.id), keySeq: row.key_seq };
   }
 
-  cancel(params: { tx: SqliteTx; messageId: string; owner: string; audit: boolean; running: boolean }): CancelAttempt {
+  cancel(params: { tx: SqliteTx; messageId: string; owner: string; audit: boolean; running: boolean; remove: boolean }): CancelAttempt {
     const id = rowId(params.messageId);
     const now = this.now();
     const row = statement(params.tx, SQL.cancelTarget).get({ id }) as CancelRow | undefined;
-    if (row === undefined) return { at: new Date(now), before: null, deleted: false };
-    const deleted = statement(params.tx, params.running ? SQL.cancelRunning : SQL.cancel).run({ id }).changes === 1;
-    if (deleted)
+    if (row === undefined) return { at: new Date(now), before: null, cancelled: false };
+    const running = params.running ? 1 : 0;
+    const cancelled =
+      (params.remove
+        ? statement(params.tx, SQL.cancelDelete).run({ id, running })
+        : statement(params.tx, SQL.cancel).run({ id, running, owner: params.owner, now })
+      ).changes === 1;
+    if (cancelled)
       this.#audit(params.audit, id, row.lease_token, params.owner, "dead", now, {
         status: row.status,
         owner: row.locked_by,
         lockedUntil: row.locked_until as number | null,
       });
-    return { at: new Date(now), before: toCancelTarget(row), deleted };
+    return { at: new Date(now), before: toCancelTarget(row), cancelled };
   }
 
   async rollbackSavepoint(): Promise<void> {
