@@ -3,6 +3,7 @@
 
 import { expect, it } from "vitest";
 import { LeaseLostError, ShutdownError } from "../../src/outbox/errors.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
 import { at, describeEachStore, enqueueMessage, expectFinished, mustGet, useStoreHarness } from "../conformance/stores.js";
 import { defined, EventLog, Gate, waitForSleepers, waitUntil, useWorkers, withOverrides } from "./support.js";
 
@@ -14,6 +15,25 @@ const NEVER_POLL_MS = 1_000_000;
 describeEachStore("worker lease heartbeat", (factory) => {
   const ctx = useStoreHarness(factory);
   const workers = useWorkers(() => ctx().clock);
+
+  /** A worker whose one handler blocks, heartbeat on and its claim loop quiet: returns it once its first handler runs. */
+  async function startBlocked(store: OutboxStore<unknown>, name: string) {
+    const { clock } = ctx();
+    const slow = workers.blocking();
+    const worker = await workers.start({
+      store,
+      clock,
+      name,
+      handlers: { "test.message": slow.handler },
+      leaseMs: LEASE_MS,
+      renewIntervalMs: RENEW_MS,
+      pollIntervalMs: NEVER_POLL_MS,
+      wakeOnNewMessages: false,
+    });
+    await slow.waitForCalls(1);
+    await waitForSleepers(clock, 2); // the claim loop's poll and the handler's heartbeat
+    return { worker, slow, first: slow.call(0) };
+  }
 
   it("renews a slow handler's lease on every beat, so it outlives several lease lengths and then completes with token 1", async () => {
     const { store, clock, harness } = ctx();
@@ -84,20 +104,7 @@ describeEachStore("worker lease heartbeat", (factory) => {
         return store.renew(lease, leaseMs);
       },
     });
-    const slow = workers.blocking();
-    const worker = await workers.start({
-      store: held,
-      clock,
-      name: "stalled-worker",
-      handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS,
-      renewIntervalMs: RENEW_MS,
-      pollIntervalMs: NEVER_POLL_MS,
-      wakeOnNewMessages: false,
-    });
-    await slow.waitForCalls(1);
-    await waitForSleepers(clock, 2);
-    const first = slow.call(0);
+    const { worker, first } = await startBlocked(held, "stalled-worker");
     expect(first.lease.token).toBe(1);
 
     clock.advance(LEASE_MS); // one jump to the lease's end: the heartbeat wakes once, its renew is held
@@ -139,20 +146,7 @@ describeEachStore("worker lease heartbeat", (factory) => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);
     const message = await enqueueMessage(store);
-    const slow = workers.blocking();
-    await workers.start({
-      store,
-      clock,
-      name: "paused-worker",
-      handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS,
-      renewIntervalMs: RENEW_MS,
-      pollIntervalMs: NEVER_POLL_MS,
-      wakeOnNewMessages: false,
-    });
-    await slow.waitForCalls(1);
-    await waitForSleepers(clock, 2);
-    const first = slow.call(0);
+    const { first } = await startBlocked(store, "paused-worker");
 
     clock.advance(LEASE_MS); // a pause: the heartbeat wakes once, at the lease's end, too late
     await waitUntil("the handler's signal to abort", () => first.signal.aborted);
