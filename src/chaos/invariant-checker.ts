@@ -6,6 +6,7 @@ import { type JudgedLimit, judgeLimits, type LimitExcess } from "./limit-checks.
 import type { ProviderCall } from "../payments/provider-simulator.js";
 import type { Payment } from "../payments/types.js";
 import { textTable } from "../lab/text-table.js";
+import { isCancelEntry } from "../outbox/cancels.js";
 
 export interface InvariantRow {
   readonly name: string;
@@ -191,7 +192,7 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
         lastEnd = "none";
         continue;
       }
-      if (e.action === "dead" && (e.owner === "cancel" || e.owner.startsWith("cancel: "))) {
+      if (isCancelEntry(e)) {
         // store.cancel: an operator's act, outside any lease, on a pending or (with running) a running message.
         if (replay.status !== "pending" && replay.status !== "processing") {
           ownershipViolations += 1;
@@ -292,13 +293,14 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   const keyOf = new Map(knownInOrder.map((m) => [m.id, m.key]));
   // A death finishes a message's turn only where its type lets the key move on; otherwise it blocks
   // the key until an operator redrives it (it is claimed again: not finished) or skips it (not
-  // in the audit trail: a run that skips by hand must not be judged by this row).
+  // in the audit trail: a run that skips by hand must not be judged by this row). A cancel
+  // finishes it: its key is handed on in the cancel's transaction.
   const skipping = new Set(input.keyMovesOnWhenDead ?? []);
   const typeOf = new Map(knownInOrder.map((m) => [m.id, m.type]));
   const finishedAt = new Map<string, number>(); // message id -> index of its completion, or its death that let the key go
   const keyedCompletions: { messageId: string; key: string; index: number }[] = [];
   audit.forEach((e, index) => {
-    const finishes = e.action === "complete" || (e.action === "dead" && skipping.has(typeOf.get(e.messageId) ?? ""));
+    const finishes = e.action === "complete" || isCancelEntry(e) || (e.action === "dead" && skipping.has(typeOf.get(e.messageId) ?? ""));
     if (finishes && !finishedAt.has(e.messageId)) finishedAt.set(e.messageId, index);
     const key = keyOf.get(e.messageId);
     if (e.action === "complete" && key) keyedCompletions.push({ messageId: e.messageId, key, index });

@@ -181,11 +181,6 @@ function checkChaosOptions(o: ChaosOptions): void {
   checkOnComplete(o.onComplete);
   whole("limitConcurrency", o.limitConcurrency ?? 0, 0);
   whole("cancelEveryMs", o.cancelEveryMs ?? 0, 0);
-  if ((o.cancelEveryMs ?? 0) > 0 && o.keys > 0) {
-    throw new InvalidArgumentError(
-      "cancels (cancelEveryMs, --cancel-every) need a run without ordering keys (keys 0, --keys 0): the key-order check does not yet follow a cancelled key holder's hand-on; drop one of the two",
-    );
-  }
   const limit = judgedLimit(o);
   if (limit !== null) checkLimitOptions(limit, RECONCILE_MESSAGE_TYPE);
   checkStore(o.store);

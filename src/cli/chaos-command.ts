@@ -141,7 +141,7 @@ export function chaosCommand(): Command {
       )
       .option(
         "--cancel-every <ms>",
-        "cancel a random payment message this often, running ones included (store.cancel with running: true: the run is aborted, its result refused); 0: never; not with --keys",
+        "cancel a random payment message this often, running ones included (store.cancel with running: true: the run is aborted, its result refused; a cancelled key holder hands its key on); 0: never",
         integer(0),
         0,
       )

@@ -20,6 +20,7 @@ import {
   type OutboxStats,
 } from "../outbox/types.js";
 import type { MinuteThroughput } from "./pulse.js";
+import { cancelReason, isCancelEntry } from "../outbox/cancels.js";
 
 type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
 
@@ -389,11 +390,12 @@ ${trail.map((e) => html`<tr class="audit-${e.action}" data-action="${e.action}" 
  * "delete", or purged): what the trail says became of it, its ownership timeline and the trail.
  */
 /** The audit row of a message's cancel (store.cancel writes it as dead, by "cancel" or "cancel: <reason>"), if any. */
-const cancelOf = (trail: readonly AuditEntry[]) => trail.find((e) => e.action === "dead" && (e.owner === "cancel" || e.owner.startsWith("cancel: ")));
+const cancelOf = (trail: readonly AuditEntry[]) => trail.find(isCancelEntry);
 
 /** What a cancel did, in a sentence: when, why, and whose run it cut short. */
 function cancelSentence(cancel: AuditEntry): string {
-  const why = cancel.owner === "cancel" ? "" : ` (${cancel.owner.slice("cancel: ".length)})`;
+  const reason = cancelReason(cancel.owner);
+  const why = reason === null ? "" : ` (${reason})`;
   const run =
     cancel.previousStatus === "processing"
       ? `, while ${cancel.previousOwner ?? "a worker"} ran it: that run's result was refused`

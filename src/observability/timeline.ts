@@ -7,6 +7,7 @@
 import type { OutboxEvent } from "../outbox/events.js";
 import { escapeHtml } from "./escape-html.js";
 import type { AuditEntry, LeaseOperation, OutboxMessage } from "../outbox/types.js";
+import { isCancelEntry } from "../outbox/cancels.js";
 
 /**
  * How a lease ended: its holder finished (completed, retry, dead, released), it ran out, it is
@@ -120,11 +121,6 @@ function refusedLabel(owner: string, operation: LeaseOperation | null, token: nu
   return `${owner}'s ${operation === null ? "write" : OPERATION_LABEL[operation]} under token ${token} refused${heldBy === null ? "" : ` (held by ${heldBy})`}`;
 }
 
-/** store.cancel's audit row: dead, by "cancel" or "cancel: <reason>". */
-function isCancel(owner: string): boolean {
-  return owner === "cancel" || owner.startsWith("cancel: ");
-}
-
 /** The audit actions and the events that end a lease, and how. */
 type Finished = Exclude<LeaseEnd, "expired" | "held" | "unrecorded">;
 const AUDIT_END: Partial<Record<AuditEntry["action"], Finished>> = { complete: "completed", retry: "retry", dead: "dead", release: "released" };
@@ -145,7 +141,7 @@ export function timelineFromAudit(
   for (const entry of trail) {
     if (entry.messageId !== messageId) continue;
     const end = AUDIT_END[entry.action];
-    if (entry.action === "dead" && isCancel(entry.owner)) {
+    if (isCancelEntry(entry)) {
       // store.cancel: an operator's act, outside any lease; a running message's lease ends with it.
       timeline.finish(entry.token, entry.at, "cancelled");
       timeline.mark("cancel", entry.at, null, entry.owner === "cancel" ? "cancelled" : `cancelled (${entry.owner.slice("cancel: ".length)})`);

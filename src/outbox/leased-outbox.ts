@@ -117,6 +117,7 @@ import {
   shown,
   withAddedHeaders,
 } from "./validate.js";
+import { cancelOwner } from "./cancels.js";
 
 /** The longest reason a cancel takes (it is kept in the audit row's owner, 200 characters on MariaDB). */
 export const MAX_CANCEL_REASON = 180;
@@ -1036,7 +1037,7 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (running !== undefined && typeof running !== "boolean") {
       throw new InvalidArgumentError(`a cancel's running must be true (cancel a running message too) or false (refuse one) (got ${shown(running)})`);
     }
-    const owner = reason === undefined || reason === "" ? "cancel" : `cancel: ${reason}`;
+    const owner = cancelOwner(reason);
     const { at, before, cancelled } = await this.#driver.transaction((tx) =>
       andThen(this.#driver.cancel({ tx, messageId: id, owner, audit: this.#audit, running: running === true, remove: this.#remove }), (attempt) =>
         // A holder's number was never used (it was not delivered): the next holder takes it, as after a skip.

@@ -179,6 +179,26 @@ describe("invariant checker", () => {
     expect(failing({ ...afterDeath, keyMovesOnWhenDead: [afterDeath.messages[0]!.type] })).not.toContain(
       "keys: claims while an earlier message of the key was unfinished",
     );
+
+    // A cancelled holder (running, here) hands its key on in the cancel's transaction: the next
+    // message's claim after it is in order, one before it is not.
+    const cancelledHolder = {
+      ...input,
+      payments: [payment("K1", { status: "Pending", transactionId: null }), payment("K2")],
+      messages: [{ ...keyed("1", "K1", "cancel: chaos"), status: "cancelled" as const }, keyed("2", "K2", "w2")],
+      audit: [
+        entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+        entry("1", "dead", 1, "cancel: chaos", 5, { previousStatus: "processing", previousOwner: "w1" }),
+        entry("2", "claim", 1, "w2", 6, { previousStatus: "pending" }),
+        entry("2", "complete", 1, "w2", 9),
+      ],
+      onComplete: "keep" as const,
+    };
+    expect(failing(cancelledHolder)).toEqual([]);
+    const [claimed, cancelled, ...rest] = cancelledHolder.audit;
+    expect(failing({ ...cancelledHolder, audit: [claimed!, rest[0]!, cancelled!, rest[1]!] })).toContain(
+      "keys: claims while an earlier message of the key was unfinished",
+    );
   });
 
   it("with cancels: passes a cancelled message without a completion (not lost: its row cancelled, or gone in delete mode), and flags one completed after its cancel or with the wrong row", () => {
