@@ -76,6 +76,8 @@ describe("cancelled status upgrade (outbox-021-cancelled)", () => {
       const fromScratch = schema(fresh);
       expect(fromScratch.length).toBeGreaterThanOrEqual(5);
       expect(schema(store)).toEqual(fromScratch);
+      // Created under its own name, as written (a table renamed into place would read CREATE TABLE "outbox_messages").
+      expect(fromScratch.find((row) => row.sql?.startsWith("CREATE TABLE"))?.sql).toMatch(/^CREATE TABLE outbox_messages \(/);
       expect(store.db.prepare("PRAGMA integrity_check").pluck().get()).toBe("ok");
       await expectUpgraded(store, before);
     } finally {

@@ -126,7 +126,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       const lines = text.trimEnd().split("\n");
       expect(lines[0]).toMatch(/^outbox .+ at \d{4}-\d\d-\d\dT/);
       expect(lines.slice(1)).toEqual([
-        "  pending 0   processing 0   processed 35   dead 2",
+        "  pending 0   processing 0   processed 35   dead 2   cancelled 0",
         "  pending by type: none",
         "  oldest pending: none",
         "  expired leases: 0",
@@ -494,7 +494,7 @@ for (const kind of ["sqlite", "postgres", "mariadb"] as const satisfies readonly
       expect(stats.pendingByType).toEqual([{ type: "test.lease", count: 1 }]);
 
       const text = plain.trimEnd().split("\n");
-      expect(text[1]).toBe("  pending 1   processing 3   processed 0   dead 0");
+      expect(text[1]).toBe("  pending 1   processing 3   processed 0   dead 0   cancelled 0");
       expect(text.slice(2, 4)).toEqual(["  pending by type:", "    test.lease: 1"]);
       expect(text[4]).toMatch(/^ {2}oldest pending: [\d.]+ (ms|s|min|h) old$/);
       expect(text.slice(5)).toEqual(["  expired leases: 1", "  leases by owner:", "    ops-a: 2 held, 0 expired", "    ops-b: 0 held, 1 expired"]);

@@ -281,10 +281,13 @@ CREATE TABLE outbox_limit_starts (
     name: "outbox-021-cancelled",
     // SQLite cannot change a CHECK constraint in place: the table is rebuilt with every column and
     // index it had after outbox-020, its rows and ids kept (a copy: about a second per million rows).
+    // The old table is renamed away first, so the new one is created under its own name (a table
+    // renamed into place would keep a quoted name in its schema).
     sql: `
 -- A cancelled message keeps its row (status 'cancelled', finished at processed_at), as a processed
 -- one does, unless the store deletes finished rows.
-CREATE TABLE outbox_messages_next (
+ALTER TABLE outbox_messages RENAME TO outbox_messages_old;
+CREATE TABLE outbox_messages (
   id            INTEGER PRIMARY KEY AUTOINCREMENT,
   type          TEXT    NOT NULL,
   dedupe_key    TEXT    UNIQUE,
@@ -308,16 +311,17 @@ CREATE TABLE outbox_messages_next (
   singleton_key TEXT,
   CHECK (status <> 'processing' OR (locked_by IS NOT NULL AND locked_until = available_at))
 ) STRICT;
-INSERT INTO outbox_messages_next (id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token,
-                                  attempts, last_error, processed_at, ordering_key, headers, destination, key_state, key_seq, priority, singleton_key)
+INSERT INTO outbox_messages (id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token,
+                             attempts, last_error, processed_at, ordering_key, headers, destination, key_state, key_seq, priority, singleton_key)
   SELECT id, type, dedupe_key, payload, status, created_at, available_at, locked_by, locked_until, lease_token,
          attempts, last_error, processed_at, ordering_key, headers, destination, key_state, key_seq, priority, singleton_key
-  FROM outbox_messages;
+  FROM outbox_messages_old;
 -- Ids keep growing from where they were, even when the newest rows had been deleted.
-INSERT INTO sqlite_sequence (name, seq) SELECT 'outbox_messages_next', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'outbox_messages_next');
-UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox_messages'), 0)) WHERE name = 'outbox_messages_next';
-DROP TABLE outbox_messages;
-ALTER TABLE outbox_messages_next RENAME TO outbox_messages;
+INSERT INTO sqlite_sequence (name, seq) SELECT 'outbox_messages', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'outbox_messages');
+UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'outbox_messages_old'), 0)) WHERE name = 'outbox_messages';
+DELETE FROM sqlite_sequence WHERE name = 'outbox_messages_old';
+-- Its indexes go with it, and are made again on the new table.
+DROP TABLE outbox_messages_old;
 CREATE INDEX outbox_messages_dead ON outbox_messages (available_at, id) WHERE status = 'dead';
 CREATE INDEX outbox_messages_key ON outbox_messages (ordering_key, key_state, id)
   WHERE ordering_key IS NOT NULL AND status IN ('pending', 'processing', 'dead');
