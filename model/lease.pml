@@ -479,7 +479,7 @@ end_idle:
   :: d_step { phase[w] == REFUSED ->
        AUDIT_BEGIN();
        forget(w);
-       INVARIANTS() }   /* the 'refused' row: not a lease change, checked in docs (see below) */
+       INVARIANTS() }   /* its 'refused' row is no lease change; a crash before this step loses it (not checked: see docs) */
 
   /* a crash: the process dies and forgets its lease; a pause is this worker not stepping while the clock runs */
   :: d_step { phase[w] != IDLE && FAULT_OK ->
