@@ -233,7 +233,8 @@ export async function fireSchedules<Tx>(firer: ScheduleFirer<Tx>, owner: string,
     if (budget === 0 || signal?.aborted) {
       // Stopped here: the rest of the list is read again next time.
       later(schedule.nextAt);
-      more = schedule.nextAt !== null && schedule.nextAt <= at;
+      // More is due if this one is, or if the schedule the limit stopped inside still is (said below, not undone here).
+      if (schedule.nextAt !== null && schedule.nextAt <= at) more = true;
       break;
     }
     let tick: Date | null = schedule.nextAt;

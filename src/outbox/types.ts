@@ -490,7 +490,7 @@ export interface ScheduleOptions {
   /** The IANA time zone the expression is read in, e.g. "Europe/Oslo" (default "UTC"). */
   readonly timezone?: string;
   /**
-   * How late a tick may be found and still fire, in milliseconds (default 60 000; 1 000 to 31
+   * How late a tick may be found and still fire, in milliseconds (default 60 000; 10 000 to 31
    * days). A tick found later than this (every scheduler was down) is skipped, and reported so.
    * After downtime the ticks of the last `backfillMs` fire, each once, oldest first.
    */

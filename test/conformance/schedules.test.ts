@@ -139,6 +139,20 @@ function scheduleSuite(factory: StoreFactory) {
     expect(rest.more).toBe(false);
   });
 
+  it("says there is more when its limit ends inside one schedule's due ticks, though the next schedule is not due", async () => {
+    // Found by the model test: the schedule after the one the limit stopped in, not yet due, used to overwrite `more`.
+    const { store, clock } = ctx();
+    await store.schedule("due", "* * * * *", { type: "t", payload: null }, { backfillMs: 10 * MINUTE });
+    clock.set(at(3));
+    await store.schedule("later", "*/5 * * * *", { type: "t", payload: null }); // next tick at(5)
+    const first = await store.fireSchedules({ limit: 1 });
+    expect(first.fired.map((f) => `${f.schedule} ${f.tick.toISOString()}`)).toEqual([`due ${at(1).toISOString()}`]);
+    expect(first).toMatchObject({ more: true, nextAt: at(2) });
+    const rest = await store.fireSchedules();
+    expect(ticksOf(rest)).toEqual([at(2).toISOString(), at(3).toISOString()]);
+    expect(rest).toMatchObject({ more: false, nextAt: at(4) });
+  });
+
   it("reads the expression in the schedule's time zone", async () => {
     const { store } = ctx();
     // 09:00 UTC on 1 January is 04:00 in New York (EST, UTC-5): the next 09:00 there is 14:00 UTC.
