@@ -6,12 +6,31 @@
 // worker presents them again after a completion, a failure, a release, an expiry or a reclaim,
 // and the store must refuse every lease that is no longer current. A crash makes a worker forget
 // its leases without touching the store.
+//
+// Recurring schedules are added, replaced and removed, and fired by a worker, or by two schedulers
+// on two connections at the same moment. Besides the model's answer, every fireSchedules result is
+// booked in the schedule's *life* (from its addition, or its replacement with another expression):
+// after every command, each tick of a life before the schedule's next tick was fired exactly once
+// or reported skipped, no tick was fired twice in the whole run, and no two messages name one tick.
 
 import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
 import type { ManualClock } from "../../src/outbox/clock.js";
 import { KeyNotBlockedError } from "../../src/outbox/errors.js";
-import type { AuditEntry, ClaimMessageResult, Lease, LeaseLost, OutboxMessage } from "../../src/outbox/types.js";
+import type { OutboxStore } from "../../src/outbox/store.js";
+import type {
+  AuditEntry,
+  ClaimMessageResult,
+  FiredTick,
+  JsonValue,
+  Lease,
+  LeaseLost,
+  OutboxMessage,
+  Schedule,
+  ScheduledMessage,
+  ScheduleFiring,
+  SkippedTicks,
+} from "../../src/outbox/types.js";
 import { START, type BusinessRowsReader, type StoreHarness } from "../conformance/stores.js";
 import {
   LeaseModel,
@@ -19,8 +38,13 @@ import {
   type Holder,
   type ModelAuditEntry,
   type LeaseLost as ModelLeaseLost,
+  type ModelFiring,
   type ModelLease,
   type ModelMessage,
+  type ModelSchedule,
+  DEFAULT_BACKFILL_MS,
+  MESSAGE_TYPE,
+  tickAfter,
 } from "./lease-model.js";
 
 export const OWNERS = ["w1", "w2", "w3"] as const;
@@ -37,6 +61,33 @@ export interface World {
   readonly rejoinedKeys: Set<string>;
   /** When each lease was handed out (a renewal keeps its place). */
   readonly handedOut: Map<Lease, number>;
+  /** Each schedule's current life, booked from the store's answers (see the top of this file). */
+  readonly lives: Map<string, Life>;
+  /** Every tick fired in this run, "<name> <tick>" → its message id, whatever the life: a tick fires once for good. */
+  readonly firedTicks: Map<string, string>;
+  /** Whether a schedule was ever added: from then on the state check reads the schedules too. */
+  scheduled: boolean;
+}
+
+/**
+ * A schedule from its addition (or its replacement with another expression, which drops the ticks
+ * still due of the old one, as documented) until it is removed or replaced so: when it began, and
+ * what the store said it did with its ticks.
+ */
+export interface Life {
+  readonly cron: string;
+  readonly start: number;
+  /** Fired ticks and their messages' ids. */
+  readonly fired: Map<number, string>;
+  /** Ranges of ticks reported skipped: from `from` up to, not including, `until`. */
+  readonly skipped: { readonly from: number; readonly until: number }[];
+  /** The expression's ticks after `start`, as far as read so far (croner is slow enough that the state check should not read them again each time). */
+  readonly ticks: number[];
+}
+
+/** A life beginning now. */
+function newLife(cron: string, start: number): Life {
+  return { cron, start, fired: new Map(), skipped: [], ticks: [] };
 }
 
 /** The real side: one fresh database per run. */
@@ -50,6 +101,8 @@ export interface Real {
   readonly trace: string[];
   /** Outcomes seen, per operation, across all runs of a test (to show the generator reaches them). */
   readonly seen: Map<string, number>;
+  /** A second store on the same database (another process's scheduler), opened the first time two schedulers fire. */
+  second?: OutboxStore<unknown>;
 }
 
 function tally(r: Real, key: string): void {
@@ -64,6 +117,9 @@ export function newWorld(): World {
     failures: 0,
     rejoinedKeys: new Set(),
     handedOut: new Map(),
+    lives: new Map(),
+    firedTicks: new Map(),
+    scheduled: false,
   };
 }
 
@@ -75,6 +131,10 @@ const rel = (t: Date | number | null): number | null => (t === null ? null : (ty
 function realMessage(m: OutboxMessage) {
   return {
     id: m.id,
+    type: m.type,
+    payload: m.payload,
+    dedupeKey: m.dedupeKey,
+    headers: m.headers,
     key: m.key,
     priority: m.priority,
     status: m.status,
@@ -90,6 +150,10 @@ function realMessage(m: OutboxMessage) {
 function modelMessage(m: ModelMessage) {
   return {
     id: m.id,
+    type: m.type,
+    payload: m.payload,
+    dedupeKey: m.dedupeKey,
+    headers: m.headers,
     key: m.key,
     priority: m.priority,
     status: m.status,
@@ -140,6 +204,49 @@ function realAudit(e: AuditEntry) {
 }
 function modelAudit(e: ModelAuditEntry) {
   return { ...e, at: rel(e.at), previousLockedUntil: rel(e.previousLockedUntil) };
+}
+function realSchedule(s: Schedule) {
+  return {
+    name: s.name,
+    cron: s.cron,
+    timezone: s.timezone,
+    backfillMs: s.backfillMs,
+    message: s.message,
+    nextAt: rel(s.nextAt),
+    lastTickAt: rel(s.lastTickAt),
+    createdAt: rel(s.createdAt),
+    updatedAt: rel(s.updatedAt),
+  };
+}
+function modelSchedule(s: ModelSchedule) {
+  const { payload, key, priority, headers } = s.message;
+  return {
+    name: s.name,
+    cron: s.cron,
+    timezone: "UTC",
+    backfillMs: s.backfillMs,
+    // As the store shows a schedule's message: the fields it was not given are absent.
+    message: { type: MESSAGE_TYPE, payload, ...(key !== null && { key }), ...(headers !== null && { headers }), ...(priority !== 0 && { priority }) },
+    nextAt: rel(s.nextAt),
+    lastTickAt: rel(s.lastTickAt),
+    createdAt: rel(s.createdAt),
+    updatedAt: rel(s.updatedAt),
+  };
+}
+const realFired = (t: FiredTick) => ({ schedule: t.schedule, tick: rel(t.tick) });
+const realSkipped = (t: SkippedTicks) => ({ schedule: t.schedule, reason: t.reason, from: rel(t.from), until: rel(t.until) });
+function realFiring(f: ScheduleFiring) {
+  return { at: rel(f.at), fired: f.fired.map(realFired), skipped: f.skipped.map(realSkipped), failed: f.failed, nextAt: rel(f.nextAt), more: f.more };
+}
+function modelFiring(f: ModelFiring) {
+  return {
+    at: rel(f.at),
+    fired: f.fired.map((t) => ({ schedule: t.schedule, tick: rel(t.tick) })),
+    skipped: f.skipped.map((t) => ({ ...t, from: rel(t.from), until: rel(t.until) })),
+    failed: [],
+    nextAt: rel(f.nextAt),
+    more: f.more,
+  };
 }
 
 /**
@@ -236,6 +343,104 @@ export async function checkState(w: World, r: Real): Promise<void> {
         `invariant: #${e.messageId} reclaimed by ${e.owner} at +${rel(e.at)} while ${e.previousOwner}'s lease ran until +${rel(e.previousLockedUntil)}`,
       );
     }
+  }
+
+  // Recurring schedules: the store's list as the model has it, each tick's message there at most
+  // once, and every tick of every schedule's life accounted for.
+  checkTickMessages(w, rows);
+  if (w.scheduled) {
+    const schedules = await store.schedules();
+    same(
+      schedules.map(realSchedule),
+      [...w.spec.schedules.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map(modelSchedule),
+      "schedules",
+    );
+    checkLives(w, schedules);
+  }
+}
+
+const iso = (t: number) => new Date(t).toISOString();
+
+/** The life's ticks up to and including the first one at or after `until` (if it has one), oldest first. */
+function ticksUntil(life: Life, until: number): readonly number[] {
+  const { ticks } = life;
+  while (ticks.length === 0 || ticks[ticks.length - 1]! < until) {
+    const tick = tickAfter(life.cron, ticks.length === 0 ? life.start : ticks[ticks.length - 1]!);
+    if (tick === null) break;
+    ticks.push(tick);
+  }
+  return ticks;
+}
+
+/**
+ * Each tick's message is there at most once: no two messages name one schedule and tick in their
+ * wassal-schedule and wassal-tick headers (the dedupe key "schedule:<name>:<tick>" is unique in
+ * the store anyway), the headers and the dedupe key agree, and the message is the one
+ * fireSchedules said it enqueued for that tick.
+ */
+function checkTickMessages(w: World, rows: readonly OutboxMessage[]): void {
+  const byTick = new Map<string, string[]>();
+  for (const row of rows) {
+    const name = row.headers["wassal-schedule"];
+    const tick = row.headers["wassal-tick"];
+    if (name === undefined && tick === undefined && !row.dedupeKey?.startsWith("schedule:")) continue;
+    if (row.dedupeKey !== `schedule:${name}:${tick}`)
+      throw new Error(`invariant: message #${row.id} has the dedupe key ${row.dedupeKey} and the headers of schedule ${name}'s tick ${tick}`);
+    const id = `${name} ${tick}`;
+    byTick.set(id, [...(byTick.get(id) ?? []), row.id]);
+    const fired = w.firedTicks.get(id);
+    if (fired !== row.id)
+      throw new Error(
+        `invariant: message #${row.id} is schedule ${name}'s tick ${tick}, ${fired === undefined ? "which no fireSchedules fired" : `which fireSchedules said it enqueued as #${fired}`}`,
+      );
+  }
+  for (const [id, ids] of byTick) if (ids.length > 1) throw new Error(`invariant: ${ids.length} messages for the tick ${id}: #${ids.join(", #")}`);
+}
+
+/**
+ * Nothing silently lost: every tick of a schedule's life before the schedule's next tick was fired
+ * exactly once or reported skipped, nothing at or after it was (nor before the life began), and the
+ * next tick is one of the expression's ticks after the life began.
+ */
+function checkLives(w: World, schedules: readonly Schedule[]): void {
+  same(
+    schedules.map((s) => s.name),
+    [...w.lives.keys()].sort(),
+    "the schedules with a life booked",
+  );
+  for (const s of schedules) {
+    const life = w.lives.get(s.name)!;
+    if (s.nextAt === null) throw new Error(`invariant: schedule ${s.name} ("${s.cron}") has no next tick`);
+    const next = s.nextAt.getTime();
+    // No tick still to come was fired or skipped: the next one is at the latest the first after now.
+    const upcoming = tickAfter(life.cron, w.spec.now);
+    if (upcoming !== null && next > upcoming)
+      throw new Error(
+        `invariant: schedule ${s.name}'s next tick ${iso(next)} is past ${iso(upcoming)}, its first tick after now: a tick not yet due was passed`,
+      );
+    const ticks = ticksUntil(life, next);
+    const first = ticks.find((tick) => tick >= next);
+    if (first !== next)
+      throw new Error(
+        `invariant: schedule ${s.name}'s next tick ${iso(next)} is not a tick of "${life.cron}" (the first one at or after it is ${first === undefined ? "none" : iso(first)})`,
+      );
+    for (const tick of ticks) {
+      if (tick >= next) break;
+      const fired = life.fired.has(tick) ? 1 : 0;
+      const skipped = life.skipped.filter((range) => range.from <= tick && tick < range.until).length;
+      if (fired + skipped !== 1)
+        throw new Error(
+          `invariant: tick ${iso(tick)} of schedule ${s.name} (its next tick ${iso(next)}) was ${fired + skipped === 0 ? "neither fired nor reported skipped: lost" : `fired ${fired} time(s) and reported skipped ${skipped} time(s)`}`,
+        );
+    }
+    for (const tick of life.fired.keys())
+      if (tick <= life.start || tick >= next)
+        throw new Error(`invariant: schedule ${s.name} fired the tick ${iso(tick)}, outside its life (${iso(life.start)} to ${iso(next)})`);
+    for (const range of life.skipped)
+      if (range.from <= life.start || range.until > next)
+        throw new Error(
+          `invariant: schedule ${s.name} skipped the ticks ${iso(range.from)} to ${iso(range.until)}, outside its life (${iso(life.start)} to ${iso(next)})`,
+        );
   }
 }
 
@@ -354,10 +559,11 @@ export function enqueue(delayMs: number | undefined, key: string | null, priorit
     async (w, r) => {
       const store = r.harness.store;
       const availableAt = delayMs === undefined ? undefined : new Date(w.spec.now + delayMs);
+      const payload = { n: w.ids.length };
       const message = await store.transaction((tx) =>
         store.enqueue(tx, {
-          type: "model.message",
-          payload: { n: w.ids.length },
+          type: MESSAGE_TYPE,
+          payload,
           ...(availableAt && { availableAt }),
           ...(key !== null && { key }),
           ...(priority !== 0 && { priority }),
@@ -365,7 +571,7 @@ export function enqueue(delayMs: number | undefined, key: string | null, priorit
       );
       if (w.spec.messages.has(message.id)) throw new Error(`enqueue returned id ${message.id} twice`);
       w.ids.push(message.id);
-      w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now, key, priority);
+      w.spec.enqueue(message.id, availableAt?.getTime() ?? w.spec.now, key, priority, { type: MESSAGE_TYPE, payload, dedupeKey: null, headers: {} });
       same(realMessage(message), modelMessage(w.spec.messages.get(message.id)!), "enqueued message");
       return `#${message.id}`;
     },
@@ -662,7 +868,7 @@ export function limit(concurrency: number | null, rate: { readonly count: number
     `limit(${concurrency === null ? "" : `concurrency ${concurrency}`}${concurrency !== null && rate !== null ? ", " : ""}${rate === null ? "" : `rate ${rate.count}/${rate.intervalMs}ms`})`,
     () => true,
     async (w, r) => {
-      await r.harness.store.limit("model.message", { concurrency, rate });
+      await r.harness.store.limit(MESSAGE_TYPE, { concurrency, rate });
       w.spec.setLimit(concurrency, rate);
       tally(r, "limit:set");
       return "set";
@@ -675,7 +881,7 @@ export function unlimit(): Step {
     "unlimit",
     (w) => w.spec.limit !== null,
     async (w, r) => {
-      same(await r.harness.store.unlimit("model.message"), true, "unlimit");
+      same(await r.harness.store.unlimit(MESSAGE_TYPE), true, "unlimit");
       w.spec.unlimit();
       return "lifted";
     },
@@ -724,6 +930,171 @@ export function cancel(pick: number, running: boolean): Step {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Recurring schedules.
+
+/** The schedules' names: few, so that a schedule is often replaced. Only s2's messages may carry an ordering key (see fireTogether). */
+export const SCHEDULE_NAMES = ["s1", "s2"] as const;
+
+/** What a schedule's message varies in: its payload's version (a replacement changes it), its key, priority and headers. */
+export interface ScheduleVariant {
+  readonly version: number;
+  readonly keyed: boolean;
+  readonly priority: number;
+  readonly headers: boolean;
+}
+
+/**
+ * Adds a schedule, or replaces it: with the same expression it keeps its next tick, else its next
+ * tick is the first after now. Without a backfillMs it takes the default.
+ */
+export function schedule(name: string, cron: string, backfillMs: number | undefined, variant: ScheduleVariant): Step {
+  const key = variant.keyed && name === "s2" ? "a" : null;
+  const headers = variant.headers ? { origin: "model" } : null;
+  const { priority, version } = variant;
+  return new Step(
+    `schedule(${name}, "${cron}", ${backfillMs === undefined ? "default backfill" : `backfill ${backfillMs}ms`}, message v${version}${key === null ? "" : `, key ${key}`}${priority === 0 ? "" : `, priority ${priority}`}${headers === null ? "" : ", headers"})`,
+    () => true,
+    async (w, r) => {
+      const payload: JsonValue = { schedule: name, version };
+      const message: ScheduledMessage = {
+        type: MESSAGE_TYPE,
+        payload,
+        ...(key !== null && { key }),
+        ...(priority !== 0 && { priority }),
+        ...(headers !== null && { headers }),
+      };
+      const stored = await r.harness.store.schedule(name, cron, message, backfillMs === undefined ? {} : { backfillMs });
+      const outcome = w.spec.schedule(name, cron, { payload, key, priority, headers }, backfillMs ?? DEFAULT_BACKFILL_MS);
+      same(realSchedule(stored), modelSchedule(w.spec.schedules.get(name)!), `schedule ${name}`);
+      // A new schedule, or a new expression, begins a new life (the old one's ticks still due are
+      // dropped, as documented); the same expression goes on with its ticks.
+      if (outcome !== "kept-next") w.lives.set(name, newLife(cron, w.spec.now));
+      w.scheduled = true;
+      tally(r, `schedule:${outcome}`);
+      return `${outcome}, next tick +${rel(stored.nextAt)}`;
+    },
+  );
+}
+
+export function unschedule(name: string): Step {
+  return new Step(
+    `unschedule(${name})`,
+    () => true,
+    async (w, r) => {
+      const removed = await r.harness.store.unschedule(name);
+      const expected = w.spec.unschedule(name);
+      same(removed, expected, `unschedule(${name})`);
+      w.lives.delete(name);
+      tally(r, removed ? "unschedule:removed" : "unschedule:none");
+      return removed ? "removed" : "none";
+    },
+  );
+}
+
+/** Firing before any schedule was added finds nothing, every time: the commands that fire wait for one (and go on after it is removed). */
+const everScheduled = (w: World) => w.scheduled;
+
+/** Books what fireSchedules said in the schedules' lives: a tick fired twice in the run is an invariant broken (the state check finds the rest). */
+function book(w: World, fired: readonly FiredTick[], skipped: readonly SkippedTicks[]): void {
+  for (const range of skipped) {
+    const life = w.lives.get(range.schedule);
+    if (life === undefined) throw new Error(`invariant: ticks of schedule ${range.schedule}, which does not exist, reported skipped`);
+    life.skipped.push({ from: range.from.getTime(), until: range.until.getTime() });
+  }
+  for (const t of fired) {
+    const id = `${t.schedule} ${t.tick.toISOString()}`;
+    const earlier = w.firedTicks.get(id);
+    if (earlier !== undefined) throw new Error(`invariant: the tick ${id} fired twice: messages #${earlier} and #${t.messageId}`);
+    w.firedTicks.set(id, t.messageId);
+    const life = w.lives.get(t.schedule);
+    if (life === undefined) throw new Error(`invariant: schedule ${t.schedule}, which does not exist, fired the tick ${id}`);
+    life.fired.set(t.tick.getTime(), t.messageId);
+  }
+}
+
+/** The fired ticks' messages join the model in the order of their ids, as every message does. */
+function enqueueTicks(w: World, fired: readonly FiredTick[]): void {
+  for (const t of [...fired].sort((a, b) => Number(a.messageId) - Number(b.messageId))) {
+    if (w.spec.messages.has(t.messageId)) throw new Error(`fireSchedules returned id ${t.messageId} of a message already there`);
+    w.ids.push(t.messageId);
+    w.spec.enqueueTick(t.messageId, t.schedule, t.tick.getTime());
+  }
+}
+
+function firingNote(fired: readonly FiredTick[], skipped: readonly SkippedTicks[], nextAt: Date | null, more: boolean): string {
+  const parts = [
+    ...fired.map((t) => `fired ${t.schedule}@+${rel(t.tick)} #${t.messageId}`),
+    ...skipped.map((t) => `skipped ${t.schedule} +${rel(t.from)}..+${rel(t.until)}`),
+  ];
+  return `${parts.join(", ") || "nothing due"}; next +${rel(nextAt)}${more ? ", more" : ""}`;
+}
+
+function tallyFiring(r: Real, expected: ModelFiring, prefix = ""): void {
+  if (expected.fired.length > 0) tally(r, `${prefix}schedule:fired`);
+  if (expected.skipped.length > 0) tally(r, `${prefix}schedule:skipped`);
+  if (expected.fired.length === 0 && expected.skipped.length === 0) tally(r, `${prefix}fire:nothing-due`);
+}
+
+/** A worker fires the due ticks, at most `limit` of them. */
+export function fire(owner: string, limit: number | undefined): Step {
+  return new Step(`${owner} fireSchedules(${limit === undefined ? "" : `limit ${limit}`})`, everScheduled, async (w, r) => {
+    const firing = await r.harness.store.fireSchedules({ owner, ...(limit !== undefined && { limit }) });
+    const expected = w.spec.fireSchedules(limit);
+    same(realFiring(firing), modelFiring(expected), `${owner}'s fireSchedules`);
+    book(w, firing.fired, firing.skipped);
+    enqueueTicks(w, firing.fired);
+    tallyFiring(r, expected);
+    if (expected.more) tally(r, "fire:limited");
+    return firingNote(firing.fired, firing.skipped, firing.nextAt, firing.more);
+  });
+}
+
+/**
+ * Two schedulers, each with a connection of its own, fire at the same moment: between them each
+ * due tick fires once (the compare-and-set on the schedule's next tick lets one through), the
+ * skipped ticks are reported once, and neither is told to look again later than the next tick (a
+ * scheduler sleeping until then would find that tick late). Who fires which tick is up to the
+ * race. Only s2's messages carry an ordering key, so two messages of one key are never enqueued at
+ * once (one schedule's ticks fire one after the other, whoever fires them).
+ */
+export function fireTogether(): Step {
+  return new Step("two schedulers fireSchedules at once", everScheduled, async (w, r) => {
+    if (r.second === undefined) r.second = await r.harness.connect();
+    const [one, two] = await Promise.all([r.harness.store.fireSchedules({ owner: "scheduler-1" }), r.second.fireSchedules({ owner: "scheduler-2" })]);
+    const expected = w.spec.fireSchedules();
+    const view = modelFiring(expected);
+    const inOrder = <T extends { readonly schedule: string }>(list: readonly T[], time: (item: T) => number | null) =>
+      [...list].sort((a, b) => (time(a) ?? 0) - (time(b) ?? 0) || (a.schedule < b.schedule ? -1 : a.schedule > b.schedule ? 1 : 0));
+    same(
+      inOrder([...one.fired, ...two.fired].map(realFired), (t) => t.tick),
+      inOrder(view.fired, (t) => t.tick),
+      "the ticks two schedulers fired at one moment",
+    );
+    same(
+      inOrder([...one.skipped, ...two.skipped].map(realSkipped), (t) => t.from),
+      inOrder(view.skipped, (t) => t.from),
+      "the ticks two schedulers skipped at one moment",
+    );
+    for (const [who, firing] of [
+      ["scheduler-1", one],
+      ["scheduler-2", two],
+    ] as const) {
+      same({ at: rel(firing.at), failed: firing.failed, more: firing.more }, { at: view.at, failed: [], more: view.more }, `${who}'s fireSchedules`);
+      const next = rel(firing.nextAt);
+      if ((next === null) !== (view.nextAt === null) || (next !== null && view.nextAt !== null && next > view.nextAt))
+        throw new Error(`invariant: ${who} was told to look for the next tick at +${next}, and it is at +${view.nextAt}`);
+    }
+    book(w, [...one.fired, ...two.fired], [...one.skipped, ...two.skipped]);
+    enqueueTicks(w, [...one.fired, ...two.fired]);
+    const did = (f: ScheduleFiring) => f.fired.length + f.skipped.length > 0;
+    if (did(one) || did(two)) tally(r, "fire:concurrent");
+    if (did(one) && did(two)) tally(r, "fire:concurrent-both");
+    tallyFiring(r, expected, "concurrent:");
+    return `scheduler-1 ${firingNote(one.fired, one.skipped, one.nextAt, one.more)}; scheduler-2 ${firingNote(two.fired, two.skipped, two.nextAt, two.more)}`;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Generators. Lease lengths and clock steps come from small sets so that expiries land exactly on
 // "now" often (lockedUntil <= now is expired), and from a range so that they also fall between.
 
@@ -732,7 +1103,14 @@ const leaseMs = fc.oneof(fc.constantFrom(5, 10, 20), fc.integer({ min: 1, max: 3
 const pick = fc.nat(11);
 
 /**
- * Two mixes of the same commands. "all" exercises every operation, keys for half the messages.
+ * Cron expressions with a seconds field, so that ticks come due within a few clock steps: every 10
+ * and every 30 seconds, and every minute.
+ */
+const CRONS = ["*/10 * * * * *", "*/30 * * * * *", "0 * * * * *"] as const;
+
+/**
+ * Two mixes of the same commands. "all" exercises every operation, keys for half the messages,
+ * and recurring schedules.
  * "dead-keys" puts every message on one of two keys and fails often, so that keys are blocked by
  * dead messages, skipped, redriven (a skipped message rejoining its queue) and purged many times
  * per run.
@@ -806,5 +1184,31 @@ export function commandArb(mix: Mix): fc.Arbitrary<Step> {
     { weight: 1, arbitrary: fc.tuple(owner, fc.constantFrom(5, 10, 20)).map(([o, ms]) => heartbeat(o, ms)) },
     { weight: 1, arbitrary: fc.constant(null).map(reap) },
     { weight: dead ? 3 : 5, arbitrary: fc.oneof(fc.constantFrom(0, 1, 5, 10, 20), fc.integer({ min: 0, max: 40 })).map(advance) },
+    ...(dead ? [] : scheduling),
   );
 }
+
+/**
+ * The schedule commands of the "all" mix. Its clock steps above are milliseconds, for leases; the
+ * steps here are cron-sized: 10 s brings the next tick of every 10 seconds, 61 s a minute's ticks
+ * (and skips what is older than a 10 s backfill), 5 minutes skips what is older than any
+ * backfill. The backfills are the least (10 s), the default (60 s, by giving none) and 2 minutes,
+ * which leaves a dozen ticks due after a long step: more than a fireSchedules limit of 1 or 2.
+ */
+const scheduling = [
+  {
+    weight: 3,
+    arbitrary: fc
+      .tuple(
+        fc.constantFrom(...SCHEDULE_NAMES),
+        fc.constantFrom(...CRONS),
+        fc.constantFrom(10_000, undefined, 120_000),
+        fc.record({ version: fc.nat(2), keyed: fc.boolean(), priority: fc.constantFrom(0, 0, 1), headers: fc.boolean() }),
+      )
+      .map(([name, cron, backfillMs, variant]) => schedule(name, cron, backfillMs, variant)),
+  },
+  { weight: 1, arbitrary: fc.constantFrom(...SCHEDULE_NAMES).map(unschedule) },
+  { weight: 3, arbitrary: fc.tuple(owner, fc.constantFrom(1, 1, 2, undefined)).map(([o, limit]) => fire(o, limit)) },
+  { weight: 2, arbitrary: fc.constant(null).map(fireTogether) },
+  { weight: 3, arbitrary: fc.constantFrom(10_000, 61_000, 300_000).map(advance) },
+];

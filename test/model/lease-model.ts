@@ -19,11 +19,38 @@
 // *current* while its message is processing under its token, expired or not: an expired lease
 // that nobody reclaimed may still complete, fail or release, but not renew (an expired lease
 // never comes back, so a concurrency limit, which counts unexpired leases, never counts it twice).
+//
+// Recurring schedules (store.schedule, fireSchedules), as the OutboxStore contract words them: a
+// schedule's next tick is the first tick of its cron expression after now when it is added, or
+// replaced with another expression; replaced with the same expression it keeps its next tick. A
+// fireSchedules call looks at one moment (now) and goes through the schedules with a next tick,
+// earliest first (then by name), until its limit of ticks: a schedule whose next tick is older than
+// now - backfillMs first skips, in one step, every tick older than that (reported as the range
+// from its next tick up to the first tick it keeps); then each due tick (<= now) fires, oldest
+// first, each enqueueing one message due now: the schedule's message, with the dedupe key
+// "schedule:<name>:<tick>" and the headers wassal-schedule and wassal-tick. The call says what
+// fired and what was skipped, the earliest next tick of all, and `more` when it stopped at its
+// limit with a tick still due. Expressions are read by croner, as the library reads them: the
+// model says which ticks fire, not what a cron expression means.
+
+import { Cron } from "croner";
 
 export type Status = "pending" | "processing" | "processed" | "dead" | "cancelled";
 export type KeyState = "holder" | "waiting" | "skipped";
 
-export interface ModelMessage {
+/** What a message carries besides its lease state, fixed at enqueue. */
+export interface ModelBody {
+  readonly type: string;
+  readonly payload: unknown;
+  readonly dedupeKey: string | null;
+  /** Empty when none were given. */
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+/** The one message type of the model: the messages the commands enqueue and every schedule's. */
+export const MESSAGE_TYPE = "model.message";
+
+export interface ModelMessage extends ModelBody {
   readonly id: string;
   /** The ordering key, or null. */
   readonly key: string | null;
@@ -110,6 +137,75 @@ export type FinalizeKind = "write" | "write-then-throw";
 export type CompleteOutcome = { readonly outcome: "completed"; readonly processedAt: number } | { readonly outcome: "finalize-threw" } | LeaseLost;
 export type FailOutcome = { readonly outcome: "retry-scheduled"; readonly availableAt: number } | { readonly outcome: "dead" } | LeaseLost;
 
+/** What each tick of a schedule enqueues besides the tick's dedupe key and headers (its type is MESSAGE_TYPE). */
+export interface ModelScheduledMessage {
+  readonly payload: unknown;
+  readonly key: string | null;
+  readonly priority: number;
+  /** The schedule's own headers, or null for none. */
+  readonly headers: Readonly<Record<string, string>> | null;
+}
+
+export interface ModelSchedule {
+  readonly name: string;
+  /** A cron expression read in UTC (the model's schedules all use the default time zone). */
+  readonly cron: string;
+  readonly backfillMs: number;
+  readonly message: ModelScheduledMessage;
+  /** The next tick to fire (null when the expression has no tick left; never so for the model's expressions). */
+  nextAt: number | null;
+  /** The last tick that enqueued its message: kept when the schedule is replaced, whatever its expression. */
+  lastTickAt: number | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+/** What store.schedule did: added a new schedule, or replaced one keeping its next tick (same expression) or not. */
+export type ScheduleOutcome = "added" | "kept-next" | "replaced";
+
+export interface ModelFiredTick {
+  readonly schedule: string;
+  readonly tick: number;
+}
+
+/** Ticks passed over without a message: from `from` up to, not including, `until`. */
+export interface ModelSkippedTicks {
+  readonly schedule: string;
+  readonly reason: "too-late";
+  readonly from: number;
+  readonly until: number;
+}
+
+/** What one fireSchedules call did; the ticks' messages join the model through enqueueTick, under the ids the store gave them. */
+export interface ModelFiring {
+  readonly at: number;
+  readonly fired: readonly ModelFiredTick[];
+  readonly skipped: readonly ModelSkippedTicks[];
+  /** The earliest next tick of all the schedules, or null when there is none. */
+  readonly nextAt: number | null;
+  /** True when the call stopped at its limit with a tick still due. */
+  readonly more: boolean;
+}
+
+/** How late a tick may be found and still fire, for a schedule added without a backfillMs. */
+export const DEFAULT_BACKFILL_MS = 60_000;
+
+/** The most ticks one fireSchedules call fires, and its limit when it is given none. */
+export const MAX_TICKS_PER_CALL = 1_000;
+
+/** Parsed expressions: the model reads the same few again and again. */
+const parsedCrons = new Map<string, Cron>();
+
+/** The first tick of a cron expression (read in UTC) strictly after `after`, or null when it has none. */
+export function tickAfter(cron: string, after: number): number | null {
+  let parsed = parsedCrons.get(cron);
+  if (parsed === undefined) {
+    parsed = new Cron(cron, { timezone: "UTC", paused: true });
+    parsedCrons.set(cron, parsed);
+  }
+  return parsed.nextRun(new Date(after))?.getTime() ?? null;
+}
+
 export class LeaseModel {
   /** Every message, in enqueue (= id) order. */
   readonly messages = new Map<string, ModelMessage>();
@@ -157,9 +253,16 @@ export class LeaseModel {
     });
   }
 
-  enqueue(id: string, availableAt: number, key: string | null = null, priority = 0): void {
+  enqueue(
+    id: string,
+    availableAt: number,
+    key: string | null = null,
+    priority = 0,
+    body: ModelBody = { type: MESSAGE_TYPE, payload: null, dedupeKey: null, headers: {} },
+  ): void {
     const waits = key !== null && this.#queued(key).length > 0;
     this.messages.set(id, {
+      ...body,
       id,
       key,
       priority,
@@ -485,6 +588,81 @@ export class LeaseModel {
       }
     }
     return deleted;
+  }
+
+  /** The recurring schedules by name. */
+  readonly schedules = new Map<string, ModelSchedule>();
+
+  /** Adds a schedule, or replaces the one of that name (see the top of this file for its next tick). */
+  schedule(name: string, cron: string, message: ModelScheduledMessage, backfillMs: number): ScheduleOutcome {
+    const old = this.schedules.get(name);
+    const keepsNext = old !== undefined && old.cron === cron;
+    this.schedules.set(name, {
+      name,
+      cron,
+      backfillMs,
+      message,
+      nextAt: keepsNext ? old.nextAt : tickAfter(cron, this.now),
+      lastTickAt: old?.lastTickAt ?? null,
+      createdAt: old?.createdAt ?? this.now,
+      updatedAt: this.now,
+    });
+    return old === undefined ? "added" : keepsNext ? "kept-next" : "replaced";
+  }
+
+  /** Removes a schedule: true when there was one. The messages it enqueued stay. */
+  unschedule(name: string): boolean {
+    return this.schedules.delete(name);
+  }
+
+  /**
+   * Fires the due ticks at now, at most `limit`: see the top of this file. Only says which ticks
+   * fired; the caller then enqueues each one's message with enqueueTick, in the order of the ids
+   * the store gave them.
+   */
+  fireSchedules(limit: number = MAX_TICKS_PER_CALL): ModelFiring {
+    const at = this.now;
+    const fired: ModelFiredTick[] = [];
+    const skipped: ModelSkippedTicks[] = [];
+    let budget = limit;
+    // The order is decided once, from the next ticks as the call finds them.
+    const listed = [...this.schedules.values()]
+      .filter((s) => s.nextAt !== null)
+      .sort((a, b) => a.nextAt! - b.nextAt! || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const s of listed) {
+      if (budget === 0) break;
+      const oldest = at - s.backfillMs;
+      if (s.nextAt !== null && s.nextAt < oldest) {
+        // Every tick older than the backfill goes at once: the first one kept is the first at or after `oldest`.
+        const kept = tickAfter(s.cron, oldest - 1);
+        skipped.push({ schedule: s.name, reason: "too-late", from: s.nextAt, until: kept ?? at });
+        s.nextAt = kept;
+      }
+      while (s.nextAt !== null && s.nextAt <= at && budget > 0) {
+        budget -= 1;
+        fired.push({ schedule: s.name, tick: s.nextAt });
+        s.lastTickAt = s.nextAt;
+        s.nextAt = tickAfter(s.cron, s.nextAt);
+      }
+    }
+    const next = [...this.schedules.values()].map((s) => s.nextAt).filter((t): t is number => t !== null);
+    return { at, fired, skipped, nextAt: next.length === 0 ? null : Math.min(...next), more: next.some((t) => t <= at) };
+  }
+
+  /**
+   * A fired tick's message, under the id the store gave it, due now: the schedule's message with
+   * the tick's dedupe key, and its headers with wassal-schedule and wassal-tick added.
+   */
+  enqueueTick(id: string, name: string, tick: number): void {
+    const s = this.schedules.get(name);
+    if (s === undefined) throw new Error(`the model has no schedule ${name} to enqueue the tick ${new Date(tick).toISOString()} of`);
+    const iso = new Date(tick).toISOString();
+    this.enqueue(id, this.now, s.message.key, s.message.priority, {
+      type: MESSAGE_TYPE,
+      payload: s.message.payload,
+      dedupeKey: `schedule:${name}:${iso}`,
+      headers: { ...s.message.headers, "wassal-schedule": name, "wassal-tick": iso },
+    });
   }
 
   #auditResult(lease: PresentedLease, action: AuditAction): void {

@@ -5,25 +5,34 @@
 // claimMessage, renew, complete with a business write, fail with a retry, dead or dead-and-skip,
 // release, crash, by three simulated workers that keep every lease they were handed, stale ones
 // included; redrive, unblockKey with redrive or skip, purgeDead; a limit on the messages'
-// concurrency and rate, set, replaced and lifted; cancel of a pending or a running message; clock
-// advances) and runs each
+// concurrency and rate, set, replaced and lifted; cancel of a pending or a running message;
+// recurring schedules added, replaced (with the same cron expression, keeping the next tick, or
+// another) and removed; fireSchedules by a worker, with a limit of 1 or 2 ticks or none, and by two
+// schedulers on two connections at the same moment; clock advances of milliseconds, for leases,
+// and of 10 s, 61 s and 5 minutes, for cron ticks and backfill skips) and runs each
 // sequence on a fresh database and on the in-memory model of lease-model.ts. After every command
-// it compares the operation's result and the whole state: every message's key, status, owner,
-// token, attempts, expiry, due time, last error and processed time; the business rows (exactly one
-// per processed message, none for any other); the audit trail; the blocked keys; and the
-// exclusivity invariants. The model keeps each key's queue as the README states it (a holder, the
-// waiting in id order, a dead holder blocking until redriven or skipped, a redriven skipped
+// it compares the operation's result and the whole state: every message's type, payload, dedupe
+// key, headers, key, status, owner, token, attempts, expiry, due time, last error and processed
+// time; the business rows (exactly one per processed message, none for any other); the audit
+// trail; the blocked keys; the schedules (expression, backfill, message, next and last tick); and
+// the exclusivity invariants. The model keeps each key's queue as the README states it (a holder,
+// the waiting in id order, a dead holder blocking until redriven or skipped, a redriven skipped
 // message rejoining behind the holder), and every claim is also checked against the definition
-// "no earlier message of the key unfinished" wherever no skipped message was redriven.
+// "no earlier message of the key unfinished" wherever no skipped message was redriven. Each
+// scheduled tick enqueues exactly one message: no tick fires twice in a run, no two messages name
+// one tick (dedupe key "schedule:<name>:<tick>", headers wassal-schedule and wassal-tick), and
+// every tick between a schedule's addition and its next tick was fired once or reported skipped
+// (nothing silently lost); a tick's message then goes through claims and completions as any other.
 //
-// Two mixes of commands run: "all" (every operation; half the messages keyed) and "dead-keys"
-// (every message keyed, failures often fatal, so keys are blocked, skipped, redriven and purged).
+// Two mixes of commands run: "all" (every operation; half the messages keyed; schedules) and
+// "dead-keys" (every message keyed, failures often fatal, so keys are blocked, skipped, redriven
+// and purged).
 //
 // Environment:
 //   WASSAL_TEST_STORES=sqlite|postgres|mariadb  which stores run (default: all; see test/conformance/stores.ts)
 //   WASSAL_MODEL_MIX=all|dead-keys      which mix runs (default: both)
 //   WASSAL_MODEL_RUNS=n                 sequences per store and mix (default: SQLite 200 "all" and 150 "dead-keys",
-//                                       PostgreSQL and MariaDB 50 and 40; up to 40 commands each, 80 in "dead-keys")
+//                                       PostgreSQL and MariaDB 50 and 40; up to 60 commands each, 80 in "dead-keys")
 //   WASSAL_MODEL_SEED=s                 the seed (default: random, printed when the test starts)
 //   WASSAL_MODEL_PATH=p                 with the seed, replays one (shrunk) counterexample
 //   WASSAL_MODEL_REPLAY_PATH=r          with seed and path, the commands' replayPath
@@ -38,9 +47,9 @@ import { describeEachStore, START, type BusinessRowsReader, type StoreFactory } 
 import { checkState, commandArb, type Mix, newWorld, type Real } from "./lease-commands.js";
 
 const SETTINGS: Record<string, Record<Mix, { numRuns: number; maxCommands: number }>> = {
-  sqlite: { all: { numRuns: 200, maxCommands: 40 }, "dead-keys": { numRuns: 150, maxCommands: 80 } },
-  postgres: { all: { numRuns: 50, maxCommands: 40 }, "dead-keys": { numRuns: 40, maxCommands: 80 } },
-  mariadb: { all: { numRuns: 50, maxCommands: 40 }, "dead-keys": { numRuns: 40, maxCommands: 80 } },
+  sqlite: { all: { numRuns: 200, maxCommands: 60 }, "dead-keys": { numRuns: 150, maxCommands: 80 } },
+  postgres: { all: { numRuns: 50, maxCommands: 60 }, "dead-keys": { numRuns: 40, maxCommands: 80 } },
+  mariadb: { all: { numRuns: 50, maxCommands: 60 }, "dead-keys": { numRuns: 40, maxCommands: 80 } },
 };
 const MIXES: readonly Mix[] = ["all", "dead-keys"];
 
@@ -58,10 +67,13 @@ function envInt(name: string): number | undefined {
 /**
  * Outcomes a useful generator reaches: a test that never sees one checks less than it claims. The
  * generator is the same for every store; a store whose default run is shorter goes on until it has
- * seen them all or run this many sequences (see runModel). In 150 sequences of "all" the rarest
- * outcomes (a claimMessage of a waiting message, a cancel of a running one, a claim held back by
- * a limit) come up about 4 to 20 times, the others a dozen or more; every one of "dead-keys" at
- * least five times. 300 leaves a rare one's absence to a real fault, not to chance.
+ * seen them all or run this many sequences (see runModel). In SQLite's 200 sequences of "all" the
+ * rarest outcomes (a claimMessage of a waiting message, a cancel of a running one, a claim held
+ * back by a limit, a fireSchedules stopped by its limit with ticks still due, two schedulers
+ * skipping late ticks at one moment) come up about 7 to 35 times, the others 20 or more; in
+ * PostgreSQL's and MariaDB's 50, from once or twice (the rarest) to a dozen. Every one of
+ * "dead-keys" comes up at least five times in SQLite's 150. 300 leaves a rare one's absence to a
+ * real fault, not to chance.
  */
 const GATE_SEQUENCES = 300;
 const MUST_SEE: Record<Mix, readonly string[]> = {
@@ -92,6 +104,18 @@ const MUST_SEE: Record<Mix, readonly string[]> = {
     "claim:held-by-limit",
     "cancel:pending",
     "cancel:running",
+    // Recurring schedules: added, replaced keeping the next tick (same expression) or not, removed;
+    // ticks fired, skipped (found later than the backfill), left due by a limit; two schedulers at
+    // one moment firing, and skipping, each tick once.
+    "schedule:added",
+    "schedule:kept-next",
+    "schedule:replaced",
+    "unschedule:removed",
+    "schedule:fired",
+    "schedule:skipped",
+    "fire:limited",
+    "fire:concurrent",
+    "concurrent:schedule:skipped",
   ],
   // Keys blocked by dead messages: skipped, redriven (a skipped one rejoining its queue), purged.
   "dead-keys": [
@@ -200,7 +224,7 @@ const mixes = (() => {
 describeEachStore("the lease protocol against its model", (factory) => {
   // Generous: a failure shrinks on a real database, and only a finished shrink prints the replay line.
   it.runIf(mixes.includes("all"))(
-    "agrees with the model after every command of any sequence of claims, renewals, completions, failures, releases, redrives, unblocks, purges, limits, cancels, crashes and clock steps",
+    "agrees with the model after every command of any sequence of claims, renewals, completions, failures, releases, redrives, unblocks, purges, limits, cancels, schedules and their firings, crashes and clock steps",
     () => runModel(factory, "all"),
     600_000,
   );
