@@ -4,7 +4,7 @@
 
 import { expect, it } from "vitest";
 import { LeaseLostError } from "../../src/outbox/errors.js";
-import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
+import { describeEachStore, enqueueMessage, expectCancelled, useStoreHarness } from "../conformance/stores.js";
 import { EventLog, useWorkers, waitForSleepers } from "./support.js";
 
 const LEASE_MS = 3_000;
@@ -51,7 +51,7 @@ describeEachStore("worker: a running message cancelled", (factory) => {
       await log.waitFor("processing-finished");
       expect(log.of("processing-finished").at(-1)).toMatchObject({ messageId: message.id, result: "lease-lost" });
       expect(await harness.countBusinessRows("cancelled-result")).toBe(0);
-      expect(await store.getMessage(message.id)).toBeUndefined();
+      await expectCancelled(store, factory, message.id, { lockedBy: "cancel: operator", leaseToken: 1 });
       if (canceller !== store) await (canceller as { close(): Promise<void> }).close();
     });
   }
