@@ -39,19 +39,7 @@ describeEachStore("worker lease heartbeat", (factory) => {
     const { store, clock, harness } = ctx();
     const log = new EventLog(store);
     const message = await enqueueMessage(store);
-    const slow = workers.blocking();
-    const worker = await workers.start({
-      store,
-      clock,
-      name: "slow-worker",
-      handlers: { "test.message": slow.handler },
-      leaseMs: LEASE_MS,
-      renewIntervalMs: RENEW_MS,
-      pollIntervalMs: NEVER_POLL_MS,
-      wakeOnNewMessages: false,
-    });
-    await slow.waitForCalls(1);
-    await waitForSleepers(clock, 2); // the claim loop's poll and the handler's heartbeat
+    const { worker, slow } = await startBlocked(store, "slow-worker");
     const intruder = await harness.connect();
 
     const beats = 10; // 10 s: more than three lease lengths
