@@ -90,7 +90,7 @@ export interface ClaimMessageAttempt {
   readonly lease: Lease | null;
 }
 
-/** What cancel saw: the message before (null: no such message), and whether it was deleted. */
+/** What cancel saw: the message before (null: no such message), and whether it was cancelled (marked, or deleted with `remove`). */
 export interface CancelAttempt {
   readonly at: Date;
   readonly before: (MessageHolder & { readonly type: string; readonly key: string | null; readonly keySeq: number | null; readonly holdsKey: boolean }) | null;

@@ -44,7 +44,7 @@ export type OutboxEvent =
   | { readonly type: "dead"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number; readonly error: string }
   | { readonly type: "released"; readonly at: Date; readonly owner: string; readonly messageId: string; readonly token: number }
   /**
-   * store.cancel deleted a message. `owner`: "cancel" or "cancel: <reason>", as in the audit trail;
+   * store.cancel cancelled a message. `owner`: "cancel" or "cancel: <reason>", as in the audit trail;
    * `runningOwner`: the worker whose run (under `token`) it cancelled, or null for a pending one.
    */
   | {

@@ -421,11 +421,6 @@ export interface ForeignTransaction {
   query(sql: string, params: readonly unknown[]): Promise<readonly Record<string, unknown>[]>;
 }
 
-/**
- * A pending message cancelled (store.cancel): its row is deleted, so it is never delivered, its
- * dedupe key is free again, and its ordering key moved on as if it had been skipped (the next
- * message of the key takes the cancelled one's number, so the numbers a consumer sees have no gap).
- */
 /** What store.cancel takes. */
 export interface CancelOptions {
   /** Why, recorded in the audit trail (at most 180 characters). */
@@ -439,6 +434,11 @@ export interface CancelOptions {
   readonly running?: boolean;
 }
 
+/**
+ * A message cancelled (store.cancel): never delivered; its row kept as cancelled (deleted where the
+ * store deletes finished rows), and its ordering key moved on as if it had been skipped (the next
+ * message of the key takes the cancelled one's number, so the numbers a consumer sees have no gap).
+ */
 export interface Cancelled {
   readonly outcome: "cancelled";
   readonly messageId: string;
