@@ -73,7 +73,7 @@ export interface ChaosOptions {
   readonly limitRate?: Rate;
   /**
    * Cancel a random payment message this often (store.cancel with running: true, so a running
-   * one's run is aborted and its result refused); 0: never. Not with ordering keys.
+   * one's run is aborted and its result refused; a cancelled key holder hands its key on); 0: never.
    */
   readonly cancelEveryMs?: number;
   /** Give up waiting for the workers after this long (default: scaled to the work, see chaosTimeoutMs). */
@@ -361,7 +361,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         if (done.runningOwner === null) figures.cancelledPending += 1;
         else figures.cancelledRunning += 1;
       } catch {
-        // Finished already (processed, dead, gone) or the store was busy: nothing was cancelled.
+        // Finished already (processed, dead, cancelled, gone) or the store was busy: nothing was cancelled.
       }
     });
     every(options.killEveryMs, () => pool.killOne());

@@ -7,7 +7,7 @@
 import type { OutboxEvent } from "../outbox/events.js";
 import { escapeHtml } from "./escape-html.js";
 import type { AuditEntry, LeaseOperation, OutboxMessage } from "../outbox/types.js";
-import { isCancelEntry } from "../outbox/cancels.js";
+import { cancelReason, isCancelEntry } from "../outbox/cancels.js";
 
 /**
  * How a lease ended: its holder finished (completed, retry, dead, released), it ran out, it is
@@ -116,6 +116,11 @@ class Builder {
 
 const OPERATION_LABEL: Record<LeaseOperation, string> = { renew: "renewal", complete: "completion", fail: "failure", release: "release" };
 
+/** What a cancel's mark says: that it was cancelled, and why when a reason was given. */
+function cancelledLabel(reason: string | null): string {
+  return reason === null ? "cancelled" : `cancelled (${reason})`;
+}
+
 /** What a refused-write mark says: whose write, which, under which token, and who held the message. */
 function refusedLabel(owner: string, operation: LeaseOperation | null, token: number, heldBy: string | null): string {
   return `${owner}'s ${operation === null ? "write" : OPERATION_LABEL[operation]} under token ${token} refused${heldBy === null ? "" : ` (held by ${heldBy})`}`;
@@ -144,7 +149,7 @@ export function timelineFromAudit(
     if (isCancelEntry(entry)) {
       // store.cancel: an operator's act, outside any lease; a running message's lease ends with it.
       timeline.finish(entry.token, entry.at, "cancelled");
-      timeline.mark("cancel", entry.at, null, entry.owner === "cancel" ? "cancelled" : `cancelled (${entry.owner.slice("cancel: ".length)})`);
+      timeline.mark("cancel", entry.at, null, cancelledLabel(cancelReason(entry.owner)));
     } else if (end !== undefined) timeline.finish(entry.token, entry.at, end);
     else if (entry.action === "claim") {
       timeline.claim(entry.owner, entry.token, entry.at, null, entry.previousStatus === "processing" ? entry.previousLockedUntil : null);
@@ -197,7 +202,7 @@ export function timelineFromEvents(messageId: string, events: readonly OutboxEve
     else if (event.type === "claim-blocked") timeline.mark("blocked", event.at, event.owner, `${event.owner} blocked: held by ${event.heldBy ?? "nobody"}`);
     else if (event.type === "cancelled") {
       timeline.finish(event.token, event.at, "cancelled");
-      timeline.mark("cancel", event.at, null, event.reason === null ? "cancelled" : `cancelled (${event.reason})`);
+      timeline.mark("cancel", event.at, null, cancelledLabel(event.reason));
     } else if (event.type === "lease-lost")
       timeline.mark("refused", event.at, event.owner, refusedLabel(event.owner, event.operation, event.token, event.heldBy));
   }
