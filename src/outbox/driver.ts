@@ -91,6 +91,16 @@ export interface ClaimMessageAttempt {
 }
 
 /** What cancel saw: the message before (null: no such message), and whether it was cancelled (marked, or deleted with `remove`). */
+/**
+ * A refused lease write, recorded: with auditing on, the driver writes its "refused" audit row
+ * (with the holder read here) in the same transaction as the refused write, and reports it; the
+ * protocol builds its lease-lost result from this, so a crash can never separate the two.
+ */
+export interface Refusal {
+  readonly at: Date;
+  readonly holder: MessageHolder | null;
+}
+
 export interface CancelAttempt {
   readonly at: Date;
   readonly before: (MessageHolder & { readonly type: string; readonly key: string | null; readonly keySeq: number | null; readonly holdsKey: boolean }) | null;
@@ -320,12 +330,20 @@ export interface OutboxDriver<Tx> {
    * conditional claim of that message. Reports both; the protocol decides the outcome.
    */
   claimMessage(params: { readonly owner: string; readonly messageId: string; readonly leaseMs: number; readonly audit: boolean }): Promise<ClaimMessageAttempt>;
-  /** Extends the lease if its token is current and it has not expired: the new expiry, or null when the lease is gone or expired. */
-  renew(params: { readonly lease: Lease; readonly leaseMs: number }): Promise<{ readonly at: Date; readonly lockedUntil: Date | null }>;
+  /**
+   * Extends the lease if its token is current and it has not expired: the new expiry, or null when
+   * the lease is gone or expired. With `audit`, a refusal is recorded with it (see Refusal).
+   */
+  renew(params: {
+    readonly lease: Lease;
+    readonly leaseMs: number;
+    readonly audit: boolean;
+  }): Promise<{ readonly at: Date; readonly lockedUntil: Date | null; readonly refusal: Refusal | null }>;
 
   /**
    * Completes leases in one guarded statement: inside `tx` (whose business writes follow), or in a
-   * transaction of its own when `tx` is null. `completed` holds each lease it completed.
+   * transaction of its own when `tx` is null. `completed` holds each lease it completed; with
+   * `audit`, `refusals` holds every other one's Refusal (by message id), recorded with it.
    */
   completeBulk(params: {
     readonly tx: Tx | null;
@@ -335,7 +353,7 @@ export interface OutboxDriver<Tx> {
     readonly handOnKeys: boolean;
     /** Delete the completed rows instead of keeping them as processed (the store's onComplete "delete"). */
     readonly remove: boolean;
-  }): Promise<{ readonly at: Date; readonly completed: LeaseSet }>;
+  }): Promise<{ readonly at: Date; readonly completed: LeaseSet; readonly refusals: ReadonlyMap<string, Refusal> | null }>;
   /**
    * The guarded completion of one lease inside `tx`, opening a savepoint first when asked: its
    * time, or null when the lease is gone. A driver whose database answers synchronously may return
@@ -390,21 +408,29 @@ export interface OutboxDriver<Tx> {
   /** Undoes everything since the open savepoint (a member's business write threw). */
   rollbackSavepoint(params: { readonly tx: Tx }): Promise<void>;
 
-  /** Gives the message back (retry after `retryInMs`) or marks it dead (`retryInMs` null), if the token is current. */
+  /**
+   * Gives the message back (retry after `retryInMs`) or marks it dead (`retryInMs` null), if the
+   * token is current. With `audit`, a refusal is recorded with it (see Refusal).
+   */
   fail(params: {
     readonly lease: Lease;
     readonly error: string;
     readonly retryInMs: number | null;
     readonly audit: boolean;
-  }): Promise<{ readonly at: Date; readonly changed: boolean; readonly availableAt: Date }>;
-  /** Gives an unstarted message back at once, taking back the attempt, if the token is current. */
-  release(params: { readonly lease: Lease; readonly audit: boolean }): Promise<{ readonly at: Date; readonly changed: boolean }>;
+  }): Promise<{ readonly at: Date; readonly changed: boolean; readonly availableAt: Date; readonly refusal: Refusal | null }>;
+  /** Gives an unstarted message back at once, taking back the attempt, if the token is current. With `audit`, as fail. */
+  release(params: {
+    readonly lease: Lease;
+    readonly audit: boolean;
+  }): Promise<{ readonly at: Date; readonly changed: boolean; readonly refusal: Refusal | null }>;
   /**
-   * Who holds the message now (null when it does not exist), and the driver's time of looking.
-   * With `refused`, the lease named there attempted `operation` and was refused: the driver also
-   * writes a "refused" audit row, with the holder it read, in the same transaction.
+   * Who holds the message now (null when it does not exist), and the driver's time of looking: in
+   * `tx` when given, else on its own. With `refused`, the lease named there attempted `operation`
+   * and was refused: the driver also writes a "refused" audit row, with the holder it read, in the
+   * same transaction (`tx`, for a refusal inside one, so that the two commit together).
    */
   holder(params: {
+    readonly tx?: Tx | null;
     readonly messageId: string;
     readonly refused: { readonly lease: Lease; readonly operation: LeaseOperation } | null;
   }): Promise<{ readonly at: Date; readonly holder: MessageHolder | null }>;

@@ -13,6 +13,7 @@ import type {
   MaybePromise,
   OutboxDriver,
   PurgeTarget,
+  Refusal,
 } from "./driver.js";
 import { LeaseSet, turnAfter } from "./driver.js";
 import {
@@ -214,8 +215,18 @@ function andThen<T, R>(value: MaybePromise<T>, next: (value: T) => MaybePromise<
   return value instanceof Promise ? value.then(next) : next(value);
 }
 
-/** How one completion of a group ended inside its transaction. */
-type Outcome = { readonly done: Date } | "lost" | { readonly error: unknown };
+/**
+ * How one completion of a group ended inside its transaction: "lost" when its lease was refused
+ * and nothing was recorded (no auditing: the holder is looked up afterwards), `lost` when the
+ * refusal was recorded with it.
+ */
+type Outcome = { readonly done: Date } | "lost" | { readonly lost: Refusal } | { readonly error: unknown };
+
+/** A refused completion's outcome: with the refusal the driver recorded, if any. */
+function lostOutcome(refusals: ReadonlyMap<string, Refusal> | null, lease: Lease): Outcome {
+  const refusal = refusals?.get(lease.messageId);
+  return refusal === undefined ? "lost" : { lost: refusal };
+}
 
 export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   readonly events = new EventHub();
@@ -615,17 +626,27 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     return result;
   }
 
-  /** Reads who holds the message now and reports the lease as lost. Called after the operation's transaction. */
-  async #lost(lease: Lease, operation: LeaseOperation): Promise<LeaseLost> {
-    const { at, holder } = await this.#driver.holder({ messageId: lease.messageId, refused: this.#audit ? { lease, operation } : null });
+  /**
+   * Reports the lease as lost: from the refusal recorded with the refused write (auditing), or from
+   * who holds the message now, read after the operation's transaction. (A driver that recorded no
+   * refusal while auditing has it recorded here, apart: no driver of this repository does.)
+   */
+  async #lost(lease: Lease, operation: LeaseOperation, refusal: Refusal | null): Promise<LeaseLost> {
+    const { at, holder } = refusal ?? (await this.#driver.holder({ messageId: lease.messageId, refused: this.#audit ? { lease, operation } : null }));
     return leaseLost(this.events, lease, operation, at, holder);
+  }
+
+  /** A completion refused inside `tx`: with auditing, its "refused" row is written there, to commit with the rest. */
+  #refusedIn(tx: Tx, lease: Lease): Outcome | Promise<Outcome> {
+    if (!this.#audit) return "lost";
+    return this.#driver.holder({ tx, messageId: lease.messageId, refused: { lease, operation: "complete" } }).then((lost) => ({ lost }));
   }
 
   async renew(lease: Lease, leaseMs: number): Promise<Renewed | LeaseLost> {
     checkLease(lease);
     checkLeaseMs(leaseMs);
-    const { at, lockedUntil } = await this.#driver.renew({ lease, leaseMs });
-    if (lockedUntil === null) return this.#lost(lease, "renew");
+    const { at, lockedUntil, refusal } = await this.#driver.renew({ lease, leaseMs, audit: this.#audit });
+    if (lockedUntil === null) return this.#lost(lease, "renew", refusal);
     const renewed: Lease = { ...lease, lockedUntil, message: { ...lease.message, lockedUntil, availableAt: lockedUntil } };
     publish(this.events, { type: "renewed", at, owner: lease.owner, messageId: lease.messageId, token: lease.token, lockedUntil });
     return { outcome: "renewed", lease: renewed };
@@ -656,7 +677,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   /** Publishes how a completion ended and builds its result (a lost lease is looked up first). */
   #report(lease: Lease, outcome: Outcome): CompletionResult | Promise<LeaseLost> {
-    if (outcome === "lost") return this.#lost(lease, "complete");
+    if (outcome === "lost") return this.#lost(lease, "complete", null);
+    if ("lost" in outcome) return leaseLost(this.events, lease, "complete", outcome.lost.at, outcome.lost.holder);
     if ("done" in outcome) {
       if (listened(this.events))
         publish(this.events, { type: "completed", at: outcome.done, owner: lease.owner, messageId: lease.messageId, token: lease.token });
@@ -679,13 +701,13 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     if (finalize === undefined) {
       return this.#driver
         .completeBulk({ tx: null, leases: [lease], audit: this.#audit, handOnKeys: key !== null, remove: this.#remove })
-        .then(({ at, completed }) => (completed.has(lease.messageId, lease.token) ? { done: at } : "lost"));
+        .then(({ at, completed, refusals }) => (completed.has(lease.messageId, lease.token) ? { done: at } : lostOutcome(refusals, lease)));
     }
     return this.#driver.transaction((tx) => {
       if (key !== null) return this.#completeKeyed(tx, lease, key, finalize);
       // The guarded update first: if the lease is gone, the business write never runs.
       return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit, remove: this.#remove }), (done) =>
-        this.#afterGuard(tx, done, finalize),
+        this.#afterGuard(tx, lease, done, finalize),
       );
     });
   }
@@ -694,12 +716,12 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
   #completeKeyed(tx: Tx, lease: Lease, key: string, finalize: Finalize<Tx> | undefined): MaybePromise<Outcome> {
     const turn = turnAfter(lease.message, true) ?? { key, nextSeq: null };
     return andThen(this.#driver.completeOne({ tx, lease, savepoint: "none", audit: this.#audit, remove: this.#remove }), (done) =>
-      done === null ? "lost" : andThen(this.#driver.handOn({ tx, keys: [turn] }), () => this.#afterGuard(tx, done, finalize)),
+      done === null ? this.#refusedIn(tx, lease) : andThen(this.#driver.handOn({ tx, keys: [turn] }), () => this.#afterGuard(tx, lease, done, finalize)),
     );
   }
 
-  #afterGuard(tx: Tx, done: Date | null, finalize: Finalize<Tx> | undefined): Outcome | Promise<Outcome> {
-    if (done === null) return "lost";
+  #afterGuard(tx: Tx, lease: Lease, done: Date | null, finalize: Finalize<Tx> | undefined): Outcome | Promise<Outcome> {
+    if (done === null) return this.#refusedIn(tx, lease);
     if (finalize === undefined) return { done };
     return Promise.resolve(finalize(tx)).then(() => ({ done }));
   }
@@ -727,25 +749,25 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     // Completed messages with ordering keys hand their keys on in the same statement.
     const handOnKeys = leases.some((lease) => lease.message.key !== null);
     const outcomes: Outcome[] = new Array<Outcome>(items.length);
-    const record = (at: Date, completed: LeaseSet) => {
+    const record = (at: Date, completed: LeaseSet, refusals: ReadonlyMap<string, Refusal> | null) => {
       const done = { done: at }; // one for the group: an outcome is never changed
       for (let index = 0; index < leases.length; index++) {
         const lease = leases[index] as Lease;
-        outcomes[index] = completed.has(lease.messageId, lease.token) ? done : "lost";
+        outcomes[index] = completed.has(lease.messageId, lease.token) ? done : lostOutcome(refusals, lease);
       }
     };
     if (items.every((item) => item.finalize === undefined)) {
-      const { at, completed } = await this.#driver.completeBulk({ tx: null, leases, audit: this.#audit, handOnKeys, remove: this.#remove });
-      record(at, completed);
+      const { at, completed, refusals } = await this.#driver.completeBulk({ tx: null, leases, audit: this.#audit, handOnKeys, remove: this.#remove });
+      record(at, completed, refusals);
       return outcomes;
     }
     let failed: { readonly members: readonly number[]; readonly error: unknown } | undefined;
     try {
       await this.#driver.transaction(async (tx) => {
-        const { at, completed } = await this.#driver.completeBulk({ tx, leases, audit: this.#audit, handOnKeys, remove: this.#remove });
-        record(at, completed);
+        const { at, completed, refusals } = await this.#driver.completeBulk({ tx, leases, audit: this.#audit, handOnKeys, remove: this.#remove });
+        record(at, completed, refusals);
         // A lost lease's write never runs; members sharing a writer (finalizeTogether) write in one call.
-        for (const step of planWrites(items.map((item, index) => (outcomes[index] === "lost" ? undefined : item.finalize)))) {
+        for (const step of planWrites(items.map((item) => (completed.has(item.lease.messageId, item.lease.token) ? item.finalize : undefined)))) {
           try {
             await step.run(tx);
           } catch (error) {
@@ -783,11 +805,17 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     await this.#driver.transaction(async (tx) => {
       const handedOn: KeyTurn[] = []; // keys of the completions, handed on together at the end
       if (bulk.length > 0) {
-        const { at, completed } = await this.#driver.completeBulk({ tx, leases: bulkLeases, audit: this.#audit, handOnKeys: false, remove: this.#remove });
+        const { at, completed, refusals } = await this.#driver.completeBulk({
+          tx,
+          leases: bulkLeases,
+          audit: this.#audit,
+          handOnKeys: false,
+          remove: this.#remove,
+        });
         for (const [i, index] of bulk.entries()) {
           const lease = bulkLeases[i] as Lease;
           const done = completed.has(lease.messageId, lease.token);
-          outcomes[index] = done ? { done: at } : "lost";
+          outcomes[index] = done ? { done: at } : lostOutcome(refusals, lease);
           const turn = done ? turnAfter(lease.message, true) : null;
           if (turn !== null) handedOn.push(turn);
         }
@@ -798,7 +826,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
         const done = await this.#driver.completeOne({ tx, lease, savepoint: open ? "next" : "first", audit: this.#audit, remove: this.#remove });
         open = true;
         if (done === null) {
-          outcomes[index] = "lost"; // nothing was changed, so the savepoint needs no rollback
+          // Nothing was changed, so the savepoint needs no rollback (its refused row, if any, stays).
+          outcomes[index] = await this.#refusedIn(tx, lease);
           continue;
         }
         try {
@@ -824,8 +853,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
     const dead = decision === "dead" || decision === "dead-and-skip";
     const retryInMs = dead ? null : checkDelayMs(checkObject(decision, 'fail decision ("dead", "dead-and-skip" or { retryInMs })').retryInMs);
     const text = describeError(error);
-    const { at, changed, availableAt } = await this.#driver.fail({ lease, error: text, retryInMs, audit: this.#audit });
-    if (!changed) return this.#lost(lease, "fail");
+    const { at, changed, availableAt, refusal } = await this.#driver.fail({ lease, error: text, retryInMs, audit: this.#audit });
+    if (!changed) return this.#lost(lease, "fail", refusal);
     if (retryInMs === null) {
       // Skipped at once: its key moves on. (A crash between the two transactions leaves the key
       // blocked by this dead message, the safe side: nothing out of order; skip it by hand.)
@@ -839,8 +868,8 @@ export abstract class LeasedOutbox<Tx> implements OutboxStore<Tx> {
 
   async release(lease: Lease): Promise<Released | LeaseLost> {
     checkLease(lease);
-    const { at, changed } = await this.#driver.release({ lease, audit: this.#audit });
-    if (!changed) return this.#lost(lease, "release");
+    const { at, changed, refusal } = await this.#driver.release({ lease, audit: this.#audit });
+    if (!changed) return this.#lost(lease, "release", refusal);
     publish(this.events, { type: "released", at, owner: lease.owner, messageId: lease.messageId, token: lease.token });
     return { outcome: "released", messageId: lease.messageId };
   }

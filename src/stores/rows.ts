@@ -168,6 +168,19 @@ export function toHolder(row: HolderRow | undefined): MessageHolder | null {
   return { status: row.status as MessageStatus, lockedBy: row.locked_by, lockedUntil: toDateOrNull(row.locked_until), leaseToken: row.lease_token };
 }
 
+/** A refused write's holder as its statement returns it beside its own columns (all null when the message was gone, or nothing was refused). */
+export interface HeldRow {
+  held_status: string | null;
+  held_by: string | null;
+  held_until: TimeValue | null;
+  held_token: number | null;
+}
+
+export function toHeldHolder(row: HeldRow): MessageHolder | null {
+  if (row.held_status === null) return null;
+  return { status: row.held_status as MessageStatus, lockedBy: row.held_by, lockedUntil: toDateOrNull(row.held_until), leaseToken: row.held_token ?? 0 };
+}
+
 /** The holder a claim of one named message found, and whether the message waits behind its key. */
 export function toFoundHolder(row: HolderRow): MessageHolder & { readonly waiting: boolean } {
   return {

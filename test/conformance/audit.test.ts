@@ -1,13 +1,33 @@
 // The audit trail: every claim, completion, failure and release is recorded with the token it
 // used, in the same transaction as the change, so a checker can prove ownership afterwards.
 
-import { expect, it } from "vitest";
+import { afterEach, expect, it, vi } from "vitest";
+import { MariaDbDriver } from "../../src/stores/mariadb/mariadb-outbox-store.js";
+import { PostgresDriver } from "../../src/stores/postgres/postgres-outbox-store.js";
+import { SqliteDriver } from "../../src/stores/sqlite/sqlite-outbox-store.js";
 import { claimNext, describeEachStore, enqueueMessage, useStoreHarness } from "./stores.js";
+
+/**
+ * Makes every driver's refusal recorded apart (holder with `refused`, outside the refused write's
+ * transaction) throw, as a crash between the two would stop it: a refusal must not need one.
+ */
+function forbidRefusalsApart(): void {
+  for (const Driver of [SqliteDriver, PostgresDriver, MariaDbDriver]) {
+    const holder = Driver.prototype.holder;
+    vi.spyOn(Driver.prototype, "holder").mockImplementation(function (this: unknown, params: Parameters<typeof holder>[0]) {
+      if (params.refused !== null && params.tx == null) throw new Error("a refusal was recorded apart from its refused write");
+      return (holder as (p: typeof params) => ReturnType<typeof holder>).call(this, params);
+    } as typeof holder);
+  }
+}
 
 const LEASE_MS = 1_000;
 
 describeEachStore("audit trail", (factory) => {
   const ctx = useStoreHarness(factory);
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
 
   it("records a claim with the new token and the state it took the message from", async () => {
     const { store, clock } = ctx();
@@ -90,6 +110,67 @@ describeEachStore("audit trail", (factory) => {
     }
     // The refusals changed nothing: worker-b completes under its own token.
     expect((await store.complete(fresh)).outcome).toBe("completed");
+  });
+
+  it("records each refusal with its refused write, in the same transaction, for every way a stale lease writes", async () => {
+    const { store, clock, harness } = ctx();
+    forbidRefusalsApart();
+    for (let n = 0; n < 4; n++) await enqueueMessage(store, n === 3 ? { dedupeKey: `m${n}`, key: "k" } : { dedupeKey: `m${n}` });
+    const stale = await store.claim("worker-a", { limit: 4, leaseMs: LEASE_MS });
+    clock.advance(LEASE_MS);
+    const fresh = await store.claim("worker-b", { limit: 4, leaseMs: LEASE_MS });
+    expect(fresh).toHaveLength(4);
+    clock.advance(10);
+    const [a, b, c, keyed] = stale as [(typeof stale)[0], (typeof stale)[0], (typeof stale)[0], (typeof stale)[0]];
+    const lost = [
+      await store.renew(a, LEASE_MS),
+      await store.fail(a, new Error("late"), "dead"),
+      await store.release(b),
+      await store.complete(b), // alone, no business write: the one guarded statement
+      await store.complete(c, (tx) => harness.businessWrite(tx, "c")), // with a business write
+      await store.complete(keyed, (tx) => harness.businessWrite(tx, "keyed")), // keyed, with a business write
+      ...(await store.completeMany([{ lease: a }, { lease: b }])), // in bulk
+      ...(await store.completeMany([{ lease: a }, { lease: c, finalize: (tx) => harness.businessWrite(tx, "c") }])), // a group with writes
+    ];
+    for (const result of lost) {
+      expect(result).toMatchObject({ outcome: "lease-lost", current: { status: "processing", lockedBy: "worker-b" } });
+    }
+    expect(await harness.countBusinessRows("c")).toBe(0);
+    expect(await harness.countBusinessRows("keyed")).toBe(0);
+    const refused = (await store.auditTrail()).filter((e) => e.action === "refused");
+    expect(refused.map((e) => [e.messageId, e.operation])).toEqual([
+      [a.messageId, "renew"],
+      [a.messageId, "fail"],
+      [b.messageId, "release"],
+      [b.messageId, "complete"],
+      [c.messageId, "complete"],
+      [keyed.messageId, "complete"],
+      [a.messageId, "complete"],
+      [b.messageId, "complete"],
+      [a.messageId, "complete"],
+      [c.messageId, "complete"],
+    ]);
+    for (const entry of refused) expect(entry).toMatchObject({ owner: "worker-a", previousStatus: "processing", previousOwner: "worker-b", at: clock.now() });
+  });
+
+  it("records a refusal for a message that is gone, with no holder", async () => {
+    const { store, clock } = ctx();
+    forbidRefusalsApart();
+    const message = await enqueueMessage(store);
+    const stale = await claimNext(store, "worker-a", LEASE_MS);
+    clock.advance(LEASE_MS);
+    await store.cancel(message.id, { running: true });
+    clock.advance(1);
+    await store.purgeProcessed(clock.now()); // gone (in delete mode the cancel deleted it already)
+    for (const result of [await store.complete(stale), ...(await store.completeMany([{ lease: stale }])), await store.renew(stale, LEASE_MS)]) {
+      expect(result).toEqual({ outcome: "lease-lost", messageId: message.id, token: stale.token, current: null });
+    }
+    const refused = (await store.auditTrail()).filter((e) => e.action === "refused");
+    expect(refused.map((e) => [e.operation, e.previousStatus, e.previousOwner, e.previousLockedUntil])).toEqual([
+      ["complete", null, null, null],
+      ["complete", null, null, null],
+      ["renew", null, null, null],
+    ]);
   });
 
   it("gives one message's trail alone when asked by id", async () => {

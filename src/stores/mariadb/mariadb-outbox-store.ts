@@ -26,6 +26,7 @@ import type {
   OutboxDriver,
   PurgeTarget,
   RedriveCount,
+  Refusal,
   SavepointStep,
   PageBounds,
   ScheduleDefinitionRecord,
@@ -671,12 +672,16 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     );
   }
 
-  async renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
-    const { lease, leaseMs } = params;
-    const now = await this.#time(this.pool);
-    const until = now + leaseMs;
-    const [written] = await this.pool.query<Written>(SQL.renew, [until, until, rowId(lease.messageId), lease.token, now]);
-    return { at: new Date(now), lockedUntil: written.affectedRows === 1 ? new Date(until) : null };
+  renew(params: { lease: Lease; leaseMs: number; audit: boolean }): Promise<{ at: Date; lockedUntil: Date | null; refusal: Refusal | null }> {
+    const { lease, leaseMs, audit } = params;
+    const id = rowId(lease.messageId);
+    return this.#guarded(audit, async (db) => {
+      const now = await this.#time(db);
+      const until = now + leaseMs;
+      const [written] = await db.query<Written>(SQL.renew, [until, until, id, lease.token, now]);
+      if (written.affectedRows === 1) return { at: new Date(now), lockedUntil: new Date(until), refusal: null };
+      return { at: new Date(now), lockedUntil: null, refusal: audit ? await this.#recordRefusal(db, id, lease, "renew", now) : null };
+    });
   }
 
   async completeBulk(params: {
@@ -685,7 +690,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     audit: boolean;
     handOnKeys: boolean;
     remove: boolean;
-  }): Promise<{ at: Date; completed: LeaseSet }> {
+  }): Promise<{ at: Date; completed: LeaseSet; refusals: Map<string, Refusal> | null }> {
     const { leases, audit, remove } = params;
     const work = async (conn: MariaDbTx) => {
       const now = await this.#time(conn);
@@ -705,11 +710,18 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
         if (done.length > 0) await conn.query(remove ? SQL.completeBulkDelete : SQL.completeBulk, remove ? [ids] : [now, ids]);
       }
       for (const lease of done) completed.add(lease.messageId, lease.token);
-      if (audit)
+      let refusals: Map<string, Refusal> | null = null;
+      if (audit) {
         await this.#audit(
           conn,
           done.map((lease): AuditValues => [rowId(lease.messageId), lease.token, lease.owner, "complete", now, null, null, null, null]),
         );
+        refusals = new Map();
+        for (const lease of leases) {
+          if (!completed.has(lease.messageId, lease.token))
+            refusals.set(lease.messageId, await this.#recordRefusal(conn, rowId(lease.messageId), lease, "complete", now));
+        }
+      }
       if (params.handOnKeys) {
         const keys: KeyTurn[] = [];
         for (const lease of done) {
@@ -718,7 +730,7 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
         }
         await this.handOn({ tx: conn, keys });
       }
-      return { at: new Date(now), completed };
+      return { at: new Date(now), completed, refusals };
     };
     return params.tx === null ? this.#retrying(() => this.transaction(work)) : work(params.tx);
   }
@@ -821,7 +833,12 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
     return audit ? this.#retrying(() => this.transaction(work)) : work(this.pool);
   }
 
-  fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
+  fail(params: {
+    lease: Lease;
+    error: string;
+    retryInMs: number | null;
+    audit: boolean;
+  }): Promise<{ at: Date; changed: boolean; availableAt: Date; refusal: Refusal | null }> {
     const { lease, error, retryInMs, audit } = params;
     const id = rowId(lease.messageId);
     return this.#guarded(audit, async (db) => {
@@ -833,11 +850,12 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
           : await db.query<Written>(SQL.failRetry, [availableAt, error, id, lease.token]);
       const changed = written.affectedRows === 1;
       if (changed && audit) await this.#audit(db, [[id, lease.token, lease.owner, retryInMs === null ? "dead" : "retry", now, null, null, null, null]]);
-      return { at: new Date(now), changed, availableAt: new Date(availableAt) };
+      const refusal = !changed && audit ? await this.#recordRefusal(db, id, lease, "fail", now) : null;
+      return { at: new Date(now), changed, availableAt: new Date(availableAt), refusal };
     });
   }
 
-  release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean }> {
+  release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean; refusal: Refusal | null }> {
     const { lease, audit } = params;
     const id = rowId(lease.messageId);
     return this.#guarded(audit, async (db) => {
@@ -845,40 +863,32 @@ export class MariaDbDriver implements OutboxDriver<MariaDbTx> {
       const [written] = await db.query<Written>(SQL.release, [now, id, lease.token]);
       const changed = written.affectedRows === 1;
       if (changed && audit) await this.#audit(db, [[id, lease.token, lease.owner, "release", now, null, null, null, null]]);
-      return { at: new Date(now), changed };
+      return { at: new Date(now), changed, refusal: !changed && audit ? await this.#recordRefusal(db, id, lease, "release", now) : null };
     });
   }
 
   async holder(params: {
+    tx?: MariaDbTx | null;
     messageId: string;
     refused: { lease: Lease; operation: LeaseOperation } | null;
   }): Promise<{ at: Date; holder: MessageHolder | null }> {
     const id = rowId(params.messageId);
-    const { refused } = params;
+    const { refused, tx } = params;
     if (refused === null) {
-      const row = (await this.pool.query<Rows>(SQL.holder, [id]))[0][0] as HolderRow | undefined;
+      const row = (await (tx ?? this.pool).query<Rows>(SQL.holder, [id]))[0][0] as HolderRow | undefined;
       return { at: this.#localNow(), holder: toHolder(row) };
     }
-    return this.#retrying(() =>
-      this.transaction(async (conn) => {
-        const now = await this.#time(conn);
-        const row = (await conn.query<Rows>(SQL.holder, [id]))[0][0] as (HolderRow & { locked_until: number | null }) | undefined;
-        await this.#audit(conn, [
-          [
-            id,
-            refused.lease.token,
-            refused.lease.owner,
-            "refused",
-            now,
-            row?.status ?? null,
-            row?.locked_by ?? null,
-            row?.locked_until ?? null,
-            refused.operation,
-          ],
-        ]);
-        return { at: new Date(now), holder: toHolder(row) };
-      }),
-    );
+    const record = async (conn: Queryable) => this.#recordRefusal(conn, id, refused.lease, refused.operation, await this.#time(conn));
+    return tx == null ? this.#retrying(() => this.transaction(record)) : record(tx);
+  }
+
+  /** Inside the refused write's transaction: the holder, read (READ COMMITTED: as committed now), and the refusal recorded with it. */
+  async #recordRefusal(conn: Queryable, id: number | bigint, lease: Lease, operation: LeaseOperation, now: number): Promise<Refusal> {
+    const row = (await conn.query<Rows>(SQL.holder, [id]))[0][0] as (HolderRow & { locked_until: number | null }) | undefined;
+    await this.#audit(conn, [
+      [id, lease.token, lease.owner, "refused", now, row?.status ?? null, row?.locked_by ?? null, row?.locked_until ?? null, operation],
+    ]);
+    return { at: new Date(now), holder: toHolder(row) };
   }
 
   async onNewMessages(params: { wake: () => void }): Promise<() => Promise<void>> {

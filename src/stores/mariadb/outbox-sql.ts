@@ -714,6 +714,10 @@ export const SQL = {
 
   // completeBulkHandOn: (none) completeBulk is followed by handOn in the same transaction
   // completeBulkHandOnDelete: (none) as completeBulkHandOn
+  // completeBulkAudited: (none) a refused lease's holder and 'refused' row are written by the store, in the completion's transaction
+  // completeBulkDeleteAudited: (none) as completeBulkAudited
+  // completeBulkHandOnAudited: (none) as completeBulkAudited
+  // completeBulkHandOnDeleteAudited: (none) as completeBulkAudited
 
   /** Each completion of a group that carries a business write runs inside one of these. */
   savepoint: "SAVEPOINT wassal_completion",

@@ -696,9 +696,30 @@ export function outboxSql(schema: string) {
              ${EPOCH_MS("old_available_at")} - CASE WHEN old_status = 'pending' THEN priority * 1000 ELSE 0 END AS old_rank_ms, ${EPOCH_MS("now")} AS now_ms,
              CASE WHEN old_status = 'processing' THEN old_owner END AS reclaimed_from
       FROM claimed`;
+  /**
+   * What a refused lease write records when auditing, in its own statement: `lost` (a CTE of id,
+   * token, owner) names the leases the guarded write did not change; `held` reads each one's
+   * holder, and `refused` writes its 'refused' audit row. FOR SHARE: under READ COMMITTED a row
+   * changed since the statement's snapshot (the reclaim the guarded write waited for, which made
+   * it stale) is read as committed, not as the snapshot saw it; FOR KEY SHARE would not do that,
+   * as a reclaim changes no key (test/stores/postgres-refusal-holder.test.ts). It waits for an
+   * update still open on the row. Data-modifying, so `refused` runs whether read or not.
+   */
+  const refusedSql = (operation: string) => `,
+      held AS (SELECT m.id, m.status, m.locked_by, m.locked_until, m.lease_token, m.key_state
+               FROM ${table} m JOIN lost ON m.id = lost.id FOR SHARE OF m),
+      refused AS (
+        INSERT INTO ${audit} (${AUDIT_COLUMNS}, operation)
+        SELECT lost.id, lost.token, lost.owner, 'refused', clock.t, held.status, held.locked_by, held.locked_until, '${operation}'
+        FROM clock, lost LEFT JOIN held ON held.id = lost.id)`;
+  /** The holder `held` read, as the columns a refused write's statement returns (null when the message was gone). */
+  const HELD_COLUMNS =
+    "held.status AS held_status, held.locked_by AS held_by, held.locked_until AS held_until, held.lease_token AS held_token, held.key_state AS held_key_state";
   // `remove`: the completed rows are deleted instead of kept as processed (the store's onComplete
-  // "delete"), in the same statement, guarded the same way.
-  const completeBulkSql = (handOn: boolean, remove: boolean) => `WITH ${CLOCK},
+  // "delete"), in the same statement, guarded the same way. `audited`: the leases it did not
+  // complete are recorded as refused in the same statement (refusedSql) and come back too
+  // (refused true), with their holders.
+  const completeBulkSql = (handOn: boolean, remove: boolean, audited = false) => `WITH ${CLOCK},
       wanted AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[]) AS w(id, token, owner)),
       done AS (
         ${
@@ -714,8 +735,19 @@ export function outboxSql(schema: string) {
           ? `,
       handed AS (SELECT ${s}.wassal_hand_on(array_agg(ordering_key), array_agg(key_seq + 1)) AS promoted FROM done)`
           : ""
-      }
-      SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done${handOn ? ", handed" : ""}`;
+      }${
+        audited
+          ? `,
+      lost AS (SELECT w.id, w.token, w.owner FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM done WHERE done.id = w.id))${refusedSql("complete")}
+      SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms, false AS refused, NULL::text AS held_status, NULL::text AS held_by,
+             NULL::timestamptz AS held_until, NULL::int AS held_token, NULL::smallint AS held_key_state
+      FROM done${handOn ? ", handed" : ""}
+      UNION ALL
+      SELECT lost.id::text, lost.token, ${EPOCH_MS("clock.t")}, true, ${HELD_COLUMNS}
+      FROM clock, lost LEFT JOIN held ON held.id = lost.id`
+          : `
+      SELECT done.id::text AS id, done.token, ${EPOCH_MS("done.now")} AS now_ms FROM done${handOn ? ", handed" : ""}`
+      }`;
   const channel = wakeChannel(schema);
   /** The singleton enqueues (enqueueSingleton, enqueueSingletonFirst): enqueue's insert with the singleton key, and what a waiting one makes it do. */
   const singletonSql = (onConflict: string) => `WITH ${CLOCK},
@@ -941,12 +973,19 @@ export function outboxSql(schema: string) {
     // rememberKeySeq: (none) wassal_hand_on remembers a key's next number itself
     // rememberKeySeqs: (none) as rememberKeySeq
 
-    /** $1 now, $2 id, $3 token, $4 lease ms. Extends a lease still held: an expired one stays expired. */
-    renew: `WITH ${CLOCK}
-      UPDATE ${table} m SET locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")}
-      FROM clock
-      WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing' AND m.locked_until > clock.t
-      RETURNING m.locked_until, clock.t AS now`,
+    /**
+     * $1 now, $2 id, $3 token, $4 lease ms, $5 owner, $6 audit?. Extends a lease still held: an
+     * expired one stays expired. A refusal comes back with the holder (locked_until null), and,
+     * when auditing, is recorded (refusedSql).
+     */
+    renew: `WITH ${CLOCK},
+      changed AS (
+        UPDATE ${table} m SET locked_until = ${LEASE.replace("$LEASE", "$4")}, available_at = ${LEASE.replace("$LEASE", "$4")}
+        FROM clock
+        WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing' AND m.locked_until > clock.t
+        RETURNING m.locked_until),
+      lost AS (SELECT $2::bigint AS id, $3::int AS token, $5::text AS owner WHERE $6::boolean AND NOT EXISTS (SELECT 1 FROM changed))${refusedSql("renew")}
+      SELECT changed.locked_until, clock.t AS now, ${HELD_COLUMNS} FROM clock LEFT JOIN changed ON true LEFT JOIN held ON true`,
 
     /** $1 now, $2 id, $3 token. Row-locks the message until the transaction ends. */
     complete: `WITH ${CLOCK}
@@ -978,6 +1017,15 @@ export function outboxSql(schema: string) {
     /** As completeBulkHandOn, the rows deleted (onComplete "delete"). */
     completeBulkHandOnDelete: completeBulkSql(true, true),
 
+    /**
+     * The four above when auditing: each also records the leases it did not complete as refused,
+     * in the same statement, and returns them (with now_ms, and their holders).
+     */
+    completeBulkAudited: completeBulkSql(false, false, true),
+    completeBulkDeleteAudited: completeBulkSql(false, true, true),
+    completeBulkHandOnAudited: completeBulkSql(true, false, true),
+    completeBulkHandOnDeleteAudited: completeBulkSql(true, true, true),
+
     // savepoint: (none) completeInSavepoint opens the savepoint in the same round trip as the guarded update
 
     /**
@@ -1007,7 +1055,7 @@ export function outboxSql(schema: string) {
     /** A member's business write threw: undo it alone (the savepoint stays open until released or committed). */
     rollbackToSavepoint: "ROLLBACK TO SAVEPOINT wassal_completion",
 
-    /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 audit? */
+    /** $1 now, $2 id, $3 token, $4 error, $5 delay ms, $6 owner, $7 audit?; a refusal as renew's. */
     failRetry: `WITH ${CLOCK},
       changed AS (
         UPDATE ${table} m
@@ -1015,20 +1063,24 @@ export function outboxSql(schema: string) {
         FROM clock
         WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
         RETURNING m.id, m.available_at, clock.t AS now),
-      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $6, 'retry', now FROM changed WHERE $7::boolean)
-      SELECT available_at, now FROM changed`,
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $6, 'retry', now FROM changed WHERE $7::boolean),
+      lost AS (SELECT $2::bigint AS id, $3::int AS token, $6::text AS owner WHERE $7::boolean AND NOT EXISTS (SELECT 1 FROM changed))${refusedSql("fail")}
+      SELECT changed.id IS NOT NULL AS changed, changed.available_at, clock.t AS now, ${HELD_COLUMNS}
+      FROM clock LEFT JOIN changed ON true LEFT JOIN held ON true`,
 
-    /** $1 now, $2 id, $3 token, $4 error, $5 owner, $6 audit? */
+    /** $1 now, $2 id, $3 token, $4 error, $5 owner, $6 audit?; a refusal as renew's. */
     failDead: `WITH ${CLOCK},
       changed AS (
         UPDATE ${table} m SET status = 'dead', locked_until = NULL, last_error = $4, available_at = clock.t
         FROM clock
         WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
         RETURNING m.id, clock.t AS now),
-      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $5, 'dead', now FROM changed WHERE $6::boolean)
-      SELECT now FROM changed`,
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $5, 'dead', now FROM changed WHERE $6::boolean),
+      lost AS (SELECT $2::bigint AS id, $3::int AS token, $5::text AS owner WHERE $6::boolean AND NOT EXISTS (SELECT 1 FROM changed))${refusedSql("fail")}
+      SELECT changed.id IS NOT NULL AS changed, clock.t AS available_at, clock.t AS now, ${HELD_COLUMNS}
+      FROM clock LEFT JOIN changed ON true LEFT JOIN held ON true`,
 
-    /** $1 now, $2 id, $3 token, $4 owner, $5 audit? */
+    /** $1 now, $2 id, $3 token, $4 owner, $5 audit?; a refusal as renew's. */
     release: `WITH ${CLOCK},
       changed AS (
         UPDATE ${table} m
@@ -1036,8 +1088,9 @@ export function outboxSql(schema: string) {
         FROM clock
         WHERE m.id = $2 AND m.lease_token = $3 AND m.status = 'processing'
         RETURNING m.id, clock.t AS now),
-      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $4, 'release', now FROM changed WHERE $5::boolean)
-      SELECT now FROM changed`,
+      audited AS (INSERT INTO ${audit} (message_id, lease_token, owner, action, at) SELECT id, $3, $4, 'release', now FROM changed WHERE $5::boolean),
+      lost AS (SELECT $2::bigint AS id, $3::int AS token, $4::text AS owner WHERE $5::boolean AND NOT EXISTS (SELECT 1 FROM changed))${refusedSql("release")}
+      SELECT changed.id IS NOT NULL AS changed, clock.t AS now, ${HELD_COLUMNS} FROM clock LEFT JOIN changed ON true LEFT JOIN held ON true`,
 
     /** $1 id, $2 token, $3 owner, $4 action, $5 at, $6 previous status, $7 previous owner, $8 previous expiry. */
     audit: `INSERT INTO ${audit} (${AUDIT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,

@@ -21,6 +21,7 @@ import type {
   OutboxDriver,
   PurgeTarget,
   RedriveCount,
+  Refusal,
   SavepointStep,
   PageBounds,
   ScheduleDefinitionRecord,
@@ -57,6 +58,7 @@ import {
   toHeaders,
   toCancelTarget,
   toFoundHolder,
+  toHeldHolder,
   toHolder,
   toMessage,
   toMessageState,
@@ -67,6 +69,7 @@ import {
   toLimitUse,
   type AuditRow,
   type CancelRow,
+  type HeldRow,
   type HolderRow,
   type MessageRow,
   type MessageStateRow,
@@ -257,6 +260,14 @@ function notInTransaction(error: unknown, message: string): unknown {
   return code === "25P01" ? new NotInTransactionError(message, { cause: error }) : error;
 }
 
+/** What renew, fail and release return: whether the write was made, the statement's time and, refused, the holder read. */
+type RefusableRow = HeldRow & { changed: boolean; now: Date };
+
+/** A refused write's Refusal, recorded by its statement when auditing (refusedSql). */
+function refusalOf(row: RefusableRow, audit: boolean): Refusal | null {
+  return !row.changed && audit ? { at: row.now, holder: toHeldHolder(row) } : null;
+}
+
 export class PostgresDriver implements OutboxDriver<PostgresTx> {
   readonly capabilities: DriverCapabilities = { parallelCommits: true, databaseClock: true, crossProcessWakeups: true };
   readonly ownTransactionHint = "on a pg client after BEGIN";
@@ -279,6 +290,10 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     | "completeBulkHandOn"
     | "completeBulkDelete"
     | "completeBulkHandOnDelete"
+    | "completeBulkAudited"
+    | "completeBulkHandOnAudited"
+    | "completeBulkDeleteAudited"
+    | "completeBulkHandOnDeleteAudited"
     | "enqueue"
     | "enqueueSingleton"
     | "enqueueSingletonFirst"
@@ -326,6 +341,10 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       completeBulkHandOn: namedStatement(this.#sql.completeBulkHandOn),
       completeBulkDelete: namedStatement(this.#sql.completeBulkDelete),
       completeBulkHandOnDelete: namedStatement(this.#sql.completeBulkHandOnDelete),
+      completeBulkAudited: namedStatement(this.#sql.completeBulkAudited),
+      completeBulkHandOnAudited: namedStatement(this.#sql.completeBulkHandOnAudited),
+      completeBulkDeleteAudited: namedStatement(this.#sql.completeBulkDeleteAudited),
+      completeBulkHandOnDeleteAudited: namedStatement(this.#sql.completeBulkHandOnDeleteAudited),
       enqueue: namedStatement(this.#sql.enqueue),
       enqueueSingleton: namedStatement(this.#sql.enqueueSingleton),
       enqueueSingletonFirst: namedStatement(this.#sql.enqueueSingletonFirst),
@@ -692,10 +711,14 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     });
   }
 
-  async renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
-    const { lease, leaseMs } = params;
-    const row = (await this.pool.query<{ locked_until: Date; now: Date }>(this.#sql.renew, [this.#now(), lease.messageId, lease.token, leaseMs])).rows[0];
-    return row === undefined ? { at: this.#localNow(), lockedUntil: null } : { at: row.now, lockedUntil: row.locked_until };
+  async renew(params: { lease: Lease; leaseMs: number; audit: boolean }): Promise<{ at: Date; lockedUntil: Date | null; refusal: Refusal | null }> {
+    const { lease, leaseMs, audit } = params;
+    const values = [this.#now(), lease.messageId, lease.token, leaseMs, lease.owner, audit];
+    const row = (await this.pool.query<HeldRow & { locked_until: Date | null; now: Date }>(this.#sql.renew, values)).rows[0] as HeldRow & {
+      locked_until: Date | null;
+      now: Date;
+    };
+    return { at: row.now, lockedUntil: row.locked_until, refusal: row.locked_until === null && audit ? { at: row.now, holder: toHeldHolder(row) } : null };
   }
 
   async completeBulk(params: {
@@ -704,19 +727,38 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     audit: boolean;
     handOnKeys: boolean;
     remove: boolean;
-  }): Promise<{ at: Date; completed: LeaseSet }> {
-    const { leases, handOnKeys, remove } = params;
+  }): Promise<{ at: Date; completed: LeaseSet; refusals: Map<string, Refusal> | null }> {
+    const { leases, handOnKeys, remove, audit } = params;
     const hot = this.#hot;
-    const statement = handOnKeys ? (remove ? hot.completeBulkHandOnDelete : hot.completeBulkHandOn) : remove ? hot.completeBulkDelete : hot.completeBulk;
+    const statement = audit
+      ? handOnKeys
+        ? remove
+          ? hot.completeBulkHandOnDeleteAudited
+          : hot.completeBulkHandOnAudited
+        : remove
+          ? hot.completeBulkDeleteAudited
+          : hot.completeBulkAudited
+      : handOnKeys
+        ? remove
+          ? hot.completeBulkHandOnDelete
+          : hot.completeBulkHandOn
+        : remove
+          ? hot.completeBulkDelete
+          : hot.completeBulk;
     const query = {
       ...this.#named(statement),
-      values: [this.#now(), ...bulkArrays(leases), params.audit],
+      values: [this.#now(), ...bulkArrays(leases), audit],
     };
-    const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number }>(query);
+    // Audited, every lease comes back: the refused ones marked, with their holders.
+    const { rows } = await (params.tx ?? this.pool).query<{ id: string; token: number; now_ms: number; refused?: boolean } & Partial<HeldRow>>(query);
     const at = rows[0] ? new Date(rows[0].now_ms) : this.#localNow(); // one clock per statement
     const completed = new LeaseSet();
-    for (const row of rows) completed.add(row.id, row.token);
-    return { at, completed };
+    const refusals = audit ? new Map<string, Refusal>() : null;
+    for (const row of rows) {
+      if (row.refused === true) refusals?.set(row.id, { at, holder: toHeldHolder(row as HeldRow) });
+      else completed.add(row.id, row.token);
+    }
+    return { at, completed, refusals };
   }
 
   async completeOne(params: { tx: PostgresTx; lease: Lease; savepoint: SavepointStep; audit: boolean; remove: boolean }): Promise<Date | null> {
@@ -792,38 +834,42 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
     await params.tx.query(this.#sql.rollbackToSavepoint);
   }
 
-  async fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
+  async fail(params: {
+    lease: Lease;
+    error: string;
+    retryInMs: number | null;
+    audit: boolean;
+  }): Promise<{ at: Date; changed: boolean; availableAt: Date; refusal: Refusal | null }> {
     const { lease, error, retryInMs, audit } = params;
     const id = lease.messageId;
-    const row =
+    const [text, values] =
       retryInMs === null
-        ? (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failDead, [this.#now(), id, lease.token, error, lease.owner, audit])).rows[0]
-        : (await this.pool.query<{ now: Date; available_at: Date }>(this.#sql.failRetry, [this.#now(), id, lease.token, error, retryInMs, lease.owner, audit]))
-            .rows[0];
-    if (row === undefined) {
-      const at = this.#localNow();
-      return { at, changed: false, availableAt: at };
-    }
-    return { at: row.now, changed: true, availableAt: row.available_at };
+        ? [this.#sql.failDead, [this.#now(), id, lease.token, error, lease.owner, audit]]
+        : [this.#sql.failRetry, [this.#now(), id, lease.token, error, retryInMs, lease.owner, audit]];
+    const row = (await this.pool.query<RefusableRow & { available_at: Date | null }>(text, values)).rows[0] as RefusableRow & { available_at: Date | null };
+    return { at: row.now, changed: row.changed, availableAt: row.available_at ?? row.now, refusal: refusalOf(row, audit) };
   }
 
-  async release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean }> {
+  async release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean; refusal: Refusal | null }> {
     const { lease, audit } = params;
-    const row = (await this.pool.query<{ now: Date }>(this.#sql.release, [this.#now(), lease.messageId, lease.token, lease.owner, audit])).rows[0];
-    return row === undefined ? { at: this.#localNow(), changed: false } : { at: row.now, changed: true };
+    const row = (await this.pool.query<RefusableRow>(this.#sql.release, [this.#now(), lease.messageId, lease.token, lease.owner, audit]))
+      .rows[0] as RefusableRow;
+    return { at: row.now, changed: row.changed, refusal: refusalOf(row, audit) };
   }
 
   async holder(params: {
+    tx?: PostgresTx | null;
     messageId: string;
     refused: { lease: Lease; operation: LeaseOperation } | null;
   }): Promise<{ at: Date; holder: MessageHolder | null }> {
     const { messageId, refused } = params;
+    const client = params.tx ?? this.pool;
     if (refused === null) {
-      const row = (await this.pool.query<HolderRow>(this.#sql.holder, [messageId])).rows[0];
+      const row = (await client.query<HolderRow>(this.#sql.holder, [messageId])).rows[0];
       return { at: this.#localNow(), holder: toHolder(row) };
     }
     const row = (
-      await this.pool.query<Omit<HolderRow, "status"> & { status: string | null; now: Date }>(this.#sql.holderRefused, [
+      await client.query<Omit<HolderRow, "status"> & { status: string | null; now: Date }>(this.#sql.holderRefused, [
         this.#now(),
         messageId,
         refused.lease.token,

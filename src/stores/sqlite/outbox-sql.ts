@@ -558,6 +558,10 @@ export const SQL = {
    */
   // completeBulkHandOn: (none) completeBulk is followed by handOn in the same write-locked transaction, at no round-trip cost
   // completeBulkHandOnDelete: (none) as completeBulkHandOn
+  // completeBulkAudited: (none) a refused lease's holder and 'refused' row are written by the store, in the completion's transaction
+  // completeBulkDeleteAudited: (none) as completeBulkAudited
+  // completeBulkHandOnAudited: (none) as completeBulkAudited
+  // completeBulkHandOnDeleteAudited: (none) as completeBulkAudited
   // completeBulkLock: (none) completeBulk's RETURNING says which leases it completed (MariaDB locks and reads them first)
   completeBulk: `UPDATE outbox_messages
                  SET status = 'processed', processed_at = @now, locked_until = NULL, last_error = NULL

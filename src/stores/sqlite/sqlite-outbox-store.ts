@@ -19,6 +19,7 @@ import type {
   OutboxDriver,
   PurgeTarget,
   RedriveCount,
+  Refusal,
   SavepointStep,
   PageBounds,
   ScheduleDefinitionRecord,
@@ -534,14 +535,14 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     });
   }
 
-  renew(params: { lease: Lease; leaseMs: number }): Promise<{ at: Date; lockedUntil: Date | null }> {
-    const { lease, leaseMs } = params;
+  renew(params: { lease: Lease; leaseMs: number; audit: boolean }): Promise<{ at: Date; lockedUntil: Date | null; refusal: Refusal | null }> {
+    const { lease, leaseMs, audit } = params;
     return this.writeLock.runSync(() => {
       const now = this.now();
-      const row = this.#stmt("renew").get({ id: rowId(lease.messageId), token: lease.token, now, until: now + leaseMs }) as
-        | { locked_until: number }
-        | undefined;
-      return { at: new Date(now), lockedUntil: row === undefined ? null : new Date(row.locked_until) };
+      const id = rowId(lease.messageId);
+      const row = this.#stmt("renew").get({ id, token: lease.token, now, until: now + leaseMs }) as { locked_until: number } | undefined;
+      if (row !== undefined) return { at: new Date(now), lockedUntil: new Date(row.locked_until), refusal: null };
+      return { at: new Date(now), lockedUntil: null, refusal: audit ? this.#recordRefusal(id, lease, "renew", now) : null };
     });
   }
 
@@ -551,7 +552,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     audit: boolean;
     handOnKeys: boolean;
     remove: boolean;
-  }): Promise<{ at: Date; completed: LeaseSet }> {
+  }): Promise<{ at: Date; completed: LeaseSet; refusals: Map<string, Refusal> | null }> {
     const { leases, audit, remove } = params;
     const work = () => {
       const now = this.now();
@@ -570,9 +571,13 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         }[];
         for (const row of rows) completed.add(String(row.id), row.lease_token);
       }
+      let refusals: Map<string, Refusal> | null = null;
       if (audit) {
+        refusals = new Map();
         for (const lease of leases) {
-          if (completed.has(lease.messageId, lease.token)) this.#audit(true, rowId(lease.messageId), lease.token, lease.owner, "complete", now);
+          const id = rowId(lease.messageId);
+          if (completed.has(lease.messageId, lease.token)) this.#audit(true, id, lease.token, lease.owner, "complete", now);
+          else refusals.set(lease.messageId, this.#recordRefusal(id, lease, "complete", now));
         }
       }
       if (params.handOnKeys) {
@@ -583,7 +588,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         }
         this.handOn({ tx: this.db, keys });
       }
-      return { at: new Date(now), completed };
+      return { at: new Date(now), completed, refusals };
     };
     return params.tx === null ? this.writeLock.runSync(work) : work();
   }
@@ -673,7 +678,12 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     this.#stmt("rollbackToSavepoint").run();
   }
 
-  fail(params: { lease: Lease; error: string; retryInMs: number | null; audit: boolean }): Promise<{ at: Date; changed: boolean; availableAt: Date }> {
+  fail(params: {
+    lease: Lease;
+    error: string;
+    retryInMs: number | null;
+    audit: boolean;
+  }): Promise<{ at: Date; changed: boolean; availableAt: Date; refusal: Refusal | null }> {
     const { lease, error, retryInMs, audit } = params;
     const id = rowId(lease.messageId);
     return this.writeLock.runSync(() => {
@@ -684,22 +694,24 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
           ? this.#stmt("failDead").run({ id, token: lease.token, error, now }).changes === 1
           : this.#stmt("failRetry").run({ id, token: lease.token, error, availableAt }).changes === 1;
       if (changed) this.#audit(audit, id, lease.token, lease.owner, retryInMs === null ? "dead" : "retry", now);
-      return { at: new Date(now), changed, availableAt: new Date(availableAt) };
+      const refusal = !changed && audit ? this.#recordRefusal(id, lease, "fail", now) : null;
+      return { at: new Date(now), changed, availableAt: new Date(availableAt), refusal };
     });
   }
 
-  release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean }> {
+  release(params: { lease: Lease; audit: boolean }): Promise<{ at: Date; changed: boolean; refusal: Refusal | null }> {
     const { lease, audit } = params;
     const id = rowId(lease.messageId);
     return this.writeLock.runSync(() => {
       const now = this.now();
       const changed = this.#stmt("release").run({ id, token: lease.token, now }).changes === 1;
       if (changed) this.#audit(audit, id, lease.token, lease.owner, "release", now);
-      return { at: new Date(now), changed };
+      return { at: new Date(now), changed, refusal: !changed && audit ? this.#recordRefusal(id, lease, "release", now) : null };
     });
   }
 
   async holder(params: {
+    tx?: SqliteTx | null;
     messageId: string;
     refused: { lease: Lease; operation: LeaseOperation } | null;
   }): Promise<{ at: Date; holder: MessageHolder | null }> {
@@ -710,13 +722,17 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       const row = this.#stmt("holder").get({ id }) as HolderRow | undefined;
       return { at: new Date(this.now()), holder: toHolder(row) };
     }
-    return this.writeLock.runSync(() => {
-      const now = this.now();
-      const row = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
-      const previous = { status: row?.status ?? null, owner: row?.locked_by ?? null, lockedUntil: row?.locked_until ?? null };
-      this.#audit(true, id, refused.lease.token, refused.lease.owner, "refused", now, previous, refused.operation);
-      return { at: new Date(now), holder: toHolder(row) };
-    });
+    // Inside the caller's transaction (the write lock is held), or in a write of its own.
+    const record = () => this.#recordRefusal(id, refused.lease, refused.operation, this.now());
+    return params.tx == null ? this.writeLock.runSync(record) : record();
+  }
+
+  /** Inside the write lock: the holder, read, and the refused write recorded with it in the audit trail. */
+  #recordRefusal(id: number | bigint, lease: Lease, operation: LeaseOperation, now: number): Refusal {
+    const row = this.#stmt("holder").get({ id }) as (HolderRow & { locked_until: number | null }) | undefined;
+    const previous = { status: row?.status ?? null, owner: row?.locked_by ?? null, lockedUntil: row?.locked_until ?? null };
+    this.#audit(true, id, lease.token, lease.owner, "refused", now, previous, operation);
+    return { at: new Date(now), holder: toHolder(row) };
   }
 
   async onNewMessages(params: { wake: () => void }): Promise<() => Promise<void>> {
