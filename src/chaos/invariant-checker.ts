@@ -157,6 +157,9 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
   const cancelled = new Set<string>();
   let cancelledRunning = 0;
   let completedAfterCancel = 0;
+  // Every stale completion a worker reported was recorded first: its refused row commits with the refusal.
+  const refusedCompletions = audit.filter((e) => e.action === "refused" && e.operation === "complete").length;
+  const unrecordedRefusals = Math.max(0, (input.staleCompletionsRejected ?? 0) - refusedCompletions);
   for (const [messageId, entries] of byMessage) {
     const replay: Replay = { status: "pending", token: 0, owner: null, claimAt: 0, completions: 0 };
     let lastEnd: "none" | "retry" | "release" | "redrive" = "none";
@@ -442,6 +445,13 @@ export function checkInvariants(input: CheckerInput): InvariantReport {
     ),
     row("keys: effects committed out of enqueue order", keyInversions, "0", keyInversions === 0, idsByKey.size === 0 ? "no ordering keys in this run" : ""),
     row("stale completions rejected", input.staleCompletionsRejected ?? 0, "info", true, "refused by the token guard, as the workers reported"),
+    row(
+      "  reported without a 'refused' audit row",
+      unrecordedRefusals,
+      "0",
+      unrecordedRefusals === 0,
+      `${refusedCompletions} refused completions in the audit trail; each commits with its refusal, so none can be reported without one`,
+    ),
     row("duplicate provider status checks", duplicateChecks, "info", true, "extra attempts of work already tried"),
     row("  explained by an expired lease (reclaim)", explainedByExpiry, "info", true),
     row("  explained by a retry after a failure", explainedByRetry, "info", true),

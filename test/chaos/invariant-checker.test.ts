@@ -257,6 +257,26 @@ describe("invariant checker", () => {
     ).toContain("ownership violations (result without the current token)");
   });
 
+  it("flags a stale completion a worker reported with no 'refused' row in the audit trail, and passes one recorded", () => {
+    const input = clean();
+    const reclaimed = [
+      entry("1", "claim", 1, "w1", 0, { previousStatus: "pending" }),
+      entry("1", "claim", 2, "w2", 20, { previousStatus: "processing", previousOwner: "w1", previousLockedUntil: t(10) }),
+      entry("1", "complete", 2, "w2", 30),
+    ];
+    const refused = entry("1", "refused", 1, "w1", 25, { previousStatus: "processing", previousOwner: "w2", operation: "complete" });
+    const run = (audit: AuditEntry[]) =>
+      failing({
+        ...input,
+        audit,
+        messages: [message("1", "K1", { leaseToken: 2, attempts: 2, lockedBy: "w2" })],
+        providerLog: [...input.providerLog, call("checkStatus", "K1", "Paid TXN-K1")],
+        staleCompletionsRejected: 1,
+      });
+    expect(run(reclaimed)).toEqual(["reported without a 'refused' audit row"]);
+    expect(run([...reclaimed.slice(0, 2), refused, reclaimed[2] as AuditEntry])).toEqual([]);
+  });
+
   it("flags a reclaim before the previous lease expired", () => {
     const input = clean();
     const audit = [
