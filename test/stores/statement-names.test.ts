@@ -19,7 +19,9 @@ function namesOf(file: string): Names {
   const text = readFileSync(file, "utf8");
   const start = text.search(/^export (const SQL\b|function outboxSql\b)/m);
   expect(start, `${file}: its statements object (export const SQL or export function outboxSql)`).toBeGreaterThanOrEqual(0);
-  const body = text.slice(start);
+  // The object alone, up to its closing brace at the start of a line (the types after it are not statements).
+  const end = text.slice(start).search(/^}( as const)?;?$/m);
+  const body = text.slice(start, end < 0 ? undefined : start + end);
   return {
     defined: new Set([...body.matchAll(/^ {2,4}([a-zA-Z]+)(?::|\()/gm)].map((m) => m[1] as string)),
     none: new Set([...body.matchAll(/\/\/ ([a-zA-Z]+): \(none/g)].map((m) => m[1] as string)),

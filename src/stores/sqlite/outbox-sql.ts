@@ -372,6 +372,7 @@ const STATE_COLUMNS =
  * end, processed_at) the claim has just written and the store already knows. Each RETURNING column
  * costs time per row: a one-off timing of this UPDATE over 100-row batches took 11.2 µs of CPU per
  * row returning all thirteen columns, 8.5 µs returning these, 5.0 µs returning the id alone.
+ * ClaimedTuple names them in this order: the store reads them as arrays (raw mode).
  */
 const CLAIMED_COLUMNS =
   "id, type, dedupe_key, ordering_key, key_seq, headers, destination, priority, singleton_key, payload, created_at, lease_token, attempts, last_error";
@@ -379,6 +380,31 @@ const CLAIMED_COLUMNS =
 /** A browse's filters, each null for none: status, type, ordering key, and the id range of the keyset cursor. */
 const PAGE_FILTER = `(@status IS NULL OR status = @status) AND (@type IS NULL OR type = @type) AND (@key IS NULL OR ordering_key = @key)
                      AND (@above IS NULL OR id > @above) AND (@below IS NULL OR id < @below)`;
+
+/**
+ * What claim and claimMessage return, read as an array in CLAIMED_COLUMNS' order (the store runs
+ * them in raw mode: no object is built per row).
+ */
+export type ClaimedTuple = readonly [
+  id: number,
+  type: string,
+  dedupeKey: string | null,
+  orderingKey: string | null,
+  keySeq: number | null,
+  /** JSON text of the headers object, or null. */
+  headers: string | null,
+  destination: string | null,
+  priority: number,
+  singletonKey: string | null,
+  payload: string,
+  createdAt: number,
+  leaseToken: number,
+  attempts: number,
+  lastError: string | null,
+];
+
+/** What the claimCandidates statements return, read as an array (raw mode), in their column order. */
+export type CandidateTuple = readonly [id: number, status: string, lockedBy: string | null, lockedUntil: number | null];
 
 export const SQL = {
   /**
@@ -854,22 +880,3 @@ export const SQL = {
   // schemaConstraints: (none) as schemaTables
   // schemaIndexes: (none) as schemaTables
 } as const;
-
-/** What claim and claimMessage return (CLAIMED_COLUMNS). */
-export interface ClaimedRow {
-  id: number;
-  type: string;
-  dedupe_key: string | null;
-  ordering_key: string | null;
-  key_seq: number | null;
-  /** JSON text of the headers object, or null. */
-  headers: string | null;
-  destination: string | null;
-  priority: number;
-  singleton_key: string | null;
-  payload: string;
-  created_at: number;
-  lease_token: number;
-  attempts: number;
-  last_error: string | null;
-}

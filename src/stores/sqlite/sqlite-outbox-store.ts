@@ -77,9 +77,9 @@ import {
 import { questionToNumbered } from "../placeholders.js";
 import { applyMigrations, recordedMigrations, type Migration } from "./migrate.js";
 import { listTables, openSqliteDatabase, type SqliteOpenOptions } from "./open-database.js";
-import { OUTBOX_MIGRATIONS, SQL, type ClaimedRow } from "./outbox-sql.js";
+import { type CandidateTuple, type ClaimedTuple, OUTBOX_MIGRATIONS, SQL } from "./outbox-sql.js";
 import { type CommitWatch, WakeFileWriter, watchCommits } from "./commit-watch.js";
-import { statement } from "./statement-cache.js";
+import { rawStatement, statement } from "./statement-cache.js";
 import { WriteLock } from "./write-lock.js";
 
 /** The transaction handle on SQLite: the better-sqlite3 connection, inside BEGIN IMMEDIATE. */
@@ -107,30 +107,25 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
 }
 
 /** A claim candidate as read inside the claim's transaction: its state before the claim. */
-interface ClaimCandidate {
-  readonly id: number;
-  readonly status: string;
-  readonly locked_by: string | null;
-  readonly locked_until: number | null;
-}
 
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
-function sqliteClaimedLease(row: ClaimedRow, owner: string, until: number, reclaimedFrom: string | null): Lease {
+function sqliteClaimedLease(row: ClaimedTuple, owner: string, until: number, reclaimedFrom: string | null): Lease {
+  const [id, type, dedupeKey, key, keySeq, headers, destination, priority, singletonKey, payload, createdAt, token, attempts, lastError] = row;
   const read = {
-    id: String(row.id),
-    type: row.type,
-    dedupeKey: row.dedupe_key,
-    key: row.ordering_key,
-    keySeq: row.key_seq,
-    headers: toHeaders(row.headers, true),
-    destination: row.destination,
-    priority: row.priority,
-    singletonKey: row.singleton_key,
-    payload: JSON.parse(row.payload) as JsonValue,
-    createdAt: new Date(row.created_at),
-    token: row.lease_token,
-    attempts: row.attempts,
-    lastError: row.last_error,
+    id: String(id),
+    type,
+    dedupeKey,
+    key,
+    keySeq,
+    headers: toHeaders(headers, true),
+    destination,
+    priority,
+    singletonKey,
+    payload: JSON.parse(payload) as JsonValue,
+    createdAt: new Date(createdAt),
+    token,
+    attempts,
+    lastError,
   };
   return claimedLease(read, owner, new Date(until), reclaimedFrom);
 }
@@ -208,16 +203,16 @@ interface PreviousHolder {
 interface SqliteClaim {
   readonly now: number;
   readonly until: number;
-  readonly candidates: readonly ClaimCandidate[];
-  readonly rows: ReadonlyMap<number, ClaimedRow>;
+  readonly candidates: readonly CandidateTuple[];
+  readonly rows: ReadonlyMap<number, ClaimedTuple>;
 }
 
 /** The leases of a claim, in the candidates' order (the UPDATE's RETURNING order is not theirs). */
 function claimedLeases(claim: SqliteClaim, owner: string): { at: Date; leases: Lease[] } {
   const leases: Lease[] = [];
-  for (const candidate of claim.candidates) {
-    const row = claim.rows.get(candidate.id);
-    if (row !== undefined) leases.push(sqliteClaimedLease(row, owner, claim.until, candidate.status === "processing" ? candidate.locked_by : null));
+  for (const [id, status, lockedBy] of claim.candidates) {
+    const row = claim.rows.get(id);
+    if (row !== undefined) leases.push(sqliteClaimedLease(row, owner, claim.until, status === "processing" ? lockedBy : null));
   }
   return { at: new Date(claim.now), leases };
 }
@@ -258,6 +253,18 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
 
   #stmt(name: keyof typeof SQL): Database.Statement {
     return statement(this.db, SQL[name]);
+  }
+
+  /**
+   * The statement in raw mode (rows as arrays), for the claim's and the bulk completion's rows:
+   * building no object per row saved 1.9–2.0 µs of the process's CPU per message (claim 1.3–1.5,
+   * candidates 0.4, completion 0.15–0.25; a throwaway loop of 100-message claims and completions
+   * over 100,000 messages, NORMAL, two alternated runs each).
+   */
+  #raw(
+    name: "claim" | "claimMessage" | "claimCandidates" | "claimCandidatesOfTypes" | "claimCandidatesExceptTypes" | "completeBulk" | "completeBulkDelete",
+  ): Database.Statement {
+    return rawStatement(this.db, SQL[name]);
   }
 
   now(): number {
@@ -465,10 +472,10 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
           limit,
         );
       }
-      if (limit === 0) return { now, until: now + leaseMs, candidates: [], rows: new Map<number, ClaimedRow>() };
+      if (limit === 0) return { now, until: now + leaseMs, candidates: [], rows: new Map<number, ClaimedTuple>() };
       const claimed = this.#claimLocked({ now, owner, limit, until: now + leaseMs, audit, types: [type], exceptTypes: null });
       if (row !== undefined && claimed.rows.size > 0) {
-        this.#stmt("addLimitStarts").run({ type, now, leases: JSON.stringify([...claimed.rows.values()].map((r) => [r.id, r.lease_token])) });
+        this.#stmt("addLimitStarts").run({ type, now, leases: JSON.stringify([...claimed.rows.values()].map((r) => [r[0], r[11]])) });
       }
       return claimed;
     });
@@ -488,31 +495,27 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
     const { now, owner, limit, until, audit, types, exceptTypes } = params;
     const candidates = (
       types !== null
-        ? this.#stmt("claimCandidatesOfTypes").all({ now, limit, types: JSON.stringify(types) })
+        ? this.#raw("claimCandidatesOfTypes").all({ now, limit, types: JSON.stringify(types) })
         : exceptTypes !== null
-          ? this.#stmt("claimCandidatesExceptTypes").all({ now, limit, types: JSON.stringify(exceptTypes) })
-          : this.#stmt("claimCandidates").all({ now, limit })
-    ) as ClaimCandidate[];
-    if (candidates.length === 0) return { now, until, candidates, rows: new Map<number, ClaimedRow>() };
+          ? this.#raw("claimCandidatesExceptTypes").all({ now, limit, types: JSON.stringify(exceptTypes) })
+          : this.#raw("claimCandidates").all({ now, limit })
+    ) as CandidateTuple[];
+    if (candidates.length === 0) return { now, until, candidates, rows: new Map<number, ClaimedTuple>() };
     // One UPDATE for the whole batch (SQLite evaluates the id list once), in candidate order. One
     // candidate: the conditional claim of one message, without json_each (see completeBulk).
     const only = candidates.length === 1 ? candidates[0] : undefined;
     const claimed = (
       only !== undefined
-        ? this.#stmt("claimMessage").all({ id: only.id, owner, until, now })
-        : this.#stmt("claim").all({ ids: JSON.stringify(candidates.map((c) => c.id)), owner, until, now })
-    ) as ClaimedRow[];
+        ? this.#raw("claimMessage").all({ id: only[0], owner, until, now })
+        : this.#raw("claim").all({ ids: JSON.stringify(candidates.map((c) => c[0])), owner, until, now })
+    ) as ClaimedTuple[];
     // By id: the UPDATE's RETURNING order is not the candidates' order.
-    const rows = new Map(claimed.map((row) => [row.id, row]));
+    const rows = new Map(claimed.map((row) => [row[0], row]));
     if (audit) {
-      for (const candidate of candidates) {
-        const row = rows.get(candidate.id);
+      for (const [id, status, lockedBy, lockedUntil] of candidates) {
+        const row = rows.get(id);
         if (row === undefined) continue;
-        this.#audit(true, row.id, row.lease_token, owner, "claim", now, {
-          status: candidate.status,
-          owner: candidate.locked_by,
-          lockedUntil: candidate.locked_until,
-        });
+        this.#audit(true, id, row[11], owner, "claim", now, { status, owner: lockedBy, lockedUntil });
       }
     }
     return { now, until, candidates, rows };
@@ -528,9 +531,9 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       if (found === undefined) return { at, before: null, lease: null };
       const before = toFoundHolder(found);
       const until = now + leaseMs;
-      const row = this.#stmt("claimMessage").get({ id, owner, until, now }) as ClaimedRow | undefined;
+      const row = this.#raw("claimMessage").get({ id, owner, until, now }) as ClaimedTuple | undefined;
       if (row === undefined) return { at, before, lease: null };
-      this.#audit(audit, row.id, row.lease_token, owner, "claim", now, { status: found.status, owner: found.locked_by, lockedUntil: found.locked_until });
+      this.#audit(audit, id, row[11], owner, "claim", now, { status: found.status, owner: found.locked_by, lockedUntil: found.locked_until });
       return { at, before, lease: sqliteClaimedLease(row, owner, until, found.status === "processing" ? found.locked_by : null) };
     });
   }
@@ -565,11 +568,8 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
         if (this.#completeRow(remove, rowId(only.messageId), only.token, now)) completed.add(only.messageId, only.token);
       } else {
         const pairs = `[${leases.map((lease) => `[${lease.messageId},${lease.token}]`).join(",")}]`;
-        const rows = (remove ? this.#stmt("completeBulkDelete").all({ pairs }) : this.#stmt("completeBulk").all({ pairs, now })) as {
-          id: number;
-          lease_token: number;
-        }[];
-        for (const row of rows) completed.add(String(row.id), row.lease_token);
+        const rows = (remove ? this.#raw("completeBulkDelete").all({ pairs }) : this.#raw("completeBulk").all({ pairs, now })) as [id: number, token: number][];
+        for (const [id, token] of rows) completed.add(String(id), token);
       }
       let refusals: Map<string, Refusal> | null = null;
       if (audit) {
