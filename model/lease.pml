@@ -10,7 +10,7 @@
  *   (none)                   the protocol as the drivers run it: every assertion holds
  *   -DLIVENESS               a fault budget instead of a claim bound, and the progress formula
  *   -DMUTANT_COMPLETE_NO_TOKEN, -DMUTANT_CLAIM_NO_EXPIRY, -DMUTANT_HANDON_EARLY,
- *   -DMUTANT_RENEW_EXPIRED   a known wrong variant each, which SPIN must reject
+ *   -DMUTANT_RENEW_EXPIRED, -DMUTANT_REFUSED_APART  a known wrong variant each, which SPIN must reject
  *   -DLIVENESS -DMUTANT_ENDLESS_RENEW  a worker that renews for ever: the progress formula must fail
  */
 
@@ -70,7 +70,7 @@ byte keyState[M];  /* key_state: 0 holds its key (or has none), 1 waits behind i
 
 #define IDLE    0  /* holds no lease */
 #define HOLDING 1  /* holds the lease (wm, wtok) and may renew, complete, fail, release it */
-#define REFUSED 2  /* a lease write was refused: the lease-lost lookup and its audit row come next */
+#define REFUSED 2  /* MUTANT_REFUSED_APART only: a lease write was refused, its 'refused' row comes next */
 #define SKIPPING 3 /* failed dead with "dead-and-skip": the skip's transaction comes next */
 
 byte phase[N];
@@ -81,6 +81,11 @@ byte wtok[N];      /* the lease's token */
 
 byte effects[M];   /* business writes committed with a completion (finalize(tx)) */
 bool everSkipped[M];  /* skipped at least once (skipKeyHolder): the documented exception to key order */
+/*
+ * Refused lease writes so far minus 'refused' audit rows so far, kept as one number so that it adds
+ * no state while the two stay equal (a refused write and its row commit in the same step).
+ */
+byte unrecorded;
 #ifdef LIVENESS
 byte faults = FAULTS;
 byte ops = OPS;
@@ -180,9 +185,20 @@ inline AUDIT_END() {
   od
 }
 
+/*
+ * A refused lease write and its 'refused' audit row: each refusal counts one up, each 'refused' row
+ * one down. The rows are the refused writes' (not lease changes: AUDIT_END does not count them).
+ */
+#define REFUSAL      unrecorded++
+#define REFUSED_ROW  unrecorded--
+/* workers whose refused write's row is still to be written by a later step (MUTANT_REFUSED_APART only) */
+#define ROWS_TO_COME ((phase[0] == REFUSED) + (phase[1] == REFUSED) + (phase[2] == REFUSED))
+
 /* What must hold after every step (each step ends with it). */
 inline INVARIANTS() {
   AUDIT_END();
+  /* audit: every refused write has exactly one 'refused' row (or, in MUTANT_REFUSED_APART, its worker is still to write it) */
+  assert(unrecorded == ROWS_TO_COME);
   /* ordering: a key has at most one holder */
   assert(HOLDS(0, KEY_A) + HOLDS(1, KEY_A) + HOLDS(2, KEY_A) <= 1);
   assert(HOLDS(0, KEY_B) + HOLDS(1, KEY_B) + HOLDS(2, KEY_B) <= 1);
@@ -242,13 +258,28 @@ inline claim(w, m) {
   INVARIANTS()
 }
 
-/* A lease write was refused: its token no longer current (or, for renew, the lease expired). */
+/*
+ * A lease write was refused: its token no longer current (or, for renew, the lease expired). The
+ * refused write commits its own 'refused' audit row with it: PostgreSQL's renewAudited,
+ * failRetryAudited, failDeadAudited, releaseAudited, completeBulkAudited / completeBulkHandOnAudited
+ * insert it for the leases they did not change; SQLite writes it in the same write-lock section,
+ * MariaDB in the same transaction; a completion inside a caller's transaction runs holder and the
+ * 'refused' audit row in that transaction (PostgreSQL: holderRefused on its client). The worker
+ * reports the lease lost from what that same step read, so it forgets the lease here. (Without
+ * auditing no row is written, and the lookup is holder, a read that changes nothing.)
+ */
 inline refused(w) {
   if
   :: token[wm[w]] == wtok[w] -> NOT_LIVE(wm[w])
   :: else -> skip
   fi;
-  phase[w] = REFUSED
+  REFUSAL;
+#ifdef MUTANT_REFUSED_APART
+  phase[w] = REFUSED   /* MUTANT: the 'refused' row is left to a later transaction, the lease-lost lookup */
+#else
+  REFUSED_ROW;
+  forget(w)
+#endif
 }
 
 /*
@@ -475,20 +506,25 @@ end_idle:
        fi;
        INVARIANTS() }
 
-  /* the lease-lost lookup: holder (PostgreSQL holderRefused) and its audit row 'refused', in a transaction of its own */
+#ifdef MUTANT_REFUSED_APART
+  /* MUTANT: the lease-lost lookup as a transaction of its own after the refused write: holder
+     (PostgreSQL holderRefused) and its 'refused' row; a crash before it loses the row */
   :: d_step { phase[w] == REFUSED ->
        AUDIT_BEGIN();
+       REFUSED_ROW;
        forget(w);
-       INVARIANTS() }   /* its 'refused' row is no lease change; a crash before this step loses it (not checked: see docs) */
+       INVARIANTS() }
+#endif
 
   /* a crash: the process dies and forgets its lease; a pause is this worker not stepping while the clock runs */
   :: d_step { phase[w] != IDLE && FAULT_OK ->
-       SPEND;
+       AUDIT_BEGIN(); SPEND;
        if
        :: phase[w] == HOLDING && CURRENT(w) -> NOT_LIVE(wm[w])
        :: else -> skip
        fi;
-       forget(w) }
+       forget(w);
+       INVARIANTS() }
   od
 }
 

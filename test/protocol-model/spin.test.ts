@@ -71,7 +71,7 @@ const SAFETY = ["-DSAFETY"];
 const FAIRNESS = ["-DNFAIR=3"];
 
 describe.skipIf(!available)("the lease protocol, model-checked by SPIN", () => {
-  it("holds every safety property for every interleaving within the bounds (fencing, ordering, no stranded key, the concurrency limit, the audit trail)", () => {
+  it("holds every safety property for every interleaving within the bounds (fencing, ordering, no stranded key, the concurrency limit, the audit trail and its refused writes)", () => {
     const run = verify("safety", [], SAFETY, []);
     expect(run.errors, run.output).toBe(0);
     expect(run.output, "pan stopped before searching everything").not.toMatch(/Search not completed|max search depth too small/);
@@ -93,6 +93,8 @@ describe.skipIf(!available)("the lease protocol, model-checked by SPIN", () => {
     ["MUTANT_HANDON_EARLY", "the hand-on before the holder's commit", /assertion violated .*keyState\[2\]==0\)\)\)<=1\)/],
     // the assertion that type X has at most LIMIT unexpired leases
     ["MUTANT_RENEW_EXPIRED", "a renew that extends an expired lease", /assertion violated .*left\[2\]>0\)\)\)<=1\)/],
+    // the assertion that every refused write has exactly one 'refused' audit row
+    ["MUTANT_REFUSED_APART", "the refused write's audit row written by a later step", /assertion violated \(unrecorded==/],
   ])(
     "rejects %s (%s) with a counterexample",
     (mutant, _what, violation) => {
