@@ -260,8 +260,8 @@ inline claim(w, m) {
 
 /*
  * A lease write was refused: its token no longer current (or, for renew, the lease expired). The
- * refused write commits its own 'refused' audit row with it: PostgreSQL's renewAudited,
- * failRetryAudited, failDeadAudited, releaseAudited, completeBulkAudited / completeBulkHandOnAudited
+ * refused write commits its own 'refused' audit row with it: PostgreSQL's renew, failRetry,
+ * failDead, release (auditing) and completeBulkAudited (with its HandOn and Delete forms)
  * insert it for the leases they did not change; SQLite writes it in the same write-lock section,
  * MariaDB in the same transaction; a completion inside a caller's transaction runs holder and the
  * 'refused' audit row in that transaction (PostgreSQL: holderRefused on its client). The worker
