@@ -3,22 +3,25 @@
 import type Database from "better-sqlite3";
 
 const caches = new WeakMap<Database.Database, Map<string, Database.Statement>>();
+const rawCaches = new WeakMap<Database.Database, Map<string, Database.Statement>>();
 
-export function statement(db: Database.Database, sql: string): Database.Statement {
-  let cache = caches.get(db);
+function cached(store: WeakMap<Database.Database, Map<string, Database.Statement>>, db: Database.Database, sql: string, raw: boolean): Database.Statement {
+  let cache = store.get(db);
   if (cache === undefined) {
     cache = new Map();
-    caches.set(db, cache);
+    store.set(db, cache);
   }
   let prepared = cache.get(sql);
   if (prepared === undefined) {
-    prepared = db.prepare(sql);
+    prepared = raw ? db.prepare(sql).raw(true) : db.prepare(sql);
     cache.set(sql, prepared);
   }
   return prepared;
 }
 
-const rawCaches = new WeakMap<Database.Database, Map<string, Database.Statement>>();
+export function statement(db: Database.Database, sql: string): Database.Statement {
+  return cached(caches, db, sql, false);
+}
 
 /**
  * As statement, in better-sqlite3's raw mode: each row comes back as an array of its columns in
@@ -26,15 +29,5 @@ const rawCaches = new WeakMap<Database.Database, Map<string, Database.Statement>
  * from `statement`'s cache, so that no other caller of the same text meets arrays).
  */
 export function rawStatement(db: Database.Database, sql: string): Database.Statement {
-  let cache = rawCaches.get(db);
-  if (cache === undefined) {
-    cache = new Map();
-    rawCaches.set(db, cache);
-  }
-  let prepared = cache.get(sql);
-  if (prepared === undefined) {
-    prepared = db.prepare(sql).raw(true);
-    cache.set(sql, prepared);
-  }
-  return prepared;
+  return cached(rawCaches, db, sql, true);
 }
