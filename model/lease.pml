@@ -23,7 +23,7 @@
 
 #ifdef LIVENESS
 #ifndef FAULTS
-#define FAULTS 1     /* how many faults (pauses, crashes, renewals, retries, releases, jumps, reaps) a run may have */
+#define FAULTS 2     /* how many faults (pauses, crashes, renewals, retries, releases, jumps, reaps) a run may have */
 #endif
 #ifndef OPS
 #define OPS 1        /* how many operator acts (redrive, skip, purge, cancel) a run may have */
