@@ -64,7 +64,7 @@ export interface NatsConsumerOptions<Tx> extends ConsumerRetry, ConsumerShutdown
   readonly maxAckPending?: number;
 }
 
-const OWN_HEADERS = new Set(["nats-msg-id", "wassal-type", "wassal-key", "wassal-key-seq", "wassal-message-id"]);
+const OWN_HEADERS = new Set(["nats-msg-id", "wassal-id", "wassal-type", "wassal-key", "wassal-key-seq", "wassal-message-id"]);
 /** Messages taken from the client into this consumer's queue at most, when the durable consumer puts no bound on them. */
 /**
  * How long each pull request lives (its idle heartbeat is half of it). When a cluster moves the
@@ -82,7 +82,8 @@ function delivered(m: JsMsg, stream: string): DeliveredMessage {
   for (const [name, values] of m.headers ?? []) if (!OWN_HEADERS.has(name.toLowerCase())) headers[name] = values.join(", ");
   const body = parseBody(new TextDecoder().decode(m.data));
   return {
-    id: m.headers?.get("Nats-Msg-Id") || `${stream}:${m.seq}`,
+    // Wassal-Id: a keyed message's Nats-Msg-Id also carries its number (duplicateId); a relay before it set none.
+    id: m.headers?.get("Wassal-Id") || m.headers?.get("Nats-Msg-Id") || `${stream}:${m.seq}`,
     type: m.headers?.get("Wassal-Type") || null,
     key: m.headers?.get("Wassal-Key") || null,
     keySeq: keySeqOf(m.headers?.get("Wassal-Key-Seq")),

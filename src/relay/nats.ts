@@ -1,6 +1,7 @@
-// NATS JetStream: each message is published to its subject with the message id as Nats-Msg-Id, so
-// the stream's duplicate window drops a re-publish (after a relay crashed between the broker's
-// acknowledgement and the completion), and the relay completes it once the PubAck arrives.
+// NATS JetStream: each message is published to its subject with the message id (and a keyed
+// message's number: duplicateId) as Nats-Msg-Id, so the stream's duplicate window drops a
+// re-publish (after a relay crashed between the broker's acknowledgement and the completion), and
+// the relay completes it once the PubAck arrives. The consumer's inbox id goes as Wassal-Id.
 // Publishes are pipelined: each awaits its own PubAck, many at once.
 //
 // The client (@nats-io/transport-node and @nats-io/jetstream) is an optional peer dependency,
@@ -10,7 +11,7 @@ import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { redactSecrets, redactUrl, rememberUrlSecrets } from "../outbox/redact.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
-import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
+import { BrokerUnavailableError, duplicateId, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
 import { importOptional } from "../outbox/optional.js";
 
 export interface NatsOptions {
@@ -122,12 +123,13 @@ export class NatsPublisher implements Publisher {
     const disconnectsBefore = this.#disconnects;
     const h = this.#headers();
     for (const [name, value] of Object.entries(message.headers)) h.set(name, value);
+    h.set("Wassal-Id", message.id);
     h.set("Wassal-Message-Id", message.messageId);
     h.set("Wassal-Type", message.type);
     if (message.key !== null) h.set("Wassal-Key", message.key);
     if (message.keySeq !== null) h.set("Wassal-Key-Seq", String(message.keySeq));
     try {
-      const ack = await js.publish(message.destination, message.body, { msgID: message.id, headers: h, timeout: this.#ackTimeoutMs });
+      const ack = await js.publish(message.destination, message.body, { msgID: duplicateId(message), headers: h, timeout: this.#ackTimeoutMs });
       return { duplicate: ack.duplicate };
     } catch (error) {
       const text = error instanceof Error ? error.message : String(error);

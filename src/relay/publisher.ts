@@ -8,8 +8,9 @@ import type { OutboxMessage } from "../outbox/types.js";
 /** One outbox message as a broker receives it. */
 export interface OutgoingMessage {
   /**
-   * The id the broker deduplicates on (NATS `Nats-Msg-Id`, AMQP `message-id`, the stream entry's
-   * `id` field, `webhook-id`): the relay's id prefix and the outbox message id.
+   * The message's id for the consumer's inbox (NATS `Wassal-Id`, AMQP `message-id`, the stream
+   * entry's `id` field, `webhook-id`): the relay's id prefix and the outbox message id. A broker
+   * with a duplicate window drops re-publishes by duplicateId.
    */
   readonly id: string;
   /** The outbox message id. */
@@ -29,6 +30,18 @@ export interface OutgoingMessage {
   /** The payload as JSON text (UTF-8). */
   readonly body: string;
   readonly createdAt: Date;
+}
+
+/**
+ * The id a broker's duplicate window drops a re-publish by (NATS `Nats-Msg-Id`, the Redis
+ * marker): the message's id and, for a keyed message, its number too. A message redriven after
+ * its key skipped it is published again under a new number (its first number went to the next
+ * message of the key); dropped as a duplicate of its first publication, that number would never
+ * reach the consumer, whose key would wait for it for ever (found by the relay's model,
+ * model/relay.pml). The consumer's inbox still knows every copy by `id`.
+ */
+export function duplicateId(message: OutgoingMessage): string {
+  return message.keySeq === null ? message.id : `${message.id}:${message.keySeq}`;
 }
 
 /** What a broker said when it accepted a message. */

@@ -1,7 +1,8 @@
 // Redis Streams: each message is appended to its stream (the destination is the stream's key) with
 // XADD, as the fields id, type, key, headers (JSON) and body. Redis has no duplicate window of its
 // own, so the append runs in one script with a marker (SET NX with an expiry): a re-publish of an
-// id within the window appends nothing and is acknowledged as a duplicate. The client (redis) is
+// id (and a keyed message's number: duplicateId) within the window appends nothing and is
+// acknowledged as a duplicate. The client (redis) is
 // an optional peer dependency; it reconnects by itself, and while it is down publishes find the
 // broker unreachable (the relay holds those messages).
 
@@ -9,7 +10,7 @@ import type { RedisClientType } from "redis";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { redactUrl, rememberUrlSecrets } from "../outbox/redact.js";
 import { importOptional } from "../outbox/optional.js";
-import { BrokerUnavailableError, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
+import { BrokerUnavailableError, duplicateId, type OutgoingMessage, PermanentPublishError, type PublishReceipt, type Publisher } from "./publisher.js";
 
 export interface RedisStreamsOptions {
   /** e.g. redis://127.0.0.1:6379 */
@@ -82,7 +83,7 @@ export class RedisStreamsPublisher implements Publisher {
   async publish(message: OutgoingMessage, signal: AbortSignal): Promise<PublishReceipt> {
     if (!this.#client.isReady) throw new BrokerUnavailableError(`${this.description}: not connected`);
     const stream = message.destination;
-    const marker = `wassal-sent:${stream}:${message.id}`;
+    const marker = `wassal-sent:${stream}:${duplicateId(message)}`;
     const fields = [
       "id",
       message.id,

@@ -12,7 +12,7 @@ import { Inbox } from "../../src/relay/inbox.js";
 import { NatsPublisher } from "../../src/relay/nats.js";
 import { NatsConsumer } from "../../src/relay/nats-consumer.js";
 import { PermanentPublishError } from "../../src/relay/publisher.js";
-import { Relay, type RelayOptions } from "../../src/relay/relay.js";
+import { outgoing, Relay, type RelayOptions } from "../../src/relay/relay.js";
 import { describeEachStore, enqueueMessage, useStoreHarness } from "../conformance/stores.js";
 import { PrivateServer } from "../support/private-server.js";
 import { stopTests } from "./consumer-stop.js";
@@ -67,7 +67,7 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       return name;
     }
 
-    it("publishes with Nats-Msg-Id and headers, and completes each message once the PubAck is in", async () => {
+    it("publishes with Nats-Msg-Id, Wassal-Id and headers, and completes each message once the PubAck is in", async () => {
       const { store } = ctx();
       const stream = await newStream();
       const a = await enqueueMessage(store, { type: "order.created", key: "order-1", headers: { "x-trace": "t-1" }, payload: { order: 1 } });
@@ -83,7 +83,9 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       expect(first?.subject).toBe(`${stream}.order.created`);
       expect(second?.subject).toBe(`${stream}.order.paid`);
       expect(first?.json()).toEqual({ order: 1 });
-      expect(first?.header.get("Nats-Msg-Id")).toBe(`shop:${a.id}`);
+      // Its number in the duplicate id (duplicateId); the inbox's id alone as Wassal-Id.
+      expect(first?.header.get("Nats-Msg-Id")).toBe(`shop:${a.id}:1`);
+      expect(first?.header.get("Wassal-Id")).toBe(`shop:${a.id}`);
       expect(first?.header.get("Wassal-Message-Id")).toBe(a.id);
       expect(first?.header.get("Wassal-Type")).toBe("order.created");
       expect(first?.header.get("Wassal-Key")).toBe("order-1");
@@ -181,6 +183,71 @@ describe.skipIf(!natsUp)("NATS JetStream", () => {
       }
       expect(consumer.stats).toEqual({ applied: 9, duplicates: 1, failed: 1, terminated: 0, early: 0, late: 0 });
       expect(applied.map((a) => a.id).sort()).toEqual([...ids].sort());
+    });
+  });
+
+  describeEachStore("a message redriven after its key skipped it, its first publish kept by the stream", (factory) => {
+    const ctx = useStoreHarness(factory);
+    const stops: (() => Promise<void>)[] = [];
+    afterEach(async () => {
+      for (const stop of stops.splice(0).reverse()) await stop();
+    });
+
+    // What the relay's model found (model/relay.pml, RELAY_REDRIVE_BROKER_DEDUPE): message x of key
+    // k reaches the stream as number 1 but its relay never learns it (a publish timed out), x goes
+    // dead and is skipped, so y takes number 1; x, redriven, takes number 2. Published under the
+    // same Nats-Msg-Id, number 2 was dropped as a duplicate and never reached the consumer, whose
+    // key k then waited for it for ever, holding z (number 3) back.
+    it("reaches the consumer under its new number: every effect once, and the key goes on", async () => {
+      const { store, harness } = ctx();
+      const stream = await freshStream(jsm);
+      streams.push(stream);
+      const consumerStore = await harness.connect();
+      const applied: number[] = [];
+      const consumer = await NatsConsumer.start({
+        servers: TEST_NATS_URL,
+        stream,
+        durable: "statement",
+        inbox: new Inbox({ store: consumerStore, source: stream }),
+        handle: async (message, tx) => {
+          const { n } = message.body as { n: number };
+          await harness.businessWrite(tx, `effect-${n}`);
+          applied.push(n);
+        },
+      });
+      stops.push(() => consumer.stop());
+      const publisher = await NatsPublisher.open({ servers: TEST_NATS_URL });
+      await publisher.connected();
+      stops.push(() => publisher.close());
+
+      const x = await enqueueMessage(store, { type: "t", key: "k", payload: { n: 0 } });
+      const y = await enqueueMessage(store, { type: "t", key: "k", payload: { n: 1 } });
+      // x's first publish, as a relay whose publish timed out left it: in the stream, x still pending.
+      const first = (await store.getMessage(x.id)) as NonNullable<Awaited<ReturnType<typeof store.getMessage>>>;
+      expect(first.keySeq).toBe(1);
+      await publisher.publish(outgoing(first, `${stream}.t`, ""), new AbortController().signal);
+      const [lease] = await store.claim("relay-1", { limit: 1, leaseMs: 60_000 });
+      expect(lease?.messageId).toBe(x.id);
+      await store.fail(lease!, new Error("publish timed out"), "dead");
+      await store.unblockKey("k", "skip");
+      expect((await store.getMessage(y.id))?.keySeq).toBe(1); // x's number, which the relay thought unused
+
+      const relay = new Relay({ store, publisher, routes: { default: `${stream}.{type}` }, clock: ctx().clock, pollIntervalMs: 20 });
+      stops.push(() => relay.stop({ graceMs: 0 }));
+      await relay.start();
+      await waitForStatus(store, y.id, "processed");
+      await store.redrive({ messageIds: [x.id] });
+      // A redrive wakes no relay on PostgreSQL (no notification): its next poll, on the test's clock.
+      await advanceUntil(ctx().clock, waitForStatus(store, x.id, "processed"));
+      expect((await store.getMessage(x.id))?.keySeq).toBe(2);
+      const z = await enqueueMessage(store, { type: "t", key: "k", payload: { n: 2 } });
+      await advanceUntil(ctx().clock, waitForStatus(store, z.id, "processed"));
+
+      await waitUntil("z applied", () => applied.includes(2));
+      for (let n = 0; n < 3; n += 1) expect(await harness.countBusinessRows(`effect-${n}`), `effect of ${n}`).toBe(1);
+      expect(await new Inbox({ store: consumerStore, source: stream }).blockedKeys()).toEqual([]);
+      // x's renumbered copy reached the consumer, which knew it by its id and moved the key on.
+      expect(consumer.stats).toMatchObject({ applied: 3, duplicates: 1, late: 1 });
     });
   });
 

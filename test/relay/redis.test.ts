@@ -115,6 +115,36 @@ describe.skipIf(!redisUp)("Redis Streams", () => {
     });
   });
 
+  it("a keyed message appended again under a new number (redriven after its key skipped it) is appended, with the same id field; under the same number it is a duplicate", async () => {
+    const stream = newStream();
+    const publisher = await RedisStreamsPublisher.open({ url: TEST_REDIS_URL });
+    await publisher.connected();
+    try {
+      const copy = (keySeq: number) => ({
+        id: "shop:7",
+        messageId: "7",
+        type: "t",
+        key: "k",
+        keySeq,
+        destination: stream,
+        headers: {},
+        body: "{}",
+        createdAt: new Date(),
+      });
+      const signal = new AbortController().signal;
+      expect(await publisher.publish(copy(1), signal)).toEqual({ duplicate: false });
+      expect(await publisher.publish(copy(1), signal)).toEqual({ duplicate: true });
+      // Dropped, number 2 would never reach the consumer, whose key would wait for it for ever.
+      expect(await publisher.publish(copy(2), signal)).toEqual({ duplicate: false });
+      expect((await entries(stream)).map((e) => [e.message.id, e.message.seq])).toEqual([
+        ["shop:7", "1"],
+        ["shop:7", "2"],
+      ]);
+    } finally {
+      await publisher.close();
+    }
+  });
+
   describeEachStore("from the outbox through Redis Streams to a consumer's inbox", (factory) => {
     const ctx = useStoreHarness(factory);
 
