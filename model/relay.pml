@@ -1,10 +1,10 @@
 /*
- * Wassal's relay and consumer side, for SPIN (docs/protocol-model-relay.md says what is modelled
- * and how to run it). The second model: model/lease.pml checks the lease protocol itself; this one
- * takes its claim, completion, failure and hand-on as given (each one step, as lease.pml checks
- * them) and follows the messages on: a relay publishes them to a broker, the broker hands them to
- * the consumers, perhaps more than once and in any order, and the consumers apply them through
- * the inbox.
+ * Wassal's relay and consumer side, for SPIN (docs/protocol-model.md, part "The relay and the
+ * inbox", says what is modelled and how to run it). The second model: model/lease.pml checks the
+ * lease protocol itself; this one takes its claim, completion, failure and hand-on as given (each
+ * one step, as lease.pml checks them) and follows the messages on: a relay publishes them to a
+ * broker, the broker hands them to the consumers, perhaps more than once and in any order, and the
+ * consumers apply them through the inbox.
  *
  * Each database statement, or each transaction the code runs as one, is one d_step below, and its
  * comment names the statement in src/stores/{sqlite,postgres,mariadb}/outbox-sql.ts or the code in
@@ -19,10 +19,16 @@
  *   -DLIVENESS -DMUTANT_SKIP_PASSES_NEXT  an outbox skip that leaves a gap: the progress formula must fail
  *   -DREDRIVE                operators also redrive dead messages (a skipped one takes a new number):
  *                            every assertion holds
- *   -DREDRIVE -DBROKER_DEDUPE -DMAXCLAIMS=3  and the broker drops a re-published id (NATS's duplicate
- *                            window, the Redis relay's marker): SPIN finds a completion that hands key A
- *                            on past a number no copy in the broker carries (model/trails/
- *                            RELAY_REDRIVE_BROKER_DEDUPE.txt): a gap the consumer waits on for good
+ *   -DREDRIVE -DBROKER_DEDUPE  and the broker drops a re-publish of a message with the same number
+ *                            (NATS's duplicate window on Nats-Msg-Id, the Redis relay's marker: both
+ *                            duplicateId in src/relay/publisher.ts, the id and a keyed message's number)
+ *   -DMAXCLAIMS=3 -DKEY_ONLY 3 claims per message instead of 2, on key A's messages alone (message 2
+ *                            applied before the run starts): with 3 messages, too many states
+ *   -DREDRIVE -DBROKER_DEDUPE -DMUTANT_DEDUPE_BY_ID -DMAXCLAIMS=3 -DKEY_ONLY
+ *                            the broker drops a re-publish by the id alone (the relay before duplicateId):
+ *                            a message redriven after its key skipped it takes a new number whose
+ *                            publish is dropped, so a completion hands key A on past a number no copy
+ *                            in the broker carries (model/trails/RELAY_MUTANT_DEDUPE_BY_ID.txt)
  */
 
 /* ---- Bounds ---- */
@@ -107,10 +113,21 @@ chan queue = [QCAP] of { byte, byte };
 #endif
 
 #ifdef BROKER_DEDUPE
-/* The broker's duplicate window (NATS Nats-Msg-Id, the Redis relay's SET NX marker), here as long as the run. */
-bool brokerSaw[M];
+/*
+ * The broker's duplicate window (NATS's on Nats-Msg-Id, the Redis relay's SET NX marker), here as
+ * long as the run. Both are keyed by duplicateId (src/relay/publisher.ts): the id and a keyed
+ * message's number, so a re-publish is dropped only if a copy of the same message with the same
+ * number was taken in before.
+ */
+#ifdef MUTANT_DEDUPE_BY_ID
+bool brokerSaw[M];       /* MUTANT: by the id alone (Nats-Msg-Id and the marker were the message id) */
+#define SAW(m, n) brokerSaw[m]
+#else
+bool brokerSaw[M * NUMS];
+#define SAW(m, n) brokerSaw[SLOT(m, n)]
+#endif
 bool numReached[NUMS];   /* ghost: a copy with key A's number n was taken in by the broker */
-#define PUBLISH(m, n) if :: !brokerSaw[m] -> brokerSaw[m] = true; numReached[n] = true; PUT(m, n) :: else -> skip fi
+#define PUBLISH(m, n) if :: !SAW(m, n) -> SAW(m, n) = true; numReached[n] = true; PUT(m, n) :: else -> skip fi
 #else
 #define PUBLISH(m, n) PUT(m, n)
 #endif
@@ -609,6 +626,10 @@ init {
   atomic {
     keySeq[0] = 1; givenTo[1] = 1;
     keyState[1] = 1;
+#ifdef KEY_ONLY
+    /* a smaller run: message 2 (no key) was published and applied before it starts; only key A's messages move */
+    status[2] = PROCESSED; inbox[2] = true; effects[2] = 1;
+#endif
     run relay(0); run relay(1);
     run leases();
     run consumer(0); run consumer(1);
