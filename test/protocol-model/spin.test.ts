@@ -4,84 +4,29 @@
 // compiled in a temporary directory, never in the repository. docs/protocol-model.md explains
 // the model, its bounds and the mutants.
 
-import { execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync } from "node:fs";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { tempDir } from "../support/temp.js";
+import { FAIRNESS, INCOMPLETE, SAFETY, toolsAvailable, type Verification, modelPath, verify as verifyModel } from "./spin-support.js";
 
-const MODEL = join(import.meta.dirname, "..", "..", "model", "lease.pml");
-
-/** True when spin and gcc are installed; otherwise skips loudly, or throws under CI (.ci/run installs both). */
-function toolsAvailable(): boolean {
-  const missing = ["spin", "gcc"].filter((tool) => spawnSync("sh", ["-c", `command -v ${tool}`]).status !== 0);
-  if (missing.length === 0) return true;
-  const message = `${missing.join(" and ")} not found. Install them with: apt-get install spin gcc`;
-  if (process.env.CI) throw new Error(`CI is set, so the protocol model must be checked: ${message}`);
-  console.warn(`\n!!! SKIPPING THE PROTOCOL MODEL: ${message}\n`);
-  return false;
-}
+const MODEL = modelPath("lease.pml");
 
 const available = toolsAvailable();
 
-interface Verification {
-  readonly errors: number;
-  readonly stored: number;
-  readonly transitions: number;
-  readonly depth: number;
-  readonly seconds: number;
-  readonly output: string;
-}
-
-/**
- * Generates the verifier for the model with `defines`, compiles it with `cflags` and runs it with
- * `runFlags`. Exact state storage only (COLLAPSE compression, never BITSTATE): a search that
- * finishes has seen every reachable state.
- */
 function verify(name: string, defines: readonly string[], cflags: readonly string[], runFlags: readonly string[]): Verification {
-  const dir = tempDir(`wassal-spin-${name}-`);
-  copyFileSync(MODEL, join(dir, "lease.pml"));
-  execFileSync("spin", [...defines.map((d) => `-D${d}`), "-a", "lease.pml"], { cwd: dir, stdio: "pipe" });
-  execFileSync("gcc", ["-O2", "-DCOLLAPSE", ...cflags, "-o", "pan", "pan.c"], { cwd: dir, stdio: "pipe" });
-  const started = performance.now();
-  // pan exits 0 whether or not it found an error: its report says.
-  const output = execFileSync("./pan", ["-m2000000", "-w24", ...runFlags], { cwd: dir, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
-  const seconds = (performance.now() - started) / 1000;
-  const number = (pattern: RegExp): number => {
-    const match = pattern.exec(output);
-    if (match === null) throw new Error(`pan's report for ${name} has no ${pattern}:\n${output}`);
-    return Number(match[1]);
-  };
-  const result = {
-    errors: number(/errors: (\d+)/),
-    stored: number(/([\d.e+]+) states, stored/),
-    transitions: number(/([\d.e+]+) transitions/),
-    depth: number(/depth reached (\d+)/),
-    seconds,
-    output,
-  };
-  console.log(
-    `protocol model ${name}: ${result.errors} error(s), ${result.stored} states stored, ${result.transitions} transitions, depth ${result.depth}, ${seconds.toFixed(1)} s`,
-  );
-  return result;
+  return verifyModel(MODEL, name, defines, cflags, runFlags, { label: "protocol model" });
 }
-
-const SAFETY = ["-DSAFETY"];
-// Weak fairness for the progress formula: acceptance cycles (-a) with fairness (-f).
-const FAIRNESS = ["-DNFAIR=3"];
 
 describe.skipIf(!available)("the lease protocol, model-checked by SPIN", () => {
   it("holds every safety property for every interleaving within the bounds (fencing, ordering, no stranded key, the concurrency limit, the audit trail and its refused writes)", () => {
     const run = verify("safety", [], SAFETY, []);
     expect(run.errors, run.output).toBe(0);
-    expect(run.output, "pan stopped before searching everything").not.toMatch(/Search not completed|max search depth too small/);
+    expect(run.output, "pan stopped before searching everything").not.toMatch(INCOMPLETE);
     expect(run.stored).toBeGreaterThan(100_000);
   }, 600_000);
 
   it("makes progress under weak fairness: every message ends processed, dead, cancelled or purged, or waits behind its key's dead holder", () => {
     const run = verify("progress", ["LIVENESS"], FAIRNESS, ["-a", "-f"]);
     expect(run.errors, run.output).toBe(0);
-    expect(run.output, "pan stopped before searching everything").not.toMatch(/Search not completed|max search depth too small/);
+    expect(run.output, "pan stopped before searching everything").not.toMatch(INCOMPLETE);
     expect(run.stored).toBeGreaterThan(10_000);
   }, 600_000);
 
