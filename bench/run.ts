@@ -686,7 +686,8 @@ async function runOnce(
   const settings = { ...all, messages: config.messages ?? all.messages };
   const seed = (messages: number) =>
     isPeer(system)
-      ? preparePeer(system, messages, postgresUrlOf(config.store, settings))
+      ? // plainjob runs on SQLite: no server to name (a run of SQLite stores alone starts none)
+        preparePeer(system, messages, config.store.startsWith("sqlite") ? "" : postgresUrlOf(config.store, settings))
       : prepare(config.store, { ...settings, messages }, config.payments ? "payments" : "noop", config.keys);
   // The warm-up's store: seeded alike, as many messages per process as the setting says (the
   // row's own count at most), worked by the same processes before "ready" (warm-child.ts).
