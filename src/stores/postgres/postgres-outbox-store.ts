@@ -718,7 +718,7 @@ export class PostgresDriver implements OutboxDriver<PostgresTx> {
       locked_until: Date | null;
       now: Date;
     };
-    return { at: row.now, lockedUntil: row.locked_until, refusal: row.locked_until === null && audit ? { at: row.now, holder: toHeldHolder(row) } : null };
+    return { at: row.now, lockedUntil: row.locked_until, refusal: refusalOf({ ...row, changed: row.locked_until !== null }, audit) };
   }
 
   async completeBulk(params: {

@@ -109,6 +109,9 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
 /** A claim candidate as read inside the claim's transaction: its state before the claim. */
 
 /** A claimed row's lease (the claim's own writes are filled in by claimedLease). */
+/** A claimed row's new lease token. */
+const tokenOf = (row: ClaimedTuple): number => row[11];
+
 function sqliteClaimedLease(row: ClaimedTuple, owner: string, until: number, reclaimedFrom: string | null): Lease {
   const [id, type, dedupeKey, key, keySeq, headers, destination, priority, singletonKey, payload, createdAt, token, attempts, lastError] = row;
   const read = {
@@ -475,7 +478,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       if (limit === 0) return { now, until: now + leaseMs, candidates: [], rows: new Map<number, ClaimedTuple>() };
       const claimed = this.#claimLocked({ now, owner, limit, until: now + leaseMs, audit, types: [type], exceptTypes: null });
       if (row !== undefined && claimed.rows.size > 0) {
-        this.#stmt("addLimitStarts").run({ type, now, leases: JSON.stringify([...claimed.rows.values()].map((r) => [r[0], r[11]])) });
+        this.#stmt("addLimitStarts").run({ type, now, leases: JSON.stringify([...claimed.rows.values()].map((r) => [r[0], tokenOf(r)])) });
       }
       return claimed;
     });
@@ -515,7 +518,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       for (const [id, status, lockedBy, lockedUntil] of candidates) {
         const row = rows.get(id);
         if (row === undefined) continue;
-        this.#audit(true, id, row[11], owner, "claim", now, { status, owner: lockedBy, lockedUntil });
+        this.#audit(true, id, tokenOf(row), owner, "claim", now, { status, owner: lockedBy, lockedUntil });
       }
     }
     return { now, until, candidates, rows };
@@ -533,7 +536,7 @@ export class SqliteDriver implements OutboxDriver<SqliteTx> {
       const until = now + leaseMs;
       const row = this.#raw("claimMessage").get({ id, owner, until, now }) as ClaimedTuple | undefined;
       if (row === undefined) return { at, before, lease: null };
-      this.#audit(audit, id, row[11], owner, "claim", now, { status: found.status, owner: found.locked_by, lockedUntil: found.locked_until });
+      this.#audit(audit, id, tokenOf(row), owner, "claim", now, { status: found.status, owner: found.locked_by, lockedUntil: found.locked_until });
       return { at, before, lease: sqliteClaimedLease(row, owner, until, found.status === "processing" ? found.locked_by : null) };
     });
   }
