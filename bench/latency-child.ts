@@ -1,11 +1,11 @@
-// The worker of the cross-process latency run: a Wassal Worker (wake-up on, polling every LATENCY_POLL_MS, 1 s)
-// in a process of its own, recording for each message how long after its enqueue (committed in the
-// parent) its handler started. Prints "ready" once claiming, then, after `count` messages (or 30 s
-// without one), the samples as one JSON line.
+// The worker of the cross-process latency run: a Wassal Worker (wake-up on, polling every
+// LATENCY_POLL_MS, 1 s) in a process of its own, recording for each message its number and how
+// long after its enqueue's stamp (taken in the parent before its transaction) its handler started.
+// Prints "ready" once claiming, then, after `count` messages (or 30 s without one), the samples as
+// one JSON line.
 //   node bench/.build/latency-child.js <db> <schema> <synchronous> <count>
-
 import { openOutbox } from "wassal/lab";
-import { startLatencyWorker } from "./latency.js";
+import { type LatencySample, startLatencyWorker } from "./latency.js";
 
 const [db, schema, synchronous, countText] = process.argv.slice(2);
 if (!db || !countText) throw new Error("usage: latency-child <db> <schema> <synchronous> <count>");
@@ -15,7 +15,7 @@ const outbox = await openOutbox(db, {
   synchronous: synchronous === "NORMAL" ? "NORMAL" : "FULL",
   maxConnections: 4,
 });
-const samples: number[] = [];
+const samples: LatencySample[] = [];
 const worker = await startLatencyWorker(outbox.store, samples);
 process.stdout.write("ready\n");
 // Until every sample is in, or 30 s pass without a new one.
