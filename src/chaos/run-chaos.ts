@@ -206,7 +206,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const place = await scratchPlace(options.store, workDir, "chaos");
   const { db, location } = place;
   const { schema } = place.options;
-  const outbox = await openLabOutbox(db, { audit: true, ...place.options }).catch(async (error: unknown) => {
+  // The run's own store (its cancels) does with a finished row what the workers' --on-complete does.
+  const outbox = await openLabOutbox(db, { audit: true, onComplete: options.onComplete, ...place.options }).catch(async (error: unknown) => {
     if (!options.keep) await place.remove().catch(() => undefined);
     throw error;
   });
