@@ -3,11 +3,12 @@
 
 import { Command, Option } from "commander";
 import type { RunningDashboard } from "../dashboard/dashboard.js";
+import type { OnComplete } from "../outbox/types.js";
 import { createLogger } from "../observability/logging.js";
 import { openOutbox, watchSlot } from "../stores/open-outbox.js";
 import { integer } from "./options.js";
 import { out } from "./output.js";
-import { dbOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
+import { dbOption, onCompleteOption, outboxTarget, schemaOption, shardOption, storeOptions } from "./shared-options.js";
 import { InvalidArgumentError } from "../outbox/errors.js";
 import { redactUrl } from "../outbox/redact.js";
 import { type RunningShards, type ShardUnit, startShardUnits } from "../runtime/shard-units.js";
@@ -24,6 +25,7 @@ interface DashboardCommandOptions {
   allowActions: boolean;
   pollMs: number;
   slot?: string;
+  onComplete: OnComplete;
 }
 
 /** The dashboard holds no lease: stopping closes its connections and the database, nothing more (not a worker's words). */
@@ -52,6 +54,11 @@ export function dashboardCommand(): Command {
       "--allow-actions",
       "show and accept actions: redrive a dead message, cancel a pending one, redrive or skip a blocked key's message (default: read-only)",
       false,
+    )
+    .addOption(
+      onCompleteOption(
+        "what a cancel from the dashboard does with the row: keep it as cancelled, or delete it, as your workers' --on-complete delete does with finished rows (give the workers' mode)",
+      ),
     )
     .option("--poll-ms <ms>", "how often the outbox is read for live updates", integer(100, 60_000), 1000)
     .option(
@@ -94,7 +101,8 @@ Exit codes: 0 stopped by a signal, 2 bad input (a port in use, another machine's
         ...(options.token === undefined ? {} : { token: options.token }),
       };
       // Audited: a redrive, a cancel or an unblocked key done here is in the audit trail, like any other.
-      const openOptions = { ...storeOptions(options, "repair"), audit: true };
+      // A cancel does with the row what the workers' completions do (--on-complete).
+      const openOptions = { ...storeOptions(options, "repair"), audit: true, onComplete: options.onComplete };
       const access = `${options.allowActions ? "actions allowed" : "read-only"}${options.token === undefined ? "" : ", token required"}`;
       if (typeof target !== "string") {
         const shards = target;

@@ -380,6 +380,25 @@ describe("wassal dashboard (the command)", () => {
     expect((await p.waitForExit(15_000)).code).toBe(0);
   });
 
+  it("with --on-complete delete, a cancel from the command's dashboard deletes the row, audited, as the workers' completions do", async () => {
+    const id = (await store.transaction((tx) => store.enqueue(tx, { type: "cli.cancel", payload: 1 }))).id;
+    const { p, url: served } = serve(["--allow-actions", "--on-complete", "delete"]);
+    const url = await served;
+    const page = await (await fetch(`${url}messages/${id}`)).text();
+    const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? "";
+    const posted = await fetch(`${url}messages/${id}/cancel`, {
+      method: "POST",
+      redirect: "manual",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: new URL(url).origin },
+      body: new URLSearchParams({ csrf }).toString(),
+    });
+    expect(posted.status).toBe(303);
+    expect(await store.getMessage(id)).toBeUndefined(); // kept, it would say cancelled
+    expect(await store.auditTrail({ messageId: id })).toMatchObject([{ action: "dead", owner: "cancel: dashboard" }]);
+    p.signal("SIGTERM");
+    expect((await p.waitForExit(15_000)).code).toBe(0);
+  });
+
   it("serves on a free port, read-only, and says where", async () => {
     const { p, url: served } = serve([]);
     const url = await served;
