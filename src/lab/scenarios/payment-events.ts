@@ -221,7 +221,7 @@ async function run<Tx>(backend: LabBackend<Tx>, keyed: boolean): Promise<Scenari
     claimsWon: claims.won,
     claimsEmpty: claims.empty,
     outboxProcessed: finalMessages.filter((m) => m.status === "processed").length,
-    outboxUnfinished: finalMessages.filter((m) => m.status !== "processed" && m.status !== "dead").length,
+    outboxUnfinished: finalMessages.filter((m) => m.status === "pending" || m.status === "processing").length,
     outboxDead: finalMessages.filter((m) => m.status === "dead").length,
     appliedByWorker,
   };
