@@ -9,14 +9,24 @@ export function rawClaimSql(schema: string, guarded: boolean): string {
   const returning = guarded
     ? `m.id, m.type, m.dedupe_key, m.ordering_key, m.headers, m.destination, m.payload, m.lease_token, m.attempts, m.last_error, ${ms("created_at")} AS created_ms, ${ms("locked_until")} AS until_ms`
     : "m.id";
-  return `WITH c AS MATERIALIZED (SELECT id FROM ${t} WHERE status IN ('pending', 'processing') AND key_state = 0 AND available_at <= now()
-                                 ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+  // Ordered by the claim's rank, the expression the store's claimable index is on (outbox-018-priority),
+  // as Wassal's claim is: ordered by available_at, this claim sorted every claimable row at each call.
+  // And its UPDATE names the rows as an array of ids too, as Wassal's large claims do: by the join
+  // alone, planned at each call, it hashed the candidates and read the whole table
+  // (test/bench/raw-claim-plan.test.ts).
+  const rank = `CASE WHEN status = 'pending' THEN (available_at AT TIME ZONE 'UTC') - priority * interval '1 second' ELSE available_at AT TIME ZONE 'UTC' END`;
+  return `WITH c AS MATERIALIZED (SELECT id FROM ${t} WHERE status IN ('pending', 'processing') AND key_state = 0
+                                   AND (${rank}) <= (now() AT TIME ZONE 'UTC') AND available_at <= now()
+                                 ORDER BY ${rank}, id LIMIT $1 FOR UPDATE SKIP LOCKED)
        UPDATE ${t} m SET status = 'processing', locked_by = 'raw', locked_until = now() + interval '30 s', available_at = now() + interval '30 s',
               lease_token = m.lease_token + 1, attempts = m.attempts + 1
-       FROM c WHERE m.id = c.id RETURNING ${returning}`;
+       FROM c WHERE m.id = c.id AND m.id = ANY (ARRAY(SELECT id FROM c)) RETURNING ${returning}`;
 }
 
 /** $1 ids, $2 lease tokens: the guarded completion of a batch, returning the ids it completed; `remove`: the rows deleted. */
+// The status compared with a value the planner does not know, as the store's bulk completion
+// compares it (PROCESSING in its outbox-sql.ts): with 'processing' as a constant, statistics taken
+// while nothing was processing made the plan read the whole table at each completion.
 export function rawGuardedCompleteSql(schema: string, remove = false): string {
   return `${
     remove
@@ -24,7 +34,7 @@ export function rawGuardedCompleteSql(schema: string, remove = false): string {
       : `UPDATE ${schema}.outbox_messages m SET status = 'processed', processed_at = now(), locked_until = NULL, last_error = NULL
          FROM unnest($1::bigint[], $2::int[]) AS w(id, token)`
   }
-         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = 'processing' RETURNING m.id`;
+         WHERE m.id = w.id AND m.lease_token = w.token AND m.status = (SELECT 'processing'::text) RETURNING m.id`;
 }
 
 /**
