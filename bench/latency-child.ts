@@ -4,6 +4,7 @@
 // Prints "ready" once claiming, then, after `count` messages (or 30 s without one), the samples as
 // one JSON line.
 //   node bench/.build/latency-child.js <db> <schema> <synchronous> <count>
+
 import { openOutbox } from "wassal/lab";
 import { type LatencySample, startLatencyWorker } from "./latency.js";
 

@@ -7,6 +7,7 @@
 // such wake-up (its store wakes only the listeners of the enqueuing process): there the other
 // process's worker finds each message at its next poll, every LATENCY_POLL_MS, so that row
 // measures the polling.
+
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
